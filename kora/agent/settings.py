@@ -1,0 +1,179 @@
+"""Agent server settings, read from the environment (spec: "Agent server settings (environment variables)").
+
+Each setting is read from the upper-case form of its name (``agent_port`` <- ``AGENT_PORT``). On top of
+the spec's table Kora adds a few operational settings (marked "Kora" below); their names follow the same
+rule. :func:`load_agent_settings` validates everything at once and raises
+:class:`~kora.core.settings_errors.SettingsError` naming every bad variable.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Literal
+from urllib.parse import urlparse
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from kora.core import env as envnames
+from kora.core.settings_errors import SettingsError, describe_validation_error
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+ReadScope = Literal["session", "user", "agent", "global"]
+
+
+def is_http_url(value: str) -> bool:
+    """True when ``value`` is an absolute ``http``/``https`` URL with a host."""
+    parsed = urlparse(value)
+    return parsed.scheme in {"http", "https"} and bool(parsed.netloc)
+
+
+def parse_sub_agents(value: str) -> dict[str, str]:
+    """Parse ``agent_sub_agents``: comma-separated ``name:url`` pairs -> ``{name: url}``.
+
+    The name ends at the first colon, so URLs keep theirs: ``"math:http://math:8000"``. Raises
+    ``ValueError`` naming each malformed entry.
+    """
+    result: dict[str, str] = {}
+    bad: list[str] = []
+    for entry in envnames.split_names(value):
+        name, sep, url = entry.partition(":")
+        name, url = name.strip(), url.strip()
+        if not sep or not name or not is_http_url(url):
+            bad.append(entry)
+            continue
+        result[name] = url
+    if bad:
+        raise ValueError(f"entries must be 'name:http(s)://url', got {', '.join(repr(b) for b in bad)}")
+    return result
+
+
+class AgentSettings(BaseSettings):
+    """Settings of one agent server. Required: ``AGENT_NAME``, ``MODEL_API_URL``, ``MODEL_NAME``."""
+
+    model_config = SettingsConfigDict(case_sensitive=False, extra="ignore", frozen=True)
+
+    # Identity and model (spec).
+    agent_name: str = Field(min_length=1)
+    model_api_url: str
+    model_name: str = Field(min_length=1)
+    agent_description: str = "AI Agent"
+    agent_instructions: str = "You are a helpful assistant."
+    # Serving (spec).
+    agent_port: int = Field(default=8000, ge=1, le=65535)
+    agent_log_level: LogLevel = "INFO"
+    agent_access_log: bool = False
+    # Tools and delegation (spec).
+    agent_sub_agents: str = ""
+    peer_agents: str = ""
+    mcp_servers: str = ""
+    agentic_loop_max_steps: int = Field(default=5, ge=1)
+    # Memory (spec).
+    memory_enabled: bool = True
+    memory_context_limit: int = Field(default=6, ge=0)
+    memory_max_sessions: int = Field(default=1000, ge=1)
+    memory_max_session_events: int = Field(default=500, ge=1)
+    memory_store_endpoint: str = ""
+    memory_max_read_scope: ReadScope = "session"
+    memory_tools: Literal["all", "read", "write"] | None = None
+    # A2A (spec).
+    task_store_type: Literal["local", "null"] = "local"
+
+    # Kora: interface to bind (a pod listens on every interface; tests pass 127.0.0.1).
+    agent_host: str = "0.0.0.0"
+    # Kora: API key sent to the model API (OpenAI-compatible servers that need none accept any value).
+    model_api_key: str = "kora-no-key"
+    # Kora: seconds to wait for one model response before answering 504.
+    model_timeout_seconds: float = Field(default=120.0, gt=0)
+    # Kora: seconds to wait for a peer agent's answer to a delegated task.
+    delegation_timeout_seconds: float = Field(default=120.0, gt=0)
+    # Kora: the base URL clients reach this agent at (agent card ``url``); derived from the request if empty.
+    agent_public_url: str = ""
+
+    # Resolved by load_agent_settings from MCP_SERVER_<NAME>_URL / PEER_AGENT_<NAME>_CARD_URL.
+    mcp_server_urls: dict[str, str] = Field(default_factory=dict)
+    sub_agent_urls: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("model_api_url")
+    @classmethod
+    def _model_api_url_is_http(cls, value: str) -> str:
+        if not is_http_url(value):
+            raise ValueError("must be an http(s) URL such as http://model:8000/v1")
+        return value.rstrip("/")
+
+    @field_validator("agent_sub_agents")
+    @classmethod
+    def _sub_agents_well_formed(cls, value: str) -> str:
+        parse_sub_agents(value)
+        return value
+
+    @field_validator("memory_store_endpoint")
+    @classmethod
+    def _memory_store_endpoint_is_http(cls, value: str) -> str:
+        if value and not is_http_url(value):
+            raise ValueError("must be an http(s) URL or empty")
+        return value.rstrip("/")
+
+    @field_validator("agent_log_level", mode="before")
+    @classmethod
+    def _upper_log_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @property
+    def mcp_server_names(self) -> list[str]:
+        """Names listed in ``MCP_SERVERS``, in order."""
+        return envnames.split_names(self.mcp_servers)
+
+
+def _resolve_urls(
+    names: list[str], variable_of: Mapping[str, str], environ: Mapping[str, str], problems: list[str]
+) -> dict[str, str]:
+    urls: dict[str, str] = {}
+    for name in names:
+        variable = variable_of[name]
+        url = environ.get(variable, "").strip()
+        if not url:
+            problems.append(f"{variable}: required because {name!r} is listed, but not set")
+        elif not is_http_url(url):
+            problems.append(f"{variable}: must be an http(s) URL (got {url!r})")
+        else:
+            urls[name] = url.rstrip("/")
+    return urls
+
+
+def load_agent_settings(environ: Mapping[str, str] | None = None) -> AgentSettings:
+    """Read and validate the agent's settings from ``environ`` (default: the process environment).
+
+    Resolves ``MCP_SERVER_<NAME>_URL`` for each name in ``MCP_SERVERS`` (``/mcp`` appended) and the
+    sub-agents from ``AGENT_SUB_AGENTS`` (direct format) plus ``PEER_AGENT_<NAME>_CARD_URL`` for each name
+    in ``PEER_AGENTS`` (orchestrator format). Raises ``SettingsError`` listing every bad variable.
+    """
+    env = dict(os.environ if environ is None else environ)
+    lowered = {key.lower(): value for key, value in env.items()}
+    problems: list[str] = []
+    settings: AgentSettings | None = None
+    try:
+        # Pass the mapping explicitly so callers (tests, the local runtime) need not touch os.environ.
+        fields = {name: lowered[name] for name in AgentSettings.model_fields if name in lowered}
+        fields.pop("mcp_server_urls", None)
+        fields.pop("sub_agent_urls", None)
+        settings = AgentSettings.model_validate(fields)
+    except ValidationError as error:
+        problems.extend(describe_validation_error(error))
+
+    upper = {key.upper(): value for key, value in env.items()}
+    mcp_names = envnames.split_names(upper.get(envnames.MCP_SERVERS, ""))
+    peer_names = envnames.split_names(upper.get(envnames.PEER_AGENTS, ""))
+    mcp_urls = _resolve_urls(mcp_names, {n: envnames.mcp_server_url_var(n) for n in mcp_names}, upper, problems)
+    peer_urls = _resolve_urls(peer_names, {n: envnames.peer_agent_card_url_var(n) for n in peer_names}, upper, problems)
+    if problems or settings is None:
+        raise SettingsError("kora agent", problems)
+    sub_agents = parse_sub_agents(settings.agent_sub_agents)
+    sub_agents.update(peer_urls)
+    return settings.model_copy(
+        update={
+            "mcp_server_urls": {name: envnames.mcp_endpoint(url) for name, url in mcp_urls.items()},
+            "sub_agent_urls": sub_agents,
+        }
+    )

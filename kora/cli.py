@@ -1,0 +1,53 @@
+"""The ``kora`` command line: one entry point, one sub-command per component.
+
+``kora <command> [args...]`` imports only the module that implements ``<command>`` and hands it the
+remaining arguments, so ``kora agent`` does not pay for the operator's or the local runtime's imports
+(start-up time matters: an agent must answer ``/health`` within a second of starting). Each component
+parses its own arguments with Typer in its ``cli`` function.
+
+Exit codes: 0 on success, 2 for an unknown command, otherwise whatever the sub-command returns.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+# command -> ("module", "function", one-line help). The function takes the argument list and returns an exit code.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "agent": ("kora.agent.server", "cli", "Run the agent server (configured from the environment)."),
+    "model": ("kora.testing.cli", "cli", "Run the scripted OpenAI-compatible model server (tests, offline demo)."),
+}
+
+
+def _usage() -> str:
+    width = max(len(name) for name in COMMANDS)
+    lines = ["usage: kora <command> [options]", "", "commands:"]
+    lines += [f"  {name.ljust(width)}  {help_text}" for name, (_, _, help_text) in COMMANDS.items()]
+    lines += ["", "Run 'kora <command> --help' for a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Dispatch ``kora <command> ...`` to the component that implements it; returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in {"-h", "--help", "help"}:
+        print(_usage())
+        return 0
+    if args[0] in {"--version", "version"}:
+        from kora import __version__
+
+        print(f"kora {__version__}")
+        return 0
+    entry = COMMANDS.get(args[0])
+    if entry is None:
+        print(f"kora: unknown command {args[0]!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module_name, function_name, _ = entry
+    command: Callable[[list[str]], int] = getattr(importlib.import_module(module_name), function_name)
+    return command(args[1:])
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised through the console script
+    raise SystemExit(main())

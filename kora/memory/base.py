@@ -1,0 +1,118 @@
+"""The memory interface every implementation shares (spec: "Memory client operations").
+
+The agent server holds one :class:`Memory` and never asks which implementation it is: LocalMemory
+(bounded, in-process, default), NullMemory (disabled) and RemoteMemory (client of the memory service).
+
+All operations are coroutines so a remote implementation fits the same interface; local ones do not
+await anything inside an operation, so each operation is atomic with respect to other coroutines on the
+event loop. Session ids are opaque strings chosen by the caller or generated (``ses_`` + 32 hex digits).
+"""
+
+from __future__ import annotations
+
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from datetime import datetime
+
+from pydantic import BaseModel, JsonValue
+
+from kora.core.events import EventType, MemoryEvent
+
+
+def new_session_id() -> str:
+    """A fresh session id: ``ses_`` followed by 32 hex digits."""
+    return f"ses_{uuid.uuid4().hex}"
+
+
+class SessionInfo(BaseModel):
+    """A session as listed by ``GET /memory/sessions``.
+
+    ``created_at`` / ``updated_at`` are UTC datetimes; ``event_count`` is how many events the session
+    holds now (after any eviction).
+    """
+
+    session_id: str
+    app_name: str
+    user_id: str
+    created_at: datetime
+    updated_at: datetime
+    event_count: int
+
+
+class Memory(ABC):
+    """Sessions of memory events for one agent (``app_name`` is the agent's name).
+
+    Errors: operations on an unknown session id raise nothing; reads return empty results and
+    ``add_event`` creates the session (a memory never loses an event because a session was evicted).
+    """
+
+    #: False only for NullMemory; lets endpoints say "memory disabled" without isinstance checks.
+    enabled: bool = True
+
+    @abstractmethod
+    async def create_session(self, app_name: str, user_id: str = "default") -> str:
+        """Create a new, empty session and return its id."""
+
+    @abstractmethod
+    async def get_or_create_session(self, session_id: str | None, app_name: str, user_id: str = "default") -> str:
+        """Return ``session_id`` if it exists, else create it under that id (a fresh id when None).
+
+        Idempotent: calling it twice with the same id yields one session.
+        """
+
+    @abstractmethod
+    async def list_sessions(self) -> list[SessionInfo]:
+        """All sessions, oldest first."""
+
+    @abstractmethod
+    async def delete_session(self, session_id: str) -> bool:
+        """Remove a session and its events; True if it existed."""
+
+    def create_event(
+        self,
+        event_type: EventType | str,
+        content: JsonValue,
+        metadata: dict[str, JsonValue] | None = None,
+    ) -> MemoryEvent:
+        """Build (but do not store) an event with a fresh id and the current UTC time.
+
+        Raises ``ValueError`` if ``event_type`` is not one of the spec's event types.
+        """
+        return MemoryEvent(event_type=EventType(event_type), content=content, metadata=metadata or {})
+
+    @abstractmethod
+    async def add_event(self, session_id: str, event: MemoryEvent) -> None:
+        """Append ``event`` to the session (creating the session if needed), applying the bounds."""
+
+    async def add_events(self, session_id: str, events: Sequence[MemoryEvent]) -> None:
+        """Append several events in order; implementations may do it in one round trip."""
+        for event in events:
+            await self.add_event(session_id, event)
+
+    @abstractmethod
+    async def get_session_events(
+        self,
+        session_id: str,
+        event_types: Sequence[EventType | str] | None = None,
+        limit: int | None = None,
+    ) -> list[MemoryEvent]:
+        """The session's events, oldest first.
+
+        ``event_types`` keeps only events of those types; ``limit`` keeps only the most recent ``limit``
+        (after filtering). Unknown session: ``[]``.
+        """
+
+    @abstractmethod
+    async def list_events(self, session_id: str | None = None, limit: int | None = None) -> list[MemoryEvent]:
+        """Events of one session, or of all sessions when ``session_id`` is None, oldest first (newest last).
+
+        ``limit`` keeps only the most recent ``limit`` events.
+        """
+
+    @abstractmethod
+    async def count_events(self, session_id: str | None = None) -> int:
+        """How many events one session (or all sessions) holds; the ``total`` of ``GET /memory/events``."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook, a no-op for in-process memories
+        """Release connections; the default has nothing to release."""

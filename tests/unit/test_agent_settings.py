@@ -1,0 +1,81 @@
+"""Agent settings: defaults, environment names and the start-up error that names every bad setting."""
+
+import pytest
+
+from kora.agent.settings import load_agent_settings, parse_sub_agents
+from kora.core.settings_errors import SettingsError
+
+REQUIRED = {"AGENT_NAME": "a", "MODEL_API_URL": "http://model:8000/v1", "MODEL_NAME": "m"}
+
+
+def test_defaults_follow_the_spec():
+    s = load_agent_settings(REQUIRED)
+    assert (s.agent_description, s.agent_instructions) == ("AI Agent", "You are a helpful assistant.")
+    assert (s.agent_port, s.agent_log_level, s.agent_access_log) == (8000, "INFO", False)
+    assert (s.agentic_loop_max_steps, s.memory_enabled, s.memory_context_limit) == (5, True, 6)
+    assert (s.memory_max_sessions, s.memory_max_session_events) == (1000, 500)
+    assert (s.memory_store_endpoint, s.memory_max_read_scope, s.memory_tools) == ("", "session", None)
+    assert s.task_store_type == "local"
+    assert s.mcp_server_urls == {}
+    assert s.sub_agent_urls == {}
+
+
+def test_values_are_read_from_upper_case_variables():
+    s = load_agent_settings(
+        REQUIRED
+        | {"AGENT_PORT": "9001", "MEMORY_ENABLED": "false", "AGENTIC_LOOP_MAX_STEPS": "3", "MEMORY_TOOLS": "read"}
+    )
+    assert (s.agent_port, s.memory_enabled, s.agentic_loop_max_steps, s.memory_tools) == (9001, False, 3, "read")
+
+
+def test_tool_server_and_peer_urls_are_resolved_by_name():
+    s = load_agent_settings(
+        REQUIRED
+        | {
+            "MCP_SERVERS": "web-search, calc",
+            "MCP_SERVER_WEB_SEARCH_URL": "http://web-search.ns.svc:8000",
+            "MCP_SERVER_CALC_URL": "http://calc:80/mcp",
+            "PEER_AGENTS": "research-bot",
+            "PEER_AGENT_RESEARCH_BOT_CARD_URL": "http://research-bot:8000/",
+            "AGENT_SUB_AGENTS": "math:http://math:8000",
+        }
+    )
+    assert s.mcp_server_urls == {"web-search": "http://web-search.ns.svc:8000/mcp", "calc": "http://calc:80/mcp"}
+    assert s.sub_agent_urls == {"math": "http://math:8000", "research-bot": "http://research-bot:8000"}
+
+
+def test_every_bad_setting_is_named_in_one_error():
+    with pytest.raises(SettingsError) as caught:
+        load_agent_settings({"AGENT_PORT": "abc", "AGENT_SUB_AGENTS": "nourl", "MCP_SERVERS": "x"})
+    message = str(caught.value)
+    for variable in ("AGENT_NAME", "MODEL_API_URL", "MODEL_NAME", "AGENT_PORT", "AGENT_SUB_AGENTS", "MCP_SERVER_X_URL"):
+        assert variable in message
+    assert len(caught.value.problems) == 6
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("MODEL_API_URL", "not-a-url"),
+        ("AGENT_PORT", "70000"),
+        ("AGENTIC_LOOP_MAX_STEPS", "0"),
+        ("MEMORY_TOOLS", "everything"),
+        ("TASK_STORE_TYPE", "redis"),
+        ("AGENT_LOG_LEVEL", "loud"),
+        ("MEMORY_ENABLED", "maybe"),
+    ],
+)
+def test_malformed_values_are_rejected_with_the_variable_name(variable, value):
+    with pytest.raises(SettingsError) as caught:
+        load_agent_settings(REQUIRED | {variable: value})
+    assert caught.value.problems
+    assert caught.value.problems[0].startswith(variable)
+
+
+def test_sub_agent_urls_keep_their_colons():
+    assert parse_sub_agents("a:http://a:8000, b:https://b.example/x") == {
+        "a": "http://a:8000",
+        "b": "https://b.example/x",
+    }
+    with pytest.raises(ValueError, match="'b'"):
+        parse_sub_agents("a:http://a:1,b")
