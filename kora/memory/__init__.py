@@ -5,6 +5,6 @@
 messages.
 """
 
-from kora.memory.base import Memory, SessionInfo, new_session_id
+from kora.memory.base import Memory, MemoryHit, SessionInfo, new_session_id
 
-__all__ = ["Memory", "SessionInfo", "new_session_id"]
+__all__ = ["Memory", "MemoryHit", "SessionInfo", "new_session_id"]

@@ -40,6 +40,19 @@ class SessionInfo(BaseModel):
     event_count: int
 
 
+class MemoryHit(BaseModel):
+    """One result of :meth:`Memory.search`: the matching text, its relevance in ``[0, 1]`` and where it came from.
+
+    ``source`` is ``"event"`` (a stored event; ``event_id`` set) or ``"fact"`` (saved with ``save_memory``).
+    """
+
+    text: str
+    score: float
+    source: str
+    event_id: str | None = None
+    timestamp: datetime
+
+
 class Memory(ABC):
     """Sessions of memory events for one agent (``app_name`` is the agent's name).
 
@@ -113,6 +126,18 @@ class Memory(ABC):
     @abstractmethod
     async def count_events(self, session_id: str | None = None) -> int:
         """How many events one session (or all sessions) holds; the ``total`` of ``GET /memory/events``."""
+
+    @abstractmethod
+    async def search(self, session_id: str, query: str, scope: str = "session", limit: int = 5) -> list[MemoryHit]:
+        """Recall what matches ``query`` within ``scope``, best first, at most ``limit`` hits.
+
+        Scopes an implementation cannot serve (LocalMemory serves only ``"session"``) raise ``ValueError``
+        with a message meant for the model. NullMemory returns ``[]``.
+        """
+
+    @abstractmethod
+    async def save(self, session_id: str, content: str, metadata: dict[str, JsonValue] | None = None) -> str:
+        """Keep ``content`` as a fact for later recall; returns its id. ``metadata`` carries attribution."""
 
     async def close(self) -> None:  # noqa: B027 - optional hook, a no-op for in-process memories
         """Release connections; the default has nothing to release."""
