@@ -1,0 +1,610 @@
+"""The scripted model: an OpenAI-compatible chat-completions server that answers from a script.
+
+It is the only stand-in for an LLM that Kora's tests and offline demo use. Real clients (the ``openai``
+package, pydantic-ai's ``OpenAIChatModel``) talk to it unchanged. Every request body is recorded in
+order (:attr:`ScriptedModel.requests`) so tests can assert on the history an agent replayed, and
+requests whose client went away before the reply finished are listed in
+:attr:`ScriptedModel.aborted_requests`.
+
+How a reply is chosen for each request, first hit wins:
+
+1. the queue of replies pushed with :meth:`ScriptedModel.enqueue` (FIFO);
+2. the first :class:`Rule` whose :class:`Match` fits the request and whose ``times`` is not used up;
+3. the default: ``Tool result: <content>`` if the last message is a tool result, else
+   ``You said: <last user text>``.
+
+Placeholders ``{name}`` in reply text and in tool-call argument strings are filled from the named
+groups of the rule's ``user_matches`` regex, ``{user}`` (last user text) and ``{tool_result}``
+(content of the last tool message). Unknown placeholders are left as written. A substituted argument
+whose JSON schema in the request's ``tools`` says ``integer``, ``number`` or ``boolean`` is converted
+to that type (``"2"`` -> ``2``).
+
+Script files (YAML or JSON; :func:`load_script_file`) hold a list of rules, either at the top level or
+under ``rules:``. A reply is a mapping with ``kind`` = ``text`` | ``tool_calls`` | ``error`` (inferred
+from ``calls`` / ``status`` when omitted) or a plain string for a text reply. Example::
+
+    rules:
+      # After the tool ran, report its result. Listed first: the user text still matches below.
+      - when: {after_tool: true, user_matches: 'add (?P<a>\\d+) and (?P<b>\\d+)'}
+        reply: "The sum of {a} and {b} is {tool_result}"
+      - when: {user_matches: 'add (?P<a>\\d+) and (?P<b>\\d+)', tool_available: add}
+        reply:
+          kind: tool_calls
+          calls: [{name: add, arguments: {a: "{a}", b: "{b}"}}]
+      - when: {user_matches: '(?i)slow'}
+        reply: {kind: text, text: "...finally", delay_seconds: 2, chunk_delay_seconds: 0.1}
+      - when: {user_matches: 'overloaded'}
+        reply: {kind: error, status: 503, message: "try later", type: server_error}
+        times: 1
+
+Reply fields (all kinds): ``delay_seconds`` (seconds before the response starts). Text and tool-call
+replies also take ``chunk_delay_seconds`` (seconds between streamed chunks) and
+``disconnect_after_chunks`` (streaming only: the server drops the connection after that many content
+or tool-call chunks, simulating a crashed backend). ``text`` takes ``chunks`` (explicit stream pieces).
+
+Usage is deterministic: ``prompt_tokens`` counts whitespace-separated words over all message contents
+and tool-call argument strings, ``completion_tokens`` the words of the reply text plus those of the
+JSON of each tool call's arguments (at least 1 for a tool-call reply).
+
+HTTP surface of :func:`create_app`: ``POST /v1/chat/completions`` (and ``/chat/completions``),
+``GET /v1/models``, ``GET /health``, and control endpoints for other processes:
+``POST /_script/replies`` (a reply object or a list; enqueued), ``PUT /_script/rules`` (a script:
+list of rules or ``{"rules": [...]}``; replaces the rules), ``GET /_script/requests``
+(``{"requests": [...], "aborted_requests": [...]}``) and ``DELETE /_script`` (reset; add
+``?keep_rules=true`` to keep the rules).
+
+Note: OpenAI clients retry 429 and 5xx replies and timeouts by default (``max_retries=2``); a retried
+request consumes the next reply. Use ``max_retries=0`` in tests that script errors or delays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, TypeAlias
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from kora.testing.script import (
+    Conversation,
+    ErrorReply,
+    JSONObject,
+    Match,
+    Reply,
+    Rule,
+    ScriptError,
+    TextReply,
+    ToolCall,
+    ToolCallReply,
+    content_text,
+    instantiate,
+    load_script,
+    load_script_file,
+    reply_from_json,
+    reply_to_json,
+)
+
+__all__ = [
+    "DEFAULT_MODEL_NAME",
+    "ErrorReply",
+    "Match",
+    "Reply",
+    "Rule",
+    "ScriptError",
+    "ScriptedModel",
+    "ScriptedModelApp",
+    "TextReply",
+    "ToolCall",
+    "ToolCallReply",
+    "Usage",
+    "count_usage",
+    "create_app",
+    "load_script",
+    "load_script_file",
+    "reply_from_json",
+    "reply_to_json",
+    "split_chunks",
+]
+
+DEFAULT_MODEL_NAME: Final = "scripted"
+
+# --------------------------------------------------------------------------------------------------
+# Usage and chunking
+# --------------------------------------------------------------------------------------------------
+
+_CHUNK = re.compile(r"\s*\S+|\s+$")
+
+
+def split_chunks(text: str) -> list[str]:
+    """``text`` split into word-ish stream tokens (each word with its leading whitespace).
+
+    ``"".join(split_chunks(t)) == t`` for every string; ``""`` gives ``[]``.
+    """
+    return _CHUNK.findall(text)
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def arguments_json(call: ToolCall) -> str:
+    """The arguments string sent on the wire for ``call`` (``json.dumps`` with default separators)."""
+    return json.dumps(call.arguments)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one completion (whitespace-separated words, see the module docstring)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        """``prompt_tokens + completion_tokens``."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_json(self) -> JSONObject:
+        """The OpenAI ``usage`` object."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+
+def count_usage(body: Mapping[str, Any], reply: TextReply | ToolCallReply) -> Usage:
+    """Deterministic usage of answering request ``body`` with ``reply``.
+
+    Prompt: words of every message's content plus of every tool-call ``arguments`` string in the
+    messages. Completion: words of the reply text, plus words of each call's arguments JSON; a
+    tool-call reply counts at least 1.
+    """
+    prompt = 0
+    messages = body.get("messages")
+    for message in messages if isinstance(messages, list) else []:
+        if not isinstance(message, dict):
+            continue
+        prompt += _words(content_text(message.get("content")))
+        calls = message.get("tool_calls")
+        for call in calls if isinstance(calls, list) else []:
+            function = call.get("function") if isinstance(call, dict) else None
+            arguments = function.get("arguments") if isinstance(function, dict) else None
+            if isinstance(arguments, str):
+                prompt += _words(arguments)
+    if isinstance(reply, TextReply):
+        return Usage(prompt, _words(reply.text))
+    completion = _words(reply.text or "") + sum(_words(arguments_json(call)) for call in reply.calls)
+    return Usage(prompt, max(1, completion))
+
+
+# --------------------------------------------------------------------------------------------------
+# The model
+# --------------------------------------------------------------------------------------------------
+
+
+class ScriptedModel:
+    """The script and the record of one scripted model; thread-safe (tests and server share it).
+
+    ``rules`` is the script, ``model_name`` the name listed by ``/v1/models`` and used when a request
+    names none, ``max_recorded`` caps :attr:`requests` (oldest dropped first; ``None``: unbounded).
+    :attr:`requests` holds every request body in arrival order, :attr:`aborted_requests` the bodies
+    whose client disconnected before the reply finished.
+    """
+
+    def __init__(
+        self,
+        rules: Iterable[Rule] = (),
+        *,
+        model_name: str = DEFAULT_MODEL_NAME,
+        max_recorded: int | None = None,
+    ) -> None:
+        self.model_name = model_name
+        self.max_recorded = max_recorded
+        self.requests: list[JSONObject] = []
+        self.aborted_requests: list[JSONObject] = []
+        self._rules: list[Rule] = list(rules)
+        self._uses: list[int] = [0] * len(self._rules)
+        self._queue: list[Reply] = []
+        self._models_seen: dict[str, None] = {model_name: None}
+        self._ids = itertools.count(1)
+        self._changed = threading.Condition()
+
+    # -- script ------------------------------------------------------------------------------------
+
+    @property
+    def rules(self) -> list[Rule]:
+        """A copy of the current rules, in match order."""
+        with self._changed:
+            return list(self._rules)
+
+    @property
+    def queued(self) -> int:
+        """How many queued replies are not used yet."""
+        with self._changed:
+            return len(self._queue)
+
+    def enqueue(self, *replies: Reply | str) -> None:
+        """Queue replies for the next requests, in order (a string is a :class:`TextReply`)."""
+        with self._changed:
+            self._queue.extend(TextReply(r) if isinstance(r, str) else r for r in replies)
+
+    def load_script(self, rules: Iterable[Rule]) -> None:
+        """Replace the rules (and their ``times`` counters)."""
+        with self._changed:
+            self._rules = list(rules)
+            self._uses = [0] * len(self._rules)
+
+    def add_rule(self, when: Match, reply: Reply | str, times: int | None = None) -> None:
+        """Append one rule after the existing ones."""
+        with self._changed:
+            self._rules.append(Rule(when, TextReply(reply) if isinstance(reply, str) else reply, times))
+            self._uses.append(0)
+
+    def load_script_file(self, path: str | Path) -> None:
+        """Replace the rules with those of a YAML/JSON script file (errors as :func:`load_script_file`)."""
+        self.load_script(load_script_file(path))
+
+    def reset(self, *, keep_rules: bool = False) -> None:
+        """Forget queued replies, recorded and aborted requests and rule counters; drop the rules too
+        unless ``keep_rules``."""
+        with self._changed:
+            self._queue.clear()
+            self.requests.clear()
+            self.aborted_requests.clear()
+            if not keep_rules:
+                self._rules = []
+            self._uses = [0] * len(self._rules)
+
+    # -- serving -----------------------------------------------------------------------------------
+
+    @property
+    def model_names(self) -> list[str]:
+        """The configured model name followed by every other name requests used."""
+        with self._changed:
+            return list(self._models_seen)
+
+    def next_id(self) -> int:
+        """A number unique within this model, for completion and tool-call ids."""
+        return next(self._ids)
+
+    def next_reply(self, body: JSONObject) -> Reply:
+        """Record ``body`` and choose its reply (queue, rules, default) with placeholders filled.
+
+        ``body`` is a decoded chat-completions request. The returned reply is concrete: no
+        placeholders left that the script could fill, tool arguments converted to their schemas.
+        """
+        conversation = Conversation(body)
+        values = {"user": conversation.user_text, "tool_result": conversation.tool_result}
+        with self._changed:
+            self.requests.append(body)
+            if self.max_recorded is not None and len(self.requests) > self.max_recorded:
+                del self.requests[0]
+            model = body.get("model")
+            if isinstance(model, str) and model not in self._models_seen:
+                self._models_seen[model] = None
+            chosen: Reply | None = self._queue.pop(0) if self._queue else None
+            if chosen is None:
+                for index, rule in enumerate(self._rules):
+                    if rule.times is not None and self._uses[index] >= rule.times:
+                        continue
+                    groups = rule.when.match(conversation)
+                    if groups is not None:
+                        self._uses[index] += 1
+                        chosen = rule.reply
+                        values = {**values, **groups}
+                        break
+            self._changed.notify_all()
+        if chosen is None:
+            if conversation.last_is_tool:
+                return TextReply(f"Tool result: {conversation.tool_result}")
+            return TextReply(f"You said: {conversation.user_text}")
+        return instantiate(chosen, values, conversation)
+
+    def record_abort(self, body: JSONObject) -> None:
+        """Note that the client of ``body`` disconnected before its reply finished."""
+        with self._changed:
+            self.aborted_requests.append(body)
+            self._changed.notify_all()
+
+    def wait_for_requests(self, count: int, timeout: float = 5.0) -> bool:
+        """Block until at least ``count`` requests were recorded; ``False`` on timeout (seconds)."""
+        with self._changed:
+            return self._changed.wait_for(lambda: len(self.requests) >= count, timeout)
+
+    def wait_for_aborts(self, count: int = 1, timeout: float = 5.0) -> bool:
+        """Block until at least ``count`` aborted requests were seen; ``False`` on timeout (seconds)."""
+        with self._changed:
+            return self._changed.wait_for(lambda: len(self.aborted_requests) >= count, timeout)
+
+
+# --------------------------------------------------------------------------------------------------
+# The ASGI app
+# --------------------------------------------------------------------------------------------------
+
+Scope: TypeAlias = MutableMapping[str, Any]
+Message: TypeAlias = MutableMapping[str, Any]
+Receive: TypeAlias = Callable[[], Awaitable[Message]]
+Send: TypeAlias = Callable[[Message], Awaitable[None]]
+
+CHAT_PATHS: Final = frozenset({"/v1/chat/completions", "/chat/completions"})
+_JSON_HEADERS: Final = [(b"content-type", b"application/json")]
+_SSE_HEADERS: Final = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+class _SimulatedDisconnect(Exception):
+    """Raised inside a streamed response so the server drops the connection (``disconnect_after_chunks``)."""
+
+
+class _QuietSimulatedDisconnects(logging.Filter):
+    """Hides uvicorn's error log for connections dropped on purpose; real errors still show."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], _SimulatedDisconnect))
+
+
+def _install_log_filter() -> None:
+    logger = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _QuietSimulatedDisconnects) for f in logger.filters):
+        logger.addFilter(_QuietSimulatedDisconnects())
+
+
+def error_body(message: str, type_: str, code: str | None) -> bytes:
+    """The OpenAI error body ``{"error": {"message", "type", "param", "code"}}`` as JSON bytes."""
+    return _dumps({"error": {"message": message, "type": type_, "param": None, "code": code}}).encode()
+
+
+class _DisconnectWatch:
+    """Waits on ``receive`` in the background: it returns only when the client disconnects (uvicorn
+    answers ``http.disconnect`` once the body was read), so a finished task means the client left."""
+
+    def __init__(self, receive: Receive) -> None:
+        self._task = asyncio.ensure_future(receive())
+
+    @property
+    def gone(self) -> bool:
+        return self._task.done()
+
+    async def sleep(self, seconds: float) -> bool:
+        """Sleep ``seconds`` unless the client leaves first; ``True`` if it left."""
+        if seconds > 0 and not self._task.done():
+            await asyncio.wait((self._task,), timeout=seconds)
+        return self._task.done()
+
+    def close(self) -> None:
+        self._task.cancel()
+
+
+class _ChatCompletions:
+    """Raw ASGI handler of ``POST /v1/chat/completions``: the hot path, kept free of framework layers."""
+
+    def __init__(self, model: ScriptedModel) -> None:
+        self.model = model
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            raw += message.get("body", b"")
+            if not message.get("more_body", False):
+                break
+        try:
+            body = json.loads(raw)
+        except ValueError as exc:
+            await _send_error(
+                send, 400, f"request body is not valid JSON: {exc}", "invalid_request_error", "invalid_json"
+            )
+            return
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            await _send_error(send, 400, "'messages' is required and must be a list", "invalid_request_error", None)
+            return
+        reply = self.model.next_reply(body)
+        stream = body.get("stream") is True
+        watch = _DisconnectWatch(receive) if stream or reply.delay_seconds > 0 else None
+        try:
+            if watch is not None and await watch.sleep(reply.delay_seconds):
+                self.model.record_abort(body)
+                return
+            if isinstance(reply, ErrorReply):
+                await _send_error(send, reply.status, reply.message, reply.type, reply.code)
+            elif stream:
+                assert watch is not None
+                if not await self._stream(body, reply, send, watch):
+                    self.model.record_abort(body)
+            else:
+                await _send_json(send, 200, self._completion(body, reply))
+        finally:
+            if watch is not None:
+                watch.close()
+
+    def _header(self, body: JSONObject) -> tuple[str, int, str]:
+        model = body.get("model")
+        return (
+            f"chatcmpl-scripted-{self.model.next_id()}",
+            int(time.time()),
+            (model if isinstance(model, str) and model else self.model.model_name),
+        )
+
+    def _tool_call_ids(self, reply: ToolCallReply) -> list[str]:
+        return [f"call_scripted_{self.model.next_id()}" for _ in reply.calls]
+
+    def _completion(self, body: JSONObject, reply: TextReply | ToolCallReply) -> JSONObject:
+        completion_id, created, model = self._header(body)
+        message: JSONObject = {"role": "assistant", "content": reply.text, "refusal": None}
+        finish_reason = "stop"
+        if isinstance(reply, ToolCallReply):
+            finish_reason = "tool_calls"
+            message["tool_calls"] = [
+                {"id": call_id, "type": "function", "function": {"name": call.name, "arguments": arguments_json(call)}}
+                for call_id, call in zip(self._tool_call_ids(reply), reply.calls, strict=True)
+            ]
+        return {
+            "id": completion_id,
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}],
+            "usage": count_usage(body, reply).to_json(),
+        }
+
+    async def _stream(
+        self, body: JSONObject, reply: TextReply | ToolCallReply, send: Send, watch: _DisconnectWatch
+    ) -> bool:
+        """Send ``reply`` as SSE chunks; ``False`` if the client disconnected before the end."""
+        completion_id, created, model = self._header(body)
+        options = body.get("stream_options")
+        include_usage = isinstance(options, dict) and options.get("include_usage") is True
+        prefix = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model}
+        if include_usage:
+            prefix["usage"] = None
+
+        def event(delta: JSONObject, finish_reason: str | None = None) -> bytes:
+            chunk = {
+                **prefix,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+            }
+            return b"data: " + _dumps(chunk).encode() + b"\n\n"
+
+        # Every content or tool-call delta, in order; the role chunk and the finish chunk frame them.
+        deltas: list[JSONObject] = []
+        text = reply.text or ""
+        chunks = reply.chunks if isinstance(reply, TextReply) and reply.chunks is not None else split_chunks(text)
+        deltas += ({"content": chunk} for chunk in chunks)
+        finish_reason = "stop"
+        if isinstance(reply, ToolCallReply):
+            finish_reason = "tool_calls"
+            for index, (call_id, call) in enumerate(zip(self._tool_call_ids(reply), reply.calls, strict=True)):
+                function = {"name": call.name, "arguments": ""}
+                deltas.append(
+                    {"tool_calls": [{"index": index, "id": call_id, "type": "function", "function": function}]}
+                )
+                deltas += (
+                    {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+                    for piece in split_chunks(arguments_json(call))
+                )
+
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        first: JSONObject = {"role": "assistant", "content": "" if isinstance(reply, TextReply) else None}
+        await send({"type": "http.response.body", "body": event(first), "more_body": True})
+        for sent, delta in enumerate(deltas):
+            if reply.disconnect_after_chunks is not None and sent >= reply.disconnect_after_chunks:
+                raise _SimulatedDisconnect
+            if sent and await watch.sleep(reply.chunk_delay_seconds):
+                return False
+            await send({"type": "http.response.body", "body": event(delta), "more_body": True})
+        if reply.disconnect_after_chunks is not None and reply.disconnect_after_chunks <= len(deltas):
+            raise _SimulatedDisconnect
+        tail = event({}, finish_reason)
+        if include_usage:
+            usage_chunk = {**prefix, "choices": [], "usage": count_usage(body, reply).to_json()}
+            tail += b"data: " + _dumps(usage_chunk).encode() + b"\n\n"
+        tail += b"data: [DONE]\n\n"
+        if watch.gone:
+            return False
+        await send({"type": "http.response.body", "body": tail, "more_body": False})
+        return True
+
+
+async def _send_json(send: Send, status: int, payload: JSONObject) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": _JSON_HEADERS})
+    await send({"type": "http.response.body", "body": _dumps(payload).encode()})
+
+
+async def _send_error(send: Send, status: int, message: str, type_: str, code: str | None) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": _JSON_HEADERS})
+    await send({"type": "http.response.body", "body": error_body(message, type_, code)})
+
+
+def _json_error(status: int, message: str) -> Response:
+    return Response(error_body(message, "invalid_request_error", None), status, media_type="application/json")
+
+
+def _control_routes(model: ScriptedModel) -> list[Route]:
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "scripted": True})
+
+    async def models(request: Request) -> Response:
+        data = [
+            {"id": name, "object": "model", "created": 0, "owned_by": "kora-scripted"} for name in model.model_names
+        ]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def read_json(request: Request) -> object:
+        try:
+            return json.loads(await request.body())
+        except ValueError as exc:
+            raise ScriptError(f"request body is not valid JSON: {exc}") from exc
+
+    async def post_replies(request: Request) -> Response:
+        try:
+            data = await read_json(request)
+            items = data.get("replies") if isinstance(data, dict) and "replies" in data else data
+            replies = [reply_from_json(item) for item in (items if isinstance(items, list) else [items])]
+        except ScriptError as exc:
+            return _json_error(400, str(exc))
+        model.enqueue(*replies)
+        return JSONResponse({"queued": model.queued})
+
+    async def put_rules(request: Request) -> Response:
+        try:
+            rules = load_script(await read_json(request))
+        except ScriptError as exc:
+            return _json_error(400, str(exc))
+        model.load_script(rules)
+        return JSONResponse({"rules": len(rules)})
+
+    async def get_requests(request: Request) -> Response:
+        return JSONResponse({"requests": list(model.requests), "aborted_requests": list(model.aborted_requests)})
+
+    async def reset(request: Request) -> Response:
+        model.reset(keep_rules=request.query_params.get("keep_rules", "").lower() in {"1", "true", "yes"})
+        return Response(status_code=204)
+
+    return [
+        Route("/health", health, methods=["GET"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/models", models, methods=["GET"]),
+        Route("/_script/replies", post_replies, methods=["POST"]),
+        Route("/_script/rules", put_rules, methods=["PUT"]),
+        Route("/_script/requests", get_requests, methods=["GET"]),
+        Route("/_script", reset, methods=["DELETE"]),
+    ]
+
+
+class ScriptedModelApp:
+    """The ASGI application of a :class:`ScriptedModel` (built by :func:`create_app`).
+
+    ``POST`` to a chat path goes straight to the raw handler (the benchmarked hot path); everything
+    else, including lifespan, is served by a small Starlette app.
+    """
+
+    def __init__(self, model: ScriptedModel) -> None:
+        self.model = model
+        self._chat = _ChatCompletions(model)
+        self._other = Starlette(routes=_control_routes(model))
+        _install_log_filter()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"].rstrip("/") in CHAT_PATHS:
+            await self._chat(scope, receive, send)
+        else:
+            await self._other(scope, receive, send)
+
+
+def create_app(model: ScriptedModel | None = None) -> ScriptedModelApp:
+    """The ASGI app serving ``model`` (a fresh :class:`ScriptedModel` if ``None``); see the module docstring."""
+    return ScriptedModelApp(model if model is not None else ScriptedModel())

@@ -1,0 +1,217 @@
+"""Running a scripted model over real HTTP inside the current process, for tests.
+
+:class:`ScriptedModelServer` serves a :class:`~kora.testing.scripted_model.ScriptedModel` with uvicorn
+on ``127.0.0.1`` and a free port, in a background thread with its own event loop, so neither sync nor
+async tests block it. Use it as ``with`` or ``async with``::
+
+    async with ScriptedModelServer() as server:
+        server.enqueue(TextReply("hello"))
+        client = server.async_openai_client()
+        await client.chat.completions.create(model=server.model_name, messages=[...])
+        assert server.requests[-1]["messages"][-1]["content"] == ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from kora.testing.script import JSONObject, Reply, Rule
+from kora.testing.scripted_model import DEFAULT_MODEL_NAME, ScriptedModel, create_app
+
+if TYPE_CHECKING:  # imported lazily at run time: only tests that use them pay for them
+    import openai
+    import uvicorn
+    from pydantic_ai.models.openai import OpenAIChatModel
+
+__all__ = ["ScriptedModelServer", "bind_socket"]
+
+API_KEY = "scripted"  # any non-empty key: the scripted model does not check it
+
+
+def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0: a free port chosen by the OS).
+
+    Binding before starting uvicorn avoids the race of "find a free port, then bind it".
+    Raises ``OSError`` if the address is taken.
+    """
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+class ScriptedModelServer:
+    """A scripted model served over HTTP from a background thread (sync and async context manager).
+
+    ``model`` is the :class:`ScriptedModel` to serve (a new one named ``model_name`` if ``None``).
+    After :meth:`start`: :attr:`url` is the OpenAI base URL (``http://127.0.0.1:<port>/v1``),
+    :attr:`root_url` the same without ``/v1`` (control endpoints, ``/health``). :meth:`start` raises
+    ``RuntimeError`` if the server does not come up within ``startup_timeout`` seconds.
+    """
+
+    def __init__(
+        self,
+        model: ScriptedModel | None = None,
+        *,
+        model_name: str = DEFAULT_MODEL_NAME,
+        host: str = "127.0.0.1",
+        startup_timeout: float = 10.0,
+    ) -> None:
+        self.model = model if model is not None else ScriptedModel(model_name=model_name)
+        self.host = host
+        self.port = 0
+        self.startup_timeout = startup_timeout
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    @property
+    def root_url(self) -> str:
+        """``http://host:port`` of the running server."""
+        if self._server is None:
+            raise RuntimeError("the scripted model server is not running")
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """The base URL an OpenAI client wants: ``http://host:port/v1``."""
+        return f"{self.root_url}/v1"
+
+    def start(self) -> None:
+        """Start serving (blocks until the server accepts connections)."""
+        import uvicorn
+
+        if self._server is not None:
+            raise RuntimeError("the scripted model server is already running")
+        sock = bind_socket(self.host, 0)
+        self.port = sock.getsockname()[1]
+        # log_config=None: leave the test process's logging alone; lifespan off: the app has none.
+        config = uvicorn.Config(
+            create_app(self.model),
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=1,
+        )
+        server = uvicorn.Server(config)
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name="scripted-model", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + self.startup_timeout
+        while not server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self._server = None
+                sock.close()
+                raise RuntimeError("the scripted model server did not start")
+            time.sleep(0.005)
+        # uvicorn owns ``sock`` now and closes it on shutdown.
+
+    def stop(self) -> None:
+        """Stop serving; in-flight requests get up to 1 s to finish. Idempotent."""
+        server, thread = self._server, self._thread
+        if server is None or thread is None:
+            return
+        server.should_exit = True
+        thread.join(timeout=10)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        # Starting and stopping block on a thread, not on the caller's event loop.
+        await asyncio.to_thread(self.start)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await asyncio.to_thread(self.stop)
+
+    # -- the script --------------------------------------------------------------------------------
+
+    @property
+    def model_name(self) -> str:
+        """The model's configured name (what clients should pass as ``model``)."""
+        return self.model.model_name
+
+    @property
+    def requests(self) -> list[JSONObject]:
+        """Recorded request bodies, in arrival order (the model's live list)."""
+        return self.model.requests
+
+    @property
+    def aborted_requests(self) -> list[JSONObject]:
+        """Bodies of requests whose client disconnected before the reply finished."""
+        return self.model.aborted_requests
+
+    def enqueue(self, *replies: Reply | str) -> None:
+        """Queue replies for the next requests (see :meth:`ScriptedModel.enqueue`)."""
+        self.model.enqueue(*replies)
+
+    def load_script(self, rules: list[Rule]) -> None:
+        """Replace the rules (see :meth:`ScriptedModel.load_script`)."""
+        self.model.load_script(rules)
+
+    def load_script_file(self, path: str | Path) -> None:
+        """Replace the rules with a YAML/JSON script file's (see :func:`load_script_file`)."""
+        self.model.load_script_file(path)
+
+    def reset(self, *, keep_rules: bool = False) -> None:
+        """Forget queue, records and (unless ``keep_rules``) rules."""
+        self.model.reset(keep_rules=keep_rules)
+
+    async def wait_for_aborts(self, count: int = 1, within: float = 5.0) -> bool:
+        """Wait up to ``within`` seconds, without blocking the event loop, until ``count`` aborted
+        requests were seen; ``False`` if they were not."""
+        return await asyncio.to_thread(self.model.wait_for_aborts, count, within)
+
+    # -- clients -----------------------------------------------------------------------------------
+
+    def openai_client(self, **kwargs: Any) -> openai.OpenAI:
+        """A sync ``openai.OpenAI`` client for this server; ``kwargs`` go to its constructor."""
+        import openai
+
+        return openai.OpenAI(base_url=self.url, api_key=API_KEY, **kwargs)
+
+    def async_openai_client(self, **kwargs: Any) -> openai.AsyncOpenAI:
+        """An ``openai.AsyncOpenAI`` client for this server; ``kwargs`` go to its constructor."""
+        import openai
+
+        return openai.AsyncOpenAI(base_url=self.url, api_key=API_KEY, **kwargs)
+
+    def pydantic_ai_model(self) -> OpenAIChatModel:
+        """A pydantic-ai ``OpenAIChatModel`` for this server, with strict tool schemas turned off
+        (the way Kora talks to OpenAI-compatible backends)."""
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.profiles.openai import OpenAIModelProfile
+        from pydantic_ai.providers.openai import OpenAIProvider
+
+        return OpenAIChatModel(
+            self.model_name,
+            provider=OpenAIProvider(base_url=self.url, api_key=API_KEY),
+            profile=OpenAIModelProfile(openai_supports_strict_tool_definition=False),
+        )
