@@ -29,7 +29,7 @@ import heapq
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from itertools import islice
 
@@ -66,7 +66,8 @@ class _Session:
     created_at: datetime
     updated_at: datetime
     events: deque[MemoryEvent]
-    facts: deque[_Fact] = field(default_factory=deque)
+    # Allocated on the first save: most sessions never get a fact, and an empty deque costs ~600 bytes.
+    facts: deque[_Fact] | None = None
 
 
 def _check_limit(limit: int | None) -> None:
@@ -143,7 +144,6 @@ class LocalMemory(Memory):
             created_at=now,
             updated_at=now,
             events=deque(maxlen=self._max_session_events),
-            facts=deque(maxlen=self._max_session_events),
         )
         self._sessions[session_id] = session
         if len(self._sessions) > self._max_sessions:
@@ -281,7 +281,7 @@ class LocalMemory(Memory):
                     text=text, score=score, source="event", event_id=event.event_id, timestamp=event.timestamp
                 )
                 scored.append((score, event.timestamp, rank, hit))
-        for rank, fact in enumerate(session.facts):
+        for rank, fact in enumerate(session.facts or ()):
             score = keyword_score(terms, fact.text)
             if score > 0:
                 hit = MemoryHit(text=fact.text, score=score, source="fact", timestamp=fact.timestamp)
@@ -296,6 +296,8 @@ class LocalMemory(Memory):
         """
         session = self._touch(session_id, self.app_name, "default")
         fact = _Fact(fact_id=new_fact_id(), text=content, metadata=dict(metadata or {}), timestamp=utc_now())
+        if session.facts is None:
+            session.facts = deque(maxlen=self._max_session_events)
         session.facts.append(fact)
         session.updated_at = fact.timestamp
         return fact.fact_id
