@@ -86,6 +86,8 @@ class AgentSettings(BaseSettings):
     model_api_key: str = "kora-no-key"
     # Kora: seconds to wait for one model response before answering 504.
     model_timeout_seconds: float = Field(default=120.0, gt=0)
+    # Kora: how often the OpenAI client retries a failed model request (429, 5xx, connection errors).
+    model_max_retries: int = Field(default=2, ge=0)
     # Kora: seconds to wait for a peer agent's answer to a delegated task.
     delegation_timeout_seconds: float = Field(default=120.0, gt=0)
     # Kora: the base URL clients reach this agent at (agent card ``url``); derived from the request if empty.

@@ -1,0 +1,175 @@
+"""The agent's MCP tool servers: connect, discover, supervise (spec: "Agent server settings", rule 3).
+
+One pydantic-ai ``MCPToolset`` per entry of ``MCP_SERVERS`` over Streamable HTTP. A background supervisor
+connects each server at start-up, keeps the session open for the life of the agent (so a turn does not pay for
+a handshake), pings it, and reconnects with back-off when it goes away; the tool list is re-read on every
+reconnect, so a server that comes back with new tools is picked up. Tool names stay unique across servers
+and Kora's own tools: a name offered by two sources is renamed ``<server>_<tool>`` on the MCP side.
+
+Readiness: :meth:`McpServers.problems` names each server that cannot be listed now; ``/ready`` reports them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp.types as mcp_types
+from pydantic_ai.mcp import MCPToolset
+from pydantic_ai.toolsets import AbstractToolset
+
+log = logging.getLogger("kora.agent.mcp")
+
+
+@dataclass
+class _Server:
+    name: str
+    url: str
+    toolset: MCPToolset[Any] | None = None
+    tools: list[mcp_types.Tool] = field(default_factory=list)
+    error: str | None = "not connected yet"
+
+
+class McpServers:
+    """Supervised connections to the agent's tool servers.
+
+    ``urls`` maps server name to its Streamable HTTP endpoint (``.../mcp``). ``reserved`` are tool names
+    Kora defines itself (delegation, memory): an MCP tool with such a name is prefixed with its server name.
+    ``ping_interval`` and ``max_backoff`` are seconds.
+    """
+
+    def __init__(
+        self,
+        urls: dict[str, str],
+        reserved: Iterable[str] = (),
+        ping_interval: float = 5.0,
+        max_backoff: float = 10.0,
+        timeout: float = 30.0,
+    ) -> None:
+        self._servers = {name: _Server(name, url) for name, url in urls.items()}
+        self._reserved = set(reserved)
+        self._ping_interval = ping_interval
+        self._max_backoff = max_backoff
+        self._timeout = timeout
+        self._toolsets: list[AbstractToolset[Any]] = []
+        self._renames: dict[str, dict[str, str]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._first_pass = asyncio.Event()
+
+    async def start(self) -> None:
+        """Start supervising; returns once every server has been tried once (connected or not)."""
+        if not self._servers:
+            self._first_pass.set()
+            return
+        self._task = asyncio.create_task(self._supervise(), name="kora-mcp-supervisor")
+        await self._first_pass.wait()
+
+    async def close(self) -> None:
+        """Stop supervising and close every session."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for server in self._servers.values():
+            await self._disconnect(server, None)
+
+    def toolsets(self) -> list[AbstractToolset[Any]]:
+        """The toolsets of the servers that are connected now, renamed where names collide."""
+        return list(self._toolsets)
+
+    def problems(self) -> list[str]:
+        """One line per server that cannot be used now: ``"mcp server 'x' (url): reason"``."""
+        return [f"mcp server {s.name!r} ({s.url}): {s.error}" for s in self._servers.values() if s.error]
+
+    def tool_definitions(self) -> list[dict[str, Any]]:
+        """What the model sees of the connected servers' tools: name (after renaming), description, schema."""
+        result = []
+        for server in self._servers.values():
+            if server.toolset is None:
+                continue
+            back = {old: new for new, old in self._renames.get(server.name, {}).items()}
+            for tool in server.tools:
+                result.append(
+                    {
+                        "name": back.get(tool.name, tool.name),
+                        "description": tool.description or "",
+                        "parameters": tool.input_schema,
+                        "source": f"mcp:{server.name}",
+                    }
+                )
+        return result
+
+    async def _supervise(self) -> None:
+        backoff = 0.5
+        while True:
+            for server in self._servers.values():
+                if server.toolset is None:
+                    await self._connect(server)
+                else:
+                    await self._ping(server)
+            self._first_pass.set()
+            down = any(s.toolset is None for s in self._servers.values())
+            backoff = min(backoff * 2, self._max_backoff) if down else 0.5
+            await asyncio.sleep(backoff if down else self._ping_interval)
+
+    async def _connect(self, server: _Server) -> None:
+        toolset: MCPToolset[Any] = MCPToolset(
+            server.url, id=server.name, tool_error_behavior="failed", init_timeout=self._timeout
+        )
+        try:
+            async with asyncio.timeout(self._timeout):
+                await toolset.__aenter__()
+                tools = await toolset.list_tools()
+        except Exception as error:  # any failure to reach or list a server makes it "not usable"
+            server.error = f"cannot list tools: {_describe(error)}"
+            with contextlib.suppress(Exception):
+                await toolset.__aexit__(None, None, None)
+            return
+        server.toolset, server.tools, server.error = toolset, tools, None
+        log.info("mcp server %r connected with %d tool(s)", server.name, len(tools))
+        self._rebuild()
+
+    async def _ping(self, server: _Server) -> None:
+        assert server.toolset is not None
+        try:
+            async with asyncio.timeout(self._timeout):
+                await server.toolset.client.ping()
+        except Exception as error:  # a failed ping means the session is gone: reconnect on the next pass
+            await self._disconnect(server, f"lost connection: {_describe(error)}")
+            log.warning("mcp server %r is down: %s", server.name, server.error)
+
+    async def _disconnect(self, server: _Server, reason: str | None) -> None:
+        toolset, server.toolset, server.tools = server.toolset, None, []
+        server.error = reason
+        if toolset is not None:
+            with contextlib.suppress(Exception):
+                await toolset.__aexit__(None, None, None)
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        connected = [s for s in self._servers.values() if s.toolset is not None]
+        counts = Counter(tool.name for s in connected for tool in s.tools)
+        self._renames = {}
+        toolsets: list[AbstractToolset[Any]] = []
+        for server in connected:
+            assert server.toolset is not None
+            renames = {
+                f"{server.name}_{tool.name}": tool.name
+                for tool in server.tools
+                if counts[tool.name] > 1 or tool.name in self._reserved
+            }
+            self._renames[server.name] = renames
+            toolsets.append(server.toolset.renamed(renames) if renames else server.toolset)
+        self._toolsets = toolsets
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, BaseExceptionGroup) and error.exceptions:
+        return _describe(error.exceptions[0])
+    text = str(error) or type(error).__name__
+    return text if len(text) < 300 else text[:300] + "..."

@@ -1,0 +1,55 @@
+"""``kora agent``: run the agent server with uvicorn, configured from the environment only.
+
+Exit codes: 0 after a clean shutdown, 2 when the configuration is invalid (the message names every bad
+variable; no traceback).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import typer
+import uvicorn
+
+from kora.agent.settings import load_agent_settings
+from kora.core.settings_errors import SettingsError
+
+
+def _serve() -> None:
+    """Run the agent server (all settings come from the environment: see docs/configuration.md)."""
+    try:
+        settings = load_agent_settings()
+        from kora.agent.app import create_app
+
+        app = create_app(settings)
+    except (SettingsError, ValueError) as error:
+        print(
+            error if isinstance(error, SettingsError) else f"kora agent: invalid configuration: {error}",
+            file=sys.stderr,
+        )
+        raise typer.Exit(2) from None
+    logging.basicConfig(level=settings.agent_log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # One line per outbound request drowns the agent's own log; keep the HTTP clients' warnings only.
+    for noisy in ("httpx", "httpx2", "mcp", "fastmcp"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    uvicorn.run(
+        app,
+        host=settings.agent_host,
+        port=settings.agent_port,
+        log_level=settings.agent_log_level.lower(),
+        access_log=settings.agent_access_log,
+    )
+
+
+def cli(argv: list[str]) -> int:
+    """Entry point of ``kora agent``; returns the exit code."""
+    command = typer.Typer(add_completion=False)
+    command.command()(_serve)
+    try:
+        command(args=argv, prog_name="kora agent", standalone_mode=False)
+    except typer.Exit as done:
+        return done.exit_code
+    except SystemExit as done:  # click's usage errors
+        return int(done.code or 0)
+    return 0

@@ -1,0 +1,57 @@
+"""What one agent turn takes and gives, independent of the protocol that asked for it.
+
+The chat endpoint (and later A2A) turn a request into a :class:`TurnRequest`, run it through the runtime,
+and render the :class:`TurnOutcome` or :class:`TurnFailed` in their own wire format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class TurnDeps:
+    """Run context of a turn, visible to tools: the memory session and who the turn is attributed to."""
+
+    session_id: str
+    agent_name: str
+    delegated_by: str | None = None
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """One turn: ``prompt`` (user text) in ``session_id``.
+
+    ``client_history`` are ``(role, text)`` turns the client sent itself (replayed only when the session has
+    no stored history); ``system`` is extra instructions for this turn; ``delegated_by`` names the parent
+    agent when the turn is a delegated task.
+    """
+
+    session_id: str
+    prompt: str
+    client_history: list[tuple[str, str]] = field(default_factory=list)
+    system: str = ""
+    delegated_by: str | None = None
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """The end of a turn: the answer ``text``, ``finish_reason`` (``stop``, or ``length`` when the step budget
+    ran out) and the token usage summed over the turn's model requests, as the model reported it."""
+
+    text: str
+    finish_reason: str
+    input_tokens: int
+    output_tokens: int
+    model_requests: int
+
+
+class TurnFailed(Exception):
+    """A turn that could not produce an answer. ``kind``: ``model_error`` (the model API failed),
+    ``model_timeout`` (it did not answer in time) or ``internal_error``. The failure is already stored as an
+    ``error`` event when this is raised."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
