@@ -21,7 +21,7 @@ def _serve(host: str, port: int, script: Path | None, model_name: str, max_recor
     import uvicorn
 
     from kora.testing.scripted_model import ScriptedModel, ScriptError, create_app, load_script_file
-    from kora.testing.server import bind_socket
+    from kora.testing.threaded import bind_socket
 
     try:
         rules = load_script_file(script) if script is not None else []

@@ -14,42 +14,21 @@ async tests block it. Use it as ``with`` or ``async with``::
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
-import time
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from kora.testing.script import JSONObject, Reply, Rule
 from kora.testing.scripted_model import DEFAULT_MODEL_NAME, ScriptedModel, create_app
+from kora.testing.threaded import ThreadedServer, bind_socket
 
 if TYPE_CHECKING:  # imported lazily at run time: only tests that use them pay for them
     import openai
-    import uvicorn
     from pydantic_ai.models.openai import OpenAIChatModel
 
 __all__ = ["ScriptedModelServer", "bind_socket"]
 
 API_KEY = "scripted"  # any non-empty key: the scripted model does not check it
-
-
-def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (port 0: a free port chosen by the OS).
-
-    Binding before starting uvicorn avoids the race of "find a free port, then bind it".
-    Raises ``OSError`` if the address is taken.
-    """
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-        sock.listen(2048)
-    except OSError:
-        sock.close()
-        raise
-    sock.set_inheritable(True)
-    return sock
 
 
 class ScriptedModelServer:
@@ -70,20 +49,22 @@ class ScriptedModelServer:
         startup_timeout: float = 10.0,
     ) -> None:
         self.model = model if model is not None else ScriptedModel(model_name=model_name)
-        self.host = host
-        self.port = 0
-        self.startup_timeout = startup_timeout
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        # lifespan off: the scripted model's app has none.
+        self._server = ThreadedServer(
+            create_app(self.model), name="scripted-model", host=host, lifespan="off", startup_timeout=startup_timeout
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
     @property
+    def port(self) -> int:
+        """The port it listens on (0 before :meth:`start`)."""
+        return self._server.port
+
+    @property
     def root_url(self) -> str:
         """``http://host:port`` of the running server."""
-        if self._server is None:
-            raise RuntimeError("the scripted model server is not running")
-        return f"http://{self.host}:{self.port}"
+        return self._server.root_url
 
     @property
     def url(self) -> str:
@@ -92,45 +73,11 @@ class ScriptedModelServer:
 
     def start(self) -> None:
         """Start serving (blocks until the server accepts connections)."""
-        import uvicorn
-
-        if self._server is not None:
-            raise RuntimeError("the scripted model server is already running")
-        sock = bind_socket(self.host, 0)
-        self.port = sock.getsockname()[1]
-        # log_config=None: leave the test process's logging alone; lifespan off: the app has none.
-        config = uvicorn.Config(
-            create_app(self.model),
-            log_config=None,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            timeout_graceful_shutdown=1,
-        )
-        server = uvicorn.Server(config)
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.run, kwargs={"sockets": [sock]}, name="scripted-model", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + self.startup_timeout
-        while not server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self._server = None
-                sock.close()
-                raise RuntimeError("the scripted model server did not start")
-            time.sleep(0.005)
-        # uvicorn owns ``sock`` now and closes it on shutdown.
+        self._server.start()
 
     def stop(self) -> None:
         """Stop serving; in-flight requests get up to 1 s to finish. Idempotent."""
-        server, thread = self._server, self._thread
-        if server is None or thread is None:
-            return
-        server.should_exit = True
-        thread.join(timeout=10)
-        self._server = None
-        self._thread = None
+        self._server.stop()
 
     def __enter__(self) -> Self:
         self.start()
@@ -142,7 +89,6 @@ class ScriptedModelServer:
         self.stop()
 
     async def __aenter__(self) -> Self:
-        # Starting and stopping block on a thread, not on the caller's event loop.
         await asyncio.to_thread(self.start)
         return self
 

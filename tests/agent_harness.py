@@ -1,0 +1,85 @@
+"""Running real agent servers (and real MCP servers) on 127.0.0.1 for tests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import openai
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+
+from kora.agent.app import create_app
+from kora.agent.settings import load_agent_settings
+from kora.testing import ScriptedModelServer
+from kora.testing.threaded import ThreadedServer
+
+
+@dataclass
+class RunningAgent:
+    server: ThreadedServer
+    name: str
+
+    @property
+    def url(self) -> str:
+        return self.server.root_url
+
+    def openai(self, **kwargs: Any) -> openai.OpenAI:
+        return openai.OpenAI(base_url=f"{self.url}/v1", api_key="k", max_retries=0, **kwargs)
+
+    def async_openai(self, **kwargs: Any) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(base_url=f"{self.url}/v1", api_key="k", max_retries=0, **kwargs)
+
+    def get(self, path: str, **params: Any) -> httpx.Response:
+        return httpx.get(f"{self.url}{path}", params=params, timeout=10)
+
+    def events(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        params = {"session_id": session_id} if session_id else {}
+        return self.get("/memory/events", **params).json()["events"]
+
+    def event_types(self, session_id: str | None = None) -> list[str]:
+        return [e["event_type"] for e in self.events(session_id)]
+
+
+def wait_until(predicate: Callable[[], bool], within: float = 10.0, message: str = "condition") -> None:
+    deadline = time.monotonic() + within
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{message} not met within {within} s")
+        time.sleep(0.02)
+
+
+@asynccontextmanager
+async def running_agent(
+    model: ScriptedModelServer, name: str = "agent", wait_ready: bool = True, **env: str
+) -> AsyncIterator[RunningAgent]:
+    """An agent server on a free loopback port, against ``model``; ``env`` adds settings (upper-case names)."""
+    settings = load_agent_settings(
+        {
+            "AGENT_NAME": name,
+            "MODEL_API_URL": model.url,
+            "MODEL_NAME": model.model_name,
+            "MODEL_MAX_RETRIES": "0",
+            **env,
+        }
+    )
+    async with ThreadedServer(create_app(settings), name=f"agent-{name}", lifespan="on") as server:
+        agent = RunningAgent(server, name)
+        if wait_ready:
+            wait_until(lambda: agent.get("/ready").status_code == 200, message=f"agent {name} ready")
+        yield agent
+
+
+def mcp_app(name: str, tools: list[Callable[..., Any]]) -> Any:
+    """A Streamable HTTP app (official MCP SDK) serving ``tools`` at ``/mcp``."""
+    server = MCPServer(name)
+    for tool in tools:
+        server.tool()(tool)
+    return server.streamable_http_app(
+        streamable_http_path="/mcp",
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
