@@ -96,7 +96,9 @@ def wait_ready(base_url: str, process: subprocess.Popen[str], timeout: float = 3
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"kora mcp exited with {process.returncode}: {process.stderr.read() if process.stderr else ''}")
+            raise RuntimeError(
+                f"kora mcp exited with {process.returncode}: {process.stderr.read() if process.stderr else ''}"
+            )
         try:
             if httpx.get(f"{base_url}/ready", timeout=1).status_code == 200:
                 return

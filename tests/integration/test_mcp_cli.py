@@ -112,8 +112,9 @@ async def test_the_package_option_serves_the_package_server(tmp_path: Path):
     )
     try:
         wait_ready(base, process)
-        assert httpx.get(base + "/health").json() == {"status": "ok"}
-        listing = httpx.get(base + "/mcp/tools").json()["tools"]
+        async with httpx.AsyncClient() as http:
+            assert (await http.get(base + "/health")).json() == {"status": "ok"}
+            listing = (await http.get(base + "/mcp/tools")).json()["tools"]
         assert [tool["name"] for tool in listing] == ["forecast"]
         assert listing[0]["description"] == "Forecast for a city."
         async with mcp_session(base + "/mcp", headers={"Host": "mcpserver-weather.ns.svc"}) as session:

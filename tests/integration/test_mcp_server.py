@@ -105,6 +105,16 @@ def die() -> str:
     os._exit(3)
 
 
+def not_json() -> list:
+    """Returns a set, which JSON cannot carry."""
+    return {1, 2}
+
+
+def wrong_type() -> int:
+    """Returns text although it promises an integer."""
+    return "seven"
+
+
 def third_party() -> str:
     """Imports a package that is installed in Kora's image but is not stdlib."""
     import httpx
@@ -113,7 +123,7 @@ def third_party() -> str:
 
 TOOL_NAMES = {
     "add", "describe", "words", "async_add", "fail", "leak", "needs_secret", "secret_length",
-    "with_default", "sleepy", "die", "third_party",
+    "with_default", "sleepy", "die", "not_json", "wrong_type", "third_party",
 }  # fmt: skip
 
 
@@ -187,7 +197,8 @@ async def test_secrets_never_reach_errors_logs_or_the_listing(server, caplog):
     assert SECRET not in text_of(leaked)
     assert length.structured_content == {"result": len(SECRET)}
     assert SECRET not in json.dumps([tool.model_dump(mode="json") for tool in listing.tools])
-    assert SECRET not in httpx.get(server.url + "/mcp/tools").text
+    async with httpx.AsyncClient() as http:
+        assert SECRET not in (await http.get(server.url + "/mcp/tools")).text
     assert "tool 'leak' failed" in caplog.text
     assert SECRET not in caplog.text
 
@@ -228,9 +239,24 @@ async def test_bad_arguments_are_reported_without_calling_the_tool(server):
         wrong_type = await session.call_tool("add", {"a": "three"})
         missing = await session.call_tool("add", {})
     assert wrong_type.is_error
-    assert text_of(wrong_type) == "Error: invalid arguments for tool 'add': a: Input should be a valid integer, unable to parse string as an integer"
+    assert text_of(wrong_type) == (
+        "Error: invalid arguments for tool 'add': "
+        "a: Input should be a valid integer, unable to parse string as an integer"
+    )
     assert missing.is_error
     assert text_of(missing) == "Error: invalid arguments for tool 'add': a: Field required"
+
+
+async def test_results_that_json_or_the_return_type_cannot_carry_are_errors(server):
+    async with mcp_session(server.url + "/mcp") as session:
+        not_json = await session.call_tool("not_json", {})
+        wrong_type = await session.call_tool("wrong_type", {})
+    assert not_json.is_error
+    assert text_of(not_json).startswith("Error: TypeError: the tool returned a value that cannot be sent as JSON")
+    assert wrong_type.is_error
+    assert text_of(wrong_type).startswith(
+        "Error: tool 'wrong_type' returned a value that does not match its return type"
+    )
 
 
 async def test_a_third_party_import_inside_a_tool_is_refused_with_guidance(server):

@@ -67,7 +67,7 @@ def test_a_package_without_a_server(make_module):
     name = make_module("mcp = 'not a server'\n")
     with pytest.raises(PackageError, match="exposes no MCP server"):
         load_package_server(name)
-    with pytest.raises(PackageError, match="is a str, not an mcp.server.mcpserver.MCPServer"):
+    with pytest.raises(PackageError, match=r"is a str, not an mcp\.server\.mcpserver\.MCPServer"):
         load_package_server(f"{name}:mcp")
     with pytest.raises(PackageError, match="has no attribute 'missing'"):
         load_package_server(f"{name}:missing")

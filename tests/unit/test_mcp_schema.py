@@ -38,7 +38,10 @@ SPHINX = """Look up the weather.
 
 def test_each_docstring_style_gives_parameter_descriptions():
     names = ["city", "days"]
-    assert parameter_descriptions(GOOGLE, names) == {"city": "The city name, in English.", "days": "How many days ahead."}
+    assert parameter_descriptions(GOOGLE, names) == {
+        "city": "The city name, in English.",
+        "days": "How many days ahead.",
+    }
     assert parameter_descriptions(NUMPY, names) == {"city": "The city name.", "days": "How many days ahead."}
     assert parameter_descriptions(SPHINX, names) == {"city": "The city name.", "days": "How many days ahead."}
 

@@ -56,7 +56,7 @@ def test_exactly_one_source_of_tools():
 
 def test_package_names_are_module_paths():
     assert load_mcp_settings({"MCP_PACKAGE": "acme.tools:server"}).mcp_package == "acme.tools:server"
-    with pytest.raises(SettingsError, match="MCP_PACKAGE: .*importable module name"):
+    with pytest.raises(SettingsError, match=r"MCP_PACKAGE: .*importable module name"):
         load_mcp_settings({"MCP_PACKAGE": "not a module"})
 
 

@@ -111,8 +111,10 @@ def test_unsupported_signatures_name_the_tool_parameter_and_line(signature, mess
 def test_supported_types():
     from typing import Any, Literal, Optional
 
-    for annotation in (str, int, float, bool, dict, list, list[str], dict[str, int], dict[str, Any],
-                       Optional[int], int | None, list[dict[str, list[int]]], Literal["a", "b"]):  # fmt: skip
+    old_optional = Optional[int]  # noqa: UP045 - the old spelling must work too
+    supported = [str, int, float, bool, dict, list, list[str], dict[str, int], dict[str, Any], old_optional]
+    supported += [int | None, list[dict[str, list[int]]], Literal["a", "b"]]
+    for annotation in supported:
         assert is_supported_type(annotation), annotation
     for annotation in (set, bytes, Any, type(None), dict[int, int], tuple[int], object):
         assert not is_supported_type(annotation), annotation
