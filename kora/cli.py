@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "agent": ("kora.agent.server", "cli", "Run the agent server (configured from the environment)."),
     "model": ("kora.testing.cli", "cli", "Run the scripted OpenAI-compatible model server (tests, offline demo)."),
+    "mcp": ("kora.mcp.server", "cli", "Run the python-runtime MCP tool server."),
 }
 
 

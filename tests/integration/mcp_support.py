@@ -1,0 +1,108 @@
+"""Helpers for the MCP tool server tests: a real server on 127.0.0.1 and the official MCP client."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+import uvicorn
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from kora.mcp.app import create_app
+from kora.mcp.settings import load_mcp_settings
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class InProcessServer:
+    """``create_app(settings)`` served by uvicorn in a background thread on a free port."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self.port = free_port()
+        settings = load_mcp_settings({**environ, "MCP_HOST": "127.0.0.1", "MCP_PORT": str(self.port)})
+        self.app = create_app(settings)
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> InProcessServer:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the MCP server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(15)
+
+
+@asynccontextmanager
+async def mcp_session(url: str, headers: dict[str, str] | None = None) -> AsyncIterator[ClientSession]:
+    """An initialized official-SDK client session on ``url`` (the ``/mcp`` endpoint)."""
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+def start_cli(args: list[str], env: Mapping[str, str]) -> subprocess.Popen[str]:
+    """``kora mcp ARGS`` as a subprocess with ``env`` added to this process's environment."""
+    full_env = {**os.environ, **env}
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
+    return subprocess.Popen(
+        [sys.executable, "-m", "kora.cli", "mcp", *args],
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def run_cli(args: list[str], env: Mapping[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run ``kora mcp ARGS`` to completion (start-up failures exit on their own)."""
+    process = start_cli(args, env)
+    stdout, stderr = process.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def wait_ready(base_url: str, process: subprocess.Popen[str], timeout: float = 30) -> None:
+    """Poll ``/ready`` until it answers 200; fail early if the process exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"kora mcp exited with {process.returncode}: {process.stderr.read() if process.stderr else ''}"
+            )
+        try:
+            if httpx.get(f"{base_url}/ready", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("kora mcp did not become ready")
