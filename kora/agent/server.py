@@ -47,9 +47,10 @@ def cli(argv: list[str]) -> int:
     command = typer.Typer(add_completion=False)
     command.command()(_serve)
     try:
-        command(args=argv, prog_name="kora agent", standalone_mode=False)
+        # Without standalone mode, click returns the code of a typer.Exit instead of raising it.
+        result = command(args=argv, prog_name="kora agent", standalone_mode=False)
     except typer.Exit as done:
         return done.exit_code
     except SystemExit as done:  # click's usage errors
         return int(done.code or 0)
-    return 0
+    return result if isinstance(result, int) else 0
