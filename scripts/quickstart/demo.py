@@ -1,0 +1,27 @@
+"""Holds a short conversation with the quickstart agent and shows what it stored (used by quickstart.sh)."""
+
+import os
+import sys
+
+import httpx
+import openai
+
+base = os.environ["KORA_AGENT_URL"]
+client = openai.OpenAI(base_url=f"{base}/v1", api_key="none")
+session = None
+for question in ("What is 2 plus 3?", "Thanks! What time is it?"):
+    print(f"\nyou   > {question}\nagent > ", end="", flush=True)
+    headers = {"X-Session-ID": session} if session else {}
+    with client.chat.completions.with_streaming_response.create(
+        model="quickstart", messages=[{"role": "user", "content": question}], stream=True, extra_headers=headers
+    ) as response:
+        session = response.headers["x-session-id"]
+        for chunk in response.parse():
+            for choice in chunk.choices:
+                print(choice.delta.content or "", end="", flush=True)
+    print()
+events = httpx.get(f"{base}/memory/events", params={"session_id": session}).json()["events"]
+print(f"\nsession {session} holds {len(events)} events:")
+for event in events:
+    print(f"  {event['event_type']:<16} {str(event['content'])[:70]}")
+sys.exit(0)
