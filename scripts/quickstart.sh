@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 . .venv/bin/activate
-AGENT_PORT=${AGENT_PORT:-8000}
+AGENT_PORT=${AGENT_PORT:-8000} MODEL_PORT=${KORA_MODEL_PORT:-8100} TOOLS_PORT=${KORA_TOOLS_PORT:-8101}
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
@@ -25,16 +25,16 @@ sys.exit(1)
 PY
 }
 
-kora mcp --host 127.0.0.1 --port 8101 --tools-file scripts/quickstart/tools.py &
+kora mcp --host 127.0.0.1 --port "$TOOLS_PORT" --tools-file scripts/quickstart/tools.py &
 pids+=($!)
 if [ -z "${MODEL_API_URL:-}" ]; then
   echo "Offline: using Kora's SCRIPTED model (set MODEL_API_URL and MODEL_NAME to use a real one)."
-  kora model --host 127.0.0.1 --port 8100 --script scripts/quickstart/model-script.yaml --model-name scripted &
+  kora model --host 127.0.0.1 --port "$MODEL_PORT" --script scripts/quickstart/model-script.yaml --model-name scripted &
   pids+=($!)
-  export MODEL_API_URL=http://127.0.0.1:8100/v1 MODEL_NAME=scripted
-  wait_ready http://127.0.0.1:8100/health
+  export MODEL_API_URL=http://127.0.0.1:$MODEL_PORT/v1 MODEL_NAME=scripted
+  wait_ready "http://127.0.0.1:$MODEL_PORT/health"
 fi
-export AGENT_NAME=quickstart AGENT_HOST=127.0.0.1 AGENT_PORT MCP_SERVERS=tools MCP_SERVER_TOOLS_URL=http://127.0.0.1:8101
+export AGENT_NAME=quickstart AGENT_HOST=127.0.0.1 AGENT_PORT MCP_SERVERS=tools MCP_SERVER_TOOLS_URL=http://127.0.0.1:$TOOLS_PORT
 export AGENT_INSTRUCTIONS="${AGENT_INSTRUCTIONS:-You are a helpful assistant. Use the add tool for arithmetic and utc_time for the time.}"
 kora agent &
 pids+=($!)

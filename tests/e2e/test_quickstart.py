@@ -1,0 +1,38 @@
+"""README's first command, run as a user would: it must hold a conversation in which a tool is called."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kora.testing.threaded import bind_socket
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    sock = bind_socket()
+    try:
+        return sock.getsockname()[1]
+    finally:
+        sock.close()
+
+
+@pytest.mark.slow
+def test_quickstart_runs_offline_and_shows_a_tool_call():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_", "MODEL_", "MCP_", "MEMORY_"))}
+    env |= {
+        "KORA_QUICKSTART_EXIT": "1",
+        "AGENT_PORT": str(free_port()),
+        "KORA_MODEL_PORT": str(free_port()),
+        "KORA_TOOLS_PORT": str(free_port()),
+    }
+    done = subprocess.run(
+        ["bash", "scripts/quickstart.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "SCRIPTED model" in done.stdout
+    assert "agent > 2 plus 3 is 5." in done.stdout
+    assert "tool_call        {'tool_name': 'add', 'args': {'a': 2, 'b': 3}" in done.stdout
+    assert "tool_result" in done.stdout
