@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 from kora.testing.script import JSONObject, Reply, Rule
 from kora.testing.scripted_model import DEFAULT_MODEL_NAME, ScriptedModel, create_app
@@ -31,7 +30,7 @@ __all__ = ["ScriptedModelServer", "bind_socket"]
 API_KEY = "scripted"  # any non-empty key: the scripted model does not check it
 
 
-class ScriptedModelServer:
+class ScriptedModelServer(ThreadedServer):
     """A scripted model served over HTTP from a background thread (sync and async context manager).
 
     ``model`` is the :class:`ScriptedModel` to serve (a new one named ``model_name`` if ``None``).
@@ -50,52 +49,14 @@ class ScriptedModelServer:
     ) -> None:
         self.model = model if model is not None else ScriptedModel(model_name=model_name)
         # lifespan off: the scripted model's app has none.
-        self._server = ThreadedServer(
+        super().__init__(
             create_app(self.model), name="scripted-model", host=host, lifespan="off", startup_timeout=startup_timeout
         )
-
-    # -- lifecycle ---------------------------------------------------------------------------------
-
-    @property
-    def port(self) -> int:
-        """The port it listens on (0 before :meth:`start`)."""
-        return self._server.port
-
-    @property
-    def root_url(self) -> str:
-        """``http://host:port`` of the running server."""
-        return self._server.root_url
 
     @property
     def url(self) -> str:
         """The base URL an OpenAI client wants: ``http://host:port/v1``."""
         return f"{self.root_url}/v1"
-
-    def start(self) -> None:
-        """Start serving (blocks until the server accepts connections)."""
-        self._server.start()
-
-    def stop(self) -> None:
-        """Stop serving; in-flight requests get up to 1 s to finish. Idempotent."""
-        self._server.stop()
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> Self:
-        await asyncio.to_thread(self.start)
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await asyncio.to_thread(self.stop)
 
     # -- the script --------------------------------------------------------------------------------
 
