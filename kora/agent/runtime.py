@@ -23,6 +23,7 @@ from openai import AsyncOpenAI
 from pydantic_ai import (
     Agent,
     AgentRunResultEvent,
+    FunctionToolResultEvent,
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -186,15 +187,24 @@ class AgentRuntime:
                     toolsets=self.mcp.toolsets(),
                     instructions=turn.system or None,
                 ) as events:
+                    # Text of a later model response (after tools ran) starts a new paragraph, so a plain
+                    # client never sees "Let me check." run into the answer.
+                    said_text, tools_ran = False, False
                     async for event in events:
+                        text = ""
                         if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
-                            if event.part.content:
-                                yield event.part.content
+                            text = event.part.content
                         elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
-                            if event.delta.content_delta:
-                                yield event.delta.content_delta
+                            text = event.delta.content_delta
+                        elif isinstance(event, FunctionToolResultEvent):
+                            tools_ran = True
                         elif isinstance(event, AgentRunResultEvent):
                             result = event.result
+                        if text:
+                            if said_text and tools_ran:
+                                yield "\n\n"
+                            said_text, tools_ran = True, False
+                            yield text
             except UsageLimitExceeded:
                 message = (
                     f"I stopped before finishing: this turn reached its limit of "

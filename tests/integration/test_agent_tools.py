@@ -219,3 +219,16 @@ async def test_a_client_that_disconnects_mid_stream_aborts_the_model_request(mod
                 if '"content":"a"' in line:
                     break
         assert await model.wait_for_aborts(1, within=5.0)
+
+
+async def test_streamed_text_around_a_tool_call_stays_readable(model):
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 2, "b": 2})], text="Let me add."), TextReply("It is 4."))
+    async with (
+        ThreadedServer(mcp_app("calc", [add]), name="calc", lifespan="on") as calc,
+        running_agent(model, MCP_SERVERS="calc", MCP_SERVER_CALC_URL=calc.root_url) as agent,
+    ):
+        stream = agent.openai().chat.completions.create(
+            model="a", messages=[{"role": "user", "content": "2+2"}], stream=True
+        )
+        text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+        assert text == "Let me add.\n\nIt is 4."
