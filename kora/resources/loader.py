@@ -261,7 +261,8 @@ def _build(documents: Iterable[_Document], require_secrets: bool, problems: list
     except ManifestError as error:
         problems.extend(error.problems)
     if problems:
-        raise ManifestError(problems)
+        # Reference and cycle checks run after every document was read; report in document order.
+        raise ManifestError(sorted(problems, key=lambda problem: (problem.source, problem.document)))
     return graph
 
 
