@@ -112,8 +112,15 @@ stringData: {{plain: from-string, both: new}}
             "spec.config.memory.memoryStore: no MemoryStore named 'mem'",
         ),
         (docs(STORE), "spec.summarization.modelAPI: no ModelAPI named 'llm'"),
-        (docs(MODEL, MODEL), "document 2, ModelAPI/llm: metadata.name: duplicate ModelAPI default/llm (first defined in m.yaml, document 1)"),
-        (docs(MODEL, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"), "document 2, Pod/p: kind: unknown kind 'Pod'"),
+        (
+            docs(MODEL, MODEL),
+            "document 2, ModelAPI/llm: metadata.name: duplicate ModelAPI default/llm "
+            "(first defined in m.yaml, document 1)",
+        ),
+        (
+            docs(MODEL, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"),
+            "document 2, Pod/p: kind: unknown kind 'Pod'",
+        ),
         ("apiVersion: kora.dev/v2\nkind: Agent\nmetadata: {name: a}\n", "apiVersion: must be kora.dev/v1alpha1"),
         ("- just\n- a list\n", "a manifest must be a mapping"),
         ("kind: [unclosed\n", "not valid YAML (line"),
@@ -149,7 +156,9 @@ def test_same_name_in_other_namespace_or_kind_is_fine():
 
 
 def secret_ref_agent(secret: str, key: str) -> str:
-    return agent_doc("a", extra=f"config: {{env: [{{name: TOKEN, valueFrom: {{secretKeyRef: {{name: {secret}, key: {key}}}}}}}]}}\n")
+    return agent_doc(
+        "a", extra=f"config: {{env: [{{name: TOKEN, valueFrom: {{secretKeyRef: {{name: {secret}, key: {key}}}}}}}]}}\n"
+    )
 
 
 def test_missing_secret_is_a_warning_unless_required():
@@ -203,7 +212,7 @@ def test_folder_problems_name_the_file(tmp_path: Path):
 
 
 def test_empty_folder_and_missing_file(tmp_path: Path):
-    with pytest.raises(ManifestError, match="no .yaml or .yml files"):
+    with pytest.raises(ManifestError, match=r"no \.yaml or \.yml files"):
         load_path(tmp_path)
     with pytest.raises(ManifestError, match="cannot read"):
         load_path(tmp_path / "missing.yaml")
@@ -212,11 +221,15 @@ def test_empty_folder_and_missing_file(tmp_path: Path):
 def test_script_file_is_resolved_against_the_manifest_folder(tmp_path: Path):
     (tmp_path / "rules.yaml").write_text("rules: []\n")
     manifest = tmp_path / "model.yaml"
-    manifest.write_text(MODEL.replace("spec: {mode: Scripted}", "spec: {mode: Scripted, scriptedConfig: {scriptFile: rules.yaml}}"))
+    manifest.write_text(
+        MODEL.replace("spec: {mode: Scripted}", "spec: {mode: Scripted, scriptedConfig: {scriptFile: rules.yaml}}")
+    )
     config = load_path(manifest).model_api("llm").spec.scripted_config
     assert config is not None
     assert config.script_file == str(tmp_path / "rules.yaml")
-    manifest.write_text(MODEL.replace("spec: {mode: Scripted}", "spec: {mode: Scripted, scriptedConfig: {scriptFile: gone.yaml}}"))
+    manifest.write_text(
+        MODEL.replace("spec: {mode: Scripted}", "spec: {mode: Scripted, scriptedConfig: {scriptFile: gone.yaml}}")
+    )
     with pytest.raises(ManifestError, match=r"spec.scriptedConfig.scriptFile: no such file"):
         load_path(manifest)
 

@@ -109,7 +109,13 @@ def test_read_scopes_match_the_agent_settings():
         (agent({"config": {"env": [{"name": "MCP_SERVER_X_URL", "value": "x"}]}}), "spec", "MCP_SERVER_X_URL"),
         (agent({"config": {"env": [{"name": "X"}]}}), "spec.config.env.0", "exactly one"),
         (
-            agent({"config": {"env": [{"name": "X", "value": "1", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}}),
+            agent(
+                {
+                    "config": {
+                        "env": [{"name": "X", "value": "1", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]
+                    }
+                }
+            ),
             "spec.config.env.0",
             "exactly one",
         ),
@@ -253,7 +259,12 @@ def test_status_parses_conditions_and_ignores_controller_extras():
     data["status"] = {
         "phase": "Waiting",
         "conditions": [
-            {"type": "MemoryDegraded", "status": "True", "reason": "StoreNotReady", "lastTransitionTime": "2026-11-01T10:00:00Z"}
+            {
+                "type": "MemoryDegraded",
+                "status": "True",
+                "reason": "StoreNotReady",
+                "lastTransitionTime": "2026-11-01T10:00:00Z",
+            }
         ],
         "observedGeneration": 3,
         "kopf": {"progress": {}},
