@@ -256,10 +256,18 @@ def _build(documents: Iterable[_Document], require_secrets: bool, problems: list
         origin[ref] = doc
         graph.resources[ref] = item
     _check_graph(graph, origin, require_secrets, problems)
-    try:
-        dependency_order(graph)
-    except ManifestError as error:
-        problems.extend(error.problems)
+    _, stuck = _agent_order(graph)
+    for ref in stuck:
+        doc = origin[ref]
+        problems.append(
+            Problem(
+                doc.source,
+                doc.index,
+                f"{ref.kind}/{ref.name}",
+                "spec.agentNetwork.access",
+                "delegation cycle: this agent is in or waits on a cycle of peers and would never be Ready",
+            )
+        )
     if problems:
         # Reference and cycle checks run after every document was read; report in document order.
         raise ManifestError(sorted(problems, key=lambda problem: (problem.source, problem.document)))
@@ -316,7 +324,17 @@ def dependency_order(graph: ResourceGraph) -> list[ResourceRef]:
     order = [ref_of(r) for r in graph.model_apis]
     order += [ref_of(r) for r in graph.mcp_servers]
     order += [ref_of(r) for r in graph.memory_stores]
-    agents = graph.agents
+    agents, stuck = _agent_order(graph)
+    if stuck:
+        names = ", ".join(f"{ref.namespace}/{ref.name}" for ref in stuck)
+        raise ManifestError(
+            [Problem("<graph>", 0, "", "spec.agentNetwork.access", f"delegation cycle; never Ready: {names}")]
+        )
+    return order + agents
+
+
+def _agent_order(graph: ResourceGraph) -> tuple[list[ResourceRef], list[ResourceRef]]:
+    """Agents peers-first (Kahn's algorithm, manifest order on ties) and the agents left over by a cycle."""
     pending = {
         ref_of(agent): {
             ResourceRef(Kind.AGENT.value, agent.metadata.namespace, peer)
@@ -325,26 +343,16 @@ def dependency_order(graph: ResourceGraph) -> list[ResourceRef]:
             if peer != agent.metadata.name
             and ResourceRef(Kind.AGENT.value, agent.metadata.namespace, peer) in graph.resources
         }
-        for agent in agents
+        for agent in graph.agents
     }
+    order: list[ResourceRef] = []
     while pending:
         ready = [ref for ref, needs in pending.items() if not needs]
         if not ready:
-            names = ", ".join(f"{ref.namespace}/{ref.name}" for ref in pending)
-            raise ManifestError(
-                [
-                    Problem(
-                        "<graph>",
-                        0,
-                        "",
-                        "spec.agentNetwork.access",
-                        f"delegation cycle; these agents would never be Ready: {names}",
-                    )
-                ]
-            )
+            break
         for ref in ready:
             order.append(ref)
             del pending[ref]
         for needs in pending.values():
             needs.difference_update(ready)
-    return order
+    return order, list(pending)

@@ -5,6 +5,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kora.resources.graph import ResourceRef
 from kora.resources.loader import ManifestError, dependency_order, load_path, load_text
@@ -255,3 +256,19 @@ def test_dependency_order_puts_peers_first():
         ("Agent", "boss"),
     ]
     assert ResourceRef("Agent", "default", "leaf") in graph.resources
+
+
+def test_cycle_is_reported_at_each_agent_and_by_dependency_order():
+    from kora.resources.graph import graph_of
+
+    text = docs(MODEL, agent_doc("a", access=["b"]), agent_doc("b", access=["a"]), agent_doc("c", access=["a"]))
+    found = problems_of(text)
+    assert [p.split(":")[0] for p in found if "delegation cycle" in p] == [
+        "m.yaml, document 2, Agent/a",
+        "m.yaml, document 3, Agent/b",
+        "m.yaml, document 4, Agent/c",
+    ]
+    a = Agent.model_validate(yaml.safe_load(agent_doc("a", access=["b"])))
+    b = Agent.model_validate(yaml.safe_load(agent_doc("b", access=["a"])))
+    with pytest.raises(ManifestError, match="default/a, default/b"):
+        dependency_order(graph_of(a, b))
