@@ -65,7 +65,8 @@ def structural(schema: JsonObject, defs: Mapping[str, JsonObject]) -> JsonObject
         node = {**inner, **{k: v for k, v in node.items() if k != "default" or v is not None}}
         if len(non_null) < len(options):
             node["nullable"] = True
-    if node.get("default", 0) is None:
+    # Empty defaults add nothing (the models apply them) and the 1.20 API server rejects `default: ""`.
+    if "default" in node and node["default"] in (None, "", [], {}):
         del node["default"]
     if "const" in node:
         node["enum"] = [node.pop("const")]

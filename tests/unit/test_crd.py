@@ -36,7 +36,7 @@ def test_schema_is_structural(kind):
         assert not ("properties" in node and "additionalProperties" in node), path
         assert node.get("additionalProperties") is not False, path
         if "default" in node:
-            assert node["default"] is not None, path
+            assert node["default"] not in (None, "", [], {}), path
 
 
 @pytest.mark.parametrize(
