@@ -15,6 +15,56 @@ MEMORY_STORE_ENDPOINT = "MEMORY_STORE_ENDPOINT"
 OTEL_EXPORTER_OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 OTEL_SERVICE_NAME = "OTEL_SERVICE_NAME"
 
+# Agent settings written by the wiring (kora.resources.wiring); the agent reads them via AgentSettings.
+AGENT_NAME = "AGENT_NAME"
+AGENT_HOST = "AGENT_HOST"
+AGENT_PORT = "AGENT_PORT"
+AGENT_DESCRIPTION = "AGENT_DESCRIPTION"
+AGENT_INSTRUCTIONS = "AGENT_INSTRUCTIONS"
+AGENT_PUBLIC_URL = "AGENT_PUBLIC_URL"
+AGENTIC_LOOP_MAX_STEPS = "AGENTIC_LOOP_MAX_STEPS"
+TASK_STORE_TYPE = "TASK_STORE_TYPE"
+MEMORY_ENABLED = "MEMORY_ENABLED"
+MEMORY_CONTEXT_LIMIT = "MEMORY_CONTEXT_LIMIT"
+MEMORY_MAX_SESSIONS = "MEMORY_MAX_SESSIONS"
+MEMORY_MAX_SESSION_EVENTS = "MEMORY_MAX_SESSION_EVENTS"
+MEMORY_MAX_READ_SCOPE = "MEMORY_MAX_READ_SCOPE"
+MEMORY_TOOLS = "MEMORY_TOOLS"
+#: Kora: ``soft`` | ``strict`` (spec.config.memory.failureMode); written for remote memory only.
+MEMORY_FAILURE_MODE = "MEMORY_FAILURE_MODE"
+#: Kora: ``true`` | ``false`` (spec.config.memory.clientParams.rollingSummary); written for remote memory only.
+MEMORY_ROLLING_SUMMARY = "MEMORY_ROLLING_SUMMARY"
+
+# Tool server (``kora mcp``): inline tool source or the name of a package implementing MCP.
+MCP_TOOLS_STRING = "MCP_TOOLS_STRING"
+MCP_PACKAGE = "MCP_PACKAGE"
+
+# ModelAPI workloads other than the scripted model (``kora model-proxy``, ``kora model-hosted``).
+#: Backend's OpenAI-compatible base URL (with its /v1): the proxy maps ``/v1/<rest>`` to ``<base>/<rest>``.
+MODEL_PROXY_API_BASE = "MODEL_PROXY_API_BASE"
+#: Bearer key sent to the backend (usually from a Secret).
+MODEL_PROXY_API_KEY = "MODEL_PROXY_API_KEY"
+#: Comma-separated model names the proxy offers (empty: any).
+MODEL_PROXY_MODELS = "MODEL_PROXY_MODELS"
+#: Exact name of the model a Hosted ModelAPI downloads and serves.
+MODEL_HOSTED_MODEL = "MODEL_HOSTED_MODEL"
+
+# Memory service (``kora memory``), the MemoryStore workload.
+MEMORY_SERVICE_STORAGE_MODE = "MEMORY_SERVICE_STORAGE_MODE"
+#: Postgres connection string (external storage; from the connectionSecretRef Secret).
+MEMORY_SERVICE_DATABASE_URL = "MEMORY_SERVICE_DATABASE_URL"
+MEMORY_SERVICE_SUMMARY_MODEL_API_URL = "MEMORY_SERVICE_SUMMARY_MODEL_API_URL"
+MEMORY_SERVICE_SUMMARY_MODEL = "MEMORY_SERVICE_SUMMARY_MODEL"
+MEMORY_SERVICE_EMBEDDING_MODEL_API_URL = "MEMORY_SERVICE_EMBEDDING_MODEL_API_URL"
+MEMORY_SERVICE_EMBEDDING_MODEL = "MEMORY_SERVICE_EMBEDDING_MODEL"
+
+# Operator: per-kind default gateway route timeouts (duration strings, spec "Operator gateway configuration").
+GATEWAY_DEFAULT_AGENT_TIMEOUT = "GATEWAY_DEFAULT_AGENT_TIMEOUT"
+GATEWAY_DEFAULT_MODELAPI_TIMEOUT = "GATEWAY_DEFAULT_MODELAPI_TIMEOUT"
+GATEWAY_DEFAULT_MCP_TIMEOUT = "GATEWAY_DEFAULT_MCP_TIMEOUT"
+#: Kora: MemoryStore routes (the spec names no default; Kora uses 30s).
+GATEWAY_DEFAULT_MEMORYSTORE_TIMEOUT = "GATEWAY_DEFAULT_MEMORYSTORE_TIMEOUT"
+
 #: Path appended to a tool server's base URL: the Streamable HTTP endpoint (spec rule 3).
 MCP_PATH = "/mcp"
 

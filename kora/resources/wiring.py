@@ -1,0 +1,420 @@
+"""Wiring: a pure function from the resource graph to each workload's plan (command, env, port, probes).
+
+Design: "Wiring ... a pure function from the resource graph to each workload's environment ... given a
+URL strategy. Written once, used by the operator and the local runtime alike." Spec sections: "Agent
+server settings (environment variables)", "Rules for sub-agents and tool servers", "Strict gateway-only
+traffic" and "Limits" (route timeouts).
+
+Every workload runs the one ``kora`` CLI; a :class:`WorkloadPlan` says which sub-command with which
+arguments (``args``), its environment (``env``: literal values or ``secretKeyRef``s that the runner
+resolves: the operator as ``valueFrom`` of the container, the local runtime from the graph's Secrets),
+the files it needs in its working directory (``files``: relative name -> text; the runner writes them
+and starts the process there; the operator mounts them from a ConfigMap and sets ``workingDir``), the
+address it binds, its probe paths and the workloads it waits for.
+
+Per kind (non-agent workloads take ``--host H --port P`` arguments; the agent reads AGENT_HOST/AGENT_PORT):
+
+- Agent: ``kora agent``. ``AGENT_NAME``, ``AGENT_HOST``, ``AGENT_PORT``, ``MODEL_API_URL`` (ModelAPI URL +
+  ``/v1``), ``MODEL_NAME`` (``spec.model``), ``AGENT_DESCRIPTION`` / ``AGENT_INSTRUCTIONS`` (when set),
+  ``AGENT_PUBLIC_URL``, ``AGENTIC_LOOP_MAX_STEPS``, ``TASK_STORE_TYPE``; ``MCP_SERVERS`` +
+  ``MCP_SERVER_<NAME>_URL`` unless ``enableTools`` is false; ``PEER_AGENTS`` + ``PEER_AGENT_<NAME>_CARD_URL``
+  unless ``enableDelegation`` is false; ``MEMORY_ENABLED`` and, when enabled, ``MEMORY_CONTEXT_LIMIT``,
+  ``MEMORY_MAX_SESSIONS``, ``MEMORY_MAX_SESSION_EVENTS``, ``MEMORY_MAX_READ_SCOPE``, ``MEMORY_TOOLS`` (when
+  set) and for ``type: remote`` ``MEMORY_STORE_ENDPOINT``, ``MEMORY_FAILURE_MODE``,
+  ``MEMORY_ROLLING_SUMMARY``; ``OTEL_SERVICE_NAME`` (agent name) and ``OTEL_EXPORTER_OTLP_ENDPOINT`` (from
+  ``spec.telemetry``). ``spec.config.env`` comes last; the models reject entries naming any variable Kora
+  sets (see ``AGENT_RESERVED_ENV``), so user entries add, never override.
+- MCPServer: ``kora mcp --host H --port P`` with ``MCP_TOOLS_STRING`` (python-runtime) or ``MCP_PACKAGE``
+  (python-package), ``OTEL_SERVICE_NAME``, then ``spec.config.env`` (secretKeyRefs kept as refs).
+- ModelAPI Scripted: ``kora model --host H --port P [--script script.json | --script /abs/file]``; an
+  inline script becomes the file ``script.json`` (``{"rules": [...]}``). ``scriptFile`` is an absolute
+  path on the machine that loaded the manifests, so it suits the local runtime only.
+- ModelAPI Proxy: ``kora model-proxy --host H --port P`` with ``MODEL_PROXY_API_BASE``,
+  ``MODEL_PROXY_API_KEY`` (when given) and ``MODEL_PROXY_MODELS`` (comma-separated, when given).
+- ModelAPI Hosted: ``kora model-hosted --host H --port P`` with ``MODEL_HOSTED_MODEL``.
+- MemoryStore: ``kora memory --host H --port P`` with ``MEMORY_SERVICE_STORAGE_MODE``,
+  ``MEMORY_SERVICE_DATABASE_URL`` (external, from the Secret), ``MEMORY_SERVICE_SUMMARY_MODEL_API_URL`` /
+  ``_MODEL`` and ``MEMORY_SERVICE_EMBEDDING_MODEL_API_URL`` / ``_MODEL`` (ModelAPI URL + ``/v1``).
+
+Dependencies (``depends_on``) are :func:`kora.resources.graph.dependencies_of`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from kora.core import env as names
+from kora.resources.graph import ResourceGraph, ResourceRef, dependencies_of, ref_of
+from kora.resources.loader import dependency_order
+from kora.resources.models import (
+    Agent,
+    AnyResource,
+    EnvVar,
+    Kind,
+    MCPServer,
+    MCPServerType,
+    MemoryStore,
+    ModelAPI,
+    ModelAPIMode,
+    SecretValue,
+    parse_duration,
+)
+from kora.resources.urls import UrlStrategy, service_name
+
+__all__ = [
+    "DEFAULT_ROUTE_TIMEOUTS",
+    "EnvEntry",
+    "Probes",
+    "RouteTimeouts",
+    "SecretKeyRef",
+    "WorkloadPlan",
+    "plan_workload",
+    "plan_workloads",
+    "route_timeout",
+]
+
+#: Name of the file an inline scripted-model script is written to, in the workload's working directory.
+SCRIPT_FILE_NAME = "script.json"
+
+
+@dataclass(frozen=True)
+class SecretKeyRef:
+    """A key of a Secret in the workload's namespace."""
+
+    name: str
+    key: str
+
+
+@dataclass(frozen=True)
+class EnvEntry:
+    """One environment variable: a literal ``value`` or a ``secret_key_ref`` (exactly one)."""
+
+    name: str
+    value: str | None = None
+    secret_key_ref: SecretKeyRef | None = None
+
+    def __post_init__(self) -> None:
+        if (self.value is None) == (self.secret_key_ref is None):
+            raise ValueError(f"env entry {self.name}: give exactly one of value and secret_key_ref")
+
+    @classmethod
+    def of(cls, name: str, source: SecretValue) -> EnvEntry:
+        """The entry for a spec's value-or-secret (``EnvVar``, ``apiKey``) under variable ``name``."""
+        if source.value_from is not None:
+            ref = source.value_from.secret_key_ref
+            return cls(name, secret_key_ref=SecretKeyRef(ref.name, ref.key))
+        return cls(name, value=source.value)
+
+    @classmethod
+    def from_env_var(cls, var: EnvVar) -> EnvEntry:
+        """The entry for a ``spec.config.env`` item."""
+        return cls.of(var.name, var)
+
+
+@dataclass(frozen=True)
+class Probes:
+    """HTTP GET paths of the liveness and readiness probes."""
+
+    liveness: str = "/health"
+    readiness: str = "/ready"
+
+
+@dataclass(frozen=True)
+class WorkloadPlan:
+    """What one resource runs as. ``args`` follow ``kora`` (``("agent",)``, ``("mcp", "--host", ...)``).
+
+    ``url`` is the base URL peers use under the strategy, ``direct_url`` the workload's own address (a
+    gateway's upstream), ``public_url`` the URL clients are told. ``route_timeout_seconds`` is the gateway
+    route timeout (:func:`route_timeout`).
+    """
+
+    ref: ResourceRef
+    service_name: str
+    args: tuple[str, ...]
+    env: tuple[EnvEntry, ...]
+    host: str
+    port: int
+    url: str
+    direct_url: str
+    public_url: str
+    probes: Probes
+    depends_on: tuple[ResourceRef, ...]
+    route_timeout_seconds: float
+    replicas: int = 1
+    files: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        """Resource kind, e.g. ``Agent``."""
+        return self.ref.kind
+
+    @property
+    def name(self) -> str:
+        """Resource name."""
+        return self.ref.name
+
+    @property
+    def namespace(self) -> str:
+        """Resource namespace."""
+        return self.ref.namespace
+
+    def env_value(self, name: str) -> str | None:
+        """The literal value of variable ``name`` (None when absent or a secret reference)."""
+        for entry in self.env:
+            if entry.name == name:
+                return entry.value
+        return None
+
+    def environment(self, resolve_secret: Callable[[SecretKeyRef], str]) -> dict[str, str]:
+        """The environment as a plain mapping, secrets resolved by ``resolve_secret`` (which may raise)."""
+        result: dict[str, str] = {}
+        for entry in self.env:
+            if entry.secret_key_ref is not None:
+                result[entry.name] = resolve_secret(entry.secret_key_ref)
+            else:
+                assert entry.value is not None  # guaranteed by EnvEntry.__post_init__
+                result[entry.name] = entry.value
+        return result
+
+
+@dataclass(frozen=True)
+class RouteTimeouts:
+    """Per-kind default gateway route timeouts in seconds (spec "Operator gateway configuration")."""
+
+    agent: float = 120.0
+    model_api: float = 120.0
+    mcp: float = 30.0
+    memory_store: float = 30.0
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> RouteTimeouts:
+        """Read ``GATEWAY_DEFAULT_{AGENT,MODELAPI,MCP,MEMORYSTORE}_TIMEOUT`` (duration strings) over the defaults.
+
+        Raises ``ValueError`` naming the variable for a malformed duration.
+        """
+        values: dict[str, float] = {}
+        for attribute, variable in (
+            ("agent", names.GATEWAY_DEFAULT_AGENT_TIMEOUT),
+            ("model_api", names.GATEWAY_DEFAULT_MODELAPI_TIMEOUT),
+            ("mcp", names.GATEWAY_DEFAULT_MCP_TIMEOUT),
+            ("memory_store", names.GATEWAY_DEFAULT_MEMORYSTORE_TIMEOUT),
+        ):
+            raw = environ.get(variable, "").strip()
+            if raw:
+                try:
+                    values[attribute] = parse_duration(raw)
+                except ValueError as error:
+                    raise ValueError(f"{variable}: {error} (got {raw!r})") from None
+        return cls(**values)
+
+    def for_kind(self, kind: str) -> float:
+        """The default for ``kind`` (``KeyError`` for an unknown kind)."""
+        return {
+            Kind.AGENT.value: self.agent,
+            Kind.MODEL_API.value: self.model_api,
+            Kind.MCP_SERVER.value: self.mcp,
+            Kind.MEMORY_STORE.value: self.memory_store,
+        }[kind]
+
+
+DEFAULT_ROUTE_TIMEOUTS = RouteTimeouts()
+
+
+def route_timeout(resource: AnyResource, defaults: RouteTimeouts = DEFAULT_ROUTE_TIMEOUTS) -> float:
+    """Gateway route timeout of ``resource`` in seconds: ``spec.gatewayRoute.timeout`` or the kind's default."""
+    timeout = resource.spec.gateway_route.timeout
+    return parse_duration(timeout) if timeout is not None else defaults.for_kind(resource.kind)
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _model_api_url(strategy: UrlStrategy, namespace: str, name: str) -> str:
+    return strategy.url(ResourceRef(Kind.MODEL_API.value, namespace, name)) + "/v1"
+
+
+def _agent_env(agent: Agent, strategy: UrlStrategy, public_url: str, host: str, port: int) -> list[EnvEntry]:
+    spec, namespace = agent.spec, agent.metadata.namespace
+    loop, memory = spec.config.agentic_loop, spec.config.memory
+    env = [
+        EnvEntry(names.AGENT_NAME, agent.metadata.name),
+        EnvEntry(names.AGENT_HOST, host),
+        EnvEntry(names.AGENT_PORT, str(port)),
+        EnvEntry(names.MODEL_API_URL, _model_api_url(strategy, namespace, spec.model_api)),
+        EnvEntry(names.MODEL_NAME, spec.model),
+    ]
+    if spec.config.description is not None:
+        env.append(EnvEntry(names.AGENT_DESCRIPTION, spec.config.description))
+    if spec.system_prompt is not None:
+        env.append(EnvEntry(names.AGENT_INSTRUCTIONS, spec.system_prompt))
+    env += [
+        EnvEntry(names.AGENT_PUBLIC_URL, public_url),
+        EnvEntry(names.AGENTIC_LOOP_MAX_STEPS, str(loop.max_steps)),
+        EnvEntry(names.TASK_STORE_TYPE, spec.config.task_store_type),
+    ]
+    if loop.enable_tools and spec.mcp_servers:
+        env.append(EnvEntry(names.MCP_SERVERS, ",".join(spec.mcp_servers)))
+        for server in spec.mcp_servers:
+            url = strategy.url(ResourceRef(Kind.MCP_SERVER.value, namespace, server))
+            env.append(EnvEntry(names.mcp_server_url_var(server), url))
+    if loop.enable_delegation and spec.agent_network.access:
+        env.append(EnvEntry(names.PEER_AGENTS, ",".join(spec.agent_network.access)))
+        for peer in spec.agent_network.access:
+            url = strategy.url(ResourceRef(Kind.AGENT.value, namespace, peer))
+            env.append(EnvEntry(names.peer_agent_card_url_var(peer), url))
+    env.append(EnvEntry(names.MEMORY_ENABLED, _bool(memory.enabled)))
+    if memory.enabled:
+        env += [
+            EnvEntry(names.MEMORY_CONTEXT_LIMIT, str(memory.context_limit)),
+            EnvEntry(names.MEMORY_MAX_SESSIONS, str(memory.max_sessions)),
+            EnvEntry(names.MEMORY_MAX_SESSION_EVENTS, str(memory.max_session_events)),
+            EnvEntry(names.MEMORY_MAX_READ_SCOPE, memory.max_read_scope),
+        ]
+        if memory.tools is not None:
+            env.append(EnvEntry(names.MEMORY_TOOLS, memory.tools))
+        if memory.type == "remote" and memory.memory_store is not None:
+            store = ResourceRef(Kind.MEMORY_STORE.value, namespace, memory.memory_store)
+            env += [
+                EnvEntry(names.MEMORY_STORE_ENDPOINT, strategy.url(store)),
+                EnvEntry(names.MEMORY_FAILURE_MODE, memory.failure_mode),
+                EnvEntry(names.MEMORY_ROLLING_SUMMARY, _bool(memory.client_params.rolling_summary)),
+            ]
+    env.append(EnvEntry(names.OTEL_SERVICE_NAME, agent.metadata.name))
+    if spec.telemetry is not None:
+        env.append(EnvEntry(names.OTEL_EXPORTER_OTLP_ENDPOINT, spec.telemetry.endpoint))
+    env += [EnvEntry.from_env_var(var) for var in spec.config.env]
+    return env
+
+
+def _listen_args(command: str, host: str, port: int) -> list[str]:
+    return [command, "--host", host, "--port", str(port)]
+
+
+def _model_api_command(
+    model: ModelAPI, host: str, port: int
+) -> tuple[list[str], list[EnvEntry], dict[str, str], Probes]:
+    spec = model.spec
+    env: list[EnvEntry] = []
+    files: dict[str, str] = {}
+    # The scripted model and the proxies answer /health only; it doubles as readiness.
+    probes = Probes(liveness="/health", readiness="/health")
+    if spec.mode is ModelAPIMode.SCRIPTED:
+        args = _listen_args("model", host, port)
+        config = spec.scripted_config
+        if config is not None and config.script_file is not None:
+            args += ["--script", config.script_file]
+        elif config is not None and config.script is not None:
+            files[SCRIPT_FILE_NAME] = json.dumps({"rules": config.script}, indent=2, sort_keys=True)
+            args += ["--script", SCRIPT_FILE_NAME]
+    elif spec.mode is ModelAPIMode.PROXY:
+        assert spec.proxy_config is not None  # guaranteed by ModelAPISpec's mode/config check
+        args = _listen_args("model-proxy", host, port)
+        env.append(EnvEntry(names.MODEL_PROXY_API_BASE, spec.proxy_config.api_base))
+        if spec.proxy_config.api_key is not None:
+            env.append(EnvEntry.of(names.MODEL_PROXY_API_KEY, spec.proxy_config.api_key))
+        if spec.proxy_config.models:
+            env.append(EnvEntry(names.MODEL_PROXY_MODELS, ",".join(spec.proxy_config.models)))
+    else:
+        assert spec.hosted_config is not None  # guaranteed by ModelAPISpec's mode/config check
+        args = _listen_args("model-hosted", host, port)
+        env.append(EnvEntry(names.MODEL_HOSTED_MODEL, spec.hosted_config.model))
+    env.append(EnvEntry(names.OTEL_SERVICE_NAME, model.service_name))
+    return args, env, files, probes
+
+
+def _mcp_env(server: MCPServer) -> list[EnvEntry]:
+    config = server.spec.config
+    if server.spec.type is MCPServerType.PYTHON_RUNTIME:
+        assert config.tools_string is not None  # guaranteed by MCPServerSpec's type/config check
+        env = [EnvEntry(names.MCP_TOOLS_STRING, config.tools_string)]
+    else:
+        assert config.mcp is not None  # guaranteed by MCPServerSpec's type/config check
+        env = [EnvEntry(names.MCP_PACKAGE, config.mcp)]
+    env.append(EnvEntry(names.OTEL_SERVICE_NAME, server.service_name))
+    return env + [EnvEntry.from_env_var(var) for var in config.env]
+
+
+def _memory_store_env(store: MemoryStore, strategy: UrlStrategy) -> list[EnvEntry]:
+    spec, namespace = store.spec, store.metadata.namespace
+    env = [EnvEntry(names.MEMORY_SERVICE_STORAGE_MODE, spec.storage.mode)]
+    if spec.storage.external is not None:
+        ref = spec.storage.external.connection_secret_ref
+        env.append(EnvEntry(names.MEMORY_SERVICE_DATABASE_URL, secret_key_ref=SecretKeyRef(ref.name, ref.key)))
+    for reference, url_var, model_var in (
+        (spec.summarization, names.MEMORY_SERVICE_SUMMARY_MODEL_API_URL, names.MEMORY_SERVICE_SUMMARY_MODEL),
+        (spec.embedding, names.MEMORY_SERVICE_EMBEDDING_MODEL_API_URL, names.MEMORY_SERVICE_EMBEDDING_MODEL),
+    ):
+        if reference is None:
+            continue
+        env.append(EnvEntry(url_var, _model_api_url(strategy, namespace, reference.model_api)))
+        if reference.model is not None:
+            env.append(EnvEntry(model_var, reference.model))
+    env.append(EnvEntry(names.OTEL_SERVICE_NAME, store.service_name))
+    return env
+
+
+def plan_workload(
+    resource: AnyResource,
+    strategy: UrlStrategy,
+    *,
+    public: UrlStrategy | None = None,
+    timeouts: RouteTimeouts = DEFAULT_ROUTE_TIMEOUTS,
+) -> WorkloadPlan:
+    """The plan of one resource. URLs of the resources it names come from ``strategy``.
+
+    ``public`` gives the URL clients are told (``AGENT_PUBLIC_URL``, ``status.endpoint``); default
+    ``strategy``. References are not checked here (the loader does); a ``Loopback`` strategy raises
+    ``KeyError`` for a workload without a port.
+    """
+    ref = ref_of(resource)
+    host, port = strategy.listen(ref)
+    public_url = (public or strategy).url(ref)
+    files: dict[str, str] = {}
+    probes = Probes()
+    replicas = 1
+    if isinstance(resource, Agent):
+        args, env = ["agent"], _agent_env(resource, strategy, public_url, host, port)
+        replicas = resource.spec.replicas
+    elif isinstance(resource, MCPServer):
+        args, env = _listen_args("mcp", host, port), _mcp_env(resource)
+    elif isinstance(resource, ModelAPI):
+        args, env, files, probes = _model_api_command(resource, host, port)
+    else:
+        args, env = _listen_args("memory", host, port), _memory_store_env(resource, strategy)
+    return WorkloadPlan(
+        ref=ref,
+        service_name=service_name(ref.kind, ref.name),
+        args=tuple(args),
+        env=tuple(env),
+        host=host,
+        port=port,
+        url=strategy.url(ref),
+        direct_url=strategy.direct_url(ref),
+        public_url=public_url,
+        probes=probes,
+        depends_on=tuple(dependencies_of(resource)),
+        route_timeout_seconds=route_timeout(resource, timeouts),
+        replicas=replicas,
+        files=files,
+    )
+
+
+def plan_workloads(
+    graph: ResourceGraph,
+    strategy: UrlStrategy,
+    *,
+    public: UrlStrategy | None = None,
+    timeouts: RouteTimeouts = DEFAULT_ROUTE_TIMEOUTS,
+) -> dict[ResourceRef, WorkloadPlan]:
+    """Plans of every resource of ``graph``, in start order (:func:`kora.resources.loader.dependency_order`).
+
+    Raises :class:`kora.resources.loader.ManifestError` for a delegation cycle.
+    """
+    resources = graph.resources
+    return {
+        ref: plan_workload(resources[ref], strategy, public=public, timeouts=timeouts)
+        for ref in dependency_order(graph)
+    }

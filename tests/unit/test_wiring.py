@@ -1,0 +1,478 @@
+"""Wiring: graph -> per-workload plan, under each URL strategy (design "Wiring"; spec "Agent server
+settings", "Rules for sub-agents and tool servers", "Strict gateway-only traffic", "Limits")."""
+
+import json
+
+import pytest
+
+from kora.agent.settings import load_agent_settings
+from kora.resources.graph import ResourceRef
+from kora.resources.loader import load_text
+from kora.resources.urls import ClusterDNS, GatewayRouted, Loopback, route_path, service_name
+from kora.resources.wiring import (
+    EnvEntry,
+    Probes,
+    RouteTimeouts,
+    SecretKeyRef,
+    plan_workloads,
+    route_timeout,
+)
+
+BASE = """
+apiVersion: kora.dev/v1alpha1
+kind: ModelAPI
+metadata: {name: llm, namespace: team}
+spec: {mode: Scripted, scriptedConfig: {script: [{reply: hello}]}}
+---
+apiVersion: kora.dev/v1alpha1
+kind: MCPServer
+metadata: {name: web-tools, namespace: team}
+spec:
+  config:
+    toolsString: "def ping() -> str:\\n    '''Ping.'''\\n    return 'pong'\\n"
+    env:
+      - {name: API_URL, value: "http://api"}
+      - {name: API_KEY, valueFrom: {secretKeyRef: {name: keys, key: api}}}
+---
+apiVersion: kora.dev/v1alpha1
+kind: MemoryStore
+metadata: {name: mem, namespace: team}
+spec:
+  storage: {mode: external, external: {connectionSecretRef: {name: pg, key: url}}}
+  summarization: {modelAPI: llm, model: small}
+  embedding: {modelAPI: llm}
+---
+apiVersion: kora.dev/v1alpha1
+kind: Agent
+metadata: {name: research-bot, namespace: team}
+spec: {modelAPI: llm, model: scripted, agentNetwork: {expose: true}}
+"""
+
+
+def with_agent(spec: str) -> str:
+    return (
+        BASE
+        + f"""
+---
+apiVersion: kora.dev/v1alpha1
+kind: Agent
+metadata: {{name: boss, namespace: team}}
+spec:
+{spec}
+"""
+    )
+
+
+BOSS = """
+  modelAPI: llm
+  model: gpt-x
+  instructions: Be brief.
+  mcpServers: [web-tools]
+  agentNetwork: {access: [research-bot]}
+  config:
+    description: The boss.
+    memory: {type: remote, memoryStore: mem, maxReadScope: user, tools: read, failureMode: strict,
+             clientParams: {rollingSummary: true}}
+    env: [{name: AGENT_LOG_LEVEL, value: DEBUG}]
+"""
+
+REFS = {
+    "model": ResourceRef("ModelAPI", "team", "llm"),
+    "mcp": ResourceRef("MCPServer", "team", "web-tools"),
+    "mem": ResourceRef("MemoryStore", "team", "mem"),
+    "peer": ResourceRef("Agent", "team", "research-bot"),
+    "boss": ResourceRef("Agent", "team", "boss"),
+}
+PORTS = {REFS["model"]: 9001, REFS["mcp"]: 9002, REFS["mem"]: 9003, REFS["peer"]: 9004, REFS["boss"]: 9005}
+
+STRATEGIES = {
+    "cluster": ClusterDNS(),
+    "gateway": GatewayRouted("http://gw.example:8080/", direct=ClusterDNS()),
+    "loopback": Loopback(PORTS),
+    "local-gateway": GatewayRouted("http://127.0.0.1:8080", direct=Loopback(PORTS)),
+}
+
+# strategy -> (what each kind's URL looks like, listen address of the boss)
+EXPECTED_URLS = {
+    "cluster": (
+        {
+            "model": "http://modelapi-llm.team.svc.cluster.local:8000",
+            "mcp": "http://mcpserver-web-tools.team.svc.cluster.local:8000",
+            "mem": "http://memorystore-mem.team.svc.cluster.local:8000",
+            "peer": "http://agent-research-bot.team.svc.cluster.local:8000",
+            "boss": "http://agent-boss.team.svc.cluster.local:8000",
+        },
+        ("0.0.0.0", 8000),
+    ),
+    "gateway": (
+        {
+            "model": "http://gw.example:8080/team/modelapi/llm",
+            "mcp": "http://gw.example:8080/team/mcp/web-tools",
+            "mem": "http://gw.example:8080/team/memorystore/mem",
+            "peer": "http://gw.example:8080/team/agent/research-bot",
+            "boss": "http://gw.example:8080/team/agent/boss",
+        },
+        ("0.0.0.0", 8000),
+    ),
+    "loopback": (
+        {
+            "model": "http://127.0.0.1:9001",
+            "mcp": "http://127.0.0.1:9002",
+            "mem": "http://127.0.0.1:9003",
+            "peer": "http://127.0.0.1:9004",
+            "boss": "http://127.0.0.1:9005",
+        },
+        ("127.0.0.1", 9005),
+    ),
+    "local-gateway": (
+        {
+            "model": "http://127.0.0.1:8080/team/modelapi/llm",
+            "mcp": "http://127.0.0.1:8080/team/mcp/web-tools",
+            "mem": "http://127.0.0.1:8080/team/memorystore/mem",
+            "peer": "http://127.0.0.1:8080/team/agent/research-bot",
+            "boss": "http://127.0.0.1:8080/team/agent/boss",
+        },
+        ("127.0.0.1", 9005),
+    ),
+}
+
+
+def env_of(plan) -> dict[str, str | SecretKeyRef]:
+    return {e.name: e.value if e.value is not None else e.secret_key_ref for e in plan.env}
+
+
+@pytest.mark.parametrize("strategy_name", list(STRATEGIES))
+def test_agent_environment_under_each_strategy(strategy_name):
+    plans = plan_workloads(load_text(with_agent(BOSS)), STRATEGIES[strategy_name])
+    urls, listen = EXPECTED_URLS[strategy_name]
+    boss = plans[REFS["boss"]]
+    env = env_of(boss)
+    assert boss.args == ("agent",)
+    assert (boss.host, boss.port) == listen
+    assert env == {
+        "AGENT_NAME": "boss",
+        "AGENT_HOST": listen[0],
+        "AGENT_PORT": str(listen[1]),
+        "MODEL_API_URL": urls["model"] + "/v1",
+        "MODEL_NAME": "gpt-x",
+        "AGENT_DESCRIPTION": "The boss.",
+        "AGENT_INSTRUCTIONS": "Be brief.",
+        "AGENT_PUBLIC_URL": urls["boss"],
+        "AGENTIC_LOOP_MAX_STEPS": "5",
+        "TASK_STORE_TYPE": "local",
+        "MCP_SERVERS": "web-tools",
+        "MCP_SERVER_WEB_TOOLS_URL": urls["mcp"],
+        "PEER_AGENTS": "research-bot",
+        "PEER_AGENT_RESEARCH_BOT_CARD_URL": urls["peer"],
+        "MEMORY_ENABLED": "true",
+        "MEMORY_CONTEXT_LIMIT": "6",
+        "MEMORY_MAX_SESSIONS": "1000",
+        "MEMORY_MAX_SESSION_EVENTS": "500",
+        "MEMORY_MAX_READ_SCOPE": "user",
+        "MEMORY_TOOLS": "read",
+        "MEMORY_STORE_ENDPOINT": urls["mem"],
+        "MEMORY_FAILURE_MODE": "strict",
+        "MEMORY_ROLLING_SUMMARY": "true",
+        "OTEL_SERVICE_NAME": "boss",
+        "AGENT_LOG_LEVEL": "DEBUG",
+    }
+    assert boss.env[-1].name == "AGENT_LOG_LEVEL"  # user entries come last
+    assert boss.url == urls["boss"]
+    assert boss.public_url == urls["boss"]
+    assert boss.service_name == "agent-boss"
+    assert boss.depends_on == (REFS["model"], REFS["mcp"], REFS["peer"], REFS["mem"])
+    assert boss.probes == Probes("/health", "/ready")
+
+
+@pytest.mark.parametrize("strategy_name", list(STRATEGIES))
+def test_agent_environment_is_accepted_by_the_agent_settings(strategy_name):
+    plans = plan_workloads(load_text(with_agent(BOSS)), STRATEGIES[strategy_name])
+    urls, _ = EXPECTED_URLS[strategy_name]
+    settings = load_agent_settings(plans[REFS["boss"]].environment(lambda ref: "secret"))
+    assert settings.agent_name == "boss"
+    assert settings.model_api_url == urls["model"] + "/v1"
+    assert settings.mcp_server_urls == {"web-tools": urls["mcp"] + "/mcp"}
+    assert settings.sub_agent_urls == {"research-bot": urls["peer"]}
+    assert settings.memory_store_endpoint == urls["mem"]
+    assert settings.memory_max_read_scope == "user"
+    assert settings.agent_log_level == "DEBUG"
+
+
+def test_direct_url_is_the_gateway_upstream():
+    plans = plan_workloads(load_text(with_agent(BOSS)), STRATEGIES["local-gateway"])
+    assert plans[REFS["boss"]].direct_url == "http://127.0.0.1:9005"
+    assert plans[REFS["boss"]].url == "http://127.0.0.1:8080/team/agent/boss"
+
+
+def test_public_strategy_sets_agent_public_url_only():
+    plans = plan_workloads(load_text(with_agent(BOSS)), ClusterDNS(), public=GatewayRouted("https://agents.example"))
+    boss = plans[REFS["boss"]]
+    assert boss.env_value("AGENT_PUBLIC_URL") == "https://agents.example/team/agent/boss"
+    assert boss.public_url == "https://agents.example/team/agent/boss"
+    assert boss.env_value("MODEL_API_URL") == "http://modelapi-llm.team.svc.cluster.local:8000/v1"
+
+
+@pytest.mark.parametrize(
+    ("spec", "present", "absent", "depends_on"),
+    [
+        (
+            "  modelAPI: llm\n  model: m\n  mcpServers: [web-tools]\n  config: {agenticLoop: {enableTools: false}}\n",
+            [],
+            ["MCP_SERVERS", "MCP_SERVER_WEB_TOOLS_URL"],
+            ["model"],
+        ),
+        (
+            "  modelAPI: llm\n  model: m\n  agentNetwork: {access: [research-bot]}\n"
+            "  config: {agenticLoop: {enableDelegation: false}}\n",
+            [],
+            ["PEER_AGENTS", "PEER_AGENT_RESEARCH_BOT_CARD_URL"],
+            ["model"],
+        ),
+        (
+            "  modelAPI: llm\n  model: m\n  config: {memory: {enabled: false}}\n",
+            [("MEMORY_ENABLED", "false")],
+            ["MEMORY_CONTEXT_LIMIT", "MEMORY_STORE_ENDPOINT", "MEMORY_TOOLS"],
+            ["model"],
+        ),
+        (
+            "  modelAPI: llm\n  model: m\n"
+            "  config: {memory: {contextLimit: 12, maxSessions: 5, maxSessionEvents: 7}}\n",
+            [("MEMORY_CONTEXT_LIMIT", "12"), ("MEMORY_MAX_SESSIONS", "5"), ("MEMORY_MAX_SESSION_EVENTS", "7")],
+            ["MEMORY_STORE_ENDPOINT", "MEMORY_FAILURE_MODE", "MEMORY_ROLLING_SUMMARY", "MEMORY_TOOLS"],
+            ["model"],
+        ),
+        (
+            "  modelAPI: llm\n  model: m\n  waitForDependencies: false\n"
+            "  config: {memory: {type: remote, memoryStore: mem}}\n",
+            [("MEMORY_STORE_ENDPOINT", "http://memorystore-mem.team.svc.cluster.local:8000")],
+            [],
+            ["model"],  # starts without waiting for the store (it may start degraded)
+        ),
+        (
+            "  modelAPI: llm\n  model: m\n  config: {agenticLoop: {maxSteps: 9}, taskStoreType: 'null'}\n",
+            [("AGENTIC_LOOP_MAX_STEPS", "9"), ("TASK_STORE_TYPE", "null")],
+            ["AGENT_DESCRIPTION", "AGENT_INSTRUCTIONS", "OTEL_EXPORTER_OTLP_ENDPOINT"],
+            ["model"],
+        ),
+        (
+            "  modelAPI: llm\n  model: m\n  config: {instructions: From config.}\n",
+            [("AGENT_INSTRUCTIONS", "From config.")],
+            [],
+            ["model"],
+        ),
+        (
+            "  modelAPI: llm\n  model: m\n  telemetry: {endpoint: 'http://otel:4318'}\n",
+            [("OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel:4318"), ("OTEL_SERVICE_NAME", "boss")],
+            [],
+            ["model"],
+        ),
+    ],
+)
+def test_agent_options(spec, present, absent, depends_on):
+    boss = plan_workloads(load_text(with_agent(spec)), ClusterDNS())[REFS["boss"]]
+    env = env_of(boss)
+    for name, value in present:
+        assert env[name] == value
+    for name in absent:
+        assert name not in env
+    assert boss.depends_on == tuple(REFS[key] for key in depends_on)
+
+
+def test_replicas_are_carried():
+    boss = plan_workloads(load_text(with_agent("  modelAPI: llm\n  model: m\n  replicas: 3\n")), ClusterDNS())
+    assert boss[REFS["boss"]].replicas == 3
+
+
+@pytest.mark.parametrize("strategy_name", ["cluster", "loopback"])
+def test_mcp_server_plan(strategy_name):
+    plan = plan_workloads(load_text(BASE), STRATEGIES[strategy_name])[REFS["mcp"]]
+    _, listen = EXPECTED_URLS[strategy_name]
+    port = listen[1] if strategy_name == "cluster" else 9002
+    assert plan.args == ("mcp", "--host", listen[0], "--port", str(port))
+    assert plan.env == (
+        EnvEntry("MCP_TOOLS_STRING", "def ping() -> str:\n    '''Ping.'''\n    return 'pong'\n"),
+        EnvEntry("OTEL_SERVICE_NAME", "mcpserver-web-tools"),
+        EnvEntry("API_URL", "http://api"),
+        EnvEntry("API_KEY", secret_key_ref=SecretKeyRef("keys", "api")),
+    )
+    assert plan.depends_on == ()
+    assert plan.probes == Probes("/health", "/ready")
+
+
+def test_mcp_package_plan():
+    text = """
+apiVersion: kora.dev/v1alpha1
+kind: MCPServer
+metadata: {name: fetch}
+spec: {type: python-package, config: {mcp: mcp-server-fetch}}
+"""
+    plan = next(iter(plan_workloads(load_text(text), ClusterDNS()).values()))
+    assert plan.env[0] == EnvEntry("MCP_PACKAGE", "mcp-server-fetch")
+
+
+def model_plan(spec: str):
+    text = f"apiVersion: kora.dev/v1alpha1\nkind: ModelAPI\nmetadata: {{name: llm}}\nspec: {spec}\n"
+    return next(iter(plan_workloads(load_text(text), ClusterDNS()).values()))
+
+
+@pytest.mark.parametrize(
+    ("spec", "args", "env", "files"),
+    [
+        (
+            "{mode: Scripted, scriptedConfig: {script: [{when: {user_matches: hi}, reply: hello}]}}",
+            ("model", "--host", "0.0.0.0", "--port", "8000", "--script", "script.json"),
+            {},
+            {"rules": [{"when": {"user_matches": "hi"}, "reply": "hello"}]},
+        ),
+        ("{mode: Scripted}", ("model", "--host", "0.0.0.0", "--port", "8000"), {}, None),
+        (
+            "{mode: Proxy, proxyConfig: {apiBase: 'https://api.openai.com/v1', models: [a, b],"
+            " apiKey: {valueFrom: {secretKeyRef: {name: openai, key: key}}}}}",
+            ("model-proxy", "--host", "0.0.0.0", "--port", "8000"),
+            {
+                "MODEL_PROXY_API_BASE": "https://api.openai.com/v1",
+                "MODEL_PROXY_API_KEY": SecretKeyRef("openai", "key"),
+                "MODEL_PROXY_MODELS": "a,b",
+            },
+            None,
+        ),
+        (
+            "{mode: Proxy, proxyConfig: {apiBase: 'http://ollama:11434/v1', apiKey: {value: none}}}",
+            ("model-proxy", "--host", "0.0.0.0", "--port", "8000"),
+            {"MODEL_PROXY_API_BASE": "http://ollama:11434/v1", "MODEL_PROXY_API_KEY": "none"},
+            None,
+        ),
+        (
+            "{mode: Hosted, hostedConfig: {model: 'smollm2:135m'}}",
+            ("model-hosted", "--host", "0.0.0.0", "--port", "8000"),
+            {"MODEL_HOSTED_MODEL": "smollm2:135m"},
+            None,
+        ),
+    ],
+)
+def test_model_api_plans(spec, args, env, files):
+    plan = model_plan(spec)
+    assert plan.args == args
+    assert env_of(plan) == {**env, "OTEL_SERVICE_NAME": "modelapi-llm"}
+    assert plan.probes == Probes("/health", "/health")
+    if files is None:
+        assert plan.files == {}
+    else:
+        assert json.loads(plan.files["script.json"]) == files
+
+
+def test_script_file_is_passed_as_a_path(tmp_path):
+    (tmp_path / "rules.yaml").write_text("rules: []\n")
+    text = "apiVersion: kora.dev/v1alpha1\nkind: ModelAPI\nmetadata: {name: llm}\n"
+    text += "spec: {mode: Scripted, scriptedConfig: {scriptFile: rules.yaml}}\n"
+    plan = next(iter(plan_workloads(load_text(text, base_dir=tmp_path), ClusterDNS()).values()))
+    assert plan.args[-2:] == ("--script", str(tmp_path / "rules.yaml"))
+    assert plan.files == {}
+
+
+@pytest.mark.parametrize("strategy_name", list(STRATEGIES))
+def test_memory_store_plan(strategy_name):
+    plan = plan_workloads(load_text(BASE), STRATEGIES[strategy_name])[REFS["mem"]]
+    urls, _ = EXPECTED_URLS[strategy_name]
+    assert plan.args[0] == "memory"
+    assert env_of(plan) == {
+        "MEMORY_SERVICE_STORAGE_MODE": "external",
+        "MEMORY_SERVICE_DATABASE_URL": SecretKeyRef("pg", "url"),
+        "MEMORY_SERVICE_SUMMARY_MODEL_API_URL": urls["model"] + "/v1",
+        "MEMORY_SERVICE_SUMMARY_MODEL": "small",
+        "MEMORY_SERVICE_EMBEDDING_MODEL_API_URL": urls["model"] + "/v1",
+        "OTEL_SERVICE_NAME": "memorystore-mem",
+    }
+    assert plan.depends_on == (REFS["model"],)
+
+
+def test_plans_come_in_start_order():
+    plans = plan_workloads(load_text(with_agent(BOSS)), ClusterDNS())
+    assert list(plans) == [REFS["model"], REFS["mcp"], REFS["mem"], REFS["peer"], REFS["boss"]]
+
+
+def test_environment_resolves_secrets_through_the_callback():
+    plan = plan_workloads(load_text(BASE), ClusterDNS())[REFS["mcp"]]
+    env = plan.environment(lambda ref: f"<{ref.name}/{ref.key}>")
+    assert env["API_KEY"] == "<keys/api>"
+    assert env["API_URL"] == "http://api"
+
+
+def test_loopback_without_a_port_names_the_workload():
+    with pytest.raises(KeyError, match="MCPServer team/web-tools"):
+        plan_workloads(load_text(BASE), Loopback({REFS["model"]: 1}))
+
+
+def test_gateway_needs_an_http_base_url():
+    with pytest.raises(ValueError, match="http"):
+        GatewayRouted("gw:8080")
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "service", "path"),
+    [
+        ("Agent", "a", "agent-a", "/ns/agent/a"),
+        ("ModelAPI", "m", "modelapi-m", "/ns/modelapi/m"),
+        ("MCPServer", "t", "mcpserver-t", "/ns/mcp/t"),
+        ("MemoryStore", "s", "memorystore-s", "/ns/memorystore/s"),
+    ],
+)
+def test_service_names_and_route_paths(kind, name, service, path):
+    assert service_name(kind, name) == service
+    assert route_path(kind, "ns", name) == path
+
+
+ROUTE_DOCS = {
+    "Agent": "kind: Agent\nmetadata: {name: a}\nspec: {modelAPI: m, model: x%s}\n",
+    "ModelAPI": "kind: ModelAPI\nmetadata: {name: m}\nspec: {mode: Scripted%s}\n",
+    "MCPServer": "kind: MCPServer\nmetadata: {name: t}\nspec: {config: {toolsString: 'x = 1'}%s}\n",
+    "MemoryStore": "kind: MemoryStore\nmetadata: {name: s}\nspec: {storage: {mode: local}%s}\n",
+}
+
+
+def resource_of(kind: str, route: str = ""):
+    import yaml
+
+    from kora.resources.models import RESOURCE_CLASSES
+
+    body = yaml.safe_load("apiVersion: kora.dev/v1alpha1\n" + ROUTE_DOCS[kind] % route)
+    return RESOURCE_CLASSES[kind].model_validate(body)
+
+
+@pytest.mark.parametrize(
+    ("kind", "route", "seconds"),
+    [
+        ("Agent", "", 120),
+        ("ModelAPI", "", 120),
+        ("MCPServer", "", 30),
+        ("MemoryStore", "", 30),
+        ("Agent", ", gatewayRoute: {timeout: 5m}", 300),
+        ("ModelAPI", ", gatewayRoute: {timeout: 1h30m}", 5400),
+        ("MCPServer", ", gatewayRoute: {timeout: 90s}", 90),
+        ("MemoryStore", ", gatewayRoute: {timeout: 500ms}", 0.5),
+    ],
+)
+def test_route_timeout(kind, route, seconds):
+    assert route_timeout(resource_of(kind, route)) == seconds
+
+
+def test_route_timeout_defaults_from_operator_environment():
+    defaults = RouteTimeouts.from_env(
+        {
+            "GATEWAY_DEFAULT_AGENT_TIMEOUT": "10m",
+            "GATEWAY_DEFAULT_MODELAPI_TIMEOUT": "5m",
+            "GATEWAY_DEFAULT_MCP_TIMEOUT": "1m",
+        }
+    )
+    assert (defaults.agent, defaults.model_api, defaults.mcp, defaults.memory_store) == (600, 300, 60, 30)
+    assert route_timeout(resource_of("Agent"), defaults) == 600
+    assert route_timeout(resource_of("Agent", ", gatewayRoute: {timeout: 2m}"), defaults) == 120
+    with pytest.raises(ValueError, match="GATEWAY_DEFAULT_MCP_TIMEOUT"):
+        RouteTimeouts.from_env({"GATEWAY_DEFAULT_MCP_TIMEOUT": "soon"})
+
+
+def test_env_entry_needs_exactly_one_source():
+    with pytest.raises(ValueError, match="exactly one"):
+        EnvEntry("X")
+    with pytest.raises(ValueError, match="exactly one"):
+        EnvEntry("X", value="1", secret_key_ref=SecretKeyRef("s", "k"))
