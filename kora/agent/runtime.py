@@ -225,6 +225,10 @@ class AgentRuntime:
             except asyncio.CancelledError:
                 await asyncio.shield(self._store_failure(turn, "cancelled", "The turn was cancelled."))
                 raise
+            except GeneratorExit:
+                # The consumer stopped reading (aclose): the run above is already cancelled; keep the record.
+                await self._store_failure(turn, "cancelled", "The turn was stopped before it finished.")
+                raise
             except Exception as error:
                 log.exception("turn failed in session %s", turn.session_id)
                 await self._fail(turn, "internal_error", f"Internal error: {type(error).__name__}: {error}")
@@ -245,7 +249,7 @@ class AgentRuntime:
             return []
         events = await self.memory.get_session_events(turn.session_id, limit=limit)
         if events:
-            return events_to_messages(events, delegation_tool_prefix="delegate_to_")
+            return events_to_messages(events)
         # A client that keeps the conversation itself (plain OpenAI usage) sends it every time.
         messages: list[ModelMessage] = []
         for role, text in turn.client_history[-limit:]:

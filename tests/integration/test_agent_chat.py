@@ -219,3 +219,23 @@ async def test_unknown_v1_path_is_an_openai_404(model):
         response = httpx.post(f"{agent.url}/v1/nothing", json={})
         assert response.status_code == 404
         assert response.json()["error"]["code"] == "not_found"
+
+
+async def test_a_client_that_goes_away_mid_stream_leaves_the_prompt_and_an_error_event(model):
+    model.enqueue(TextReply("a b c d e f g h", chunk_delay_seconds=0.3))
+    async with running_agent(model) as agent:
+        body = {"model": "a", "stream": True, "messages": [{"role": "user", "content": "go"}]}
+        with httpx.stream(
+            "POST", f"{agent.url}/v1/chat/completions", json=body, headers={"X-Session-ID": "gone"}
+        ) as response:
+            for line in response.iter_lines():
+                if '"content":"a"' in line:
+                    break
+        assert await model.wait_for_aborts(1, within=5.0)
+        wait = 0
+        while agent.event_types("gone") != ["user_message", "error"] and wait < 50:
+            await asyncio.sleep(0.1)
+            wait += 1
+        events = agent.events("gone")
+        assert [e["event_type"] for e in events] == ["user_message", "error"]
+        assert events[1]["content"]["error_type"] == "cancelled"
