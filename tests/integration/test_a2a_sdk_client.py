@@ -31,6 +31,8 @@ async def test_the_card_describes_the_agent_and_a_url_clients_reach(model):
             assert card["defaultInputModes"] == ["text/plain"]
             assert card["defaultOutputModes"] == ["text/plain"]
             assert [s["id"] for s in card["skills"]] == ["chat"]
+        # Cached: the card is built once, not per request (nor by opening tool servers).
+        assert agent.server.app.state.a2a.cards.builds == 1
 
 
 async def test_the_card_url_follows_the_gateway_prefix_or_the_configured_public_url(model):
