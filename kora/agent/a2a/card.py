@@ -28,6 +28,8 @@ from kora.agent.settings import AgentSettings
 #: A2A protocol version the card advertises (spec: "Versioning" item 1).
 PROTOCOL_VERSION = "0.3.0"
 TEXT_MODES = ["text/plain"]
+#: Distinct base URLs whose cards are kept at once.
+MAX_CACHED_URLS = 16
 
 ToolDefinitions = Callable[[], Sequence[Mapping[str, Any]]]
 
@@ -68,23 +70,34 @@ class AgentCardSource:
     def __init__(self, settings: AgentSettings, tools: ToolDefinitions) -> None:
         self._settings = settings
         self._tools = tools
-        self._key: tuple[str, tuple[tuple[str, str, str], ...]] | None = None
-        self._card: AgentCard | None = None
-        self._dict: dict[str, Any] = {}
-        self.builds = 0  # how many times the card was (re)built, for tests of the cache
+        self._key: tuple[tuple[str, str, str], ...] | None = None
+        self._tool_list: list[Mapping[str, Any]] = []
+        # Base URL -> (card, wire dict); a handful of entries (direct, via gateway), cleared when tools change.
+        self._by_url: dict[str, tuple[AgentCard, dict[str, Any]]] = {}
+        self.builds = 0  # how many times the skills were (re)built, for tests of the cache
 
     def card(self, base_url: str) -> AgentCard:
         """The card for clients that reach the agent at ``base_url``; rebuilt only when an input changed."""
-        self._refresh(base_url)
-        assert self._card is not None
-        return self._card
+        return self._entry(base_url)[0]
 
     def card_dict(self, base_url: str) -> dict[str, Any]:
         """The card as served on the wire (A2A 0.3 JSON with the 1.0 fields the SDK adds)."""
-        self._refresh(base_url)
-        return self._dict
+        return self._entry(base_url)[1]
 
-    def _refresh(self, base_url: str) -> None:
+    def _entry(self, base_url: str) -> tuple[AgentCard, dict[str, Any]]:
+        self._refresh_tools()
+        entry = self._by_url.get(base_url)
+        if entry is None:
+            if len(self._by_url) >= MAX_CACHED_URLS:  # forged Host headers must not grow the cache unboundedly
+                self._by_url.clear()
+            card = self._build(base_url, self._tool_list)
+            wire = agent_card_to_dict(card)
+            # A2A 0.3 advertises whether tasks keep their history; 1.0 dropped the field, so the SDK cannot.
+            wire.setdefault("capabilities", {})["stateTransitionHistory"] = True
+            entry = self._by_url[base_url] = (card, wire)
+        return entry
+
+    def _refresh_tools(self) -> None:
         tools = list(self._tools())
         names = {str(t["name"]) for t in tools}
         # Delegation targets are skills even before the runtime (which owns the tool list) has loaded.
@@ -97,18 +110,12 @@ class AgentCardSource:
                         "source": "delegation",
                     }
                 )
-        key = (
-            base_url,
-            tuple((str(t["name"]), str(t.get("description") or ""), str(t.get("source", ""))) for t in tools),
-        )
-        if key == self._key:
-            return
-        self._card = self._build(base_url, tools)
-        self._dict = agent_card_to_dict(self._card)
-        # A2A 0.3 advertises whether tasks keep their history; 1.0 dropped the field, so the SDK cannot set it.
-        self._dict.setdefault("capabilities", {})["stateTransitionHistory"] = True
-        self._key = key
-        self.builds += 1
+        key = tuple((str(t["name"]), str(t.get("description") or ""), str(t.get("source", ""))) for t in tools)
+        if key != self._key:
+            self._key = key
+            self._tool_list = tools
+            self._by_url.clear()
+            self.builds += 1
 
     def _chat_skill(self) -> AgentSkill:
         return AgentSkill(
