@@ -1,7 +1,8 @@
 """The agent server's HTTP application (spec: "Endpoints / Agent server").
 
 ``create_app(settings)`` builds a FastAPI app with ``POST /v1/chat/completions``, ``GET /tools``,
-``GET /memory/events``, ``GET /memory/sessions``, ``GET /health`` and ``GET /ready``. The agentic loop
+``GET /memory/events``, ``GET /memory/sessions``, ``GET /health``, ``GET /ready``, and A2A (the card at
+``GET /.well-known/agent.json`` and JSON-RPC 2.0 on ``POST /``, see ``kora.agent.a2a``). The agentic loop
 (``kora.agent.runtime``, ~2 s of imports) loads in the background after start-up, so ``/health`` answers
 within a second; ``/ready`` says not-ready, with reasons, until the loop is loaded and every configured tool
 server can be listed. Requests that need the loop wait for it.
@@ -27,6 +28,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kora.agent import openai_api as oai
+from kora.agent.a2a.routes import A2AServer
 from kora.agent.settings import AgentSettings
 from kora.agent.turn import TurnFailed, TurnOutcome, TurnRequest
 from kora.memory import Memory, build_memory
@@ -103,12 +105,19 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
         ),
     )
 
+    a2a = A2AServer(
+        settings,
+        state.wait_runtime,
+        lambda: state.runtime.tool_definitions() if state.runtime is not None else [],
+    )
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         loading = asyncio.create_task(state.load(), name="kora-agent-load")
         try:
             yield
         finally:
+            await a2a.close()
             await loading
             if state.runtime is not None:
                 await state.runtime.close()
@@ -116,7 +125,9 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
 
     app = FastAPI(title=f"Kora agent {settings.agent_name}", lifespan=lifespan)
     app.state.kora = state
+    app.state.a2a = a2a
     _install_error_handlers(app)
+    a2a.install(app)
 
     @app.get("/health")
     async def health() -> dict[str, str]:

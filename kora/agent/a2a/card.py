@@ -1,0 +1,142 @@
+"""The A2A agent card (spec: "Agent card", "Versioning" item 1, "Endpoints / Agent server" item 3).
+
+:class:`AgentCardSource` builds an A2A 0.3.0 card with the SDK's own types and serialiser: name,
+description, version, ``protocolVersion`` ``"0.3.0"``, the ``url`` clients reach the JSON-RPC endpoint at,
+capabilities (streaming, no push notifications, state transition history), default input/output modes
+(``text/plain``) and one skill per tool the model can call (tool-server tools, delegation targets, memory
+tools). The card is rebuilt only when its inputs (public URL or tool list) change; the tool list comes from
+the runtime's cached definitions, so serving the card never opens a tool server.
+
+The ``url`` is ``AGENT_PUBLIC_URL`` when set. Otherwise it is derived from the request: the
+``X-Forwarded-Proto``/``X-Forwarded-Host``/``X-Forwarded-Prefix`` headers a gateway sets win over the
+request's own scheme, host and root path, so the card stays right behind the gateway's path prefix
+(``/{namespace}/agent/{name}/``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+from starlette.requests import Request
+
+import kora
+from kora.agent.settings import AgentSettings
+
+#: A2A protocol version the card advertises (spec: "Versioning" item 1).
+PROTOCOL_VERSION = "0.3.0"
+TEXT_MODES = ["text/plain"]
+#: Distinct base URLs whose cards are kept at once.
+MAX_CACHED_URLS = 16
+
+ToolDefinitions = Callable[[], Sequence[Mapping[str, Any]]]
+
+
+def public_base_url(settings: AgentSettings, request: Request) -> str:
+    """The base URL (with trailing ``/``) clients reach this agent at, for the card's ``url``.
+
+    ``AGENT_PUBLIC_URL`` when set; else from ``X-Forwarded-*`` headers (first value of each, as proxies
+    append), falling back to the request's scheme, ``Host`` and ASGI root path.
+    """
+    if settings.agent_public_url:
+        return settings.agent_public_url.rstrip("/") + "/"
+    headers = request.headers
+
+    def forwarded(name: str) -> str:
+        return headers.get(name, "").split(",")[0].strip()
+
+    scheme = forwarded("x-forwarded-proto") or request.url.scheme
+    host = forwarded("x-forwarded-host") or headers.get("host") or request.url.netloc
+    prefix = forwarded("x-forwarded-prefix") or str(request.scope.get("root_path", ""))
+    prefix = prefix.strip("/")
+    return f"{scheme}://{host}/{prefix + '/' if prefix else ''}"
+
+
+def _skill(tool: Mapping[str, Any]) -> AgentSkill:
+    source = str(tool.get("source", "tool"))
+    # "mcp:calc" -> tags ["mcp", "calc"]: lets clients group skills by the tool server they come from.
+    tags = [part for part in source.split(":") if part]
+    name = str(tool["name"])
+    return AgentSkill(id=name, name=name, description=str(tool.get("description") or name), tags=tags)
+
+
+class AgentCardSource:
+    """Builds and caches the agent card. ``tools`` returns the runtime's tool definitions (``{name,
+    description, source, ...}``), or an empty list while the runtime loads; delegation targets come from
+    ``settings.sub_agent_urls`` so they are on the card even before that."""
+
+    def __init__(self, settings: AgentSettings, tools: ToolDefinitions) -> None:
+        self._settings = settings
+        self._tools = tools
+        self._key: tuple[tuple[str, str, str], ...] | None = None
+        self._tool_list: list[Mapping[str, Any]] = []
+        # Base URL -> (card, wire dict); a handful of entries (direct, via gateway), cleared when tools change.
+        self._by_url: dict[str, tuple[AgentCard, dict[str, Any]]] = {}
+        self.builds = 0  # how many times the skills were (re)built, for tests of the cache
+
+    def card(self, base_url: str) -> AgentCard:
+        """The card for clients that reach the agent at ``base_url``; rebuilt only when an input changed."""
+        return self._entry(base_url)[0]
+
+    def card_dict(self, base_url: str) -> dict[str, Any]:
+        """The card as served on the wire (A2A 0.3 JSON with the 1.0 fields the SDK adds)."""
+        return self._entry(base_url)[1]
+
+    def _entry(self, base_url: str) -> tuple[AgentCard, dict[str, Any]]:
+        self._refresh_tools()
+        entry = self._by_url.get(base_url)
+        if entry is None:
+            if len(self._by_url) >= MAX_CACHED_URLS:  # forged Host headers must not grow the cache unboundedly
+                self._by_url.clear()
+            card = self._build(base_url, self._tool_list)
+            wire = agent_card_to_dict(card)
+            # A2A 0.3 advertises whether tasks keep their history; 1.0 dropped the field, so the SDK cannot.
+            wire.setdefault("capabilities", {})["stateTransitionHistory"] = True
+            entry = self._by_url[base_url] = (card, wire)
+        return entry
+
+    def _refresh_tools(self) -> None:
+        tools = list(self._tools())
+        names = {str(t["name"]) for t in tools}
+        # Delegation targets are skills even before the runtime (which owns the tool list) has loaded.
+        for agent in self._settings.sub_agent_urls:
+            if f"delegate_to_{agent}" not in names:
+                tools.append(
+                    {
+                        "name": f"delegate_to_{agent}",
+                        "description": f"Delegate a task to the peer agent '{agent}' and return its answer.",
+                        "source": "delegation",
+                    }
+                )
+        key = tuple((str(t["name"]), str(t.get("description") or ""), str(t.get("source", ""))) for t in tools)
+        if key != self._key:
+            self._key = key
+            self._tool_list = tools
+            self._by_url.clear()
+            self.builds += 1
+
+    def _chat_skill(self) -> AgentSkill:
+        return AgentSkill(
+            id="chat",
+            name=self._settings.agent_name,
+            description=self._settings.agent_description,
+            tags=["chat"],
+        )
+
+    def _build(self, base_url: str, tools: Sequence[Mapping[str, Any]]) -> AgentCard:
+        settings = self._settings
+        return AgentCard(
+            name=settings.agent_name,
+            description=settings.agent_description,
+            version=kora.__version__,
+            supported_interfaces=[
+                AgentInterface(url=base_url, protocol_binding="JSONRPC", protocol_version=PROTOCOL_VERSION)
+            ],
+            capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+            default_input_modes=TEXT_MODES,
+            default_output_modes=TEXT_MODES,
+            # A2A requires at least one skill: the agent's own conversation comes first, then its tools.
+            skills=[self._chat_skill(), *(_skill(tool) for tool in tools)],
+        )

@@ -1,0 +1,107 @@
+"""Runs Kora turns as A2A tasks (spec: "Task (A2A)", "States and transitions / A2A task", "Errors" 2-3).
+
+:class:`KoraAgentExecutor` is the SDK's ``AgentExecutor`` for Kora: the SDK creates the task
+(``submitted``); the executor moves it to ``working``, runs one turn of :class:`~kora.agent.runtime.AgentRuntime`
+and ends it ``completed`` with the answer as an artifact and as the status message, or ``failed`` with the
+reason in the status message (the runtime has already stored the ``error`` memory event).
+
+* The task's ``contextId`` is the memory session, so a later task in the same context sees earlier turns.
+* ``tasks/cancel``: the SDK cancels the asyncio task running :meth:`KoraAgentExecutor.execute`; that closes
+  the turn's stream, which aborts the model request and tool calls in flight, and :meth:`cancel` records
+  ``canceled``.
+* A task delegated by another Kora agent names its parent in message metadata ``kora.delegated_by`` (or the
+  ``X-Kora-Delegated-By`` header); the turn is then stored as ``task_delegation_received``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from a2a.helpers.proto_helpers import get_message_text, new_task, new_text_part
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.tasks import TaskUpdater
+from a2a.types.a2a_pb2 import TaskState
+
+from kora.agent.turn import TurnFailed, TurnOutcome, TurnRequest
+
+if TYPE_CHECKING:
+    from kora.agent.runtime import AgentRuntime
+
+log = logging.getLogger("kora.agent.a2a")
+
+#: Message metadata key naming the parent agent of a delegated task.
+DELEGATED_BY_METADATA = "kora.delegated_by"
+DELEGATED_BY_HEADER = "x-kora-delegated-by"
+ANSWER_ARTIFACT = "answer"
+
+RuntimeGetter = Callable[[], Awaitable["AgentRuntime"]]
+
+
+def delegated_by(context: RequestContext) -> str | None:
+    """The parent agent's name when the task is delegated (message metadata first, then the header)."""
+    metadata = context.message.metadata if context.message is not None else None
+    if metadata is not None and DELEGATED_BY_METADATA in metadata:
+        value = metadata[DELEGATED_BY_METADATA]
+        if isinstance(value, str) and value:
+            return value
+    headers = context.call_context.state.get("headers", {})
+    value = headers.get(DELEGATED_BY_HEADER) if isinstance(headers, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+class KoraAgentExecutor(AgentExecutor):
+    """Executes A2A tasks with the agent runtime returned by ``runtime`` (awaited per task, so tasks sent
+    while the agent starts wait for it, like chat requests)."""
+
+    def __init__(self, runtime: RuntimeGetter, agent_name: str) -> None:
+        self._runtime = runtime
+        self._agent_name = agent_name
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """Run the task's turn: ``working``, then ``completed`` (artifact ``answer``) or ``failed``."""
+        assert context.task_id is not None
+        assert context.context_id is not None
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        if context.current_task is None:
+            # The SDK expects the executor to publish the task first (state submitted, the request in history).
+            history = [context.message] if context.message is not None else []
+            await event_queue.enqueue_event(
+                new_task(context.task_id, context.context_id, TaskState.TASK_STATE_SUBMITTED, history=history)
+            )
+        await updater.start_work()
+        try:
+            runtime = await self._runtime()
+        except Exception as error:  # the agent failed to start: a failed task, not a protocol error
+            await updater.failed(updater.new_agent_message([new_text_part(str(error))]))
+            return
+        turn = TurnRequest(
+            session_id=context.context_id,
+            prompt=get_message_text(context.message) if context.message is not None else "",
+            delegated_by=delegated_by(context),
+        )
+        await runtime.memory.get_or_create_session(context.context_id, self._agent_name)
+        outcome: TurnOutcome | None = None
+        stream = runtime.stream(turn)
+        try:
+            async for item in stream:
+                if isinstance(item, TurnOutcome):
+                    outcome = item
+        except TurnFailed as failure:
+            await updater.failed(updater.new_agent_message([new_text_part(failure.message)]))
+            return
+        finally:
+            # On cancellation this closes the turn at once, aborting the model call (not at garbage collection).
+            await stream.aclose()
+        assert outcome is not None
+        await updater.add_artifact([new_text_part(outcome.text)], name=ANSWER_ARTIFACT, last_chunk=True)
+        await updater.complete(updater.new_agent_message([new_text_part(outcome.text)]))
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """Record ``canceled``; the SDK then cancels the asyncio task running :meth:`execute`."""
+        assert context.task_id is not None
+        assert context.context_id is not None
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        await updater.cancel(updater.new_agent_message([new_text_part("The task was canceled.")]))

@@ -1,0 +1,95 @@
+"""Task stores for the A2A server (spec: "States and transitions / A2A task": "The task store is ``local``
+(keeps tasks) or ``null`` (no-op)").
+
+Both keep running tasks, because the SDK's request handler re-reads a task while it runs; they differ in
+what happens once a task is finished (completed, failed, canceled, rejected):
+
+* :class:`BoundedTaskStore` (``local``) keeps finished tasks too, at most ``max_tasks`` in all; when over
+  the bound it evicts finished tasks oldest first and never evicts a running one.
+* :class:`RunningOnlyTaskStore` (``null``) forgets a task the moment it finishes, so ``tasks/get`` on it
+  answers task-not-found (-32001).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks import InMemoryTaskStore
+from a2a.types.a2a_pb2 import Task, TaskState
+
+#: Default bound of the ``local`` store (tasks, running and finished together).
+DEFAULT_MAX_TASKS = 10_000
+
+FINISHED_STATES = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
+
+
+def is_finished(task: Task) -> bool:
+    """True when ``task`` is in a terminal state (no further transitions)."""
+    return task.status.state in FINISHED_STATES
+
+
+class BoundedTaskStore(InMemoryTaskStore):
+    """In-memory store keeping at most ``max_tasks`` tasks; finished ones are evicted oldest first.
+
+    "Oldest" is by first save (submission order). Running tasks are never evicted, so the store may hold
+    more than ``max_tasks`` while more than that many tasks run at once.
+    """
+
+    def __init__(self, max_tasks: int = DEFAULT_MAX_TASKS) -> None:
+        if max_tasks < 1:
+            raise ValueError("max_tasks must be at least 1")
+        super().__init__()
+        self.max_tasks = max_tasks
+        # task id -> (finished?, the context needed to delete it again), in submission order.
+        self._order: OrderedDict[str, tuple[bool, ServerCallContext]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        """Save ``task``, then evict finished tasks while over the bound."""
+        await super().save(task, context)
+        known = task.id in self._order
+        self._order[task.id] = (is_finished(task), context)
+        if not known and len(self._order) > self.max_tasks:
+            await self._evict()
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        """Delete ``task_id`` (no error when it is unknown)."""
+        self._order.pop(task_id, None)
+        await super().delete(task_id, context)
+
+    async def _evict(self) -> None:
+        excess = len(self._order) - self.max_tasks
+        victims = [task_id for task_id, (finished, _) in self._order.items() if finished][:excess]
+        for task_id in victims:
+            _, context = self._order[task_id]
+            await self.delete(task_id, context)
+
+
+class RunningOnlyTaskStore(InMemoryTaskStore):
+    """The ``null`` store: holds a task only while it runs and drops it when it finishes."""
+
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        """Save a running task; delete a finished one."""
+        if is_finished(task):
+            await super().delete(task.id, context)
+        else:
+            await super().save(task, context)
+
+
+def build_task_store(kind: str, max_tasks: int = DEFAULT_MAX_TASKS) -> InMemoryTaskStore:
+    """The store for ``task_store_type`` ``kind`` (``local`` or ``null``); raises ``ValueError`` otherwise."""
+    if kind == "local":
+        return BoundedTaskStore(max_tasks)
+    if kind == "null":
+        return RunningOnlyTaskStore()
+    raise ValueError(f"unknown task store type {kind!r} (expected 'local' or 'null')")

@@ -1,0 +1,55 @@
+"""Helpers for A2A tests: the official a2a-sdk client, and raw JSON-RPC over httpx."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+from a2a.client import ClientConfig, create_client
+from a2a.client.client import Client
+from a2a.helpers.proto_helpers import new_text_part
+from a2a.types.a2a_pb2 import Message, Role, SendMessageRequest
+
+
+async def sdk_client(url: str, *, streaming: bool = False, http: httpx.AsyncClient | None = None) -> Client:
+    """An a2a-sdk client for the agent at ``url``, resolved from its card (as real clients do)."""
+    config = ClientConfig(streaming=streaming, httpx_client=http or httpx.AsyncClient(timeout=30))
+    return await create_client(url, client_config=config)
+
+
+def user_message(text: str, context_id: str | None = None) -> SendMessageRequest:
+    message = Message(role=Role.ROLE_USER, message_id=str(uuid.uuid4()), parts=[new_text_part(text)])
+    if context_id:
+        message.context_id = context_id
+    return SendMessageRequest(message=message)
+
+
+def rpc_body(method: str, params: Any = None, id_: Any = 1) -> dict[str, Any]:
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": id_, "method": method}
+    if params is not None:
+        body["params"] = params
+    return body
+
+
+def message_params(text: str, context_id: str | None = None, blocking: bool | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "role": "user",
+        "messageId": str(uuid.uuid4()),
+        "parts": [{"kind": "text", "text": text}],
+    }
+    if context_id:
+        message["contextId"] = context_id
+    params: dict[str, Any] = {"message": message}
+    if blocking is not None:
+        params["configuration"] = {"blocking": blocking}
+    return params
+
+
+def legacy_params(text: str, session_id: str | None = None, task_id: str | None = None) -> dict[str, Any]:
+    params: dict[str, Any] = {"message": {"role": "user", "parts": [{"type": "text", "text": text}]}}
+    if session_id:
+        params["sessionId"] = session_id
+    if task_id:
+        params["id"] = task_id
+    return params

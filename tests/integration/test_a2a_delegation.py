@@ -1,0 +1,57 @@
+"""Delegation between agents goes over A2A (message/send), with the chat endpoint as fallback for peers
+without an A2A card."""
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from kora.testing import TextReply, ToolCall, ToolCallReply
+from kora.testing.threaded import ThreadedServer
+from tests.agent_harness import running_agent
+
+
+async def test_delegation_between_two_agents_is_an_a2a_task(model):
+    model.enqueue(
+        ToolCallReply([ToolCall("delegate_to_child", {"task": "count to three"})]),
+        TextReply("one two three"),
+        TextReply("The child counted."),
+    )
+    async with running_agent(model, name="child") as child:
+        async with running_agent(model, name="parent", AGENT_SUB_AGENTS=f"child:{child.url}") as parent:
+            card = child.get("/.well-known/agent.json").json()
+            assert [s["id"] for s in parent.get("/.well-known/agent.json").json()["skills"]] == [
+                "chat",
+                "delegate_to_child",
+            ]
+            assert card["protocolVersion"] == "0.3.0"
+            answer = parent.openai().chat.completions.create(
+                model="a", messages=[{"role": "user", "content": "ask"}], extra_headers={"X-Session-ID": "p"}
+            )
+            assert answer.choices[0].message.content == "The child counted."
+            response = parent.events("p")[2]
+            assert response["content"]["response"] == "one two three"
+            store = child.server.app.state.a2a.store
+            assert len(store) == 1  # the child ran it as an A2A task
+            child_events = child.events("p.parent")
+            assert [e["event_type"] for e in child_events] == ["task_delegation_received", "agent_response"]
+            assert child_events[0]["metadata"]["from_agent"] == "parent"
+
+
+async def test_a_peer_without_an_a2a_card_is_asked_on_its_chat_endpoint(model):
+    seen: list[dict] = []
+
+    async def chat(request: Request) -> JSONResponse:
+        seen.append({"headers": dict(request.headers), "body": await request.json()})
+        message = {"role": "assistant", "content": "chat-only answer"}
+        return JSONResponse({"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": message}]})
+
+    legacy_peer = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+    model.enqueue(ToolCallReply([ToolCall("delegate_to_old", {"task": "hi old"})]), TextReply("done"))
+    async with ThreadedServer(legacy_peer, name="old-peer") as old:
+        async with running_agent(model, name="parent", AGENT_SUB_AGENTS=f"old:{old.root_url}") as parent:
+            parent.openai().chat.completions.create(model="a", messages=[{"role": "user", "content": "go"}])
+            (call,) = seen
+            assert call["headers"]["x-kora-delegated-by"] == "parent"
+            assert call["body"]["messages"] == [{"role": "user", "content": "hi old"}]
+            assert parent.events()[2]["content"]["response"] == "chat-only answer"

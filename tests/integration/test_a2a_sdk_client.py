@@ -1,0 +1,136 @@
+"""A2A with the official a2a-sdk client against a running agent (scripted model): card, send, stream, get,
+cancel, contexts as memory sessions, task stores."""
+
+import asyncio
+import time
+
+import httpx
+import pytest
+from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, TaskState
+from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
+
+from kora.testing import ErrorReply, TextReply
+from tests.a2a_support import message_params, rpc_body, sdk_client, user_message
+from tests.agent_harness import running_agent
+
+
+async def test_the_card_describes_the_agent_and_a_url_clients_reach(model):
+    async with running_agent(model, name="writer", AGENT_DESCRIPTION="Writes things") as agent:
+        for path in ("/.well-known/agent.json", "/.well-known/agent-card.json", "/.well-known/agent"):
+            card = agent.get(path).json()
+            assert card["name"] == "writer"
+            assert card["description"] == "Writes things"
+            assert card["protocolVersion"] == "0.3.0"
+            assert card["version"]
+            assert card["url"] == f"{agent.url}/"
+            assert card["capabilities"] == {
+                "streaming": True,
+                "pushNotifications": False,
+                "stateTransitionHistory": True,
+            }
+            assert card["defaultInputModes"] == ["text/plain"]
+            assert card["defaultOutputModes"] == ["text/plain"]
+            assert [s["id"] for s in card["skills"]] == ["chat"]
+        # Cached: the card is built once, not per request (nor by opening tool servers).
+        assert agent.server.app.state.a2a.cards.builds == 1
+
+
+async def test_the_card_url_follows_the_gateway_prefix_or_the_configured_public_url(model):
+    async with running_agent(model) as agent:
+        headers = {
+            "X-Forwarded-Proto": "https",
+            "X-Forwarded-Host": "gw.example.com",
+            "X-Forwarded-Prefix": "/team/agent/writer",
+        }
+        card = httpx.get(f"{agent.url}/.well-known/agent.json", headers=headers).json()
+        assert card["url"] == "https://gw.example.com/team/agent/writer/"
+    async with running_agent(model, AGENT_PUBLIC_URL="https://agents.example.com/writer") as agent:
+        assert agent.get("/.well-known/agent.json").json()["url"] == "https://agents.example.com/writer/"
+
+
+async def test_message_send_blocks_until_completed_with_artifact_and_history(model):
+    model.enqueue(TextReply("Hello from Kora"))
+    async with running_agent(model) as agent:
+        client = await sdk_client(agent.url)
+        (response,) = [r async for r in client.send_message(user_message("hi", context_id="c1"))]
+        task = response.task
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        assert task.context_id == "c1"
+        assert task.artifacts[0].parts[0].text == "Hello from Kora"
+        assert task.history[0].parts[0].text == "hi"
+        fetched = await client.get_task(GetTaskRequest(id=task.id))
+        assert fetched.status.state == TaskState.TASK_STATE_COMPLETED
+        assert fetched.artifacts[0].parts[0].text == "Hello from Kora"
+        assert agent.event_types("c1") == ["user_message", "agent_response"]
+        await client.close()
+
+
+async def test_message_stream_sends_task_status_and_artifact_updates(model):
+    model.enqueue(TextReply("streamed answer", chunk_delay_seconds=0.01))
+    async with running_agent(model) as agent:
+        client = await sdk_client(agent.url, streaming=True)
+        events = [r async for r in client.send_message(user_message("stream please"))]
+        kinds = [r.WhichOneof("payload") for r in events]
+        assert kinds[0] == "task"
+        assert "artifact_update" in kinds
+        states = [r.status_update.status.state for r in events if r.WhichOneof("payload") == "status_update"]
+        assert states[0] == TaskState.TASK_STATE_WORKING
+        assert states[-1] == TaskState.TASK_STATE_COMPLETED
+        artifact = next(r.artifact_update.artifact for r in events if r.WhichOneof("payload") == "artifact_update")
+        assert artifact.parts[0].text == "streamed answer"
+        await client.close()
+
+
+async def test_a_follow_up_task_in_the_same_context_sees_the_earlier_turn(model):
+    model.enqueue(TextReply("Nice to meet you, Ada."), TextReply("You are Ada."))
+    async with running_agent(model) as agent:
+        client = await sdk_client(agent.url)
+        _ = [r async for r in client.send_message(user_message("I am Ada", context_id="ctx"))]
+        _ = [r async for r in client.send_message(user_message("Who am I?", context_id="ctx"))]
+        contents = [m["content"] for m in model.requests[-1]["messages"] if m["role"] in {"user", "assistant"}]
+        assert contents == ["I am Ada", "Nice to meet you, Ada.", "Who am I?"]
+        assert agent.event_types("ctx") == ["user_message", "agent_response"] * 2
+        await client.close()
+
+
+async def test_a_failed_model_call_ends_the_task_failed_with_the_reason_and_an_error_event(model):
+    async with running_agent(model, MODEL_TIMEOUT_SECONDS="5") as agent:
+        model.enqueue(ErrorReply(500, "scripted outage"))
+        client = await sdk_client(agent.url)
+        (response,) = [r async for r in client.send_message(user_message("fail", context_id="f"))]
+        task = response.task
+        assert task.status.state == TaskState.TASK_STATE_FAILED
+        assert "model API" in task.status.message.parts[0].text
+        assert agent.event_types("f")[-1] == "error"
+        await client.close()
+
+
+async def test_cancel_stops_a_task_blocked_in_a_slow_model_call(model):
+    model.enqueue(TextReply("too late", delay_seconds=10))
+    async with running_agent(model) as agent:
+        async with httpx.AsyncClient(base_url=agent.url, timeout=10) as http:
+            sent = await http.post("/", json=rpc_body("message/send", message_params("slow", blocking=False)))
+            task_id = sent.json()["result"]["id"]
+            assert await asyncio.to_thread(model.model.wait_for_requests, 1, 5.0)
+            client = await sdk_client(agent.url)
+            started = time.monotonic()
+            task = await client.cancel_task(CancelTaskRequest(id=task_id))
+            assert task.status.state == TaskState.TASK_STATE_CANCELED
+            assert time.monotonic() - started < 1.0
+            assert await model.wait_for_aborts(1, within=2.0)
+            fetched = await client.get_task(GetTaskRequest(id=task_id))
+            assert fetched.status.state == TaskState.TASK_STATE_CANCELED
+            with pytest.raises(TaskNotCancelableError):  # a finished task is not cancelable
+                await client.cancel_task(CancelTaskRequest(id=task_id))
+            await client.close()
+
+
+async def test_the_null_task_store_keeps_no_finished_tasks(model):
+    model.enqueue(TextReply("done"))
+    async with running_agent(model, TASK_STORE_TYPE="null") as agent:
+        client = await sdk_client(agent.url)
+        (response,) = [r async for r in client.send_message(user_message("hi"))]
+        assert response.task.status.state == TaskState.TASK_STATE_COMPLETED
+        with pytest.raises(TaskNotFoundError):
+            await client.get_task(GetTaskRequest(id=response.task.id))
+        await client.close()
