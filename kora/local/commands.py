@@ -93,6 +93,13 @@ def logs_cli(argv: list[str]) -> int:
     return 0
 
 
+def _stopped(state_dir: Path) -> bool:
+    try:
+        return read_state(state_dir).stopped
+    except (OSError, ValueError):
+        return False
+
+
 def down_cli(argv: list[str]) -> int:
     """``kora down``: send SIGTERM to the running ``kora up`` and wait (``--timeout`` s, default 60) until it
     has stopped every workload."""
@@ -107,7 +114,9 @@ def down_cli(argv: list[str]) -> int:
         return 1
     os.kill(state.pid, signal.SIGTERM)
     deadline = time.monotonic() + args.timeout
-    while process_alive(state.pid):
+    # "stopped" in the state file is written last by kora up; the pid check covers a kora up that died. (A
+    # finished kora up whose parent has not reaped it yet still has a pid, so the pid alone is not enough.)
+    while process_alive(state.pid) and not _stopped(args.state_dir):
         if time.monotonic() > deadline:
             print(f"kora down: kora up (pid {state.pid}) still running after {args.timeout:g} s", file=sys.stderr)
             return 1
