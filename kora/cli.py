@@ -19,6 +19,13 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "agent": ("kora.agent.server", "cli", "Run the agent server (configured from the environment)."),
     "model": ("kora.testing.cli", "cli", "Run the scripted OpenAI-compatible model server (tests, offline demo)."),
     "mcp": ("kora.mcp.server", "cli", "Run the python-runtime MCP tool server."),
+    "model-proxy": ("kora.proxy.model_proxy", "cli", "Run a ModelAPI in Proxy mode (forwards /v1 to a backend)."),
+    "model-hosted": ("kora.proxy.hosted", "cli", "ModelAPI Hosted mode (not supported: says what is missing)."),
+    "up": ("kora.local.up", "cli", "Run manifests as local processes behind a local gateway."),
+    "status": ("kora.local.commands", "status_cli", "Show the workloads of the running kora up."),
+    "logs": ("kora.local.commands", "logs_cli", "Print (-f: follow) a workload's log."),
+    "down": ("kora.local.commands", "down_cli", "Stop the running kora up and every workload."),
+    "chat": ("kora.local.commands", "chat_cli", "Chat with an agent through the local gateway (streaming)."),
 }
 
 

@@ -1,0 +1,127 @@
+"""The state file ``kora up`` writes and ``kora status | logs | down | chat`` read.
+
+``<state dir>/state.json`` (default state dir ``.kora`` in the current directory)::
+
+    {"pid": 1234, "gateway_url": "http://127.0.0.1:8080", "started_at": 1763700000.0, "stopped": false,
+     "workloads": [{"name", "kind", "namespace", "phase", "message", "pid", "restarts",
+                    "gateway_url", "direct_url", "log", "note"}, ...]}
+
+Phases: ``Pending`` (not started yet), ``Waiting`` (started or waiting for a dependency; ``message``
+says which), ``Ready`` (its readiness probe answered 200), ``Failed`` (exited or cannot run; ``message``
+says why and when it restarts). The file is replaced atomically (write + rename), so a reader never sees
+half of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "DEFAULT_STATE_DIR",
+    "FAILED",
+    "PENDING",
+    "READY",
+    "WAITING",
+    "UpState",
+    "WorkloadState",
+    "process_alive",
+    "read_state",
+    "render_table",
+    "state_file",
+    "write_state",
+]
+
+DEFAULT_STATE_DIR = Path(".kora")
+PENDING, WAITING, READY, FAILED = "Pending", "Waiting", "Ready", "Failed"
+
+
+@dataclass
+class WorkloadState:
+    """One workload as last seen by the supervisor. ``pid`` is None while no process runs."""
+
+    name: str
+    kind: str
+    namespace: str
+    gateway_url: str
+    direct_url: str
+    log: str
+    note: str = ""
+    phase: str = PENDING
+    message: str = ""
+    pid: int | None = None
+    restarts: int = 0
+
+
+@dataclass
+class UpState:
+    """The whole run: the ``kora up`` process id, the gateway's base URL and every workload in start order."""
+
+    pid: int
+    gateway_url: str
+    started_at: float
+    workloads: list[WorkloadState] = field(default_factory=list)
+    stopped: bool = False
+
+    def workload(self, name: str) -> WorkloadState:
+        """The workload called ``name`` (``kind/name`` or ``namespace/kind/name`` also accepted for clashes).
+
+        Raises ``KeyError`` listing the known names when none or several match."""
+        matches = [
+            w
+            for w in self.workloads
+            if name in {w.name, f"{w.kind}/{w.name}", f"{w.kind.lower()}/{w.name}", f"{w.namespace}/{w.kind}/{w.name}"}
+        ]
+        if len(matches) != 1:
+            known = ", ".join(f"{w.kind}/{w.name}" for w in self.workloads)
+            problem = "is ambiguous" if matches else "is not a workload"
+            raise KeyError(f"{name!r} {problem}; workloads: {known}")
+        return matches[0]
+
+
+def state_file(state_dir: Path) -> Path:
+    """``<state_dir>/state.json``."""
+    return state_dir / "state.json"
+
+
+def write_state(state_dir: Path, state: UpState) -> None:
+    """Replace the state file atomically (``OSError`` when the directory is not writable)."""
+    path = state_file(state_dir)
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(asdict(state), indent=2), encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def read_state(state_dir: Path) -> UpState:
+    """The last state written; ``FileNotFoundError`` when ``kora up`` never ran there, ``ValueError`` when the
+    file is not a state file."""
+    raw = json.loads(state_file(state_dir).read_text(encoding="utf-8"))
+    try:
+        workloads = [WorkloadState(**item) for item in raw.pop("workloads")]
+        return UpState(workloads=workloads, **raw)
+    except (KeyError, TypeError) as error:
+        raise ValueError(f"{state_file(state_dir)} is not a kora up state file: {error}") from None
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process with ``pid`` exists (signal 0 probe; a zombie counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def render_table(state: UpState) -> str:
+    """A plain-text table of the workloads: NAME, KIND, PHASE, GATEWAY URL, DIRECT URL, NOTE (one line each),
+    then each non-Ready workload's message."""
+    header = ("NAME", "KIND", "PHASE", "GATEWAY URL", "DIRECT URL", "NOTE")
+    rows = [header] + [(w.name, w.kind, w.phase, w.gateway_url, w.direct_url, w.note) for w in state.workloads]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines += [f"  {w.kind}/{w.name}: {w.message}" for w in state.workloads if w.phase != READY and w.message]
+    return "\n".join(lines)

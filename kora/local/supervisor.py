@@ -1,0 +1,233 @@
+"""Run workloads as child processes, the way a kubelet runs pods: in dependency order, probed, restarted.
+
+One asyncio task per workload (:class:`Supervisor`):
+
+1. ``Pending`` -> ``Waiting`` while any workload it depends on is not ``Ready`` (``message`` names it);
+2. start ``python -m kora.cli <plan.args>`` in its working directory (the plan's ``files`` written there),
+   with the plan's environment, stdout and stderr appended to its log file, in a new process group (so a
+   Ctrl-C in the terminal reaches only ``kora up``, which then stops the children in order);
+3. poll the readiness probe every :data:`PROBE_INTERVAL` seconds: 200 -> ``Ready``, anything else after
+   having been Ready -> ``Waiting`` again (dependents are not stopped, as in Kubernetes);
+4. when the process exits: ``Failed`` ("exited with code N; restarting in S s"), wait the back-off
+   (1 s, 2 s, 4 s, ... capped at 30 s; reset once a run lasted :data:`BACKOFF_RESET_SECONDS`), go to 1.
+
+:meth:`Supervisor.stop` ends every task: each process group gets SIGTERM, then SIGKILL after
+``grace_seconds``. Workloads that cannot run here (ModelAPI Hosted) go straight to ``Failed`` and are
+never started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import BinaryIO
+
+import httpx
+
+from kora.local.state import FAILED, READY, WAITING, UpState, WorkloadState
+from kora.proxy.hosted import HOSTED_UNSUPPORTED
+from kora.resources import ResourceRef, WorkloadPlan
+
+__all__ = ["BACKOFF_RESET_SECONDS", "MAX_BACKOFF_SECONDS", "PROBE_INTERVAL", "Supervisor", "backoff_delays"]
+
+PROBE_INTERVAL = 0.2
+MAX_BACKOFF_SECONDS = 30.0
+#: A run that lasted this long counts as healthy: the next crash restarts after 1 s again.
+BACKOFF_RESET_SECONDS = 60.0
+#: Inherited variables with these prefixes are dropped: a workload sees only its plan's settings, as in a pod.
+_PRIVATE_PREFIXES = ("AGENT_", "MODEL_", "MCP_", "MEMORY_", "PEER_AGENT", "OTEL_", "TASK_STORE")
+
+
+def backoff_delays(first: float = 1.0, cap: float = MAX_BACKOFF_SECONDS) -> list[float]:
+    """The restart delays in seconds until the cap: ``[1, 2, 4, 8, 16, 30]``."""
+    delays = [first]
+    while delays[-1] < cap:
+        delays.append(min(delays[-1] * 2, cap))
+    return delays
+
+
+def child_environment(base: Mapping[str, str], plan_env: Mapping[str, str]) -> dict[str, str]:
+    """``base`` without Kora's own variables, plus ``plan_env``, plus unbuffered output (logs appear at once)."""
+    env = {k: v for k, v in base.items() if not k.startswith(_PRIVATE_PREFIXES)}
+    return env | dict(plan_env) | {"PYTHONUNBUFFERED": "1"}
+
+
+class Supervisor:
+    """Supervise the workloads of ``plans`` (start order) and keep ``state`` up to date.
+
+    ``environments`` maps each ref to its resolved environment; ``on_change`` is called (in the event loop)
+    after every phase change, e.g. to rewrite the state file. :meth:`run` returns after :meth:`stop` once
+    every process is gone.
+    """
+
+    def __init__(
+        self,
+        plans: Mapping[ResourceRef, WorkloadPlan],
+        environments: Mapping[ResourceRef, Mapping[str, str]],
+        state: UpState,
+        work_dirs: Mapping[ResourceRef, Path],
+        *,
+        on_change: Callable[[], None] = lambda: None,
+        grace_seconds: float = 5.0,
+    ) -> None:
+        self.plans = plans
+        self.environments = environments
+        self.state = state
+        self.work_dirs = work_dirs
+        self.on_change = on_change
+        self.grace_seconds = grace_seconds
+        self._by_ref: dict[ResourceRef, WorkloadState] = {
+            ref: next(w for w in state.workloads if (w.kind, w.namespace, w.name) == ref) for ref in plans
+        }
+        self._processes: dict[ResourceRef, asyncio.subprocess.Process] = {}
+        self._stopping = asyncio.Event()
+
+    def _set(self, ref: ResourceRef, phase: str, message: str = "") -> None:
+        workload = self._by_ref[ref]
+        if (workload.phase, workload.message) != (phase, message):
+            workload.phase, workload.message = phase, message
+            self.on_change()
+
+    def all_ready(self) -> bool:
+        """Whether every workload is Ready."""
+        return all(w.phase == READY for w in self._by_ref.values())
+
+    def stop(self) -> None:
+        """Ask every workload to stop (idempotent, safe from a signal handler via the loop)."""
+        self._stopping.set()
+
+    async def run(self) -> None:
+        """Supervise until :meth:`stop`; then terminate every child and return."""
+        async with httpx.AsyncClient(timeout=2.0, trust_env=False) as client:
+            tasks = [asyncio.create_task(self._supervise(ref, client), name=str(ref)) for ref in self.plans]
+            await self._stopping.wait()
+            await asyncio.gather(*(self._terminate(ref) for ref in list(self._processes)))
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            # A process started while the first sweep ran is still registered (its task was cancelled).
+            await asyncio.gather(*(self._terminate(ref) for ref in list(self._processes)))
+
+    async def _sleep(self, seconds: float) -> bool:
+        """Sleep unless stopping; True when stopping."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+        return self._stopping.is_set()
+
+    async def _supervise(self, ref: ResourceRef, client: httpx.AsyncClient) -> None:
+        plan = self.plans[ref]
+        if plan.args[0] == "model-hosted":
+            self._set(ref, FAILED, HOSTED_UNSUPPORTED)
+            return
+        delays = backoff_delays()
+        attempt = 0
+        while not self._stopping.is_set():
+            if await self._wait_for_dependencies(plan):
+                return
+            started = time.monotonic()
+            try:
+                process = await self._start(ref, plan)
+            except OSError as error:
+                self._set(ref, FAILED, f"cannot start: {error}")
+                return
+            prober = asyncio.create_task(self._probe(ref, plan, client))
+            code = await process.wait()
+            prober.cancel()
+            self._by_ref[ref].pid = None
+            self._processes.pop(ref, None)
+            _kill_group(process.pid, signal.SIGKILL)  # stragglers of the old run (e.g. tool worker processes)
+            if self._stopping.is_set():
+                return
+            if time.monotonic() - started >= BACKOFF_RESET_SECONDS:
+                attempt = 0
+            delay = delays[min(attempt, len(delays) - 1)]
+            attempt += 1
+            self._by_ref[ref].restarts += 1
+            self._set(ref, FAILED, f"exited with code {code}; restarting in {delay:g} s (see {plan.name} log)")
+            if await self._sleep(delay):
+                return
+
+    async def _wait_for_dependencies(self, plan: WorkloadPlan) -> bool:
+        """Wait until every dependency is Ready; True when stopping meanwhile."""
+        while True:
+            missing = [dep for dep in plan.depends_on if dep in self._by_ref and self._by_ref[dep].phase != READY]
+            if not missing:
+                return False
+            names = ", ".join(f"{dep.kind}/{dep.name} ({self._by_ref[dep].phase})" for dep in missing)
+            self._set(plan.ref, WAITING, f"waiting for {names}")
+            if await self._sleep(PROBE_INTERVAL):
+                return True
+
+    async def _start(self, ref: ResourceRef, plan: WorkloadPlan) -> asyncio.subprocess.Process:
+        work_dir = self.work_dirs[ref]
+        work_dir.mkdir(parents=True, exist_ok=True)
+        for name, text in plan.files.items():
+            (work_dir / name).write_text(text, encoding="utf-8")
+        workload = self._by_ref[ref]
+        with _open_log(Path(workload.log), f"--- kora up: starting {' '.join(plan.args)}") as log:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "kora.cli",
+                *plan.args,
+                cwd=work_dir,
+                env=child_environment(os.environ, self.environments[ref]),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self._processes[ref] = process
+        workload.pid = process.pid
+        self._set(ref, WAITING, f"started (pid {process.pid}); waiting for {plan.probes.readiness}")
+        self.on_change()
+        return process
+
+    async def _probe(self, ref: ResourceRef, plan: WorkloadPlan, client: httpx.AsyncClient) -> None:
+        url = plan.direct_url.rstrip("/") + plan.probes.readiness
+        while True:
+            try:
+                ready = (await client.get(url)).status_code == 200
+            except httpx.HTTPError:
+                ready = False
+            if self._stopping.is_set():
+                return  # a probe failing because we are stopping it is not news
+            if ready:
+                self._set(ref, READY)
+            elif self._by_ref[ref].phase == READY:
+                self._set(ref, WAITING, f"readiness probe {plan.probes.readiness} failing")
+            await asyncio.sleep(PROBE_INTERVAL if not ready else 1.0)
+
+    async def _terminate(self, ref: ResourceRef) -> None:
+        process = self._processes.get(ref)
+        if process is None:
+            return
+        _kill_group(process.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), self.grace_seconds)
+        except TimeoutError:
+            _kill_group(process.pid, signal.SIGKILL)
+            await process.wait()
+        _kill_group(process.pid, signal.SIGKILL)  # anything the leader left behind in its group
+        self._processes.pop(ref, None)
+        self._by_ref[ref].pid = None
+
+
+def _open_log(path: Path, header: str) -> BinaryIO:
+    # Appending: the log keeps every run of the workload, each after a header line, like `kubectl logs -p`.
+    log = open(path, "ab")  # noqa: SIM115 - the caller closes it once the child holds its own descriptor
+    log.write(f"{header} ({time.strftime('%H:%M:%S')})\n".encode())
+    log.flush()
+    return log
+
+
+def _kill_group(pgid: int, sig: signal.Signals) -> None:
+    # Each child leads its own process group (start_new_session), so the group id is its pid.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)

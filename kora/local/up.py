@@ -1,0 +1,233 @@
+"""``kora up FILE|DIR``: run a deployment's manifests as local processes behind a local gateway.
+
+    kora up examples/quickstart [--port 8080] [--state-dir .kora] [--grace 5]
+
+Steps: load and validate the manifests (:func:`kora.resources.load_path`; on errors print the loader's
+message and exit 2), give each workload a free loopback port, plan with :class:`Loopback` (workloads reach
+each other directly) and public URLs through the gateway (agent cards and ``AGENT_PUBLIC_URL`` point at
+``http://127.0.0.1:<port>/<ns>/agent/<name>``), serve the gateway (:mod:`kora.local.gateway`) and
+supervise the workloads (:mod:`kora.local.supervisor`) until SIGINT/SIGTERM (``kora down`` sends SIGTERM).
+
+State dir layout: ``state.json`` (:mod:`kora.local.state`), ``logs/<namespace>-<kind>-<name>.log``,
+``work/<namespace>-<kind>-<name>/`` (each workload's working directory). Exit codes: 0 after a clean stop,
+2 for invalid manifests, an unresolvable Secret, a taken gateway port or another ``kora up`` using the
+same state dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable, Generator
+from pathlib import Path
+
+import uvicorn
+
+from kora.local.gateway import create_gateway_app, routes_from_plans
+from kora.local.state import (
+    DEFAULT_STATE_DIR,
+    FAILED,
+    READY,
+    UpState,
+    WorkloadState,
+    process_alive,
+    read_state,
+    render_table,
+    write_state,
+)
+from kora.local.supervisor import Supervisor
+from kora.resources import (
+    GatewayRouted,
+    Loopback,
+    ManifestError,
+    ModelAPI,
+    ResourceGraph,
+    ResourceRef,
+    SecretKeyRef,
+    WorkloadPlan,
+    load_path,
+    plan_workloads,
+)
+from kora.resources.models import ModelAPIMode
+from kora.testing.threaded import bind_socket
+
+__all__ = ["cli", "describe", "free_port", "plan_local"]
+
+
+def free_port() -> int:
+    """A loopback TCP port that was free a moment ago (the OS picks it; a tiny race remains until the
+    workload binds it, acceptable for a developer's machine)."""
+    sock = bind_socket("127.0.0.1", 0)
+    try:
+        port: int = sock.getsockname()[1]
+        return port
+    finally:
+        sock.close()
+
+
+def plan_local(graph: ResourceGraph, gateway_url: str) -> dict[ResourceRef, WorkloadPlan]:
+    """Plans of every workload on fresh loopback ports, public URLs through the gateway at ``gateway_url``."""
+    ports: dict[tuple[str, str, str], int] = {
+        (resource.kind, resource.metadata.namespace, resource.metadata.name): free_port() for resource in graph
+    }
+    direct = Loopback(ports)
+    return plan_workloads(graph, direct, public=GatewayRouted(gateway_url, direct=direct))
+
+
+def describe(graph: ResourceGraph, ref: ResourceRef) -> str:
+    """The NOTE column: what kind of model a ModelAPI is (``scripted (offline)``, ``proxy -> <base>``,
+    ``hosted: not supported``), empty otherwise."""
+    resource = graph.get(ref)
+    if not isinstance(resource, ModelAPI):
+        return ""
+    spec = resource.spec
+    if spec.mode is ModelAPIMode.PROXY and spec.proxy_config is not None:
+        return f"proxy -> {spec.proxy_config.api_base}"
+    if spec.mode is ModelAPIMode.HOSTED:
+        return "hosted: not supported"
+    return "scripted (offline)"
+
+
+def _slug(ref: ResourceRef) -> str:
+    return f"{ref.namespace}-{ref.kind.lower()}-{ref.name}"
+
+
+class _Gateway(uvicorn.Server):
+    """uvicorn without its own signal handling: ``kora up`` owns SIGINT/SIGTERM and stops the gateway last."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+async def _run(
+    graph: ResourceGraph,
+    plans: dict[ResourceRef, WorkloadPlan],
+    gateway_sock: socket.socket,
+    state_dir: Path,
+    grace: float,
+) -> int:
+    gateway_url = f"http://127.0.0.1:{gateway_sock.getsockname()[1]}"
+    environments: dict[ResourceRef, dict[str, str]] = {}
+    for ref, plan in plans.items():
+
+        def resolve(key: SecretKeyRef, namespace: str = ref.namespace) -> str:
+            value = graph.secret_value(key.name, key.key, namespace)
+            if value is None:
+                raise LookupError(f"Secret {namespace}/{key.name} key {key.key!r} is not in the manifests")
+            return value
+
+        try:
+            environments[ref] = plan.environment(resolve)
+        except LookupError as error:
+            print(f"kora up: {plan.kind}/{plan.name}: {error}", file=sys.stderr)
+            return 2
+    (state_dir / "logs").mkdir(parents=True, exist_ok=True)
+    state = UpState(pid=os.getpid(), gateway_url=gateway_url, started_at=time.time())
+    for ref, plan in plans.items():
+        state.workloads.append(
+            WorkloadState(
+                name=ref.name,
+                kind=ref.kind,
+                namespace=ref.namespace,
+                gateway_url=plan.public_url,
+                direct_url=plan.direct_url,
+                log=str(state_dir / "logs" / f"{_slug(ref)}.log"),
+                note=describe(graph, ref),
+            )
+        )
+    started = time.monotonic()
+    announced = {"all_ready": False}
+    phases: dict[str, str] = {}
+
+    def on_change() -> None:
+        write_state(state_dir, state)
+        for workload in state.workloads:
+            key = f"{workload.kind}/{workload.name}"
+            if phases.get(key, "Pending") != workload.phase:
+                phases[key] = workload.phase
+                detail = f" ({workload.message})" if workload.phase == FAILED and workload.message else ""
+                print(f"[{time.strftime('%H:%M:%S')}] {key}: {workload.phase}{detail}", flush=True)
+        if not announced["all_ready"] and all(w.phase == READY for w in state.workloads):
+            announced["all_ready"] = True
+            print(f"\nall {len(state.workloads)} workloads Ready in {time.monotonic() - started:.1f} s\n", flush=True)
+            print(render_table(state), flush=True)
+            print("\nkora chat <agent> to talk, kora status, kora logs <name> [-f], kora down (or Ctrl-C) to stop.")
+
+    supervisor = Supervisor(
+        plans,
+        environments,
+        state,
+        {ref: state_dir / "work" / _slug(ref) for ref in plans},
+        on_change=on_change,
+        grace_seconds=grace,
+    )
+    loop = asyncio.get_running_loop()
+    for stop_signal in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(stop_signal, supervisor.stop)
+    app = create_gateway_app(routes_from_plans(plans.values()))
+    gateway = _Gateway(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+    gateway_task = asyncio.create_task(gateway.serve(sockets=[gateway_sock]))
+    print(f"kora up: gateway on {gateway_url}; state and logs in {state_dir}", flush=True)
+    write_state(state_dir, state)
+    on_change()
+    await supervisor.run()
+    gateway.should_exit = True
+    await gateway_task
+    state.stopped = True
+    write_state(state_dir, state)
+    print("kora up: stopped every workload", flush=True)
+    return 0
+
+
+def cli(argv: list[str]) -> int:
+    """``kora up``: parse ``argv``, run until stopped; returns the exit code (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog="kora up", description="Run Kora manifests as local processes.")
+    parser.add_argument("path", help="a manifest file or a folder of *.yaml files")
+    parser.add_argument("--port", type=int, default=8080, help="gateway port on 127.0.0.1 (default 8080)")
+    parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="state, logs, work dirs")
+    parser.add_argument("--grace", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL")
+    args = parser.parse_args(argv)
+    try:
+        graph = load_path(args.path)
+    except ManifestError as error:
+        print(f"kora up: {error}", file=sys.stderr)
+        return 2
+    for warning in graph.warnings:
+        print(f"kora up: warning: {warning}", file=sys.stderr)
+    state_dir: Path = args.state_dir.resolve()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        previous = read_state(state_dir)
+        if not previous.stopped and previous.pid != os.getpid() and process_alive(previous.pid):
+            print(f"kora up: already running (pid {previous.pid}) with state dir {state_dir}", file=sys.stderr)
+            return 2
+    try:
+        gateway_sock = bind_socket("127.0.0.1", args.port)
+    except OSError as error:
+        print(f"kora up: cannot listen on 127.0.0.1:{args.port}: {error}", file=sys.stderr)
+        return 2
+    try:
+        plans = plan_local(graph, f"http://127.0.0.1:{gateway_sock.getsockname()[1]}")
+    except ManifestError as error:
+        gateway_sock.close()
+        print(f"kora up: {error}", file=sys.stderr)
+        return 2
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        return runner.run(_run(graph, plans, gateway_sock, state_dir, args.grace))
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    # Measured (bench/bench_up.py): on the default asyncio loop the gateway added ~44 ms per request (small
+    # writes held back until the peer's delayed ACK); on uvloop, which uvicorn[standard] installs, ~1 ms.
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop ships with uvicorn[standard] on Linux and macOS
+        return None
+    return uvloop.new_event_loop

@@ -1,0 +1,121 @@
+"""Stream one HTTP request to an upstream and its response back, chunk by chunk.
+
+Why written here rather than using Envoy: the local runtime and the model proxy need prefix stripping,
+a per-route timeout, streaming and JSON errors, which is ~100 lines on httpx + Starlette, with no extra
+binary to ship and the same code in both places (see ``docs/local.md``).
+
+Timeouts: ``timeout_seconds`` bound the wait for the upstream's response headers and every gap between
+two body chunks (so a slow first token is a 504, and a stream that stalls that long is cut). Connecting
+gets at most ``min(timeout, 5)`` seconds.
+
+Errors (JSON bodies ``{"error": {"message", "type", "code"}}``, the OpenAI shape, which every Kora
+workload's clients already parse): 502 ``bad_gateway`` when the upstream cannot be reached or breaks the
+connection before the headers, 504 ``gateway_timeout`` when it does not answer within ``timeout_seconds``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+
+import httpx
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+__all__ = ["HOP_BY_HOP", "error_response", "forward", "request_headers"]
+
+#: Headers that describe one connection, not the message (RFC 9110 section 7.6.1); never forwarded.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+
+
+def error_response(status: int, code: str, message: str) -> JSONResponse:
+    """An OpenAI-shaped JSON error: ``{"error": {"message": message, "type": code, "code": code}}``."""
+    return JSONResponse({"error": {"message": message, "type": code, "code": code}}, status_code=status)
+
+
+def request_headers(request: Request, *, drop: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
+    """The request's end-to-end headers for the upstream: hop-by-hop, ``host``, ``content-length`` (httpx sets
+    it from the body it sends) and every lower-case name in ``drop`` removed; ``X-Forwarded-*`` added."""
+    skip = HOP_BY_HOP | {"host", "content-length"} | drop
+    headers = [(name, value) for name, value in request.headers.items() if name.lower() not in skip]
+    client = request.client.host if request.client is not None else ""
+    headers += [
+        ("x-forwarded-for", client),
+        ("x-forwarded-host", request.headers.get("host", "")),
+        ("x-forwarded-proto", request.url.scheme),
+    ]
+    return headers
+
+
+async def _body(request: Request) -> AsyncIterator[bytes]:
+    async for chunk in request.stream():
+        if chunk:
+            yield chunk
+
+
+async def forward(
+    client: httpx.AsyncClient,
+    request: Request,
+    upstream_url: str,
+    *,
+    timeout_seconds: float,
+    extra_headers: Mapping[str, str] | None = None,
+    drop_headers: frozenset[str] = frozenset(),
+) -> Response:
+    """Send ``request`` (method, body streamed, query string kept) to ``upstream_url`` and stream the answer.
+
+    ``upstream_url`` is the full URL without the query string. ``extra_headers`` replace request headers of
+    the same name (e.g. ``authorization`` for the model proxy). Returns the upstream's status, headers (minus
+    hop-by-hop) and body as a :class:`StreamingResponse`, or a 502/504 :func:`error_response`. The upstream
+    response is closed when the client has read it or gone away.
+    """
+    headers = request_headers(request, drop=drop_headers | {name.lower() for name in (extra_headers or {})})
+    headers += list((extra_headers or {}).items())
+    url = httpx.URL(upstream_url, query=request.url.query.encode("latin-1"))
+    has_body = request.method not in {"GET", "HEAD", "DELETE", "OPTIONS"}
+    upstream_request = client.build_request(
+        request.method,
+        url,
+        headers=headers,
+        content=_body(request) if has_body else None,
+        timeout=httpx.Timeout(timeout_seconds, connect=min(timeout_seconds, 5.0)),
+    )
+    try:
+        upstream = await client.send(upstream_request, stream=True)
+    except httpx.TimeoutException:
+        return error_response(504, "gateway_timeout", f"upstream did not answer within {timeout_seconds:g} s")
+    except httpx.HTTPError as error:
+        return error_response(502, "bad_gateway", f"upstream unreachable: {type(error).__name__}: {error}")
+    response_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in HOP_BY_HOP}
+    return StreamingResponse(
+        _relay(upstream),
+        status_code=upstream.status_code,
+        headers=response_headers,
+        background=BackgroundTask(upstream.aclose),
+    )
+
+
+async def _relay(upstream: httpx.Response) -> AsyncIterator[bytes]:
+    # Raw bytes: the body goes through as the upstream encoded it (content-encoding header kept), and each
+    # chunk is passed on as soon as it arrives, which is what makes SSE token streaming work.
+    try:
+        async for chunk in upstream.aiter_raw():
+            yield chunk
+    except httpx.HTTPError:
+        # Headers are already sent, so no error status is possible any more: end the body early. The
+        # client sees a truncated stream (no final SSE "[DONE]"), which is what a cut connection means.
+        return
+    finally:
+        await upstream.aclose()

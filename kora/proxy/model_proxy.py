@@ -1,0 +1,129 @@
+"""``kora model-proxy``: a ModelAPI in Proxy mode, forwarding ``/v1/*`` to an OpenAI-compatible backend.
+
+    kora model-proxy [--host 127.0.0.1] [--port 8000]
+
+Environment: ``MODEL_PROXY_API_BASE`` (required; the backend's base URL including ``/v1``, e.g.
+``https://api.openai.com/v1``; ``/v1/<rest>`` goes to ``<base>/<rest>``), ``MODEL_PROXY_API_KEY``
+(optional; sent as ``Authorization: Bearer <key>``, replacing whatever the client sent, so agents never hold
+the backend's key), ``MODEL_PROXY_MODELS`` (optional, comma-separated; when set ``GET /v1/models`` lists
+exactly these instead of asking the backend). Responses, streaming ones included, go through chunk by chunk.
+
+``/health``: the process is up. ``/ready``: configured (the backend is not called, so a slow or rate-limited
+backend does not take every agent out of rotation). Exit codes: 0 after SIGINT/SIGTERM, 2 for a missing
+``MODEL_PROXY_API_BASE`` or an address in use.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from kora.core import env as names
+from kora.proxy.forward import forward
+
+__all__ = ["ProxySettings", "cli", "create_proxy_app"]
+
+#: Seconds a backend may take to send response headers, and between two streamed chunks.
+BACKEND_TIMEOUT_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class ProxySettings:
+    """``api_base`` without a trailing slash; ``api_key`` or None; ``models`` (empty: ask the backend)."""
+
+    api_base: str
+    api_key: str | None = None
+    models: tuple[str, ...] = ()
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> ProxySettings:
+        """Read the ``MODEL_PROXY_*`` variables; ``ValueError`` naming the variable when the base is missing
+        or not http(s)."""
+        base = environ.get(names.MODEL_PROXY_API_BASE, "").strip()
+        if not base.startswith(("http://", "https://")):
+            raise ValueError(f"{names.MODEL_PROXY_API_BASE} must be an http(s) URL, got {base!r}")
+        models = tuple(m.strip() for m in environ.get(names.MODEL_PROXY_MODELS, "").split(",") if m.strip())
+        return cls(base.rstrip("/"), environ.get(names.MODEL_PROXY_API_KEY) or None, models)
+
+
+def create_proxy_app(settings: ProxySettings) -> Starlette:
+    """The proxy's ASGI app (serve with lifespan on: it owns one pooled httpx client)."""
+    state: dict[str, httpx.AsyncClient] = {}
+    auth = {"authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with httpx.AsyncClient(follow_redirects=False) as client:
+            state["client"] = client
+            yield
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def models(request: Request) -> Response:
+        if not settings.models:
+            return await v1(request)
+        created = int(time.time())
+        data = [{"id": m, "object": "model", "created": created, "owned_by": "kora-proxy"} for m in settings.models]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def v1(request: Request) -> Response:
+        rest = request.url.path.removeprefix("/v1")
+        # The client's own credentials are dropped even without a configured key: they were meant for Kora.
+        return await forward(
+            state["client"],
+            request,
+            settings.api_base + rest,
+            timeout_seconds=BACKEND_TIMEOUT_SECONDS,
+            extra_headers=auth,
+            drop_headers=frozenset({"authorization"}),
+        )
+
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+    return Starlette(
+        routes=[
+            Route("/health", health),
+            Route("/ready", health),
+            Route("/v1/models", models),
+            Route("/v1/{rest:path}", v1, methods=methods),
+        ],
+        lifespan=lifespan,
+    )
+
+
+def cli(argv: list[str]) -> int:
+    """``kora model-proxy --host H --port P``: serve until SIGINT/SIGTERM; returns the exit code."""
+    import argparse
+
+    import uvicorn
+
+    from kora.testing.threaded import bind_socket
+
+    parser = argparse.ArgumentParser(prog="kora model-proxy", description="Forward /v1/* to MODEL_PROXY_API_BASE.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args(argv)
+    try:
+        settings = ProxySettings.from_env(os.environ)
+        sock = bind_socket(args.host, args.port)
+    except (ValueError, OSError) as error:
+        print(f"kora model-proxy: {error}", file=sys.stderr)
+        return 2
+    print(f"kora model-proxy: forwarding /v1 to {settings.api_base} on port {sock.getsockname()[1]}", flush=True)
+    config = uvicorn.Config(create_proxy_app(settings), log_level="warning", access_log=False, lifespan="on")
+    # uvicorn re-raises the stop signal under the handlers installed before it; no-ops make it a clean exit.
+    for stop_signal in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop_signal, lambda signum, frame: None)
+    uvicorn.Server(config).run(sockets=[sock])
+    return 0

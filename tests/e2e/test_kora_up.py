@@ -1,0 +1,244 @@
+"""`kora up` as a user runs it: real processes, the local gateway, a real openai client, `kora down`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from kora.local.state import UpState, process_alive, read_state
+from kora.testing.threaded import bind_socket
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    sock = bind_socket()
+    try:
+        return sock.getsockname()[1]
+    finally:
+        sock.close()
+
+
+def kora(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kora.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+@dataclass
+class Up:
+    process: subprocess.Popen[str]
+    state_dir: Path
+    gateway: str
+
+    def state(self) -> UpState:
+        return read_state(self.state_dir)
+
+    def wait(self, predicate, within: float = 60.0, what: str = "condition") -> UpState:
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, f"kora up exited: {self.output()}"
+            try:
+                state = self.state()
+                if predicate(state):
+                    return state
+            except (FileNotFoundError, ValueError):
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what}; state: {self.state()}")
+
+    def all_ready(self) -> UpState:
+        return self.wait(lambda s: s.workloads and all(w.phase == "Ready" for w in s.workloads), what="all Ready")
+
+    def output(self) -> str:
+        return (self.state_dir.parent / "up.out").read_text()
+
+    def agent(self, name: str) -> openai.OpenAI:
+        return openai.OpenAI(base_url=f"{self.gateway}/default/agent/{name}/v1", api_key="unused", max_retries=0)
+
+    def events(self, agent: str, session_id: str | None = None) -> list[dict]:
+        params = {"session_id": session_id} if session_id else {}
+        response = httpx.get(f"{self.gateway}/default/agent/{agent}/memory/events", params=params, timeout=10)
+        response.raise_for_status()
+        return response.json()["events"]
+
+
+def start_up(example: str, tmp_path: Path) -> Up:
+    port = free_port()
+    state_dir = tmp_path / ".kora"
+    out = open(tmp_path / "up.out", "w")  # noqa: SIM115 - lives as long as the process
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_", "MODEL_", "MCP_", "MEMORY_"))}
+    command = [sys.executable, "-m", "kora.cli", "up", str(ROOT / example), "--port", str(port)]
+    process = subprocess.Popen(
+        [*command, "--state-dir", str(state_dir)],
+        cwd=tmp_path,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    return Up(process, state_dir, f"http://127.0.0.1:{port}")
+
+
+def workload_pids(state: UpState) -> list[int]:
+    return [w.pid for w in state.workloads if w.pid is not None]
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def stop(up: Up) -> None:
+    if up.process.poll() is None:
+        up.process.send_signal(signal.SIGTERM)
+        up.process.wait(timeout=30)
+
+
+@pytest.fixture
+def quickstart(tmp_path: Path) -> Iterator[Up]:
+    up = start_up("examples/quickstart", tmp_path)
+    try:
+        up.all_ready()
+        yield up
+    finally:
+        stop(up)
+
+
+def test_quickstart_tool_call_end_to_end_through_the_gateway(quickstart: Up):
+    output = quickstart.output()
+    assert "scripted (offline)" in output
+    assert f"{quickstart.gateway}/default/agent/assistant" in output
+    client = quickstart.agent("assistant")
+    reply = client.chat.completions.with_raw_response.create(
+        model="assistant", messages=[{"role": "user", "content": "what is 2 plus 3"}]
+    )
+    session = reply.headers["x-session-id"]
+    assert reply.parse().choices[0].message.content == "2 plus 3 is 5."
+    types = [event["event_type"] for event in quickstart.events("assistant", session)]
+    assert "tool_call" in types
+    assert "tool_result" in types
+    # Streaming passes through the gateway chunk by chunk, in the same session.
+    stream = client.chat.completions.create(
+        model="assistant",
+        messages=[{"role": "user", "content": "what is 4 plus 5"}],
+        stream=True,
+        extra_headers={"X-Session-ID": session},
+    )
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    assert text == "4 plus 5 is 9."
+    # The agent tells clients the gateway URL, not its loopback port.
+    assert quickstart.state().workload("assistant").gateway_url == f"{quickstart.gateway}/default/agent/assistant"
+
+
+def test_status_logs_and_chat_commands(quickstart: Up):
+    cwd = quickstart.state_dir.parent
+    status = kora("status", "--state-dir", str(quickstart.state_dir), cwd=cwd)
+    assert status.returncode == 0
+    assert "running" in status.stdout
+    assert "assistant" in status.stdout
+    logs = kora("logs", "scripted", "--state-dir", str(quickstart.state_dir), cwd=cwd)
+    assert logs.returncode == 0
+    assert "scripted offline model" in logs.stdout
+    chat = subprocess.run(
+        [sys.executable, "-m", "kora.cli", "chat", "assistant", "--state-dir", str(quickstart.state_dir)],
+        input="what is 2 plus 3\nwhat is 1 plus 1\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert chat.returncode == 0, chat.stderr
+    assert "assistant > 2 plus 3 is 5." in chat.stdout
+    assert "assistant > 1 plus 1 is 2." in chat.stdout
+    # One session for the whole chat.
+    sessions = httpx.get(f"{quickstart.gateway}/default/agent/assistant/memory/sessions", timeout=10).json()
+    assert sessions["total"] == 1
+
+
+def test_a_killed_workload_is_detected_and_recovers(quickstart: Up):
+    old = quickstart.state().workload("tools")
+    assert old.pid is not None
+    os.kill(old.pid, signal.SIGKILL)
+    quickstart.wait(lambda s: s.workload("tools").restarts >= 1, within=10, what="restart counted")
+    state = quickstart.all_ready()
+    assert state.workload("tools").pid not in (None, old.pid)
+    assert "tools" in quickstart.output()
+    assert "Failed" in quickstart.output()
+    reply = quickstart.agent("assistant").chat.completions.create(
+        model="assistant", messages=[{"role": "user", "content": "what is 20 plus 22"}]
+    )
+    assert reply.choices[0].message.content == "20 plus 22 is 42."
+
+
+def test_multi_agent_delegation_and_kora_down_leaves_nothing(tmp_path: Path):
+    up = start_up("examples/multi-agent", tmp_path)
+    try:
+        state = up.all_ready()
+        reply = up.agent("coordinator").chat.completions.with_raw_response.create(
+            model="coordinator", messages=[{"role": "user", "content": "what is 6 plus 7"}]
+        )
+        assert reply.parse().choices[0].message.content == "The math specialist says: 6 plus 7 is 13."
+        events = up.events("coordinator", reply.headers["x-session-id"])
+        requests = [e for e in events if e["event_type"] == "delegation_request"]
+        assert requests, events
+        assert requests[0]["content"]["agent"] == "math"
+        assert "delegation_response" in [e["event_type"] for e in events]
+        assert "task_delegation_received" in [e["event_type"] for e in up.events("math")]
+        pids = workload_pids(state)
+        assert len(pids) == len(state.workloads) == 6
+        down = kora("down", "--state-dir", str(up.state_dir), cwd=tmp_path)
+        assert down.returncode == 0, down.stderr
+        assert up.process.wait(timeout=30) == 0
+        assert not any(process_alive(pid) or group_alive(pid) for pid in pids)
+        assert up.state().stopped
+    finally:
+        stop(up)
+
+
+def test_sigterm_stops_every_child(quickstart: Up):
+    pids = workload_pids(quickstart.state())
+    quickstart.process.send_signal(signal.SIGTERM)
+    assert quickstart.process.wait(timeout=30) == 0
+    assert not any(process_alive(pid) or group_alive(pid) for pid in pids)
+
+
+def test_invalid_manifest_prints_the_loader_message_and_exits_2(tmp_path: Path):
+    manifest = tmp_path / "bad.yaml"
+    manifest.write_text(
+        "apiVersion: kora.dev/v1alpha1\nkind: Agent\nmetadata: {name: a}\nspec: {model: m, modelAPI: missing}\n"
+    )
+    done = kora("up", str(manifest), "--port", str(free_port()), "--state-dir", str(tmp_path / ".kora"), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "invalid manifests" in done.stderr
+    assert "bad.yaml" in done.stderr
+    assert "missing" in done.stderr
+
+
+def test_hosted_model_api_is_failed_with_what_is_missing(tmp_path: Path):
+    manifest = tmp_path / "hosted.yaml"
+    manifest.write_text(
+        "apiVersion: kora.dev/v1alpha1\nkind: ModelAPI\nmetadata: {name: local}\n"
+        "spec: {mode: Hosted, hostedConfig: {model: llama3}}\n"
+    )
+    up = start_up(str(manifest), tmp_path)
+    try:
+        state = up.wait(lambda s: s.workloads and s.workloads[0].phase == "Failed", within=30, what="Failed")
+        assert "Hosted is not supported" in state.workloads[0].message
+        assert "inference server" in state.workloads[0].message
+    finally:
+        stop(up)

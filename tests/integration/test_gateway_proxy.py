@@ -1,0 +1,150 @@
+"""The local gateway and `kora model-proxy` over real HTTP: prefix stripping, streaming, 404/502/504, auth."""
+
+import asyncio
+import time
+
+import httpx
+import openai
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+from kora.local.gateway import GatewayRoute, create_gateway_app
+from kora.proxy.model_proxy import ProxySettings, create_proxy_app
+from kora.testing import ScriptedModelServer
+from kora.testing.threaded import ThreadedServer, bind_socket
+
+
+async def echo(request: Request) -> JSONResponse:
+    body = await request.body()
+    return JSONResponse(
+        {
+            "method": request.method,
+            "path": request.url.path,
+            "query": request.url.query,
+            "body": body.decode(),
+            "authorization": request.headers.get("authorization"),
+            "forwarded_host": request.headers.get("x-forwarded-host"),
+        }
+    )
+
+
+async def stream(request: Request) -> StreamingResponse:
+    async def chunks():
+        yield b"data: first\n\n"
+        await asyncio.sleep(0.6)
+        yield b"data: second\n\n"
+
+    return StreamingResponse(chunks(), media_type="text/event-stream")
+
+
+async def slow(request: Request) -> JSONResponse:
+    await asyncio.sleep(2)
+    return JSONResponse({})
+
+
+BACKEND = Starlette(
+    routes=[
+        Route("/stream", stream),
+        Route("/slow", slow),
+        Route("/{path:path}", echo, methods=["GET", "POST", "DELETE"]),
+    ]
+)
+
+
+def closed_port() -> int:
+    sock = bind_socket()
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+@pytest.fixture(scope="module")
+def backend():
+    with ThreadedServer(BACKEND, name="backend") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def gateway(backend):
+    routes = {
+        "/default/agent/a": GatewayRoute("/default/agent/a", backend.root_url, 120),
+        "/default/mcp/slow": GatewayRoute("/default/mcp/slow", backend.root_url, 0.3),
+        "/default/agent/down": GatewayRoute("/default/agent/down", f"http://127.0.0.1:{closed_port()}", 5),
+    }
+    with ThreadedServer(create_gateway_app(routes), name="gateway", lifespan="on") as server:
+        yield server
+
+
+def test_prefix_is_stripped_and_method_body_query_kept(gateway):
+    response = httpx.post(f"{gateway.root_url}/default/agent/a/v1/chat?x=1&y=2", content=b"hello")
+    assert response.status_code == 200
+    assert response.json() == {
+        "method": "POST",
+        "path": "/v1/chat",
+        "query": "x=1&y=2",
+        "body": "hello",
+        "authorization": None,
+        "forwarded_host": gateway.root_url.removeprefix("http://"),
+    }
+
+
+def test_streaming_passes_chunks_as_they_come(gateway):
+    started = time.monotonic()
+    arrivals = []
+    with httpx.stream("GET", f"{gateway.root_url}/default/agent/a/stream") as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for chunk in response.iter_raw():
+            arrivals.append((time.monotonic() - started, chunk))
+    assert b"".join(c for _, c in arrivals) == b"data: first\n\ndata: second\n\n"
+    assert arrivals[0][0] < 0.5  # the first chunk did not wait for the second (0.6 s later)
+
+
+def test_unknown_route_is_404_json(gateway):
+    response = httpx.get(f"{gateway.root_url}/default/agent/nobody/v1/models")
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+    assert "/default/agent/a" in response.json()["error"]["routes"]
+
+
+def test_backend_down_is_502_and_slow_is_504(gateway):
+    down = httpx.get(f"{gateway.root_url}/default/agent/down/health")
+    assert down.status_code == 502
+    assert down.json()["error"]["type"] == "bad_gateway"
+    slow = httpx.get(f"{gateway.root_url}/default/mcp/slow/slow")
+    assert slow.status_code == 504
+    assert slow.json()["error"]["type"] == "gateway_timeout"
+
+
+def test_model_proxy_replaces_credentials_and_lists_configured_models(backend):
+    settings = ProxySettings(api_base=backend.root_url + "/v1", api_key="sk-backend", models=("gpt-x",))
+    with ThreadedServer(create_proxy_app(settings), name="proxy", lifespan="on") as proxy:
+        seen = httpx.get(f"{proxy.root_url}/v1/anything", headers={"Authorization": "Bearer client"}).json()
+        assert seen["path"] == "/v1/anything"
+        assert seen["authorization"] == "Bearer sk-backend"
+        models = httpx.get(f"{proxy.root_url}/v1/models").json()
+        assert [m["id"] for m in models["data"]] == ["gpt-x"]
+        assert httpx.get(f"{proxy.root_url}/ready").status_code == 200
+
+
+def test_model_proxy_streams_a_real_openai_exchange():
+    with ScriptedModelServer() as model:
+        settings = ProxySettings(api_base=model.url)
+        with ThreadedServer(create_proxy_app(settings), name="proxy", lifespan="on") as proxy:
+            client = openai.OpenAI(base_url=proxy.root_url + "/v1", api_key="unused", max_retries=0)
+            chunks = client.chat.completions.create(
+                model="scripted", messages=[{"role": "user", "content": "hello there"}], stream=True
+            )
+            text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            assert "hello there" in text
+
+
+def test_proxy_settings_name_the_missing_variable():
+    with pytest.raises(ValueError, match="MODEL_PROXY_API_BASE"):
+        ProxySettings.from_env({})
+    settings = ProxySettings.from_env(
+        {"MODEL_PROXY_API_BASE": "http://x/v1/", "MODEL_PROXY_API_KEY": "k", "MODEL_PROXY_MODELS": "a, b"}
+    )
+    assert settings == ProxySettings("http://x/v1", "k", ("a", "b"))
