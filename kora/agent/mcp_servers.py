@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import mcp.types as mcp_types
+from mcp.shared.exceptions import MCPError
 from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.toolsets import AbstractToolset
 
@@ -139,6 +140,11 @@ class McpServers:
         try:
             async with asyncio.timeout(self._timeout):
                 await server.toolset.client.ping()
+        except MCPError as error:
+            if error.error.code == mcp_types.METHOD_NOT_FOUND:
+                return  # it answered: alive (stateless servers, e.g. `kora mcp`, do not implement ping)
+            await self._disconnect(server, f"lost session: {_describe(error)}")
+            log.warning("mcp server %r is down: %s", server.name, server.error)
         except Exception as error:  # a failed ping means the session is gone: reconnect on the next pass
             await self._disconnect(server, f"lost connection: {_describe(error)}")
             log.warning("mcp server %r is down: %s", server.name, server.error)
