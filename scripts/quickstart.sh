@@ -1,21 +1,37 @@
 #!/usr/bin/env bash
-# README's first command: install, then run an agent with an inline-tool MCP server and hold a short
-# conversation in which the agent calls a tool. The agent keeps serving on http://127.0.0.1:8000 until Ctrl-C.
+# README's first command: install, then `kora up examples/quickstart` (model, inline-tool MCP server and agent
+# as local processes behind a gateway on 127.0.0.1:8080) and hold a short conversation in which the agent
+# calls a tool. Everything keeps running until Ctrl-C.
 #
-# Offline by default: the model is Kora's *scripted* model. For a real one, set an OpenAI-compatible endpoint:
+# Offline by default: the example's ModelAPI is Kora's *scripted* model. For a real OpenAI-compatible model:
 #   MODEL_API_URL=https://api.openai.com/v1 MODEL_NAME=gpt-4o-mini MODEL_API_KEY=sk-... bash scripts/quickstart.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 . .venv/bin/activate
-AGENT_PORT=${AGENT_PORT:-8000} MODEL_PORT=${KORA_MODEL_PORT:-8100} TOOLS_PORT=${KORA_TOOLS_PORT:-8101}
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
-trap cleanup EXIT INT TERM
-wait_ready() {  # python, not curl: a fresh machine may have no curl
-  python - "$1" <<'PY' || { echo "no answer from $1" >&2; exit 1; }
-import sys, time, urllib.request
-for _ in range(300):
+PORT=${KORA_GATEWAY_PORT:-8080}
+STATE=${KORA_STATE_DIR:-.kora/quickstart}
+mkdir -p "$STATE"
+manifests=examples/quickstart
+if [ -n "${MODEL_API_URL:-}" ]; then
+  : "${MODEL_NAME:?set MODEL_NAME too: the model the endpoint at MODEL_API_URL serves}"
+  python scripts/quickstart/real_model.py examples/quickstart/kora.yaml "$STATE/kora.yaml"
+  manifests="$STATE/kora.yaml"
+  echo "Using the real model '$MODEL_NAME' at $MODEL_API_URL."
+else
+  echo "Offline: the model is Kora's SCRIPTED model (set MODEL_API_URL and MODEL_NAME to use a real one)."
+fi
+kora up "$manifests" --port "$PORT" --state-dir "$STATE" &
+up=$!
+trap 'kill -TERM $up 2>/dev/null || true; wait $up 2>/dev/null || true' EXIT INT TERM
+agent="http://127.0.0.1:$PORT/default/agent/assistant"
+python - "$agent/ready" "$up" <<'PY' || { echo "the agent did not become ready; see kora logs" >&2; exit 1; }
+import os, sys, time, urllib.request
+for _ in range(600):
+    try:
+        os.kill(int(sys.argv[2]), 0)  # kora up still running?
+    except OSError:
+        sys.exit(1)
     try:
         urllib.request.urlopen(sys.argv[1], timeout=1)
         sys.exit(0)
@@ -23,29 +39,12 @@ for _ in range(300):
         time.sleep(0.1)
 sys.exit(1)
 PY
-}
-
-kora mcp --host 127.0.0.1 --port "$TOOLS_PORT" --tools-file scripts/quickstart/tools.py &
-pids+=($!)
-if [ -z "${MODEL_API_URL:-}" ]; then
-  echo "Offline: using Kora's SCRIPTED model (set MODEL_API_URL and MODEL_NAME to use a real one)."
-  kora model --host 127.0.0.1 --port "$MODEL_PORT" --script scripts/quickstart/model-script.yaml --model-name scripted &
-  pids+=($!)
-  export MODEL_API_URL=http://127.0.0.1:$MODEL_PORT/v1 MODEL_NAME=scripted
-  wait_ready "http://127.0.0.1:$MODEL_PORT/health"
-fi
-export AGENT_NAME=quickstart AGENT_HOST=127.0.0.1 AGENT_PORT MCP_SERVERS=tools MCP_SERVER_TOOLS_URL=http://127.0.0.1:$TOOLS_PORT
-export AGENT_INSTRUCTIONS="${AGENT_INSTRUCTIONS:-You are a helpful assistant. Use the add tool for arithmetic and utc_time for the time.}"
-kora agent &
-pids+=($!)
-wait_ready "http://127.0.0.1:$AGENT_PORT/ready"
-KORA_AGENT_URL="http://127.0.0.1:$AGENT_PORT" python scripts/quickstart/demo.py
+KORA_AGENT_URL="$agent" python scripts/quickstart/demo.py
 cat <<MSG
 
-The agent is serving on http://127.0.0.1:$AGENT_PORT (OpenAI-compatible: /v1/chat/completions). Try:
-  curl -s http://127.0.0.1:$AGENT_PORT/v1/chat/completions -H 'content-type: application/json' \\
-    -d '{"model":"quickstart","messages":[{"role":"user","content":"what is 40 plus 2?"}]}'
-Press Ctrl-C to stop.
+The agent answers through the gateway at $agent (OpenAI-compatible: $agent/v1). Try:
+  kora chat assistant --state-dir $STATE     (in another terminal, after '. .venv/bin/activate')
+Press Ctrl-C to stop everything.
 MSG
 if [ -n "${KORA_QUICKSTART_EXIT:-}" ]; then exit 0; fi
-wait
+wait $up

@@ -1,7 +1,6 @@
-"""Holds a short conversation with the quickstart agent and shows what it stored (used by quickstart.sh)."""
+"""Holds a short conversation with the quickstart agent through the gateway and shows what it stored."""
 
 import os
-import sys
 
 import httpx
 import openai
@@ -13,7 +12,7 @@ for question in ("What is 2 plus 3?", "Thanks! What time is it?"):
     print(f"\nyou   > {question}\nagent > ", end="", flush=True)
     headers = {"X-Session-ID": session} if session else {}
     with client.chat.completions.with_streaming_response.create(
-        model="quickstart", messages=[{"role": "user", "content": question}], stream=True, extra_headers=headers
+        model="assistant", messages=[{"role": "user", "content": question}], stream=True, extra_headers=headers
     ) as response:
         session = response.headers["x-session-id"]
         for chunk in response.parse():
@@ -24,4 +23,3 @@ events = httpx.get(f"{base}/memory/events", params={"session_id": session}).json
 print(f"\nsession {session} holds {len(events)} events:")
 for event in events:
     print(f"  {event['event_type']:<16} {str(event['content'])[:70]}")
-sys.exit(0)
