@@ -242,3 +242,19 @@ def test_hosted_model_api_is_failed_with_what_is_missing(tmp_path: Path):
         assert "inference server" in state.workloads[0].message
     finally:
         stop(up)
+
+
+async def test_the_a2a_sdk_client_reaches_the_agent_through_the_gateway(quickstart: Up):
+    from a2a.types.a2a_pb2 import TaskState
+
+    from tests.a2a_support import sdk_client, user_message
+
+    agent_url = f"{quickstart.gateway}/default/agent/assistant"
+    card = httpx.get(f"{agent_url}/.well-known/agent.json", timeout=10).json()
+    assert card["url"].rstrip("/") == agent_url, "the card must name the gateway URL clients can reach"
+    client = await sdk_client(agent_url)
+    (response,) = [r async for r in client.send_message(user_message("what is 20 plus 22", context_id="a2a-ctx"))]
+    assert response.task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert response.task.artifacts[0].parts[0].text == "20 plus 22 is 42."
+    types = [event["event_type"] for event in quickstart.events("assistant", "a2a-ctx")]
+    assert types == ["user_message", "tool_call", "tool_result", "agent_response"]
