@@ -16,7 +16,7 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, NoReturn, TypedDict
+from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
 import httpx
 from openai import AsyncOpenAI
@@ -48,13 +48,15 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.toolsets import AbstractToolset
 
 from kora.agent.delegation import Delegation
-from kora.agent.mcp_servers import McpServers
 from kora.agent.memory_tools import MEMORY_TOOL_NAMES, memory_toolset
 from kora.agent.settings import AgentSettings
 from kora.agent.turn import TurnDeps, TurnFailed, TurnOutcome, TurnRequest
 from kora.core.events import EventType, MemoryEvent
 from kora.memory import Memory
 from kora.memory.history import events_to_messages, messages_to_events
+
+if TYPE_CHECKING:
+    from kora.agent.mcp_servers import McpServers
 
 log = logging.getLogger("kora.agent")
 
@@ -123,10 +125,15 @@ class AgentRuntime:
         if memory_tools is not None:
             static.append(memory_tools)
         self._static_toolsets = static
-        self.mcp = McpServers(
-            settings.mcp_server_urls,
-            reserved=[*self.delegation.tool_agents, *MEMORY_TOOL_NAMES],
-        )
+        # The MCP client stack costs ~40 MB and ~1 s of imports: only agents with tool servers load it.
+        self.mcp: McpServers | None = None
+        if settings.mcp_server_urls:
+            from kora.agent.mcp_servers import McpServers
+
+            self.mcp = McpServers(
+                settings.mcp_server_urls,
+                reserved=[*self.delegation.tool_agents, *MEMORY_TOOL_NAMES],
+            )
         self.agent: Agent[TurnDeps, str] = Agent(
             model,
             instructions=settings.agent_instructions,
@@ -139,17 +146,19 @@ class AgentRuntime:
 
     async def start(self) -> None:
         """Connect the tool servers (each tried once; failures are retried in the background)."""
-        await self.mcp.start()
+        if self.mcp is not None:
+            await self.mcp.start()
 
     async def close(self) -> None:
         """Close tool-server sessions and HTTP clients."""
-        await self.mcp.close()
+        if self.mcp is not None:
+            await self.mcp.close()
         await self._http.aclose()
         await self._openai.close()
 
     def problems(self) -> list[str]:
         """Why the agent cannot fully serve now (empty when ready)."""
-        return self.mcp.problems()
+        return self.mcp.problems() if self.mcp is not None else []
 
     def tool_definitions(self) -> list[dict[str, Any]]:
         """Every tool the model can call now: ``{name, description, parameters, source}``."""
@@ -166,7 +175,7 @@ class AgentRuntime:
                         "source": source,
                     }
                 )
-        return result + self.mcp.tool_definitions()
+        return result + (self.mcp.tool_definitions() if self.mcp is not None else [])
 
     async def run(self, turn: TurnRequest) -> TurnOutcome:
         """Run a turn to its end and return the answer.
@@ -271,7 +280,7 @@ class AgentRuntime:
             "message_history": await self._history(turn),
             "deps": TurnDeps(turn.session_id, self.settings.agent_name, turn.delegated_by),
             "usage_limits": self._limits,
-            "toolsets": self.mcp.toolsets(),
+            "toolsets": self.mcp.toolsets() if self.mcp is not None else [],
             "instructions": turn.system or None,
         }
 
