@@ -134,3 +134,22 @@ async def test_the_null_task_store_keeps_no_finished_tasks(model):
         with pytest.raises(TaskNotFoundError):
             await client.get_task(GetTaskRequest(id=response.task.id))
         await client.close()
+
+
+async def test_resubscribe_follows_a_running_task_to_its_end(model):
+    from a2a.types.a2a_pb2 import SubscribeToTaskRequest
+
+    model.enqueue(TextReply("finally done", delay_seconds=1.0))
+    async with running_agent(model) as agent:
+        # Start the task without waiting for it (raw JSON-RPC, non-blocking), then follow it with the SDK.
+        started = httpx.post(
+            f"{agent.url}/", json=rpc_body("message/send", message_params("slow one", blocking=False)), timeout=10
+        ).json()["result"]
+        assert started["status"]["state"] in {"submitted", "working"}
+        client = await sdk_client(agent.url, streaming=True)
+        events = [r async for r in client.subscribe(SubscribeToTaskRequest(id=started["id"]))]
+        states = [r.status_update.status.state for r in events if r.WhichOneof("payload") == "status_update"]
+        assert states[-1] == TaskState.TASK_STATE_COMPLETED
+        artifact = next(r.artifact_update.artifact for r in events if r.WhichOneof("payload") == "artifact_update")
+        assert artifact.parts[0].text == "finally done"
+        await client.close()
