@@ -1,11 +1,11 @@
 """Delegation to peer agents (spec: "What the service does" item 3, "Agent server settings" rules 1-2).
 
 Each sub-agent becomes a tool ``delegate_to_<name>`` with one argument, ``task``. The tool sends the task
-over A2A: a blocking ``message/send`` JSON-RPC request to the peer's endpoint (``POST {peer}/``) whose
+over A2A with the official a2a-sdk client (resolved from the peer's card; a blocking send) whose
 message carries the parent's name in metadata ``kora.delegated_by`` (and the header ``X-Kora-Delegated-By``)
 so the peer records the turn as ``task_delegation_received``, and a ``contextId`` derived from the parent's
 session so follow-up delegations in one conversation continue the peer's session. A peer without an A2A
-card (``GET {peer}/.well-known/agent.json`` is not a card) is asked on its chat endpoint
+card (the card URL answers an HTTP error) is asked on its chat endpoint
 (``POST {peer}/v1/chat/completions``) instead, with the same header and session. A peer that is down, slow
 or failing gives the model ``Error: ...`` text, never an exception.
 """
@@ -17,6 +17,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
+from a2a.client import A2AClientError, AgentCardResolutionError, ClientConfig, create_client
+from a2a.client.client import Client
+from a2a.helpers.proto_helpers import get_message_text, new_text_part
+from a2a.types.a2a_pb2 import Message, Role, SendMessageRequest, Task, TaskState
 from pydantic_ai import FunctionToolset, RunContext, Tool
 
 from kora.agent.a2a.executor import DELEGATED_BY_METADATA
@@ -39,7 +43,8 @@ class Delegation:
         self._timeout = timeout
         self._http = http
         # Peer name -> whether it serves an A2A card; learnt on the first delegation to it.
-        self._speaks_a2a: dict[str, bool] = {}
+        # name -> the peer's A2A client, or None when it has no card (then its chat endpoint is used).
+        self._clients: dict[str, Client | None] = {}
 
     @property
     def tool_agents(self) -> dict[str, str]:
@@ -74,52 +79,44 @@ class Delegation:
         """Send ``task`` to sub-agent ``name``; returns its answer, or ``Error: ...`` text on any failure."""
         session = f"{parent_session_id}.{self._agent_name}"
         try:
-            if await self._peer_speaks_a2a(name):
-                return await self._delegate_a2a(name, task, session)
+            client = await self._a2a_client(name)
+            if client is not None:
+                return await self._delegate_a2a(client, name, task, session)
             return await self._delegate_chat(name, task, session)
         except httpx.TimeoutException:
             return f"Error: agent '{name}' did not answer within {self._timeout:g} s."
         except httpx.HTTPError as error:
             return f"Error: could not reach agent '{name}': {error or type(error).__name__}"
+        except A2AClientError as error:
+            return f"Error: could not reach agent '{name}': {error}"
 
-    async def _peer_speaks_a2a(self, name: str) -> bool:
-        if name not in self._speaks_a2a:
-            url = self._sub_agents[name].rstrip("/") + "/.well-known/agent.json"
-            response = await self._http.get(url, timeout=self._timeout)
+    async def _a2a_client(self, name: str) -> Client | None:
+        """The peer's A2A client, resolved from its card once; None when the peer serves no card.
+
+        Raises ``AgentCardResolutionError`` when the peer cannot be reached at all (not cached: try again).
+        """
+        if name not in self._clients:
+            config = ClientConfig(streaming=False, httpx_client=self._http)
             try:
-                card = response.json() if response.status_code == 200 else None
-            except ValueError:
-                card = None
-            self._speaks_a2a[name] = isinstance(card, dict) and "protocolVersion" in card
-        return self._speaks_a2a[name]
+                self._clients[name] = await create_client(self._sub_agents[name], client_config=config)
+            except AgentCardResolutionError as error:
+                if error.status_code is None:
+                    raise  # a network failure says nothing about whether the peer speaks A2A
+                self._clients[name] = None
+        return self._clients[name]
 
-    async def _delegate_a2a(self, name: str, task: str, session: str) -> str:
-        body = {
-            "jsonrpc": "2.0",
-            "id": str(uuid.uuid4()),
-            "method": "message/send",
-            "params": {
-                "message": {
-                    "kind": "message",
-                    "role": "user",
-                    "messageId": str(uuid.uuid4()),
-                    "contextId": session,
-                    "parts": [{"kind": "text", "text": task}],
-                    "metadata": {DELEGATED_BY_METADATA: self._agent_name},
-                },
-                "configuration": {"blocking": True},
-            },
-        }
-        url = self._sub_agents[name].rstrip("/") + "/"
-        headers = {DELEGATED_BY_HEADER: self._agent_name}
-        response = await self._http.post(url, json=body, headers=headers, timeout=self._timeout)
-        try:
-            answer: dict[str, Any] = response.json()
-        except ValueError:
-            return f"Error: agent '{name}' failed with HTTP {response.status_code}: {response.text[:200]}"
-        if "error" in answer:
-            return f"Error: agent '{name}' refused the task: {answer['error'].get('message', answer['error'])}"
-        return _a2a_answer(name, answer.get("result"))
+    async def _delegate_a2a(self, client: Client, name: str, task: str, session: str) -> str:
+        message = Message(
+            role=Role.ROLE_USER, message_id=str(uuid.uuid4()), context_id=session, parts=[new_text_part(task)]
+        )
+        message.metadata.update({DELEGATED_BY_METADATA: self._agent_name})
+        answer = ""
+        async for response in client.send_message(SendMessageRequest(message=message)):
+            if response.HasField("message"):
+                answer = get_message_text(response.message)
+            elif response.HasField("task"):
+                answer = _task_answer(name, response.task)
+        return answer
 
     async def _delegate_chat(self, name: str, task: str, session: str) -> str:
         url = self._sub_agents[name].rstrip("/") + "/v1/chat/completions"
@@ -135,29 +132,14 @@ class Delegation:
             return f"Error: agent '{name}' sent a response that is not a chat completion."
 
 
-def _texts(parts: object) -> str:
-    if not isinstance(parts, list):
-        return ""
-    return "".join(str(p.get("text", "")) for p in parts if isinstance(p, dict) and p.get("kind") == "text")
-
-
-def _a2a_answer(name: str, result: object) -> str:
-    """The answer text of a ``message/send`` result (a task or a message), or ``Error: ...`` text."""
-    if not isinstance(result, dict):
-        return f"Error: agent '{name}' sent a response that is not an A2A task."
-    if result.get("kind") == "message":
-        return _texts(result.get("parts"))
-    status = result.get("status") if isinstance(result.get("status"), dict) else {}
-    assert isinstance(status, dict)
-    state = status.get("state")
-    message = status.get("message")
-    status_text = _texts(message.get("parts")) if isinstance(message, dict) else ""
-    if state != "completed":
+def _task_answer(name: str, task: Task) -> str:
+    """The answer of a finished task: its artifacts' text, or ``Error: ...`` text when it did not complete."""
+    status_text = get_message_text(task.status.message) if task.status.HasField("message") else ""
+    if task.status.state != TaskState.TASK_STATE_COMPLETED:
+        state = TaskState.Name(task.status.state).removeprefix("TASK_STATE_").lower()
         return f"Error: agent '{name}' ended the task {state}: {status_text or 'no reason given'}"
-    artifacts = result.get("artifacts")
-    if isinstance(artifacts, list) and artifacts:
-        return "".join(_texts(a.get("parts")) for a in artifacts if isinstance(a, dict))
-    return status_text
+    texts = [part.text for artifact in task.artifacts for part in artifact.parts if part.HasField("text")]
+    return "".join(texts) or status_text
 
 
 def _error_message(response: httpx.Response) -> str:

@@ -55,3 +55,20 @@ async def test_a_peer_without_an_a2a_card_is_asked_on_its_chat_endpoint(model):
             assert call["headers"]["x-kora-delegated-by"] == "parent"
             assert call["body"]["messages"] == [{"role": "user", "content": "hi old"}]
             assert parent.events()[2]["content"]["response"] == "chat-only answer"
+
+
+async def test_a_peer_task_that_fails_gives_the_model_the_reason_as_error_text(model):
+    from kora.testing import ErrorReply
+
+    model.enqueue(
+        ToolCallReply([ToolCall("delegate_to_child", {"task": "do it"})]),
+        ErrorReply(500, "child backend down"),
+        TextReply("The child could not help."),
+    )
+    async with running_agent(model, name="child") as child:
+        async with running_agent(model, name="parent", AGENT_SUB_AGENTS=f"child:{child.url}") as parent:
+            answer = parent.openai().chat.completions.create(model="a", messages=[{"role": "user", "content": "x"}])
+            assert answer.choices[0].message.content == "The child could not help."
+            (result,) = [m for m in model.requests[-1]["messages"] if m["role"] == "tool"]
+            assert result["content"].startswith("Error: agent 'child' ended the task failed:")
+            assert "child backend down" in result["content"]
