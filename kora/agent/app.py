@@ -183,7 +183,7 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
         model = parsed.request.model or settings.agent_name
         if parsed.request.stream:
             return StreamingResponse(
-                _stream_chunks(runtime, turn, model),
+                _stream_chunks(runtime, turn, model, include_usage=parsed.include_usage),
                 media_type="text/event-stream",
                 headers=headers | {"Cache-Control": "no-cache"},
             )
@@ -209,8 +209,11 @@ def _failure_error(failure: TurnFailed) -> oai.OpenAIError:
     return oai.OpenAIError(status, failure.message, type_, failure.kind)
 
 
-async def _stream_chunks(runtime: AgentRuntime, turn: TurnRequest, model: str) -> AsyncIterator[bytes]:
-    """SSE chunks: a role chunk, one content chunk per text delta, the finish chunk, usage, ``[DONE]``.
+async def _stream_chunks(
+    runtime: AgentRuntime, turn: TurnRequest, model: str, *, include_usage: bool
+) -> AsyncIterator[bytes]:
+    """SSE chunks: a role chunk, one content chunk per text delta, the finish chunk, a usage chunk (only when
+    the client asked with ``stream_options.include_usage``, as OpenAI does), then ``[DONE]``.
 
     A failure after the stream started cannot change the status line: it is sent as an OpenAI error object
     in the stream, followed by ``[DONE]``.
@@ -222,9 +225,9 @@ async def _stream_chunks(runtime: AgentRuntime, turn: TurnRequest, model: str) -
         async for item in stream:
             if isinstance(item, TurnOutcome):
                 yield oai.chunk_line(id_, model, created, {}, item.finish_reason)
-                yield oai.chunk_line(
-                    id_, model, created, {}, usage=oai.usage_body(item.input_tokens, item.output_tokens)
-                )
+                if include_usage:
+                    usage = oai.usage_body(item.input_tokens, item.output_tokens)
+                    yield oai.chunk_line(id_, model, created, {}, usage=usage)
             else:
                 yield oai.chunk_line(id_, model, created, {"content": item})
     except TurnFailed as failure:

@@ -83,6 +83,12 @@ class ParsedChat:
     history: list[tuple[str, str]] = field(default_factory=list)
     system: str = ""
 
+    @property
+    def include_usage(self) -> bool:
+        """Whether a streaming client asked for the final usage chunk (``stream_options.include_usage``)."""
+        options = (self.request.model_extra or {}).get("stream_options")
+        return isinstance(options, dict) and options.get("include_usage") is True
+
 
 def parse_chat_request(raw: bytes) -> ParsedChat:
     """Parse and check a request body. Raises :class:`OpenAIError` (400) for malformed JSON, missing or empty

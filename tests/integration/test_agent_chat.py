@@ -79,6 +79,9 @@ async def test_raw_stream_ends_with_done(model):
             lines = [line for line in response.iter_lines() if line]
         assert response.headers["content-type"].startswith("text/event-stream")
         assert lines[-1] == "data: [DONE]"
+        # Like OpenAI: no usage-only chunk (empty choices) unless stream_options.include_usage asks for it.
+        assert not any('"usage"' in line for line in lines)
+        assert '"finish_reason":"stop"' in lines[-2]
 
 
 async def test_a_session_replays_earlier_turns_as_history(model):
