@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from kora.local.state import DEFAULT_STATE_DIR, UpState, process_alive, read_state, render_table
+from kora.local.state import DEFAULT_STATE_DIR, UpState, WorkloadState, process_alive, read_state, render_table
 
 __all__ = ["chat_cli", "down_cli", "logs_cli", "status_cli"]
 
@@ -35,6 +35,19 @@ def _load(prog: str, state_dir: Path) -> UpState | None:
     except ValueError as error:
         print(f"{prog}: {error}", file=sys.stderr)
     return None
+
+
+def _find(prog: str, state_dir: Path, name: str) -> tuple[UpState, WorkloadState] | int:
+    """The state and the workload called ``name``, or the exit code after saying why not (1: no state, 2: no
+    such workload)."""
+    state = _load(prog, state_dir)
+    if state is None:
+        return 1
+    try:
+        return state, state.workload(name)
+    except KeyError as error:
+        print(f"{prog}: {error.args[0]}", file=sys.stderr)
+        return 2
 
 
 def _running(state: UpState) -> bool:
@@ -76,14 +89,10 @@ def logs_cli(argv: list[str]) -> int:
     parser.add_argument("name", help="workload name (or Kind/name when two kinds share it)")
     parser.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     args = parser.parse_args(argv)
-    state = _load("kora logs", args.state_dir)
-    if state is None:
-        return 1
-    try:
-        workload = state.workload(args.name)
-    except KeyError as error:
-        print(f"kora logs: {error.args[0]}", file=sys.stderr)
-        return 2
+    found = _find("kora logs", args.state_dir, args.name)
+    if isinstance(found, int):
+        return found
+    state, workload = found
     path = Path(workload.log)
     if not path.exists():
         print(f"kora logs: {workload.kind}/{workload.name} has not started yet ({workload.message})", file=sys.stderr)
@@ -137,14 +146,10 @@ def chat_cli(argv: list[str]) -> int:
     parser.add_argument("agent", help="agent name")
     parser.add_argument("--session", default=None, help="continue this session id")
     args = parser.parse_args(argv)
-    state = _load("kora chat", args.state_dir)
-    if state is None:
-        return 1
-    try:
-        workload = state.workload(args.agent)
-    except KeyError as error:
-        print(f"kora chat: {error.args[0]}", file=sys.stderr)
-        return 2
+    found = _find("kora chat", args.state_dir, args.agent)
+    if isinstance(found, int):
+        return found
+    state, workload = found
     if workload.kind != "Agent":
         print(f"kora chat: {workload.kind}/{workload.name} is not an Agent", file=sys.stderr)
         return 2

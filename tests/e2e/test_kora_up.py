@@ -168,6 +168,16 @@ def test_status_logs_and_chat_commands(quickstart: Up):
     # One session for the whole chat.
     sessions = httpx.get(f"{quickstart.gateway}/default/agent/assistant/memory/sessions", timeout=10).json()
     assert sessions["total"] == 1
+    # The promised error paths: unknown workload (2), chat with a non-agent (2), no kora up state (1).
+    unknown = kora("logs", "nobody", "--state-dir", str(quickstart.state_dir), cwd=cwd)
+    assert unknown.returncode == 2
+    assert "nobody" in unknown.stderr
+    not_agent = kora("chat", "tools", "--state-dir", str(quickstart.state_dir), cwd=cwd)
+    assert not_agent.returncode == 2
+    assert "is not an Agent" in not_agent.stderr
+    nothing = kora("status", "--state-dir", str(quickstart.state_dir.parent / "no-such-state"), cwd=cwd)
+    assert nothing.returncode == 1
+    assert "no kora up state" in nothing.stderr
 
 
 def test_a_killed_workload_is_detected_and_recovers(quickstart: Up):
