@@ -42,6 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from kora.core.net import free_port
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 HOST = "127.0.0.1"
@@ -118,12 +120,6 @@ def loadgen_main(args: argparse.Namespace) -> None:
 # --------------------------------------------------------------------------------------------------
 # Process helpers
 # --------------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
 
 
 def cpu_seconds(pid: int) -> float:

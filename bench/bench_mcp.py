@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,6 +26,8 @@ from pathlib import Path
 import httpx
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+
+from kora.core.net import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SEQUENTIAL_CALLS = 400
@@ -58,12 +59,6 @@ app = server.streamable_http_app(
 )
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start(kind: str, port: int) -> subprocess.Popen[bytes]:

@@ -28,18 +28,11 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from kora.core.net import free_port  # noqa: E402
 from kora.local.state import read_state  # noqa: E402
-from kora.testing.threaded import bind_socket  # noqa: E402
 
 SIMPLE_REQUESTS = 500
 CHAT_TURNS = 40
-
-
-def free_port() -> int:
-    sock = bind_socket()
-    port: int = sock.getsockname()[1]
-    sock.close()
-    return port
 
 
 def percentiles(samples: list[float]) -> str:

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+
+from kora.core.openai_errors import openai_error_body
 
 SESSION_HEADER = "X-Session-ID"
 #: Set by a parent agent on a delegated request; its value is the parent agent's name.
@@ -32,9 +34,9 @@ class OpenAIError(Exception):
         self.type = type_
         self.code = code
 
-    def body(self) -> dict[str, Any]:
-        """The JSON body: ``{"error": {"message": str, "type": str, "code": str | None}}``."""
-        return {"error": {"message": self.message, "type": self.type, "code": self.code}}
+    def body(self) -> dict[str, JsonValue]:
+        """The JSON body: ``{"error": {"message": str, "type": str, "param": None, "code": str | None}}``."""
+        return openai_error_body(self.message, self.type, self.code)
 
     def response(self, headers: dict[str, str] | None = None) -> JSONResponse:
         """This error as a FastAPI response."""

@@ -15,11 +15,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import httpx
+from pydantic import JsonValue
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as StarletteRoute
 
+from kora.core.openai_errors import openai_error_body
 from kora.proxy.forward import error_response, forward
 from kora.resources import WorkloadPlan
 from kora.resources.urls import route_path
@@ -85,17 +87,10 @@ def create_gateway_app(routes: Mapping[str, GatewayRoute], *, max_connections: i
     async def proxy(request: Request) -> Response:
         matched = match_route(routes, request.url.path)
         if matched is None:
-            return JSONResponse(
-                {
-                    "error": {
-                        "message": f"no route for {request.url.path}",
-                        "type": "not_found",
-                        "code": "not_found",
-                        "routes": sorted(routes),
-                    }
-                },
-                status_code=404,
+            body = openai_error_body(
+                f"no route for {request.url.path}", "not_found", "not_found", routes=list[JsonValue](sorted(routes))
             )
+            return JSONResponse(body, status_code=404)
         route, rest = matched
         if "client" not in state:
             return error_response(503, "unavailable", "the gateway is starting")

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import uvicorn
 
+from kora.core.net import bind_socket, free_port
 from kora.local.gateway import create_gateway_app, routes_from_plans
 from kora.local.state import (
     DEFAULT_STATE_DIR,
@@ -55,20 +56,8 @@ from kora.resources import (
     plan_workloads,
 )
 from kora.resources.models import ModelAPIMode
-from kora.testing.threaded import bind_socket
 
-__all__ = ["cli", "describe", "free_port", "plan_local"]
-
-
-def free_port() -> int:
-    """A loopback TCP port that was free a moment ago (the OS picks it; a tiny race remains until the
-    workload binds it, acceptable for a developer's machine)."""
-    sock = bind_socket("127.0.0.1", 0)
-    try:
-        port: int = sock.getsockname()[1]
-        return port
-    finally:
-        sock.close()
+__all__ = ["cli", "describe", "plan_local"]
 
 
 def plan_local(graph: ResourceGraph, gateway_url: str) -> dict[ResourceRef, WorkloadPlan]:

@@ -22,6 +22,8 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from kora.core.openai_errors import openai_error_body
+
 __all__ = ["HOP_BY_HOP", "error_response", "forward", "request_headers"]
 
 #: Headers that describe one connection, not the message (RFC 9110 section 7.6.1); never forwarded.
@@ -42,7 +44,7 @@ HOP_BY_HOP = frozenset(
 
 def error_response(status: int, code: str, message: str) -> JSONResponse:
     """An OpenAI-shaped JSON error: ``{"error": {"message": message, "type": code, "code": code}}``."""
-    return JSONResponse({"error": {"message": message, "type": code, "code": code}}, status_code=status)
+    return JSONResponse(openai_error_body(message, code, code), status_code=status)
 
 
 def request_headers(request: Request, *, drop: frozenset[str] = frozenset()) -> list[tuple[str, str]]:

@@ -108,7 +108,7 @@ def cli(argv: list[str]) -> int:
 
     import uvicorn
 
-    from kora.testing.threaded import bind_socket
+    from kora.core.net import bind_socket
 
     parser = argparse.ArgumentParser(prog="kora model-proxy", description="Forward /v1/* to MODEL_PROXY_API_BASE.")
     parser.add_argument("--host", default="127.0.0.1")

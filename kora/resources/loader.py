@@ -210,47 +210,33 @@ def _check_graph(
 def _build(documents: Iterable[_Document], require_secrets: bool, problems: list[Problem]) -> ResourceGraph:
     graph = ResourceGraph()
     origin: dict[ResourceRef, _Document] = {}
-    seen_core: dict[tuple[str, str, str], _Document] = {}
+    first_seen: dict[tuple[str, str, str], _Document] = {}  # every kind, Secrets and ConfigMaps included
     for doc in documents:
         if doc.body is None:  # an empty document, e.g. a trailing '---'
             continue
         item = _validate_document(doc, problems)
         if item is None:
             continue
-        if isinstance(item, Secret | ConfigMap):
-            key = (item.kind, item.metadata.namespace, item.metadata.name)
-            if key in seen_core:
-                first = seen_core[key]
-                problems.append(
-                    Problem(
-                        doc.source,
-                        doc.index,
-                        f"{key[0]}/{key[2]}",
-                        "metadata.name",
-                        f"duplicate {key[0]} (first defined in {first.source}, document {first.index})",
-                    )
-                )
-                continue
-            seen_core[key] = doc
-            if isinstance(item, Secret):
-                graph.secrets[(key[1], key[2])] = item
-            else:
-                graph.config_maps[(key[1], key[2])] = item
-            continue
-        ref = ref_of(item)
-        if ref in origin:
-            first = origin[ref]
+        kind, namespace, name = item.kind, item.metadata.namespace, item.metadata.name
+        first = first_seen.setdefault((kind, namespace, name), doc)
+        if first is not doc:
             problems.append(
                 Problem(
                     doc.source,
                     doc.index,
-                    f"{ref.kind}/{ref.name}",
+                    f"{kind}/{name}",
                     "metadata.name",
-                    f"duplicate {ref.kind} {ref.namespace}/{ref.name} "
-                    f"(first defined in {first.source}, document {first.index})",
+                    f"duplicate {kind} {namespace}/{name} (first defined in {first.source}, document {first.index})",
                 )
             )
             continue
+        if isinstance(item, Secret):
+            graph.secrets[(namespace, name)] = item
+            continue
+        if isinstance(item, ConfigMap):
+            graph.config_maps[(namespace, name)] = item
+            continue
+        ref = ref_of(item)
         if isinstance(item, ModelAPI):
             _resolve_script_file(item, doc, problems)
         origin[ref] = doc

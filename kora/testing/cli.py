@@ -20,8 +20,8 @@ __all__ = ["cli"]
 def _serve(host: str, port: int, script: Path | None, model_name: str, max_recorded: int) -> int:
     import uvicorn
 
+    from kora.core.net import bind_socket
     from kora.testing.scripted_model import ScriptedModel, ScriptError, create_app, load_script_file
-    from kora.testing.threaded import bind_socket
 
     try:
         rules = load_script_file(script) if script is not None else []

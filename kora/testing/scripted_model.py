@@ -76,6 +76,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from kora.core.openai_errors import openai_error_body
 from kora.testing.script import (
     Conversation,
     ErrorReply,
@@ -363,7 +364,7 @@ def _install_log_filter() -> None:
 
 def error_body(message: str, type_: str, code: str | None) -> bytes:
     """The OpenAI error body ``{"error": {"message", "type", "param", "code"}}`` as JSON bytes."""
-    return _dumps({"error": {"message": message, "type": type_, "param": None, "code": code}}).encode()
+    return _dumps(openai_error_body(message, type_, code)).encode()
 
 
 class _DisconnectWatch:

@@ -17,9 +17,10 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kora.core.net import bind_socket
 from kora.testing.script import JSONObject, Reply, Rule
 from kora.testing.scripted_model import DEFAULT_MODEL_NAME, ScriptedModel, create_app
-from kora.testing.threaded import ThreadedServer, bind_socket
+from kora.testing.threaded import ThreadedServer
 
 if TYPE_CHECKING:  # imported lazily at run time: only tests that use them pay for them
     import openai

@@ -8,33 +8,16 @@ so neither sync nor async tests block it. Use it as ``with`` or ``async with``; 
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Self
 
+from kora.core.net import bind_socket
+
 if TYPE_CHECKING:
     import uvicorn
     from starlette.types import ASGIApp
-
-
-def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (port 0: a free port chosen by the OS).
-
-    Binding before starting uvicorn avoids the race of "find a free port, then bind it".
-    Raises ``OSError`` if the address is taken.
-    """
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-        sock.listen(2048)
-    except OSError:
-        sock.close()
-        raise
-    sock.set_inheritable(True)
-    return sock
 
 
 class ThreadedServer:

@@ -15,19 +15,11 @@ import httpx
 import openai
 import pytest
 
+from kora.core.net import free_port
 from kora.local.state import UpState, process_alive, read_state
-from kora.testing.threaded import bind_socket
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    sock = bind_socket()
-    try:
-        return sock.getsockname()[1]
-    finally:
-        sock.close()
 
 
 def kora(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:

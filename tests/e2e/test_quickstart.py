@@ -6,17 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kora.testing.threaded import bind_socket
+from kora.core.net import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    sock = bind_socket()
-    try:
-        return sock.getsockname()[1]
-    finally:
-        sock.close()
 
 
 @pytest.mark.slow

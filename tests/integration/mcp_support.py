@@ -3,60 +3,28 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
-import uvicorn
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from kora.mcp.app import create_app
 from kora.mcp.settings import load_mcp_settings
+from kora.testing.threaded import ThreadedServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class InProcessServer:
-    """``create_app(settings)`` served by uvicorn in a background thread on a free port."""
-
-    def __init__(self, environ: Mapping[str, str]) -> None:
-        self.port = free_port()
-        settings = load_mcp_settings({**environ, "MCP_HOST": "127.0.0.1", "MCP_PORT": str(self.port)})
-        self.app = create_app(settings)
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> InProcessServer:
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the MCP server did not start")
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(15)
+def running_mcp(environ: Mapping[str, str]) -> ThreadedServer:
+    """``kora mcp``'s app for ``environ`` (settings as environment variables), to serve in-process."""
+    return ThreadedServer(create_app(load_mcp_settings(dict(environ))), name="kora-mcp", lifespan="on")
 
 
 @asynccontextmanager

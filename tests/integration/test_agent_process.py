@@ -8,10 +8,11 @@ import time
 import httpx
 import pytest
 
+from kora.core.net import free_port
 from kora.mcp.app import create_app as create_mcp_app
 from kora.mcp.settings import load_mcp_settings
 from kora.testing import TextReply, ToolCall, ToolCallReply
-from kora.testing.threaded import ThreadedServer, bind_socket
+from kora.testing.threaded import ThreadedServer
 from tests.agent_harness import running_agent
 
 KORA = [sys.executable, "-m", "kora.cli"]
@@ -50,9 +51,7 @@ def test_bad_configuration_stops_start_up_with_one_message_and_no_traceback(env,
 
 @pytest.mark.slow
 def test_kora_agent_process_serves_health_quickly_and_chats(model_process_url):
-    sock = bind_socket()
-    port = sock.getsockname()[1]
-    sock.close()
+    port = free_port()
     env = {
         "AGENT_NAME": "proc",
         "MODEL_API_URL": model_process_url,
@@ -88,9 +87,7 @@ def test_kora_agent_process_serves_health_quickly_and_chats(model_process_url):
 
 @pytest.fixture
 def model_process_url():
-    sock = bind_socket()
-    port = sock.getsockname()[1]
-    sock.close()
+    port = free_port()
     process = subprocess.Popen(
         [*KORA, "model", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
     )

@@ -11,10 +11,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
+from kora.core.net import free_port
 from kora.local.gateway import GatewayRoute, create_gateway_app
 from kora.proxy.model_proxy import ProxySettings, create_proxy_app
 from kora.testing import ScriptedModelServer
-from kora.testing.threaded import ThreadedServer, bind_socket
+from kora.testing.threaded import ThreadedServer
 
 
 async def echo(request: Request) -> JSONResponse:
@@ -55,10 +56,7 @@ BACKEND = Starlette(
 
 
 def closed_port() -> int:
-    sock = bind_socket()
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
+    return free_port()  # free a moment ago, so nothing listens there
 
 
 @pytest.fixture(scope="module")

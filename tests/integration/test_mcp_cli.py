@@ -10,7 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.mcp_support import free_port, mcp_session, run_cli, start_cli, wait_ready
+from kora.core.net import free_port
+from tests.integration.mcp_support import mcp_session, run_cli, start_cli, wait_ready
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ import time
 import httpx
 import pytest
 
-from tests.integration.mcp_support import InProcessServer, mcp_session
+from tests.integration.mcp_support import mcp_session, running_mcp
 
 SECRET = "s3cr3t-weather-key-42"
 
@@ -137,7 +137,7 @@ def server():
             "MCP_TOOL_TIMEOUTS": "sleepy=1",
             "MCP_TOOL_TIMEOUT_SECONDS": "10",
         }
-        with InProcessServer(environ) as running:
+        with running_mcp(environ) as running:
             yield running
 
 
@@ -146,7 +146,7 @@ def text_of(result) -> str:
 
 
 async def test_lists_every_public_function_as_a_tool_with_schema_and_descriptions(server):
-    async with mcp_session(server.url + "/mcp") as session:
+    async with mcp_session(server.root_url + "/mcp") as session:
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
     assert set(tools) == TOOL_NAMES
     add = tools["add"]
@@ -164,7 +164,7 @@ async def test_lists_every_public_function_as_a_tool_with_schema_and_description
 
 
 async def test_calls_return_text_and_structured_output(server):
-    async with mcp_session(server.url + "/mcp") as session:
+    async with mcp_session(server.root_url + "/mcp") as session:
         added = await session.call_tool("add", {"a": 3})
         described = await session.call_tool("describe", {"data": {"b": 1, "a": 2}, "tags": ["x"]})
         split = await session.call_tool("words", {"text": "to be or"})
@@ -178,7 +178,7 @@ async def test_calls_return_text_and_structured_output(server):
 
 
 async def test_an_exception_comes_back_as_error_text(server):
-    async with mcp_session(server.url + "/mcp") as session:
+    async with mcp_session(server.root_url + "/mcp") as session:
         result = await session.call_tool("fail", {"message": "no such city"})
         after = await session.call_tool("add", {"a": 1, "b": 1})
     assert result.is_error
@@ -188,7 +188,7 @@ async def test_an_exception_comes_back_as_error_text(server):
 
 async def test_secrets_never_reach_errors_logs_or_the_listing(server, caplog):
     caplog.set_level(logging.DEBUG)
-    async with mcp_session(server.url + "/mcp") as session:
+    async with mcp_session(server.root_url + "/mcp") as session:
         leaked = await session.call_tool("leak", {})
         length = await session.call_tool("secret_length", {})
         listing = await session.list_tools()
@@ -198,13 +198,13 @@ async def test_secrets_never_reach_errors_logs_or_the_listing(server, caplog):
     assert length.structured_content == {"result": len(SECRET)}
     assert SECRET not in json.dumps([tool.model_dump(mode="json") for tool in listing.tools])
     async with httpx.AsyncClient() as http:
-        assert SECRET not in (await http.get(server.url + "/mcp/tools")).text
+        assert SECRET not in (await http.get(server.root_url + "/mcp/tools")).text
     assert "tool 'leak' failed" in caplog.text
     assert SECRET not in caplog.text
 
 
 async def test_a_missing_secret_is_reported_with_a_hint(server):
-    async with mcp_session(server.url + "/mcp") as session:
+    async with mcp_session(server.root_url + "/mcp") as session:
         result = await session.call_tool("needs_secret", {})
     assert result.is_error
     text = text_of(result)
@@ -213,7 +213,7 @@ async def test_a_missing_secret_is_reported_with_a_hint(server):
 
 
 async def test_a_tool_over_its_timeout_is_stopped_and_reported(server):
-    async with mcp_session(server.url + "/mcp") as session:
+    async with mcp_session(server.root_url + "/mcp") as session:
         started = time.monotonic()
         result = await session.call_tool("sleepy", {"seconds": 30})
         elapsed = time.monotonic() - started
@@ -225,7 +225,7 @@ async def test_a_tool_over_its_timeout_is_stopped_and_reported(server):
 
 
 async def test_a_tool_that_kills_its_process_does_not_take_the_server_down(server):
-    async with mcp_session(server.url + "/mcp") as session:
+    async with mcp_session(server.root_url + "/mcp") as session:
         result = await session.call_tool("die", {})
         # Both workers must come back: call more often than there are workers.
         results = [await session.call_tool("add", {"a": n}) for n in range(4)]
@@ -235,7 +235,7 @@ async def test_a_tool_that_kills_its_process_does_not_take_the_server_down(serve
 
 
 async def test_bad_arguments_are_reported_without_calling_the_tool(server):
-    async with mcp_session(server.url + "/mcp") as session:
+    async with mcp_session(server.root_url + "/mcp") as session:
         wrong_type = await session.call_tool("add", {"a": "three"})
         missing = await session.call_tool("add", {})
     assert wrong_type.is_error
@@ -248,7 +248,7 @@ async def test_bad_arguments_are_reported_without_calling_the_tool(server):
 
 
 async def test_results_that_json_or_the_return_type_cannot_carry_are_errors(server):
-    async with mcp_session(server.url + "/mcp") as session:
+    async with mcp_session(server.root_url + "/mcp") as session:
         not_json = await session.call_tool("not_json", {})
         wrong_type = await session.call_tool("wrong_type", {})
     assert not_json.is_error
@@ -260,7 +260,7 @@ async def test_results_that_json_or_the_return_type_cannot_carry_are_errors(serv
 
 
 async def test_a_third_party_import_inside_a_tool_is_refused_with_guidance(server):
-    async with mcp_session(server.url + "/mcp") as session:
+    async with mcp_session(server.root_url + "/mcp") as session:
         result = await session.call_tool("third_party", {})
     assert result.is_error
     text = text_of(result)
@@ -270,11 +270,11 @@ async def test_a_third_party_import_inside_a_tool_is_refused_with_guidance(serve
 
 
 async def test_sync_tools_do_not_block_the_server(server):
-    async with httpx.AsyncClient() as http, mcp_session(server.url + "/mcp") as session:
+    async with httpx.AsyncClient() as http, mcp_session(server.root_url + "/mcp") as session:
         call = asyncio.create_task(session.call_tool("sleepy", {"seconds": 0.8}))
         await asyncio.sleep(0.1)
         started = time.monotonic()
-        health = await http.get(server.url + "/health")
+        health = await http.get(server.root_url + "/health")
         probe_latency = time.monotonic() - started
         result = await call
     assert health.status_code == 200
@@ -284,15 +284,15 @@ async def test_sync_tools_do_not_block_the_server(server):
 
 async def test_any_host_header_is_accepted(server):
     """Behind a Service or the gateway the Host header is not 127.0.0.1; the SDK would answer 421."""
-    async with mcp_session(server.url + "/mcp", headers={"Host": "mcpserver-x.ns.svc"}) as session:
+    async with mcp_session(server.root_url + "/mcp", headers={"Host": "mcpserver-x.ns.svc"}) as session:
         result = await session.call_tool("add", {"a": 40})
     assert result.structured_content == {"result": 42}
 
 
 def test_probes_and_the_tool_listing(server):
-    assert httpx.get(server.url + "/health").json() == {"status": "ok"}
-    assert httpx.get(server.url + "/ready").json() == {"status": "ready"}
-    listing = httpx.get(server.url + "/mcp/tools", headers={"Host": "mcpserver-x.ns.svc"})
+    assert httpx.get(server.root_url + "/health").json() == {"status": "ok"}
+    assert httpx.get(server.root_url + "/ready").json() == {"status": "ready"}
+    listing = httpx.get(server.root_url + "/mcp/tools", headers={"Host": "mcpserver-x.ns.svc"})
     assert listing.status_code == 200
     tools = {tool["name"]: tool for tool in listing.json()["tools"]}
     assert set(tools) == TOOL_NAMES
@@ -305,7 +305,7 @@ async def test_pydantic_ai_mcp_toolset_lists_and_calls_tools(server):
     from pydantic_ai.exceptions import ModelRetry
     from pydantic_ai.mcp import MCPToolset
 
-    toolset = MCPToolset(server.url + "/mcp")
+    toolset = MCPToolset(server.root_url + "/mcp")
     async with toolset:
         names = {tool.name for tool in await toolset.list_tools()}
         added = await toolset.direct_call_tool("add", {"a": 2, "b": 3})

@@ -37,6 +37,14 @@ spec:
 """
 
 
+SECRET = """
+apiVersion: v1
+kind: Secret
+metadata: {name: s}
+stringData: {key: value}
+"""
+
+
 def agent_doc(name: str, *, access=(), expose=True, extra: str = "") -> str:
     return textwrap.dedent(
         f"""
@@ -117,6 +125,10 @@ stringData: {{plain: from-string, both: new}}
             docs(MODEL, MODEL),
             "document 2, ModelAPI/llm: metadata.name: duplicate ModelAPI default/llm "
             "(first defined in m.yaml, document 1)",
+        ),
+        (
+            docs(SECRET, SECRET),
+            "document 2, Secret/s: metadata.name: duplicate Secret default/s (first defined in m.yaml, document 1)",
         ),
         (
             docs(MODEL, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"),

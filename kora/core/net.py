@@ -1,0 +1,34 @@
+"""Loopback sockets and ports, for the local runtime, the CLI servers, tests and benchmarks."""
+
+from __future__ import annotations
+
+import socket
+
+
+def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0: a free port chosen by the OS).
+
+    Binding before starting a server avoids the race of "find a free port, then bind it".
+    Raises ``OSError`` if the address is taken.
+    """
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that was free a moment ago (the OS picks it). A small race remains until the
+    caller's process binds it; where a socket can be handed over, prefer :func:`bind_socket`."""
+    sock = bind_socket(host, 0)
+    try:
+        port: int = sock.getsockname()[1]
+        return port
+    finally:
+        sock.close()
