@@ -26,7 +26,7 @@ from pydantic_ai import FunctionToolset, RunContext, Tool
 from kora.agent.a2a.executor import DELEGATED_BY_METADATA
 from kora.agent.openai_api import DELEGATED_BY_HEADER, SESSION_HEADER
 from kora.agent.turn import TurnDeps
-from kora.memory.history import DELEGATION_TOOL_PREFIX
+from kora.memory.replay import DELEGATION_TOOL_PREFIX
 
 
 def delegation_tool_name(agent: str) -> str:

@@ -1,72 +1,49 @@
-"""The agentic loop (spec: "What the service does" items 1-3, "Events" rules 1-2, "Errors", "Limits").
+"""Turns of one agent (spec: "What the service does" items 1-3, "Events" rules 1-2, "Errors", "Limits").
 
-:class:`AgentRuntime` runs turns with a pydantic-ai ``Agent`` on the ModelAPI as an OpenAI-compatible model:
-it replays the session's last ``memory_context_limit`` events as history, runs at most
-``agentic_loop_max_steps`` model requests with the MCP, delegation and memory tools, and stores the turn's
-new messages as events afterwards. Turns in one session run one at a time (a later turn sees the earlier
-one); turns in different sessions run concurrently.
+:class:`AgentRuntime` runs a turn in two stages:
 
-This module imports pydantic-ai, the MCP client and openai (about 2 s): the app loads it in the background
-so ``/health`` answers at once.
+1. **The first model request, sent directly.** The session's last ``memory_context_limit`` events are
+   replayed (:func:`kora.memory.replay.replay_messages`) and sent with the agent's instructions and tools to
+   the ModelAPI (:class:`~kora.agent.model_client.ModelClient`), whole or streamed. When the model answers
+   with text and calls no tool, which is most turns, that answer ends the turn: it is stored as
+   ``user_message`` + ``agent_response`` and returned.
+2. **The agentic loop**, when the answer calls tools (or is empty): the turn continues in pydantic-ai
+   (:class:`~kora.agent.loop.AgenticLoop`) from that answer; the loop runs the calls and the following model
+   requests, within ``agentic_loop_max_steps`` requests in all.
+
+Both stages build the same model request for the same history (``tests/unit/test_model_wire.py`` compares
+them), and the stored events and outcome of a turn do not depend on which stage ended it. Why two stages: a
+pydantic-ai run costs ~2.5 ms of CPU before any I/O, the ``openai`` client ~1 ms more per request, and
+importing both ~40 MB; the direct request costs ~0.3 ms and nothing to import (``bench/README.md``).
+
+The loop (pydantic-ai, openai, the MCP client) loads at :meth:`AgentRuntime.start` for agents that offer
+tools, since the first request must list them, and otherwise on the first answer that needs it.
+
+Turns in one session run one at a time (a later turn sees the earlier one); turns in different sessions run
+concurrently.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import httpx
-from openai import AsyncOpenAI
-from pydantic_ai import (
-    Agent,
-    AgentRunResult,
-    AgentRunResultEvent,
-    FunctionToolResultEvent,
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    PartDeltaEvent,
-    PartStartEvent,
-    TextPart,
-    TextPartDelta,
-    UsageLimits,
-    UserPromptPart,
-)
-from pydantic_ai.exceptions import (
-    ModelAPIError,
-    ModelHTTPError,
-    ModelTimeoutError,
-    UnexpectedModelBehavior,
-    UsageLimitExceeded,
-)
-from pydantic_ai.models.openai import OpenAIChatModel
-from pydantic_ai.profiles.openai import OpenAIModelProfile
-from pydantic_ai.providers.openai import OpenAIProvider
-from pydantic_ai.toolsets import AbstractToolset
-
-from kora.agent.delegation import Delegation
-from kora.agent.memory_tools import MEMORY_TOOL_NAMES, memory_toolset
+from kora.agent.model_client import ModelCallError, ModelClient
+from kora.agent.model_wire import ModelAnswer, StreamedAnswer, chat_messages, request_body
 from kora.agent.settings import AgentSettings
-from kora.agent.turn import TurnDeps, TurnFailed, TurnOutcome, TurnRequest
+from kora.agent.turn import StepLimitReached, TurnFailed, TurnOutcome, TurnRequest
 from kora.core.events import EventType, MemoryEvent
 from kora.memory import Memory
-from kora.memory.history import events_to_messages, messages_to_events
+from kora.memory.replay import Prompt, Request, Response, replay_messages
 
 if TYPE_CHECKING:
-    from kora.agent.mcp_servers import McpServers
+    from kora.agent.loop import AgenticLoop, LoopResult
 
 log = logging.getLogger("kora.agent")
-
-
-class _RunArgs(TypedDict):
-    message_history: list[ModelMessage]
-    deps: TurnDeps
-    usage_limits: UsageLimits
-    toolsets: list[AbstractToolset[Any]]
-    instructions: str | None
 
 
 class SessionLocks:
@@ -102,97 +79,66 @@ class AgentRuntime:
     def __init__(self, settings: AgentSettings, memory: Memory) -> None:
         self.settings = settings
         self.memory = memory
-        self._http = httpx.AsyncClient(timeout=settings.delegation_timeout_seconds)
-        self._openai = AsyncOpenAI(
-            base_url=settings.model_api_url,
-            api_key=settings.model_api_key,
+        self.model = ModelClient(
+            settings.model_api_url,
+            settings.model_api_key,
             timeout=settings.model_timeout_seconds,
             max_retries=settings.model_max_retries,
         )
-        model = OpenAIChatModel(
-            settings.model_name,
-            provider=OpenAIProvider(openai_client=self._openai),
-            # Many OpenAI-compatible servers reject "strict" tool schemas; plain schemas work everywhere.
-            profile=OpenAIModelProfile(openai_supports_strict_tool_definition=False),
-        )
-        self.delegation = Delegation(
-            settings.agent_name, settings.sub_agent_urls, settings.delegation_timeout_seconds, self._http
-        )
-        static: list[AbstractToolset[TurnDeps]] = []
-        if settings.sub_agent_urls:
-            static.append(self.delegation.toolset())
-        memory_tools = memory_toolset(memory, settings.memory_tools, settings.memory_max_read_scope)
-        if memory_tools is not None:
-            static.append(memory_tools)
-        self._static_toolsets = static
-        # The MCP client stack costs ~40 MB and ~1 s of imports: only agents with tool servers load it.
-        self.mcp: McpServers | None = None
-        if settings.mcp_server_urls:
-            from kora.agent.mcp_servers import McpServers
-
-            self.mcp = McpServers(
-                settings.mcp_server_urls,
-                reserved=[*self.delegation.tool_agents, *MEMORY_TOOL_NAMES],
-            )
-        self.agent: Agent[TurnDeps, str] = Agent(
-            model,
-            instructions=settings.agent_instructions,
-            deps_type=TurnDeps,
-            name=settings.agent_name,
-            toolsets=static,
-        )
-        self._limits = UsageLimits(request_limit=settings.agentic_loop_max_steps)
+        self._loop: AgenticLoop | None = None
+        self._loop_lock = asyncio.Lock()
         self._locks = SessionLocks()
 
+    @property
+    def offers_tools(self) -> bool:
+        """Whether the agent offers the model any tool (MCP servers, sub-agents or memory tools)."""
+        settings = self.settings
+        return bool(settings.mcp_server_urls or settings.sub_agent_urls or settings.memory_tools)
+
     async def start(self) -> None:
-        """Connect the tool servers (each tried once; failures are retried in the background)."""
-        if self.mcp is not None:
-            await self.mcp.start()
+        """Load the agentic loop if the agent offers tools, and connect its tool servers (each tried once;
+        failures are retried in the background)."""
+        if self.offers_tools:
+            await self.loop()
 
     async def close(self) -> None:
         """Close tool-server sessions and HTTP clients."""
-        if self.mcp is not None:
-            await self.mcp.close()
-        await self._http.aclose()
-        await self._openai.close()
+        if self._loop is not None:
+            await self._loop.close()
+        await self.model.aclose()
+
+    async def loop(self) -> AgenticLoop:
+        """The agentic loop, imported (in a thread, ~1 s) and started on first use."""
+        async with self._loop_lock:
+            if self._loop is None:
+                module = await asyncio.to_thread(importlib.import_module, "kora.agent.loop")
+                loop: AgenticLoop = module.AgenticLoop(self.settings, self.memory, self.model.http)
+                await loop.start()
+                self._loop = loop
+            return self._loop
 
     def problems(self) -> list[str]:
         """Why the agent cannot fully serve now (empty when ready)."""
-        return self.mcp.problems() if self.mcp is not None else []
+        return self._loop.problems() if self._loop is not None else []
 
     def tool_definitions(self) -> list[dict[str, Any]]:
         """Every tool the model can call now: ``{name, description, parameters, source}``."""
-        result = []
-        for toolset in self._static_toolsets:
-            assert hasattr(toolset, "tools")
-            for tool in toolset.tools.values():
-                source = "delegation" if tool.name in self.delegation.tool_agents else "memory"
-                result.append(
-                    {
-                        "name": tool.name,
-                        "description": tool.description or "",
-                        "parameters": tool.tool_def.parameters_json_schema,
-                        "source": source,
-                    }
-                )
-        return result + (self.mcp.tool_definitions() if self.mcp is not None else [])
+        return self._loop.tool_definitions() if self._loop is not None else []
 
     async def run(self, turn: TurnRequest) -> TurnOutcome:
-        """Run a turn to its end and return the answer.
-
-        Same turn as :meth:`stream`, but the model is asked for a whole (non-streamed) response: no SSE
-        parsing nor event stream per turn (about a third less CPU per turn on the agent server).
-        """
+        """Run a turn to its end and return the answer (the model is asked for whole responses)."""
         async with self._locks.hold(turn.session_id):
-            run_args = await self._run_args(turn)
             try:
-                result = await self.agent.run(turn.prompt, **run_args)
-            except UsageLimitExceeded:
-                message = await self._step_limit(turn)
-                return TurnOutcome(message, "length", 0, 0, self.settings.agentic_loop_max_steps)
+                history = await self._history(turn)
+                first = await self.model.complete(self._first_request(turn, history, stream=False))
+                if first.is_final_text:
+                    return await self._answered(turn, first)
+                loop = await self.loop()
+                return await self._finish(turn, await loop.run(turn, history, first))
+            except TurnFailed:
+                raise
             except (Exception, asyncio.CancelledError) as error:
-                await self._turn_failed(turn, error)
-            return await self._finish(turn, result)
+                return await self._failed(turn, error)
 
     async def stream(self, turn: TurnRequest) -> AsyncGenerator[str | TurnOutcome]:
         """Run a turn, yielding answer text deltas as the model streams them, then the :class:`TurnOutcome`.
@@ -201,123 +147,98 @@ class AgentRuntime:
         (a client that went away) cancels the model request and tool calls in flight.
         """
         async with self._locks.hold(turn.session_id):
-            run_args = await self._run_args(turn)
-            result = None
             try:
-                async with self.agent.run_stream_events(turn.prompt, **run_args) as events:
-                    # Text of a later model response (after tools ran) starts a new paragraph, so a plain
-                    # client never sees "Let me check." run into the answer.
-                    said_text, tools_ran = False, False
-                    async for event in events:
-                        text = ""
-                        if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
-                            text = event.part.content
-                        elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
-                            text = event.delta.content_delta
-                        elif isinstance(event, FunctionToolResultEvent):
-                            tools_ran = True
-                        elif isinstance(event, AgentRunResultEvent):
-                            result = event.result
-                        if text:
-                            if said_text and tools_ran:
-                                yield "\n\n"
-                            said_text, tools_ran = True, False
+                history = await self._history(turn)
+                streamed = StreamedAnswer()
+                async with self.model.stream(self._first_request(turn, history, stream=True)) as chunks:
+                    async for chunk in chunks:
+                        if text := streamed.add(chunk):
                             yield text
-            except UsageLimitExceeded:
-                message = await self._step_limit(turn)
-                yield message
-                yield TurnOutcome(message, "length", 0, 0, self.settings.agentic_loop_max_steps)
-                return
+                first = streamed.finish()
+                if first.is_final_text:
+                    yield await self._answered(turn, first)
+                    return
+                loop = await self.loop()
+                async for item in loop.stream(turn, history, first):
+                    yield item if isinstance(item, str) else await self._finish(turn, item)
             except GeneratorExit:
-                # The consumer stopped reading (aclose): the run above is already cancelled; keep the record.
+                # The consumer stopped reading (aclose): the request above is already cancelled; keep the record.
                 await self._store_failure(turn, "cancelled", "The turn was stopped before it finished.")
                 raise
+            except TurnFailed:
+                raise
             except (Exception, asyncio.CancelledError) as error:
-                await self._turn_failed(turn, error)
-            assert result is not None
-            yield await self._finish(turn, result)
+                outcome = await self._failed(turn, error)
+                yield outcome.text
+                yield outcome
 
-    async def _finish(self, turn: TurnRequest, result: AgentRunResult[str]) -> TurnOutcome:
-        """Store the turn's new messages as events; the outcome."""
-        new_events = messages_to_events(
-            result.new_messages(),
-            prompt_event_type=(EventType.TASK_DELEGATION_RECEIVED if turn.delegated_by else EventType.USER_MESSAGE),
-            prompt_metadata={"from_agent": turn.delegated_by} if turn.delegated_by else None,
-            delegation_agents=self.delegation.tool_agents,
-        )
-        await self.memory.add_events(turn.session_id, new_events)
-        usage = result.usage
-        return TurnOutcome(result.output, "stop", usage.input_tokens, usage.output_tokens, usage.requests)
+    def _first_request(self, turn: TurnRequest, history: list[Request | Response], *, stream: bool) -> dict[str, Any]:
+        tools = self._loop.openai_tools() if self._loop is not None else []
+        messages = chat_messages([self.settings.agent_instructions, turn.system], history, turn.prompt)
+        return request_body(self.settings.model_name, messages, tools, stream=stream)
 
-    async def _step_limit(self, turn: TurnRequest) -> str:
-        """Store the spent step budget as an error event; the message that ends the turn."""
-        message = (
-            f"I stopped before finishing: this turn reached its limit of "
-            f"{self.settings.agentic_loop_max_steps} model requests."
-        )
-        await self._store_failure(turn, "step_limit", message)
-        return message
-
-    async def _turn_failed(self, turn: TurnRequest, error: BaseException) -> NoReturn:
-        """Store ``error`` as the turn's error event and raise :class:`TurnFailed` (cancellation re-raised)."""
-        if isinstance(error, asyncio.CancelledError):
-            await asyncio.shield(self._store_failure(turn, "cancelled", "The turn was cancelled."))
-            raise error
-        if isinstance(error, ModelTimeoutError):
-            await self._fail(turn, "model_timeout", f"The model API did not answer in time: {error.message}")
-        if isinstance(error, ModelHTTPError):
-            await self._fail(
-                turn, "model_error", f"The model API answered HTTP {error.status_code}: {_body_text(error.body)}"
-            )
-        if isinstance(error, ModelAPIError | UnexpectedModelBehavior):
-            await self._fail(turn, "model_error", f"The model API failed: {error}")
-        log.error("turn failed in session %s", turn.session_id, exc_info=error)
-        await self._fail(turn, "internal_error", f"Internal error: {type(error).__name__}: {error}")
-
-    async def _run_args(self, turn: TurnRequest) -> _RunArgs:
-        """What both run paths pass to pydantic-ai besides the prompt (reads the session's history)."""
-        return {
-            "message_history": await self._history(turn),
-            "deps": TurnDeps(turn.session_id, self.settings.agent_name, turn.delegated_by),
-            "usage_limits": self._limits,
-            "toolsets": self.mcp.toolsets() if self.mcp is not None else [],
-            "instructions": turn.system or None,
-        }
-
-    async def _history(self, turn: TurnRequest) -> list[ModelMessage]:
+    async def _history(self, turn: TurnRequest) -> list[Request | Response]:
+        """What the model is shown before the prompt: the session's last events, else the client's history."""
         limit = self.settings.memory_context_limit
         if limit == 0:
             return []
         events = await self.memory.get_session_events(turn.session_id, limit=limit)
         if events:
-            return events_to_messages(events)
+            return replay_messages(events)
         # A client that keeps the conversation itself (plain OpenAI usage) sends it every time.
-        messages: list[ModelMessage] = []
-        for role, text in turn.client_history[-limit:]:
-            if role == "user":
-                messages.append(ModelRequest(parts=[UserPromptPart(content=text)]))
-            else:
-                messages.append(ModelResponse(parts=[TextPart(content=text)]))
-        return messages
+        return [
+            Request([Prompt(text, turn.started)], turn.started)
+            if role == "user"
+            else Response(turn.started, texts=[text])
+            for role, text in turn.client_history[-limit:]
+        ]
+
+    async def _answered(self, turn: TurnRequest, answer: ModelAnswer) -> TurnOutcome:
+        """Store a turn the first answer ended (prompt and answer events); the outcome."""
+        await self.memory.add_events(
+            turn.session_id, [self._prompt_event(turn), self.memory.create_event(EventType.AGENT_RESPONSE, answer.text)]
+        )
+        return TurnOutcome(answer.text, "stop", answer.input_tokens, answer.output_tokens, 1)
+
+    async def _finish(self, turn: TurnRequest, result: LoopResult) -> TurnOutcome:
+        """Store the events of a turn the loop ended; the outcome."""
+        await self.memory.add_events(turn.session_id, result.events)
+        return TurnOutcome(result.text, "stop", result.input_tokens, result.output_tokens, result.requests)
+
+    async def _failed(self, turn: TurnRequest, error: BaseException) -> TurnOutcome:
+        """Store ``error`` as the turn's ``error`` event; the outcome of a spent step budget, else raise
+        :class:`TurnFailed` (cancellation is re-raised)."""
+        if isinstance(error, StepLimitReached):
+            message = (
+                f"I stopped before finishing: this turn reached its limit of "
+                f"{self.settings.agentic_loop_max_steps} model requests."
+            )
+            await self._store_failure(turn, "step_limit", message)
+            return TurnOutcome(message, "length", 0, 0, self.settings.agentic_loop_max_steps)
+        if isinstance(error, asyncio.CancelledError):
+            await asyncio.shield(self._store_failure(turn, "cancelled", "The turn was cancelled."))
+            raise error
+        if isinstance(error, ModelCallError):
+            await self._fail(turn, error.kind, error.message)
+        log.error("turn failed in session %s", turn.session_id, exc_info=error)
+        await self._fail(turn, "internal_error", f"Internal error: {type(error).__name__}: {error}")
+
+    @staticmethod
+    def _prompt_event(turn: TurnRequest) -> MemoryEvent:
+        """The turn's prompt as an event: ``user_message``, or ``task_delegation_received`` from a parent."""
+        if turn.delegated_by:
+            return MemoryEvent(
+                event_type=EventType.TASK_DELEGATION_RECEIVED,
+                content=turn.prompt,
+                metadata={"from_agent": turn.delegated_by},
+                timestamp=turn.started,
+            )
+        return MemoryEvent(event_type=EventType.USER_MESSAGE, content=turn.prompt, timestamp=turn.started)
 
     async def _store_failure(self, turn: TurnRequest, kind: str, message: str) -> None:
-        prompt_type = EventType.TASK_DELEGATION_RECEIVED if turn.delegated_by else EventType.USER_MESSAGE
-        events: list[MemoryEvent] = [
-            self.memory.create_event(
-                prompt_type, turn.prompt, {"from_agent": turn.delegated_by} if turn.delegated_by else None
-            ),
-            self.memory.create_event(EventType.ERROR, {"error_type": kind, "message": message}),
-        ]
-        await self.memory.add_events(turn.session_id, events)
+        error = self.memory.create_event(EventType.ERROR, {"error_type": kind, "message": message})
+        await self.memory.add_events(turn.session_id, [self._prompt_event(turn), error])
 
     async def _fail(self, turn: TurnRequest, kind: str, message: str) -> NoReturn:
         await self._store_failure(turn, kind, message)
         raise TurnFailed(kind, message)
-
-
-def _body_text(body: object) -> str:
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and "message" in error:
-            return str(error["message"])
-    return str(body)[:300] if body is not None else "no body"

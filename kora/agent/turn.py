@@ -7,6 +7,9 @@ and render the :class:`TurnOutcome` or :class:`TurnFailed` in their own wire for
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
+
+from kora.core.events import utc_now
 
 
 @dataclass(frozen=True)
@@ -24,7 +27,7 @@ class TurnRequest:
 
     ``client_history`` are ``(role, text)`` turns the client sent itself (replayed only when the session has
     no stored history); ``system`` is extra instructions for this turn; ``delegated_by`` names the parent
-    agent when the turn is a delegated task.
+    agent when the turn is a delegated task; ``started`` (UTC) is the prompt's timestamp.
     """
 
     session_id: str
@@ -32,6 +35,7 @@ class TurnRequest:
     client_history: list[tuple[str, str]] = field(default_factory=list)
     system: str = ""
     delegated_by: str | None = None
+    started: datetime = field(default_factory=utc_now)
 
 
 @dataclass(frozen=True)
@@ -55,3 +59,7 @@ class TurnFailed(Exception):
         super().__init__(message)
         self.kind = kind
         self.message = message
+
+
+class StepLimitReached(Exception):
+    """The turn spent its ``agentic_loop_max_steps`` model requests without a final answer."""

@@ -4,35 +4,9 @@ Before a run the session's recent events become the model's message history (:fu
 after it the run's new messages become events (:func:`messages_to_events`). Content shapes are those of
 :mod:`kora.core.events`.
 
-Events -> messages. This refines the spec's table, which shows ``tool_call`` as a tool-return part and gives
-no conversion for delegation events; replayed literally, that history is rejected by OpenAI-compatible APIs,
-which accept a tool message only right after an assistant message carrying that tool call.
-
-==========================  ======================================================================
-event                       message
-==========================  ======================================================================
-user_message                request with a user-prompt part (as in the spec)
-task_delegation_received    request with a user-prompt part (as in the spec)
-agent_response              response with a text part (as in the spec)
-tool_call                   response with a tool-call part, placed right before its matching return
-tool_result                 request with a tool-return part (as in the spec)
-delegation_request          like tool_call: tool ``delegate_to_<agent>``, arguments ``{"task": task}``
-delegation_response         like tool_result: tool ``delegate_to_<agent>``, content = the response text
-error                       not replayed
-==========================  ======================================================================
-
-* Pairing is by ``tool_call_id``. Calls are held back until their returns: each run of consecutive return
-  events becomes one response carrying the matching calls (in call order), immediately followed by one
-  request carrying the returns. So every tool return the model sees follows its call, even when other events
-  sit between a call and its return.
-* Orphans are dropped: a return whose call is not in the window (the window cut it off) and a call without a
-  later return (the run failed or was interrupted). A model API would reject either.
-* Consecutive requests are merged into one request (tool returns then a user prompt, or two prompts of which
-  the first got no answer), the shape pydantic-ai itself builds. A response of held-back calls is merged into
-  a preceding text-only response (the assistant's text that accompanied the calls); two text-only responses
-  in a row stay separate, because pydantic-ai joins the text parts of one response into one text.
-* A history may start with a response (the window cut off the prompt before it): OpenAI-compatible APIs
-  accept that, and the model keeps its last answer in view.
+Events -> messages: :func:`kora.memory.replay.replay_messages` decides what is replayed and in which order
+(its docstring has the table and the pairing, orphan and merging rules); this module renders that as
+pydantic-ai requests and responses.
 
 Messages -> events (the run's new messages):
 
@@ -54,10 +28,9 @@ Messages -> events (the run's new messages):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Literal, cast
+from typing import cast
 
 import pydantic_core
 from pydantic import JsonValue
@@ -77,140 +50,59 @@ from pydantic_ai.messages import (
 )
 
 from kora.core.events import EventType, MemoryEvent, utc_now
+from kora.memory.replay import (
+    DELEGATION_TASK_ARG,
+    DELEGATION_TOOL_PREFIX,
+    PROMPT_EVENTS,
+    Prompt,
+    Request,
+    Response,
+    as_text,
+    replay_messages,
+)
 
-#: Name prefix of the delegation tools the agent offers the model: ``delegate_to_<agent>``.
-DELEGATION_TOOL_PREFIX = "delegate_to_"
-#: The single argument of a delegation tool: the task text sent to the peer agent.
-DELEGATION_TASK_ARG = "task"
-
-_PROMPTS = frozenset({EventType.USER_MESSAGE, EventType.TASK_DELEGATION_RECEIVED})
-_CALLS = frozenset({EventType.TOOL_CALL, EventType.DELEGATION_REQUEST})
-_RETURNS = frozenset({EventType.TOOL_RESULT, EventType.DELEGATION_RESPONSE})
-
-ToolOutcome = Literal["success", "failed", "denied", "interrupted", "retried"]
-_OUTCOMES: frozenset[str] = frozenset({"success", "failed", "denied", "interrupted", "retried"})
+__all__ = [
+    "DELEGATION_TASK_ARG",
+    "DELEGATION_TOOL_PREFIX",
+    "events_to_messages",
+    "messages_to_events",
+    "replay_to_messages",
+]
 
 
 # -- events -> messages ---------------------------------------------------------------------------------------
 
 
-def _as_text(value: JsonValue) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _call_id(event: MemoryEvent) -> str | None:
-    content = event.content
-    if isinstance(content, dict):
-        call_id = content.get("tool_call_id")
-        if isinstance(call_id, str) and call_id:
-            return call_id
-    return None
-
-
-def _delegation_tool(event: MemoryEvent, prefix: str) -> str:
-    """The delegation tool's name: as recorded in ``metadata["tool_name"]``, else ``<prefix><agent>``."""
-    recorded = event.metadata.get("tool_name")
-    if isinstance(recorded, str) and recorded:
-        return recorded
-    content = event.content
-    agent = content.get("agent") if isinstance(content, dict) else None
-    return f"{prefix}{agent if isinstance(agent, str) else ''}"
-
-
-def _call_part(event: MemoryEvent, call_id: str, prefix: str) -> ToolCallPart:
-    content = cast(dict[str, JsonValue], event.content)  # _call_id checked it is a dict
-    if event.event_type == EventType.DELEGATION_REQUEST:
-        return ToolCallPart(
-            _delegation_tool(event, prefix), {DELEGATION_TASK_ARG: _as_text(content.get("task"))}, call_id
-        )
-    args = content.get("args")
-    return ToolCallPart(_as_text(content.get("tool_name")), args if isinstance(args, dict) else {}, call_id)
-
-
-def _return_part(event: MemoryEvent, call_id: str, tool_name: str) -> ToolReturnPart:
-    content = cast(dict[str, JsonValue], event.content)
-    payload = content.get("response") if event.event_type == EventType.DELEGATION_RESPONSE else content.get("content")
-    outcome = event.metadata.get("outcome")
-    return ToolReturnPart(
-        tool_name,
-        payload,
-        call_id,
-        timestamp=event.timestamp,
-        outcome=cast(ToolOutcome, outcome) if isinstance(outcome, str) and outcome in _OUTCOMES else "success",
-    )
-
-
-class _Builder:
-    """Accumulates messages, merging where the module docstring says so."""
-
-    def __init__(self) -> None:
-        self.messages: list[ModelMessage] = []
-
-    def request(self, parts: Sequence[ModelRequestPart], timestamp: datetime) -> None:
-        last = self.messages[-1] if self.messages else None
-        if isinstance(last, ModelRequest):
-            last.parts = [*last.parts, *parts]
-        else:
-            self.messages.append(ModelRequest(parts=list(parts), timestamp=timestamp))
-
-    def response(self, parts: Sequence[ModelResponsePart], timestamp: datetime, *, calls: bool) -> None:
-        last = self.messages[-1] if self.messages else None
-        if calls and isinstance(last, ModelResponse) and not last.tool_calls:
-            last.parts = [*last.parts, *parts]
-        else:
-            self.messages.append(ModelResponse(parts=list(parts), timestamp=timestamp))
-
-
 def events_to_messages(
     events: Iterable[MemoryEvent], *, delegation_tool_prefix: str = DELEGATION_TOOL_PREFIX
 ) -> list[ModelMessage]:
-    """Model message history for ``events`` (oldest first), per the table and rules in the module docstring.
+    """Model message history for ``events`` (oldest first), per :func:`~kora.memory.replay.replay_messages`.
 
     ``delegation_tool_prefix`` names replayed delegation tools whose events do not record their tool name.
     Never raises on malformed content: an event whose content lacks what its type needs is dropped.
     """
-    replayed = [e for e in events if e.event_type != EventType.ERROR]
-    builder = _Builder()
-    pending: dict[str, tuple[int, MemoryEvent]] = {}  # tool_call_id -> (position, call event)
-    i, n = 0, len(replayed)
-    while i < n:
-        event = replayed[i]
-        kind = event.event_type
-        if kind in _PROMPTS:
-            if text := _as_text(event.content):
-                builder.request([UserPromptPart(text, timestamp=event.timestamp)], event.timestamp)
-        elif kind == EventType.AGENT_RESPONSE:
-            if text := _as_text(event.content):
-                builder.response([TextPart(text)], event.timestamp, calls=False)
-        elif kind in _CALLS:
-            if (call_id := _call_id(event)) is not None:
-                pending[call_id] = (i, event)  # a repeated id: the later call is the one answered next
-        elif kind in _RETURNS:
-            j = i
-            while j < n and replayed[j].event_type in _RETURNS:
-                j += 1
-            calls: list[tuple[int, ToolCallPart]] = []
-            returns: list[ModelRequestPart] = []
-            for ret in replayed[i:j]:
-                call_id = _call_id(ret)
-                if call_id is None or call_id not in pending:
-                    continue  # orphan: its call is outside the window (or it answers a call twice)
-                position, call = pending.pop(call_id)
-                part = _call_part(call, call_id, delegation_tool_prefix)
-                calls.append((position, part))
-                returns.append(_return_part(ret, call_id, part.tool_name))
-            if calls:
-                calls.sort(key=lambda item: item[0])
-                builder.response([part for _, part in calls], replayed[calls[0][0]].timestamp, calls=True)
-                builder.request(returns, replayed[i].timestamp)
-            i = j
-            continue
-        i += 1
-    return builder.messages  # calls still pending here have no return in the window: dropped
+    return replay_to_messages(replay_messages(events, delegation_tool_prefix=delegation_tool_prefix))
+
+
+def replay_to_messages(steps: Iterable[Request | Response]) -> list[ModelMessage]:
+    """pydantic-ai requests and responses for replayed ``steps``, one message each."""
+    messages: list[ModelMessage] = []
+    for step in steps:
+        if isinstance(step, Request):
+            parts: list[ModelRequestPart] = [
+                UserPromptPart(part.text, timestamp=part.timestamp)
+                if isinstance(part, Prompt)
+                else ToolReturnPart(
+                    part.tool_name, part.content, part.tool_call_id, timestamp=part.timestamp, outcome=part.outcome
+                )
+                for part in step.parts
+            ]
+            messages.append(ModelRequest(parts=parts, timestamp=step.timestamp))
+        else:
+            response_parts: list[ModelResponsePart] = [TextPart(text) for text in step.texts]
+            response_parts += [ToolCallPart(c.tool_name, c.args, c.tool_call_id) for c in step.calls]
+            messages.append(ModelResponse(parts=response_parts, timestamp=step.timestamp))
+    return messages
 
 
 # -- messages -> events ---------------------------------------------------------------------------------------
@@ -246,7 +138,7 @@ def _delegation_task(args: dict[str, JsonValue]) -> str:
         return task
     texts = [v for v in args.values() if isinstance(v, str)]
     # A tool with another argument name: its only text argument is the task; else keep everything.
-    return texts[0] if len(texts) == 1 else _as_text(args)
+    return texts[0] if len(texts) == 1 else as_text(args)
 
 
 def _is_rejected(messages: Sequence[ModelMessage], index: int) -> bool:
@@ -273,7 +165,7 @@ def messages_to_events(
     when its name starts with ``delegation_tool_prefix`` (the agent is the rest of the name). Event timestamps
     are those of the parts and messages (UTC), falling back to now.
     """
-    if prompt_event_type not in _PROMPTS:
+    if prompt_event_type not in PROMPT_EVENTS:
         raise ValueError(f"prompt_event_type must be user_message or task_delegation_received, not {prompt_event_type}")
     common: dict[str, JsonValue] = dict(metadata or {})
     prompt_meta = {**common, **(prompt_metadata or {})}
@@ -310,7 +202,7 @@ def messages_to_events(
                     else:
                         extra["tool_name"] = part.tool_name
                         response = _jsonable(part.content)
-                        content = {"agent": agent, "response": _as_text(response), "tool_call_id": part.tool_call_id}
+                        content = {"agent": agent, "response": as_text(response), "tool_call_id": part.tool_call_id}
                         emit(EventType.DELEGATION_RESPONSE, content, part.timestamp, extra)
         else:
             calls = [p for p in message.parts if isinstance(p, ToolCallPart)]
