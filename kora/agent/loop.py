@@ -44,9 +44,11 @@ from pydantic_ai.exceptions import (
     UnexpectedModelBehavior,
     UsageLimitExceeded,
 )
+from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.profiles.openai import OpenAIModelProfile
 from pydantic_ai.providers.openai import OpenAIProvider
+from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import RequestUsage, RunUsage
 
@@ -135,7 +137,10 @@ class AgenticLoop:
             name=settings.agent_name,
             toolsets=static,
         )
+        self.agent_model = model
         self._limits = UsageLimits(request_limit=settings.agentic_loop_max_steps)
+        self._openai_tools: list[JSONObject] = []
+        self._openai_tools_key: tuple[tuple[str, str, int], ...] = ()
 
     async def start(self) -> None:
         """Connect the tool servers (each tried once; failures are retried in the background)."""
@@ -170,8 +175,26 @@ class AgenticLoop:
         return result + (self.mcp.tool_definitions() if self.mcp is not None else [])
 
     def openai_tools(self) -> list[JSONObject]:
-        """The tools as the ``tools`` of a chat-completions request, as pydantic-ai sends them."""
-        return [function_tool(t["name"], t["description"], t["parameters"]) for t in self.tool_definitions()]
+        """The tools as the ``tools`` of a chat-completions request, exactly as pydantic-ai sends them (its model
+        profile adapts the JSON schemas). Cached until the set of tools changes."""
+        definitions = self.tool_definitions()
+        key = tuple((t["name"], t["description"], id(t["parameters"])) for t in definitions)
+        if key != self._openai_tools_key:
+            params = self.agent_model.customize_request_parameters(
+                ModelRequestParameters(
+                    function_tools=[
+                        ToolDefinition(
+                            name=t["name"], parameters_json_schema=t["parameters"], description=t["description"]
+                        )
+                        for t in definitions
+                    ]
+                )
+            )
+            self._openai_tools = [
+                function_tool(t.name, t.description or "", t.parameters_json_schema) for t in params.function_tools
+            ]
+            self._openai_tools_key = key
+        return self._openai_tools
 
     async def run(self, turn: TurnRequest, history: Sequence[Request | Response], first: ModelAnswer) -> LoopResult:
         """Finish a turn whose first model request (``history`` then the prompt) was answered with ``first``.

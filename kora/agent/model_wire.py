@@ -7,8 +7,10 @@ generated histories), so a turn that continues in the loop, or a turn served who
 the model:
 
 * messages: one ``system`` message per instruction text, then the replayed history
-  (:func:`kora.memory.replay.replay_messages`), then the user prompt;
+  (:func:`kora.memory.replay.replay_messages`; consecutive responses merged into one assistant message, texts
+  joined by a blank line), then the user prompt;
 * tool returns: strings as they are, other JSON compact, and a ``failed`` outcome wrapped as ``{"error": …}``;
+  the returns that answer the calls of the response just before come in the order of those calls;
 * tool calls: arguments as compact JSON text;
 * ``tools`` and ``tool_choice: "auto"`` only when the agent offers tools; ``stream_options.include_usage``
   when streaming.
@@ -39,10 +41,10 @@ def _json(value: JsonValue) -> str:
 
 
 def tool_return_text(part: ToolReturn) -> str:
-    """What the model is shown for a tool return: strings as they are, ``None`` as ``""``, other values as
-    JSON; a ``failed`` call's content wrapped as ``{"error": <text>}``."""
+    """What the model is shown for a tool return: strings as they are, ``None`` and ``[]`` as ``""``, other
+    values as JSON; a ``failed`` call's content wrapped as ``{"error": <text>}``."""
     content = part.content
-    text = "" if content is None else content if isinstance(content, str) else _json(content)
+    text = "" if content is None or content == [] else content if isinstance(content, str) else _json(content)
     return _json({"error": text}) if part.outcome == "failed" else text
 
 
@@ -50,9 +52,10 @@ def chat_messages(instructions: Sequence[str], history: Sequence[Request | Respo
     """OpenAI ``messages`` for a turn: ``instructions`` (non-empty texts, each a system message), the replayed
     ``history``, then ``prompt`` as the last user message."""
     messages: list[JSONObject] = [{"role": "system", "content": text} for text in instructions if text]
-    for step in history:
+    previous: Request | Response | None = None
+    for step in _merge_responses(history):
         if isinstance(step, Request):
-            for part in step.parts:
+            for part in _returns_in_call_order(step, previous):
                 if isinstance(part, Prompt):
                     messages.append({"role": "user", "content": part.text})
                 else:
@@ -70,8 +73,36 @@ def chat_messages(instructions: Sequence[str], history: Sequence[Request | Respo
                     for call in step.calls
                 ]
             messages.append(message)
+        previous = step
     messages.append({"role": "user", "content": prompt})
     return messages
+
+
+def _merge_responses(history: Sequence[Request | Response]) -> list[Request | Response]:
+    """Consecutive responses merged into one (texts, then calls, in order), as pydantic-ai merges replayed
+    responses before sending them."""
+    merged: list[Request | Response] = []
+    for step in history:
+        last = merged[-1] if merged else None
+        if isinstance(step, Response) and isinstance(last, Response):
+            merged[-1] = Response(last.timestamp, [*last.texts, *step.texts], [*last.calls, *step.calls])
+        else:
+            merged.append(step)
+    return merged
+
+
+def _returns_in_call_order(request: Request, previous: Request | Response | None) -> list[Prompt | ToolReturn]:
+    """``request``'s parts with the returns that answer ``previous``'s calls put in the order of those calls
+    (other parts keep their places), as pydantic-ai sends them."""
+    if not isinstance(previous, Response) or not previous.calls:
+        return request.parts
+    order = {call.tool_call_id: i for i, call in reversed(list(enumerate(previous.calls)))}
+    slots = [i for i, p in enumerate(request.parts) if isinstance(p, ToolReturn) and p.tool_call_id in order]
+    answers = sorted((request.parts[i] for i in slots), key=lambda p: order[cast(ToolReturn, p).tool_call_id])
+    parts = list(request.parts)
+    for slot, answer in zip(slots, answers, strict=True):
+        parts[slot] = answer
+    return parts
 
 
 def request_body(model: str, messages: list[JSONObject], tools: list[JSONObject], *, stream: bool) -> JSONObject:
