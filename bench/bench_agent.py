@@ -50,6 +50,9 @@ HOST = "127.0.0.1"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 CONCURRENCY = 16
 SESSIONS = 1000
+#: Load prompts and what the answer must contain: plain turns are answered by the first model request; for
+#: "tool-bench" turns the model calls save_memory first (stamping_model.py), so pydantic-ai's loop runs.
+EXPECTED = {"hello number": b"You said: hello number", "tool-bench": b"Saved."}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -57,8 +60,9 @@ SESSIONS = 1000
 # --------------------------------------------------------------------------------------------------
 
 
-async def _load(port: int, turns: int, concurrency: int, sessions: int, offset: int) -> dict:
+async def _load(port: int, turns: int, concurrency: int, sessions: int, offset: int, prompt: str) -> dict:
     counter = itertools.count()
+    expected = EXPECTED[prompt]
     latencies: list[float] = []
     errors: list[str] = []
 
@@ -70,7 +74,7 @@ async def _load(port: int, turns: int, concurrency: int, sessions: int, offset: 
                 body = json.dumps(
                     {
                         "model": "bench",
-                        "messages": [{"role": "user", "content": f"hello number {n}"}],
+                        "messages": [{"role": "user", "content": f"{prompt} {n}"}],
                         "session_id": f"bench-{n % sessions}",
                     }
                 ).encode()
@@ -84,7 +88,7 @@ async def _load(port: int, turns: int, concurrency: int, sessions: int, offset: 
                 length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1))  # type: ignore[union-attr]
                 payload = await reader.readexactly(length)
                 latencies.append(time.perf_counter() - started)
-                if head[9:12] != b"200" or b"You said: hello number" not in payload:
+                if head[9:12] != b"200" or expected not in payload:
                     errors.append((head[:12] + b" " + payload[:200]).decode(errors="replace"))
         finally:
             writer.close()
@@ -113,7 +117,7 @@ def loadgen_main(args: argparse.Namespace) -> None:
         uvloop.install()
     except ImportError:  # pragma: no cover
         pass
-    result = asyncio.run(_load(args.port, args.turns, args.concurrency, args.sessions, args.offset))
+    result = asyncio.run(_load(args.port, args.turns, args.concurrency, args.sessions, args.offset, args.prompt))
     print(json.dumps(result))
 
 
@@ -197,11 +201,12 @@ class Server:
                 self.proc.wait()
 
 
-def run_load(port: int, turns: int, offset: int, watch: dict[str, int]) -> dict:
+def run_load(port: int, turns: int, offset: int, watch: dict[str, int], prompt: str = "hello number") -> dict:
     """Drive ``turns`` chat turns from a load-generator subprocess; CPU seconds of each ``watch``ed pid."""
     before = {name: cpu_seconds(pid) for name, pid in watch.items()}
+    argv = [sys.executable, __file__, "--loadgen", "--port", str(port), "--turns", str(turns)]
     out = subprocess.run(
-        [sys.executable, __file__, "--loadgen", "--port", str(port), "--turns", str(turns), "--offset", str(offset)],
+        [*argv, "--offset", str(offset), "--prompt", prompt],
         check=True,
         capture_output=True,
         text=True,
@@ -373,6 +378,7 @@ def main() -> None:
     parser.add_argument("--offset", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--concurrency", type=int, default=CONCURRENCY, help=argparse.SUPPRESS)
     parser.add_argument("--sessions", type=int, default=SESSIONS, help=argparse.SUPPRESS)
+    parser.add_argument("--prompt", default="hello number", choices=sorted(EXPECTED), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.loadgen:
         loadgen_main(args)
@@ -441,6 +447,26 @@ def bench(quick: bool, profile: bool, profile_out: str | None = None) -> None:
 
         for server in (agent, proxy):
             server.stop()
+
+        # 5. An agent that offers tools (MEMORY_TOOLS=all): the loop is loaded; text turns still end at the
+        #    first request, "tool-bench" turns call save_memory and finish in pydantic-ai (2 model requests).
+        print("bench: agent with tools: text turns, then tool-calling turns ...", flush=True)
+        tools_port = free_port()
+        tooled = Server(
+            [py, "-m", "kora.cli", "agent"],
+            agent_env(model_port, tools_port) | {"MEMORY_TOOLS": "all"},
+            tools_port,
+            "/ready",
+        )
+        servers.append(tooled)
+        tooled_start = tooled.start()
+        tooled_rss_ready = rss_mb(tooled.pid)
+        tool_turns = 500 if quick else 2000
+        run_load(tools_port, 200, 0, {})
+        tooled_text = run_load(tools_port, tool_turns, 200, {"server": tooled.pid})
+        run_load(tools_port, 100, 0, {}, prompt="tool-bench")
+        tooled_tools = run_load(tools_port, tool_turns // 2, 100, {"server": tooled.pid}, prompt="tool-bench")
+        tooled.stop()
 
         # Profile.
         profile_turns = 0
@@ -520,6 +546,12 @@ def bench(quick: bool, profile: bool, profile_out: str | None = None) -> None:
             "{}",
         ),
         ("Stream: added latency per chunk (ms)", "<= 1", added, 0.0, "{:.2f}"),
+        ("Agent with tools (MEMORY_TOOLS=all):", "", "", "", "{}"),
+        ("  start -> /ready (s)", "", tooled_start[1] or 0.0, "-", "{:.2f}"),
+        ("  RSS when ready (MB)", "", tooled_rss_ready, "-", "{:.1f}"),
+        ("  CPU per text turn (ms)", "", per_turn(tooled_text, "server"), "-", "{:.2f}"),
+        ("  CPU per tool-calling turn, 2 requests (ms)", "", per_turn(tooled_tools, "server"), "-", "{:.2f}"),
+        ("  tool-calling turns/s", "", tooled_tools["turns_per_s"], "-", "{:.0f}"),
     ]
 
     def fmt(value: object, spec: str) -> str:
@@ -538,7 +570,9 @@ def bench(quick: bool, profile: bool, profile_out: str | None = None) -> None:
     print(
         f"\nLoad: {kora['turns']} measured non-streaming turns after {warmup} warm-up turns, concurrency "
         f"{CONCURRENCY}, sessions bench-0..{SESSIONS - 1} round-robin, failed turns: agent {kora['errors']}, "
-        f"baseline {base['errors']}. Baseline = bench/baseline_proxy.py (FastAPI + httpx forwarding the JSON)."
+        f"baseline {base['errors']}. Baseline = bench/baseline_proxy.py (FastAPI + httpx2 over aiohttp forwarding the "
+        f"JSON, the agent's own HTTP stack). Agent with tools: {tooled_text['turns']} text and "
+        f"{tooled_tools['turns']} tool-calling turns, failed: {tooled_text['errors'] + tooled_tools['errors']}."
     )
     print(
         "On 2 cores the model and the load generator share the CPUs with the server; the agent serves from one "

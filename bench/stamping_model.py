@@ -1,7 +1,8 @@
 """Kora's scripted model, plus send timestamps of streamed chunks, for bench_agent.py's streaming latency.
 
-Same app as ``kora model`` (uvloop, httptools, no access log) with one extra rule: a prompt starting with
-``stream-bench`` gets ``STREAM_CHUNKS`` chunks ``c00| ``, ``c01| ``... sent ``STREAM_DELAY`` seconds apart.
+Same app as ``kora model`` (uvloop, httptools, no access log) with extra rules: a prompt starting with
+``stream-bench`` gets ``STREAM_CHUNKS`` chunks ``c00| ``, ``c01| ``... sent ``STREAM_DELAY`` seconds apart; one
+starting with ``tool-bench`` gets a ``save_memory`` call, then ``Saved.`` after the tool ran.
 An ASGI wrapper records ``time.monotonic()`` right after each response body piece carrying a ``cNN|`` marker
 was handed to the socket. ``GET /_bench/sends`` returns ``{"NN": t}`` for the markers sent since the last
 call (and clears them). CLOCK_MONOTONIC is system-wide on Linux, so these times compare directly with the
@@ -28,10 +29,15 @@ MARKER = re.compile(rb"c(\d\d)\|")
 chunks = [f"c{i:02d}| " for i in range(STREAM_CHUNKS)]
 rules = load_script(
     [
+        {"when": {"user_matches": "^tool-bench", "after_tool": True}, "reply": "Saved."},
+        {
+            "when": {"user_matches": "^tool-bench", "tool_available": "save_memory"},
+            "reply": {"kind": "tool_calls", "calls": [{"name": "save_memory", "arguments": {"content": "{user}"}}]},
+        },
         {
             "when": {"user_matches": "^stream-bench"},
             "reply": {"kind": "text", "text": "".join(chunks), "chunks": chunks, "chunk_delay_seconds": STREAM_DELAY},
-        }
+        },
     ]
 )
 inner = create_app(ScriptedModel(rules, model_name="scripted", max_recorded=1000))

@@ -2,10 +2,11 @@
 
 ``create_app(settings)`` builds a FastAPI app with ``POST /v1/chat/completions``, ``GET /tools``,
 ``GET /memory/events``, ``GET /memory/sessions``, ``GET /health``, ``GET /ready``, and A2A (the card at
-``GET /.well-known/agent.json`` and JSON-RPC 2.0 on ``POST /``, see ``kora.agent.a2a``). The agentic loop
-(``kora.agent.runtime``, ~2 s of imports) loads in the background after start-up, so ``/health`` answers
-within a second; ``/ready`` says not-ready, with reasons, until the loop is loaded and every configured tool
-server can be listed. Requests that need the loop wait for it.
+``GET /.well-known/agent.json`` and JSON-RPC 2.0 on ``POST /``, see ``kora.agent.a2a``). The runtime
+(``kora.agent.runtime``; for agents that offer tools also the agentic loop, ~1 s of imports) starts in the
+background after start-up, so ``/health`` answers within a second; ``/ready`` says not-ready, with reasons,
+until the runtime has started and every configured tool server can be listed. Requests that need the runtime
+wait for it.
 
 Errors on ``/v1`` use OpenAI's body ``{"error": {"message", "type", "code"}}``: 400 for a bad request,
 502 when the model API fails, 504 when it times out, 503 while the agent is still starting; never a bare 500
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kora.agent")
 
-#: Seconds a request waits for the agentic loop to finish loading before answering 503.
+#: Seconds a request waits for the runtime to finish starting before answering 503.
 STARTUP_WAIT_SECONDS = 30.0
 _FAILURE_STATUS = {"model_error": 502, "model_timeout": 504, "internal_error": 500}
 

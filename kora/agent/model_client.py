@@ -23,6 +23,7 @@ import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import aiohttp
 import httpx2
 import pydantic
 import pydantic_core
@@ -135,8 +136,8 @@ class ModelClient:
             try:
                 request = self.http.build_request("POST", self.url, content=content, headers=self._headers)
                 response = await self.http.send(request, stream=stream)
-            except httpx2.TimeoutException:
-                failure = ModelCallError("model_timeout", "The model API did not answer in time.")
+            except httpx2.TimeoutException as error:
+                failure = _timeout_or_unreachable(error)
             except httpx2.HTTPError as error:
                 failure = ModelCallError("model_error", f"The model API could not be reached: {error}")
             else:
@@ -158,6 +159,14 @@ class ModelClient:
                 delay = min(INITIAL_BACKOFF_SECONDS * 2**attempt, MAX_BACKOFF_SECONDS) * random.uniform(0.75, 1.0)
             attempt += 1
             await asyncio.sleep(delay)
+
+
+def _timeout_or_unreachable(error: httpx2.TimeoutException) -> ModelCallError:
+    """httpx_aiohttp 0.2 reports a refused connection as ``ConnectTimeout``; aiohttp's own error says which."""
+    cause = error.__cause__
+    if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(cause, aiohttp.ServerTimeoutError):
+        return ModelCallError("model_error", f"The model API could not be reached: {cause}")
+    return ModelCallError("model_timeout", "The model API did not answer in time.")
 
 
 def _first(error: pydantic.ValidationError) -> str:

@@ -80,8 +80,8 @@ async def test_501st_event_evicts_the_oldest():
     await memory.add_event(sid, events[500])
     stored = await memory.get_session_events(sid)
     assert len(stored) == 500
-    assert stored[0] is events[1]
-    assert stored[-1] is events[500]
+    assert stored[0] == events[1]
+    assert stored[-1] == events[500]
     assert await memory.count_events() == 500
     (info,) = await memory.list_sessions()
     assert info.event_count == 500
