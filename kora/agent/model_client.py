@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 
 import aiohttp
 import httpx2
 import pydantic
 import pydantic_core
-from httpx_aiohttp.httpx2 import AiohttpTransport
+from httpx_aiohttp.httpx2 import Httpx2AiohttpClient
 
 from kora.agent.model_wire import ChatCompletion, ChatCompletionChunk, JSONObject, ModelAnswer
 
@@ -83,8 +83,10 @@ class ModelClient:
         self.max_retries = max_retries
         self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
         #: The HTTP client, also handed to the agentic loop's ``openai`` client.
-        self.http = httpx2.AsyncClient(
-            transport=AiohttpTransport(limits=httpx2.Limits(max_connections=None, max_keepalive_connections=100)),
+        # Httpx2AiohttpClient: aiohttp for direct and proxied (HTTP(S)_PROXY) requests alike. Pool limits as the
+        # openai client's: a streamed turn holds its connection for as long as the model talks.
+        self.http: httpx2.AsyncClient = Httpx2AiohttpClient(
+            limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100),
             timeout=httpx2.Timeout(timeout),
         )
 
@@ -108,12 +110,14 @@ class ModelClient:
         :class:`ModelCallError`, also while iterating.
         """
         response = await self._send(body, stream=True)
+        chunks = self._chunks(response)
         try:
-            yield self._chunks(response)
+            yield chunks
         finally:
+            await chunks.aclose()
             await response.aclose()
 
-    async def _chunks(self, response: httpx2.Response) -> AsyncIterator[ChatCompletionChunk]:
+    async def _chunks(self, response: httpx2.Response) -> AsyncGenerator[ChatCompletionChunk]:
         try:
             async for event in httpx2.EventSource(response):
                 if event.data == "[DONE]":

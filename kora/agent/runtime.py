@@ -99,7 +99,7 @@ class AgentRuntime:
         """Load the agentic loop if the agent offers tools, and connect its tool servers (each tried once;
         failures are retried in the background)."""
         if self.offers_tools:
-            await self.loop()
+            await self.agentic_loop()
 
     async def close(self) -> None:
         """Close tool-server sessions and HTTP clients."""
@@ -107,7 +107,7 @@ class AgentRuntime:
             await self._loop.close()
         await self.model.aclose()
 
-    async def loop(self) -> AgenticLoop:
+    async def agentic_loop(self) -> AgenticLoop:
         """The agentic loop, imported (in a thread, ~1 s) and started on first use."""
         async with self._loop_lock:
             if self._loop is None:
@@ -133,7 +133,7 @@ class AgentRuntime:
                 first = await self.model.complete(self._first_request(turn, history, stream=False))
                 if first.is_final_text:
                     return await self._answered(turn, first)
-                loop = await self.loop()
+                loop = await self.agentic_loop()
                 return await self._finish(turn, await loop.run(turn, history, first))
             except TurnFailed:
                 raise
@@ -158,7 +158,7 @@ class AgentRuntime:
                 if first.is_final_text:
                     yield await self._answered(turn, first)
                     return
-                loop = await self.loop()
+                loop = await self.agentic_loop()
                 async for item in loop.stream(turn, history, first):
                     yield item if isinstance(item, str) else await self._finish(turn, item)
             except GeneratorExit:
