@@ -33,7 +33,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from kora.agent.model_client import ModelCallError, ModelClient
-from kora.agent.model_wire import ModelAnswer, StreamedAnswer, chat_messages, request_body
+from kora.agent.model_wire import JSONObject, ModelAnswer, StreamedAnswer, chat_messages, request_body
 from kora.agent.settings import AgentSettings
 from kora.agent.turn import StepLimitReached, TurnFailed, TurnOutcome, TurnRequest
 from kora.core.events import EventType, MemoryEvent
@@ -135,8 +135,6 @@ class AgentRuntime:
                     return await self._answered(turn, first)
                 loop = await self.agentic_loop()
                 return await self._finish(turn, await loop.run(turn, history, first))
-            except TurnFailed:
-                raise
             except (Exception, asyncio.CancelledError) as error:
                 return await self._failed(turn, error)
 
@@ -165,14 +163,12 @@ class AgentRuntime:
                 # The consumer stopped reading (aclose): the request above is already cancelled; keep the record.
                 await self._store_failure(turn, "cancelled", "The turn was stopped before it finished.")
                 raise
-            except TurnFailed:
-                raise
             except (Exception, asyncio.CancelledError) as error:
                 outcome = await self._failed(turn, error)
                 yield outcome.text
                 yield outcome
 
-    def _first_request(self, turn: TurnRequest, history: list[Request | Response], *, stream: bool) -> dict[str, Any]:
+    def _first_request(self, turn: TurnRequest, history: list[Request | Response], *, stream: bool) -> JSONObject:
         tools = self._loop.openai_tools() if self._loop is not None else []
         messages = chat_messages([self.settings.agent_instructions, turn.system], history, turn.prompt)
         return request_body(self.settings.model_name, messages, tools, stream=stream)
