@@ -86,7 +86,7 @@ class AgentSettings(BaseSettings):
     model_api_key: str = "kora-no-key"
     # Kora: seconds to wait for one model response before answering 504.
     model_timeout_seconds: float = Field(default=120.0, gt=0)
-    # Kora: how often the OpenAI client retries a failed model request (429, 5xx, connection errors).
+    # Kora: how often a failed model request is retried (408/409/429/5xx, timeouts, connection errors).
     model_max_retries: int = Field(default=2, ge=0)
     # Kora: seconds to wait for a peer agent's answer to a delegated task.
     delegation_timeout_seconds: float = Field(default=120.0, gt=0)

@@ -26,7 +26,7 @@ from kora.testing.threaded import ThreadedServer
 from tests.agent_harness import mcp_app
 from tests.unit.conversation_strategies import ANY_EVENT, TEXT, conversations
 
-AGENT_INSTRUCTIONS = "You are a helpful assistant."
+AGENT_INSTRUCTIONS = ("You are a helpful assistant.", "")
 
 
 def add(a: int, b: int) -> int:
@@ -36,13 +36,15 @@ def add(a: int, b: int) -> int:
 
 @pytest.fixture(scope="module")
 def pydantic_ai_side():
-    """The scripted model and a pydantic-ai agent on it, driven from one event loop for every example."""
+    """The scripted model and pydantic-ai agents on it (with and without instructions), driven from one event
+    loop for every example."""
     with ScriptedModelServer() as server, asyncio.Runner() as runner:
-        agent = Agent(server.pydantic_ai_model(), instructions=AGENT_INSTRUCTIONS)
+        model = server.pydantic_ai_model()
+        agents = {text: Agent(model, instructions=text) for text in AGENT_INSTRUCTIONS}
 
-        def sent(events: list[MemoryEvent], prompt: str, system: str) -> list:
+        def sent(instructions: str, events: list[MemoryEvent], prompt: str, system: str) -> list:
             history = events_to_messages(events)
-            runner.run(agent.run(prompt, message_history=history, instructions=system or None))
+            runner.run(agents[instructions].run(prompt, message_history=history, instructions=system or None))
             return server.requests[-1]["messages"]
 
         yield sent
@@ -70,10 +72,15 @@ WINDOWS = st.one_of(
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(events=WINDOWS, prompt=TEXT, system=st.sampled_from(["", "Answer in French."]))
-def test_direct_messages_are_what_pydantic_ai_sends(pydantic_ai_side, events, prompt, system):
-    expected = pydantic_ai_side(events, prompt, system)
-    assert chat_messages([AGENT_INSTRUCTIONS, system], replay_messages(events), prompt) == expected
+@given(
+    instructions=st.sampled_from(AGENT_INSTRUCTIONS),
+    events=WINDOWS,
+    prompt=TEXT,
+    system=st.sampled_from(["", "Answer in French."]),
+)
+def test_direct_messages_are_what_pydantic_ai_sends(pydantic_ai_side, instructions, events, prompt, system):
+    expected = pydantic_ai_side(instructions, events, prompt, system)
+    assert chat_messages([instructions, system], replay_messages(events), prompt) == expected
 
 
 async def test_tools_are_offered_the_same_way_on_both_paths(model):
