@@ -75,16 +75,16 @@ class ModelClient:
     """Chat-completions client for ``base_url`` (``MODEL_API_URL``, e.g. ``http://host:port/v1``).
 
     ``timeout``: seconds to connect and between reads; ``max_retries``: retries after the first attempt.
-    Create inside a running event loop; ``await aclose()`` when done.
+    Use it from one event loop; ``await aclose()`` when done.
     """
 
     def __init__(self, base_url: str, api_key: str, *, timeout: float, max_retries: int) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.max_retries = max_retries
         self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
-        #: The HTTP client, also handed to the agentic loop's ``openai`` client.
         # Httpx2AiohttpClient: aiohttp for direct and proxied (HTTP(S)_PROXY) requests alike. Pool limits as the
         # openai client's: a streamed turn holds its connection for as long as the model talks.
+        #: The HTTP client, also handed to the agentic loop's ``openai`` client.
         self.http: httpx2.AsyncClient = Httpx2AiohttpClient(
             limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100),
             timeout=httpx2.Timeout(timeout),
@@ -127,7 +127,9 @@ class ModelClient:
         except pydantic.ValidationError as error:
             raise ModelCallError("model_error", f"The model API sent an invalid chunk: {_first(error)}") from None
         except httpx2.TimeoutException:
-            raise ModelCallError("model_timeout", "The model API stopped sending in time.") from None
+            raise ModelCallError(
+                "model_timeout", "The model API's stream stalled for longer than the timeout."
+            ) from None
         except httpx2.HTTPError as error:
             raise ModelCallError("model_error", f"The model API stream failed: {error}") from None
 

@@ -127,6 +127,20 @@ async def test_a_slow_model_is_a_timeout(model):
         await client.aclose()
 
 
+async def test_a_stream_that_stalls_is_a_timeout(model):
+    model.enqueue(TextReply("one two three", chunk_delay_seconds=1.5))
+    client = client_for(model.url, timeout=0.3)
+    try:
+        async with client.stream(body(stream=True)) as chunks:
+            with pytest.raises(ModelCallError) as caught:
+                async for _ in chunks:
+                    pass
+        assert caught.value.kind == "model_timeout"
+        assert "stalled" in caught.value.message
+    finally:
+        await client.aclose()
+
+
 async def test_a_model_api_that_is_down_is_a_model_error():
     client = client_for(f"http://127.0.0.1:{free_port()}/v1", retries=1)
     try:
