@@ -129,12 +129,12 @@ class _Lenient(BaseModel):
 
 
 class FunctionCall(_Lenient):
-    name: str = ""
-    arguments: str = ""
+    name: str | None = None
+    arguments: str | None = None
 
 
 class MessageToolCall(_Lenient):
-    id: str = ""
+    id: str | None = None
     function: FunctionCall = Field(default_factory=FunctionCall)
 
 
@@ -149,16 +149,17 @@ class Choice(_Lenient):
 
 
 class TokenUsage(_Lenient):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
 
 
 class ChatCompletion(_Lenient):
-    """A non-streamed answer: the fields Kora reads (others are ignored)."""
+    """A non-streamed answer: the fields Kora reads (others are ignored; ``null`` is accepted wherever
+    OpenAI-compatible servers are seen to send it)."""
 
-    id: str = ""
-    model: str = ""
-    created: int = 0
+    id: str | None = None
+    model: str | None = None
+    created: float | None = None
     choices: list[Choice] = Field(min_length=1)
     usage: TokenUsage | None = None
 
@@ -188,10 +189,10 @@ class ChunkChoice(_Lenient):
 class ChatCompletionChunk(_Lenient):
     """One streamed ``chat.completion.chunk``: the fields Kora reads."""
 
-    id: str = ""
-    model: str = ""
-    created: int = 0
-    choices: list[ChunkChoice] = Field(default_factory=list)
+    id: str | None = None
+    model: str | None = None
+    created: float | None = None
+    choices: list[ChunkChoice] | None = None
     usage: TokenUsage | None = None
 
 
@@ -229,18 +230,18 @@ class ModelAnswer:
         choice = completion.choices[0]
         usage = completion.usage or TokenUsage()
         calls = [
-            AnsweredCall(call.id, call.function.name, call.function.arguments)
+            AnsweredCall(call.id or "", call.function.name or "", call.function.arguments or "")
             for call in choice.message.tool_calls or []
         ]
         return cls(
             choice.message.content or "",
             calls,
             choice.finish_reason,
-            usage.prompt_tokens,
-            usage.completion_tokens,
-            completion.model,
-            completion.id,
-            completion.created,
+            usage.prompt_tokens or 0,
+            usage.completion_tokens or 0,
+            completion.model or "",
+            completion.id or "",
+            int(completion.created or 0),
         )
 
 
@@ -256,13 +257,14 @@ class StreamedAnswer:
     def add(self, chunk: ChatCompletionChunk) -> str:
         """Take one chunk; returns its text delta (``""`` when it has none)."""
         answer = self.answer
-        answer.model_name = answer.model_name or chunk.model
-        answer.response_id = answer.response_id or chunk.id
-        answer.created = answer.created or chunk.created
+        answer.model_name = answer.model_name or chunk.model or ""
+        answer.response_id = answer.response_id or chunk.id or ""
+        answer.created = answer.created or int(chunk.created or 0)
         if chunk.usage is not None:
-            answer.input_tokens, answer.output_tokens = chunk.usage.prompt_tokens, chunk.usage.completion_tokens
+            answer.input_tokens = chunk.usage.prompt_tokens or 0
+            answer.output_tokens = chunk.usage.completion_tokens or 0
         text = ""
-        for choice in chunk.choices:
+        for choice in chunk.choices or []:
             if choice.index != 0:
                 continue
             if choice.finish_reason:

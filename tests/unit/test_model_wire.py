@@ -83,6 +83,19 @@ def test_answer_from_completion():
     assert not ModelAnswer(text="  ").is_final_text
 
 
+def test_answers_with_nulls_and_float_times_from_other_servers_are_read():
+    completion = ChatCompletion.model_validate_json(
+        '{"id": null, "model": null, "created": 1763700000.5, "choices": [{"message": {"content": "hi",'
+        ' "tool_calls": null}, "finish_reason": null}], "usage": {"prompt_tokens": null, "completion_tokens": 2}}'
+    )
+    answer = ModelAnswer.from_completion(completion)
+    assert (answer.text, answer.input_tokens, answer.output_tokens, answer.created) == ("hi", 0, 2, 1763700000)
+    streamed = StreamedAnswer()
+    streamed.add(ChatCompletionChunk.model_validate_json('{"id": null, "choices": null, "usage": null}'))
+    streamed.add(ChatCompletionChunk.model_validate_json('{"choices": [{"delta": {"content": "ok"}}]}'))
+    assert streamed.finish().text == "ok"
+
+
 @pytest.mark.parametrize("body", ['{"choices": []}', '{"object": "list"}', '{"choices": [{"message": 3}]}'])
 def test_answers_that_are_not_completions_are_rejected(body):
     with pytest.raises(pydantic.ValidationError):
