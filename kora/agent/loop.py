@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
 import httpx
 import httpx2
@@ -74,6 +74,15 @@ _FINISH_REASONS: dict[str, Any] = {
     "function_call": "tool_call",
     "content_filter": "content_filter",
 }
+
+
+class _RunArgs(TypedDict):
+    message_history: list[ModelMessage]
+    deps: TurnDeps
+    usage: RunUsage
+    usage_limits: UsageLimits
+    toolsets: list[AbstractToolset[Any]]
+    instructions: str | None
 
 
 @dataclass(frozen=True)
@@ -242,7 +251,8 @@ class AgenticLoop:
         assert result is not None
         yield self._result(turn, messages, first, result)
 
-    def _run_args(self, turn: TurnRequest, messages: list[ModelMessage], first: ModelAnswer) -> dict[str, Any]:
+    def _run_args(self, turn: TurnRequest, messages: list[ModelMessage], first: ModelAnswer) -> _RunArgs:
+        """What both run paths pass to pydantic-ai besides the (absent) prompt."""
         return {
             "message_history": messages,
             "deps": TurnDeps(turn.session_id, self.settings.agent_name, turn.delegated_by),
