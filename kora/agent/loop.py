@@ -44,6 +44,7 @@ from pydantic_ai.exceptions import (
     UnexpectedModelBehavior,
     UsageLimitExceeded,
 )
+from pydantic_ai.messages import FinishReason
 from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.profiles.openai import OpenAIModelProfile
@@ -67,7 +68,7 @@ if TYPE_CHECKING:
     from kora.agent.mcp_servers import McpServers
 
 #: OpenAI ``finish_reason`` -> pydantic-ai's, for an answer handed to the loop.
-_FINISH_REASONS: dict[str, Any] = {
+_FINISH_REASONS: dict[str, FinishReason] = {
     "stop": "stop",
     "length": "length",
     "tool_calls": "tool_call",

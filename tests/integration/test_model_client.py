@@ -196,7 +196,7 @@ def test_retry_after_is_honoured_up_to_a_minute(header, seconds):
     assert _retry_after(httpx2.Response(429, headers=headers)) == seconds
 
 
-async def test_concurrent_requests_share_the_pool(model):
+async def test_concurrent_requests_each_get_their_own_answer(model):
     client = client_for(model.url)
     try:
         answers = await asyncio.gather(*(client.complete(body(f"n{i}")) for i in range(32)))
