@@ -8,4 +8,5 @@ bash scripts/bootstrap.sh
 ruff check .
 ruff format --check .
 mypy kora
+lint-imports --no-cache
 exec pytest "$@"

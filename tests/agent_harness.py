@@ -14,7 +14,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
 from kora.agent.app import create_app
-from kora.agent.settings import load_agent_settings
+from kora.agent.runtime import AgentRuntime
+from kora.agent.settings import AgentSettings, load_agent_settings
+from kora.memory import LocalMemory
 from kora.testing import ScriptedModelServer
 from kora.testing.threaded import ThreadedServer
 
@@ -53,20 +55,28 @@ def wait_until(predicate: Callable[[], bool], within: float = 10.0, message: str
         time.sleep(0.02)
 
 
+#: Settings every test agent gets unless a test overrides them; the ``turn_path`` fixture (tests/conftest.py)
+#: sets ``AGENT_DIRECT_FIRST_REQUEST`` here so a module's turn tests run on both turn paths.
+DEFAULT_ENV: dict[str, str] = {"MODEL_MAX_RETRIES": "0"}
+
+
+def agent_settings(model: ScriptedModelServer, name: str = "agent", **env: str) -> AgentSettings:
+    """Agent settings against ``model``; ``env`` adds settings (upper-case names)."""
+    base = {"AGENT_NAME": name, "MODEL_API_URL": model.url, "MODEL_NAME": model.model_name}
+    return load_agent_settings({**base, **DEFAULT_ENV, **env})
+
+
+def agent_runtime(model: ScriptedModelServer, **env: str) -> AgentRuntime:
+    """An :class:`AgentRuntime` (not started) named ``a`` against ``model``, with local memory."""
+    return AgentRuntime(agent_settings(model, "a", **env), LocalMemory())
+
+
 @asynccontextmanager
 async def running_agent(
     model: ScriptedModelServer, name: str = "agent", wait_ready: bool = True, **env: str
 ) -> AsyncIterator[RunningAgent]:
     """An agent server on a free loopback port, against ``model``; ``env`` adds settings (upper-case names)."""
-    settings = load_agent_settings(
-        {
-            "AGENT_NAME": name,
-            "MODEL_API_URL": model.url,
-            "MODEL_NAME": model.model_name,
-            "MODEL_MAX_RETRIES": "0",
-            **env,
-        }
-    )
+    settings = agent_settings(model, name, **env)
     async with ThreadedServer(create_app(settings), name=f"agent-{name}", lifespan="on") as server:
         agent = RunningAgent(server, name)
         if wait_ready:

@@ -1,6 +1,7 @@
 import pytest
 
 from kora.testing import ScriptedModelServer
+from tests import agent_harness
 
 
 @pytest.fixture
@@ -8,3 +9,13 @@ async def model():
     """A scripted OpenAI-compatible model on 127.0.0.1 (the only stand-in allowed: the LLM)."""
     async with ScriptedModelServer() as server:
         yield server
+
+
+@pytest.fixture(params=["direct", "agent"])
+def turn_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs a test once per turn path: ``direct`` (a turn's first model request sent by the runtime, the
+    default) and ``agent`` (every request in pydantic-ai's Agent, ``AGENT_DIRECT_FIRST_REQUEST=false``).
+    Use it with ``pytestmark = pytest.mark.usefixtures("turn_path")``; agents and runtimes made through
+    ``tests.agent_harness`` pick it up."""
+    monkeypatch.setitem(agent_harness.DEFAULT_ENV, "AGENT_DIRECT_FIRST_REQUEST", str(request.param == "direct"))
+    return str(request.param)

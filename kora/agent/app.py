@@ -31,7 +31,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from kora.agent import openai_api as oai
 from kora.agent.a2a.routes import A2AServer
 from kora.agent.settings import AgentSettings
-from kora.agent.turn import TurnFailed, TurnOutcome, TurnRequest
+from kora.agent.turn import TurnOutcome, TurnRequest
+from kora.core.errors import KoraError, RequestError, Unavailable
+from kora.core.openai_errors import error_body, openai_error_body
+from kora.core.protocol import DELEGATED_BY_HEADER, SESSION_HEADER
 from kora.memory import Memory, build_memory
 
 if TYPE_CHECKING:
@@ -41,7 +44,6 @@ log = logging.getLogger("kora.agent")
 
 #: Seconds a request waits for the runtime to finish starting before answering 503.
 STARTUP_WAIT_SECONDS = 30.0
-_FAILURE_STATUS = {"model_error": 502, "model_timeout": 504, "internal_error": 500}
 
 
 class AgentState:
@@ -68,15 +70,13 @@ class AgentState:
             self._loaded.set()
 
     async def wait_runtime(self) -> AgentRuntime:
-        """The runtime; raises :class:`~kora.agent.openai_api.OpenAIError` (503) if it is not available."""
+        """The runtime; raises :class:`~kora.core.errors.Unavailable` (503) if it is not available."""
         try:
             await asyncio.wait_for(self._loaded.wait(), STARTUP_WAIT_SECONDS)
         except TimeoutError:
-            raise oai.OpenAIError(503, "The agent is still starting.", "service_unavailable", "starting") from None
+            raise Unavailable("The agent is still starting.", code="starting") from None
         if self.runtime is None:
-            raise oai.OpenAIError(
-                503, f"The agent failed to start: {self.startup_error}", "service_unavailable", "startup_failed"
-            )
+            raise Unavailable(f"The agent failed to start: {self.startup_error}", code="startup_failed")
         return self.runtime
 
     def problems(self) -> list[str]:
@@ -171,16 +171,16 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
     async def chat_completions(request: Request) -> Response:
         parsed = oai.parse_chat_request(await request.body())
         runtime = await state.wait_runtime()
-        requested = request.headers.get(oai.SESSION_HEADER) or parsed.request.session_id
+        requested = request.headers.get(SESSION_HEADER) or parsed.request.session_id
         session_id = await state.memory.get_or_create_session(requested, settings.agent_name)
         turn = TurnRequest(
             session_id=session_id,
             prompt=parsed.prompt,
             client_history=parsed.history,
             system=parsed.system,
-            delegated_by=request.headers.get(oai.DELEGATED_BY_HEADER),
+            delegated_by=request.headers.get(DELEGATED_BY_HEADER),
         )
-        headers = {oai.SESSION_HEADER: session_id}
+        headers = {SESSION_HEADER: session_id}
         model = parsed.request.model or settings.agent_name
         if parsed.request.stream:
             return StreamingResponse(
@@ -190,8 +190,8 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
             )
         try:
             outcome = await runtime.run(turn)
-        except TurnFailed as failure:
-            return _failure_error(failure).response(headers)
+        except KoraError as failure:
+            return _error_response(failure, headers)
         body = oai.completion_body(
             oai.completion_id(),
             model,
@@ -204,10 +204,9 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
     return app
 
 
-def _failure_error(failure: TurnFailed) -> oai.OpenAIError:
-    status = _FAILURE_STATUS.get(failure.kind, 500)
-    type_ = "server_error" if status != 504 else "timeout"
-    return oai.OpenAIError(status, failure.message, type_, failure.kind)
+def _error_response(error: KoraError, headers: dict[str, str] | None = None) -> JSONResponse:
+    """``error`` as OpenAI's error body with the error's HTTP status."""
+    return JSONResponse(error_body(error), status_code=error.status, headers=headers)
 
 
 async def _stream_chunks(
@@ -231,8 +230,8 @@ async def _stream_chunks(
                     yield oai.chunk_line(id_, model, created, {}, usage=usage)
             else:
                 yield oai.chunk_line(id_, model, created, {"content": item})
-    except TurnFailed as failure:
-        yield oai.error_line(_failure_error(failure))
+    except KoraError as failure:
+        yield oai.error_line(failure)
     finally:
         await stream.aclose()
     yield oai.DONE_LINE
@@ -241,15 +240,16 @@ async def _stream_chunks(
 def _install_error_handlers(app: FastAPI) -> None:
     """JSON errors everywhere; OpenAI's error shape under ``/v1``."""
 
-    @app.exception_handler(oai.OpenAIError)
-    async def openai_error(_: Request, error: oai.OpenAIError) -> JSONResponse:
-        return error.response()
+    @app.exception_handler(KoraError)
+    async def kora_error(_: Request, error: KoraError) -> JSONResponse:
+        return _error_response(error)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> Response:
         if request.url.path.startswith("/v1"):
             code = "not_found" if error.status_code == 404 else "http_error"
-            return oai.OpenAIError(error.status_code, str(error.detail), "invalid_request_error", code).response()
+            body = openai_error_body(str(error.detail), "invalid_request_error", code)
+            return JSONResponse(body, status_code=error.status_code, headers=error.headers)
         return JSONResponse({"detail": error.detail}, status_code=error.status_code, headers=error.headers)
 
     @app.exception_handler(RequestValidationError)
@@ -258,12 +258,10 @@ def _install_error_handlers(app: FastAPI) -> None:
         where = ".".join(str(part) for part in first["loc"])
         message = f"Invalid request: {where}: {first['msg']}"
         if request.url.path.startswith("/v1"):
-            return oai.OpenAIError(400, message, code="invalid_request").response()
+            return _error_response(RequestError(message))
         return JSONResponse({"detail": message}, status_code=400)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, error: Exception) -> JSONResponse:
         log.exception("unhandled error on %s", request.url.path)
-        return oai.OpenAIError(
-            500, f"Internal error: {type(error).__name__}", "server_error", "internal_error"
-        ).response()
+        return _error_response(KoraError(f"Internal error: {type(error).__name__}"))

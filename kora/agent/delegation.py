@@ -23,10 +23,8 @@ from a2a.helpers.proto_helpers import get_message_text, new_text_part
 from a2a.types.a2a_pb2 import Message, Role, SendMessageRequest, Task, TaskState
 from pydantic_ai import FunctionToolset, RunContext, Tool
 
-from kora.agent.a2a.executor import DELEGATED_BY_METADATA
-from kora.agent.openai_api import DELEGATED_BY_HEADER, SESSION_HEADER
 from kora.agent.turn import TurnDeps
-from kora.memory.replay import DELEGATION_TOOL_PREFIX
+from kora.core.protocol import DELEGATED_BY_HEADER, DELEGATED_BY_METADATA, DELEGATION_TOOL_PREFIX, SESSION_HEADER
 
 
 def delegation_tool_name(agent: str) -> str:

@@ -1,80 +1,52 @@
 """The agentic loop on pydantic-ai (spec: "What the service does" items 1-3, "Limits": ``agentic_loop_max_steps``).
 
-:class:`AgenticLoop` holds a pydantic-ai ``Agent`` on the ModelAPI as an OpenAI-compatible model, with the
-MCP, delegation and memory toolsets. The runtime (:mod:`kora.agent.runtime`) sends each turn's first model
-request itself; when that answer calls tools, the turn continues here: pydantic-ai runs the calls and the
-following model requests, at most ``agentic_loop_max_steps`` requests in all, counting the first.
+:class:`AgenticLoop` holds a pydantic-ai ``Agent`` on the agent's :class:`~kora.agent.chat_model.KoraChatModel`
+with the MCP, delegation and memory toolsets. The runtime (:mod:`kora.agent.runtime`) usually sends a turn's first
+model request itself, through the same model object; when that answer calls tools, the turn continues here:
+pydantic-ai runs the calls and the following model requests, at most ``agentic_loop_max_steps`` requests in all,
+counting the first. A turn may also run here from its start (the runtime's ``direct_first_request=False``).
 
-This module imports pydantic-ai and openai (about 1 s and 40 MB): the runtime loads it at start-up only for
-agents that offer tools, and otherwise on the first answer that needs it.
+pydantic-ai's failures become Kora's (:func:`turn_error`): a spent step budget is
+:class:`~kora.core.errors.StepLimitReached`, a model that misbehaves past pydantic-ai's retries a
+:class:`~kora.core.errors.ModelError`; the model adapter's own errors pass through unchanged.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import httpx
-import httpx2
-from openai import AsyncOpenAI
 from pydantic_ai import (
     Agent,
     AgentRunResult,
     AgentRunResultEvent,
     FunctionToolResultEvent,
     ModelMessage,
-    ModelRequest,
-    ModelRequestPart,
-    ModelResponse,
-    ModelResponsePart,
     PartDeltaEvent,
     PartStartEvent,
     TextPart,
     TextPartDelta,
-    ToolCallPart,
     UsageLimits,
-    UserPromptPart,
 )
-from pydantic_ai.exceptions import (
-    ModelAPIError,
-    ModelHTTPError,
-    ModelTimeoutError,
-    UnexpectedModelBehavior,
-    UsageLimitExceeded,
-)
-from pydantic_ai.messages import FinishReason
+from pydantic_ai.exceptions import UnexpectedModelBehavior, UsageLimitExceeded
+from pydantic_ai.messages import InstructionPart
 from pydantic_ai.models import ModelRequestParameters
-from pydantic_ai.models.openai import OpenAIChatModel
-from pydantic_ai.profiles.openai import OpenAIModelProfile
-from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
-from pydantic_ai.usage import RequestUsage, RunUsage
+from pydantic_ai.usage import RunUsage
 
+from kora.agent.chat_model import KoraChatModel
 from kora.agent.delegation import Delegation
 from kora.agent.memory_tools import MEMORY_TOOL_NAMES, memory_toolset
-from kora.agent.model_client import ModelCallError
-from kora.agent.model_wire import JSONObject, ModelAnswer, function_tool
 from kora.agent.settings import AgentSettings
-from kora.agent.turn import StepLimitReached, TurnDeps, TurnRequest
-from kora.core.events import EventType, MemoryEvent
+from kora.agent.turn import TurnDeps, TurnRequest
+from kora.core.errors import KoraError, ModelError, StepLimitReached, internal_error
 from kora.memory import Memory
-from kora.memory.history import messages_to_events, replay_to_messages
-from kora.memory.replay import Request, Response
 
 if TYPE_CHECKING:
     from kora.agent.mcp_servers import McpServers
-
-#: OpenAI ``finish_reason`` -> pydantic-ai's, for an answer handed to the loop.
-_FINISH_REASONS: dict[str, FinishReason] = {
-    "stop": "stop",
-    "length": "length",
-    "tool_calls": "tool_call",
-    "function_call": "tool_call",
-    "content_filter": "content_filter",
-}
 
 
 class _RunArgs(TypedDict):
@@ -88,39 +60,43 @@ class _RunArgs(TypedDict):
 
 @dataclass(frozen=True)
 class LoopResult:
-    """A turn finished by the loop: the answer, token usage and model requests summed over the whole turn
-    (the first request included), and the turn's events, ready to store."""
+    """A turn finished by the loop: the answer, the usage summed over the whole turn (the first request
+    included), and the messages the loop added (responses and tool returns, in order)."""
 
     text: str
-    input_tokens: int
-    output_tokens: int
-    requests: int
-    events: list[MemoryEvent]
+    usage: RunUsage
+    new_messages: list[ModelMessage]
+
+
+def text_delta(event: object) -> str:
+    """The answer text a streamed event adds (``""`` for any other event)."""
+    if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+        return event.part.content
+    if isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+        return event.delta.content_delta
+    return ""
+
+
+def turn_error(error: BaseException) -> KoraError:
+    """A failure of a turn as Kora reports it: Kora's errors as they are, pydantic-ai's translated, anything
+    else an internal error."""
+    if isinstance(error, UsageLimitExceeded):
+        return StepLimitReached(str(error))
+    if isinstance(error, UnexpectedModelBehavior):
+        return ModelError(f"The model API failed: {error}")
+    return internal_error(error)
 
 
 class AgenticLoop:
     """The pydantic-ai agent of one agent server. Create, ``await start()``, use, ``await close()``.
 
-    ``model_http`` is the ModelAPI client's HTTP client (shared connection pool; not closed here).
+    ``model`` is the agent's model adapter (shared with the runtime's first request; not closed here).
     """
 
-    def __init__(self, settings: AgentSettings, memory: Memory, model_http: httpx2.AsyncClient) -> None:
+    def __init__(self, settings: AgentSettings, memory: Memory, model: KoraChatModel) -> None:
         self.settings = settings
-        self.memory = memory
+        self.model = model
         self._http = httpx.AsyncClient(timeout=settings.delegation_timeout_seconds)
-        openai_client = AsyncOpenAI(
-            base_url=settings.model_api_url,
-            api_key=settings.model_api_key,
-            timeout=settings.model_timeout_seconds,
-            max_retries=settings.model_max_retries,
-            http_client=model_http,
-        )
-        model = OpenAIChatModel(
-            settings.model_name,
-            provider=OpenAIProvider(openai_client=openai_client),
-            # Many OpenAI-compatible servers reject "strict" tool schemas; plain schemas work everywhere.
-            profile=OpenAIModelProfile(openai_supports_strict_tool_definition=False),
-        )
         self.delegation = Delegation(
             settings.agent_name, settings.sub_agent_urls, settings.delegation_timeout_seconds, self._http
         )
@@ -147,10 +123,9 @@ class AgenticLoop:
             name=settings.agent_name,
             toolsets=static,
         )
-        self.agent_model = model
         self._limits = UsageLimits(request_limit=settings.agentic_loop_max_steps)
-        self._openai_tools: list[JSONObject] = []
-        self._openai_tools_key: tuple[tuple[str, str, int], ...] = ()
+        self._tool_defs: list[ToolDefinition] = []
+        self._tool_defs_key: tuple[tuple[str, str, int], ...] = ()
 
     async def start(self) -> None:
         """Connect the tool servers (each tried once; failures are retried in the background)."""
@@ -184,61 +159,50 @@ class AgenticLoop:
                 )
         return result + (self.mcp.tool_definitions() if self.mcp is not None else [])
 
-    def openai_tools(self) -> list[JSONObject]:
-        """The tools as the ``tools`` of a chat-completions request, exactly as pydantic-ai sends them (its model
-        profile adapts the JSON schemas). Cached until the set of tools changes."""
+    def request_parameters(self, turn: TurnRequest) -> ModelRequestParameters:
+        """What a turn's first model request offers the model, as the ``Agent`` would: the instructions
+        (the agent's, then the turn's) and every tool. The tool list is cached until the set of tools changes."""
         definitions = self.tool_definitions()
         key = tuple((t["name"], t["description"], id(t["parameters"])) for t in definitions)
-        if key != self._openai_tools_key:
-            params = self.agent_model.customize_request_parameters(
-                ModelRequestParameters(
-                    function_tools=[
-                        ToolDefinition(
-                            name=t["name"], parameters_json_schema=t["parameters"], description=t["description"]
-                        )
-                        for t in definitions
-                    ]
-                )
-            )
-            self._openai_tools = [
-                function_tool(t.name, t.description or "", t.parameters_json_schema) for t in params.function_tools
+        if key != self._tool_defs_key:
+            self._tool_defs = [
+                ToolDefinition(name=t["name"], parameters_json_schema=t["parameters"], description=t["description"])
+                for t in definitions
             ]
-            self._openai_tools_key = key
-        return self._openai_tools
+            self._tool_defs_key = key
+        texts = (self.settings.agent_instructions, turn.system)
+        return ModelRequestParameters(
+            function_tools=self._tool_defs, instruction_parts=[InstructionPart(text) for text in texts if text]
+        )
 
-    async def run(self, turn: TurnRequest, history: Sequence[Request | Response], first: ModelAnswer) -> LoopResult:
-        """Finish a turn whose first model request (``history`` then the prompt) was answered with ``first``.
+    async def run(self, turn: TurnRequest, messages: list[ModelMessage], usage: RunUsage) -> LoopResult:
+        """Continue a turn from ``messages``, which end with its prompt request (the loop sends it) or with the
+        first answer's tool calls (the loop runs them). ``usage`` is what the turn has spent so far.
 
-        Raises :class:`StepLimitReached`, :class:`~kora.agent.model_client.ModelCallError`, or whatever a
-        tool raised outside pydantic-ai's handling.
+        Raises :class:`~kora.core.errors.KoraError` (see :func:`turn_error`).
         """
-        messages = self._resumed(turn, history, first)
         try:
-            result = await self.agent.run(None, **self._run_args(turn, messages, first))
+            result = await self.agent.run(None, **self._run_args(turn, messages, usage))
         except Exception as error:
-            _raise_translated(error)
-        return self._result(turn, messages, first, result)
+            raise turn_error(error) from error
+        return self._result(result)
 
     async def stream(
-        self, turn: TurnRequest, history: Sequence[Request | Response], first: ModelAnswer
+        self, turn: TurnRequest, messages: list[ModelMessage], usage: RunUsage, *, said_text: bool
     ) -> AsyncGenerator[str | LoopResult]:
         """Like :meth:`run`, yielding the answer's text deltas as the model streams them, then the result.
 
         Text of a later model response (after tools ran) starts a new paragraph, so a plain client never sees
-        "Let me check." run into the answer. Closing the iterator cancels the model request and tool calls.
+        "Let me check." run into the answer (``said_text``: the turn already streamed text). Closing the
+        iterator cancels the model request and tool calls.
         """
-        messages = self._resumed(turn, history, first)
-        said_text, tools_ran = bool(first.text), False
+        tools_ran = False
         result = None
         try:
-            async with self.agent.run_stream_events(None, **self._run_args(turn, messages, first)) as events:
+            async with self.agent.run_stream_events(None, **self._run_args(turn, messages, usage)) as events:
                 async for event in events:
-                    text = ""
-                    if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
-                        text = event.part.content
-                    elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
-                        text = event.delta.content_delta
-                    elif isinstance(event, FunctionToolResultEvent):
+                    text = text_delta(event)
+                    if isinstance(event, FunctionToolResultEvent):
                         tools_ran = True
                     elif isinstance(event, AgentRunResultEvent):
                         result = event.result
@@ -248,76 +212,21 @@ class AgenticLoop:
                         said_text, tools_ran = True, False
                         yield text
         except Exception as error:
-            _raise_translated(error)
+            raise turn_error(error) from error
         assert result is not None
-        yield self._result(turn, messages, first, result)
+        yield self._result(result)
 
-    def _run_args(self, turn: TurnRequest, messages: list[ModelMessage], first: ModelAnswer) -> _RunArgs:
+    def _run_args(self, turn: TurnRequest, messages: Sequence[ModelMessage], usage: RunUsage) -> _RunArgs:
         """What both run paths pass to pydantic-ai besides the (absent) prompt."""
         return {
-            "message_history": messages,
+            "message_history": list(messages),
             "deps": TurnDeps(turn.session_id, self.settings.agent_name, turn.delegated_by),
-            # The first request was made outside pydantic-ai: it counts towards the step budget and the usage.
-            "usage": RunUsage(requests=1, input_tokens=first.input_tokens, output_tokens=first.output_tokens),
+            "usage": usage,
             "usage_limits": self._limits,
             "toolsets": self.mcp.toolsets() if self.mcp is not None else [],
             "instructions": turn.system or None,
         }
 
-    def _resumed(
-        self, turn: TurnRequest, history: Sequence[Request | Response], first: ModelAnswer
-    ) -> list[ModelMessage]:
-        """The run's message history: the replayed history, the prompt, and the first answer (pending calls)."""
-        response_parts: list[ModelResponsePart] = [TextPart(first.text)] if first.text else []
-        response_parts += [ToolCallPart(c.tool_name, c.arguments, c.tool_call_id) for c in first.calls]
-        prompt: list[ModelRequestPart] = [UserPromptPart(turn.prompt, timestamp=turn.started)]
-        return [
-            *replay_to_messages(history),
-            ModelRequest(parts=prompt, timestamp=turn.started),
-            ModelResponse(
-                parts=response_parts,
-                usage=RequestUsage(input_tokens=first.input_tokens, output_tokens=first.output_tokens),
-                model_name=first.model_name or self.settings.model_name,
-                timestamp=datetime.fromtimestamp(first.created, UTC) if first.created else turn.started,
-                provider_name="openai",
-                provider_response_id=first.response_id or None,
-                finish_reason=_FINISH_REASONS.get(first.finish_reason or ""),
-            ),
-        ]
-
-    def _result(
-        self, turn: TurnRequest, messages: list[ModelMessage], first: ModelAnswer, result: AgentRunResult[str]
-    ) -> LoopResult:
-        events = messages_to_events(
-            [*messages[-2:], *result.new_messages()],
-            prompt_event_type=(EventType.TASK_DELEGATION_RECEIVED if turn.delegated_by else EventType.USER_MESSAGE),
-            prompt_metadata={"from_agent": turn.delegated_by} if turn.delegated_by else None,
-            delegation_agents=self.delegation.tool_agents,
-        )
-        usage = result.usage
-        return LoopResult(result.output, usage.input_tokens, usage.output_tokens, usage.requests, events)
-
-
-def _raise_translated(error: Exception) -> NoReturn:
-    """Re-raise a pydantic-ai failure as Kora's (:class:`StepLimitReached` or :class:`ModelCallError`)."""
-    if isinstance(error, UsageLimitExceeded):
-        raise StepLimitReached(str(error)) from error
-    if isinstance(error, ModelTimeoutError):
-        raise ModelCallError("model_timeout", f"The model API did not answer in time: {error.message}") from error
-    if isinstance(error, ModelHTTPError):
-        raise ModelCallError(
-            "model_error",
-            f"The model API answered HTTP {error.status_code}: {_body_text(error.body)}",
-            error.status_code,
-        ) from error
-    if isinstance(error, ModelAPIError | UnexpectedModelBehavior):
-        raise ModelCallError("model_error", f"The model API failed: {error}") from error
-    raise error
-
-
-def _body_text(body: object) -> str:
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and "message" in error:
-            return str(error["message"])
-    return str(body)[:300] if body is not None else "no body"
+    @staticmethod
+    def _result(result: AgentRunResult[str]) -> LoopResult:
+        return LoopResult(result.output, result.usage, result.new_messages())

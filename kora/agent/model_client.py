@@ -9,11 +9,12 @@ before its first event.
 
 Transport: ``httpx2`` over aiohttp (``httpx_aiohttp``). Measured here, one request costs ~0.23 ms of CPU
 against ~0.6 ms over httpx2's default transport and ~1.1-1.8 ms through the ``openai`` client (see
-``bench/README.md``); the agentic loop's ``openai`` client shares :attr:`ModelClient.http` so both paths use
-one connection pool.
+``bench/README.md``). It is the transport of :class:`~kora.agent.chat_model.KoraChatModel`, the agent's one
+model adapter.
 
-Failures raise :class:`ModelCallError`: ``kind`` ``model_timeout`` (no answer in time) or ``model_error``
-(connection failure, an HTTP error status, or an answer that is not a chat completion).
+Failures raise :class:`~kora.core.errors.ModelTimeout` (no answer in time) or
+:class:`~kora.core.errors.ModelError` (connection failure, an HTTP error status, or an answer that is not a
+chat completion).
 """
 
 from __future__ import annotations
@@ -30,22 +31,12 @@ import pydantic_core
 from httpx_aiohttp.httpx2 import Httpx2AiohttpClient
 
 from kora.agent.model_wire import ChatCompletion, ChatCompletionChunk, JSONObject, ModelAnswer
+from kora.core.errors import ModelError, ModelTimeout
 
 RETRY_STATUSES = frozenset({408, 409, 429})
 INITIAL_BACKOFF_SECONDS = 0.5
 MAX_BACKOFF_SECONDS = 8.0
 MAX_RETRY_AFTER_SECONDS = 60.0
-
-
-class ModelCallError(Exception):
-    """A model request that failed. ``kind``: ``model_timeout`` or ``model_error``; ``message`` says what
-    happened in words a client can show; ``status`` is the HTTP status the model API answered, if any."""
-
-    def __init__(self, kind: str, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.status = status
 
 
 def _error_text(response: httpx2.Response) -> str:
@@ -84,7 +75,6 @@ class ModelClient:
         self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
         # Httpx2AiohttpClient: aiohttp for direct and proxied (HTTP(S)_PROXY) requests alike. Pool limits as the
         # openai client's: a streamed turn holds its connection for as long as the model talks.
-        #: The HTTP client, also handed to the agentic loop's ``openai`` client.
         self.http: httpx2.AsyncClient = Httpx2AiohttpClient(
             limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100),
             timeout=httpx2.Timeout(timeout),
@@ -95,19 +85,19 @@ class ModelClient:
         await self.http.aclose()
 
     async def complete(self, body: JSONObject) -> ModelAnswer:
-        """Send ``body`` (``stream`` false) and return the first choice. Raises :class:`ModelCallError`."""
+        """Send ``body`` (``stream`` false) and return the first choice. Raises ``ModelError``."""
         response = await self._send(body, stream=False)
         try:
             return ModelAnswer.from_completion(ChatCompletion.model_validate_json(response.content))
         except pydantic.ValidationError as error:
-            raise ModelCallError("model_error", f"The model API sent an invalid answer: {_first(error)}") from None
+            raise ModelError(f"The model API sent an invalid answer: {_first(error)}") from None
 
     @asynccontextmanager
     async def stream(self, body: JSONObject) -> AsyncIterator[AsyncIterator[ChatCompletionChunk]]:
         """Send ``body`` (``stream`` true); yields an iterator of its chunks, ending at ``[DONE]``.
 
         Leaving the block early closes the connection, which tells the model API to stop. Raises
-        :class:`ModelCallError`, also while iterating.
+        ``ModelError``, also while iterating.
         """
         response = await self._send(body, stream=True)
         chunks = self._chunks(response)
@@ -125,13 +115,11 @@ class ModelClient:
                 if event.data:
                     yield ChatCompletionChunk.model_validate_json(event.data)
         except pydantic.ValidationError as error:
-            raise ModelCallError("model_error", f"The model API sent an invalid chunk: {_first(error)}") from None
+            raise ModelError(f"The model API sent an invalid chunk: {_first(error)}") from None
         except httpx2.TimeoutException:
-            raise ModelCallError(
-                "model_timeout", "The model API's stream stalled for longer than the timeout."
-            ) from None
+            raise ModelTimeout("The model API's stream stalled for longer than the timeout.") from None
         except httpx2.HTTPError as error:
-            raise ModelCallError("model_error", f"The model API stream failed: {error}") from None
+            raise ModelError(f"The model API stream failed: {error}") from None
 
     async def _send(self, body: JSONObject, *, stream: bool) -> httpx2.Response:
         """POST ``body`` with the retry policy; the response with a 2xx status (unread when ``stream``)."""
@@ -145,16 +133,15 @@ class ModelClient:
             except httpx2.TimeoutException as error:
                 failure = _timeout_or_unreachable(error)
             except httpx2.HTTPError as error:
-                failure = ModelCallError("model_error", f"The model API could not be reached: {error}")
+                failure = ModelError(f"The model API could not be reached: {error}")
             else:
                 if response.is_success:
                     return response
                 if stream:
                     await response.aread()
-                failure = ModelCallError(
-                    "model_error",
+                failure = ModelError(
                     f"The model API answered HTTP {response.status_code}: {_error_text(response)}",
-                    response.status_code,
+                    upstream_status=response.status_code,
                 )
                 if response.status_code not in RETRY_STATUSES and response.status_code < 500:
                     raise failure
@@ -167,12 +154,12 @@ class ModelClient:
             await asyncio.sleep(delay)
 
 
-def _timeout_or_unreachable(error: httpx2.TimeoutException) -> ModelCallError:
+def _timeout_or_unreachable(error: httpx2.TimeoutException) -> ModelError:
     """httpx_aiohttp 0.2 reports a refused connection as ``ConnectTimeout``; aiohttp's own error says which."""
     cause = error.__cause__
     if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(cause, aiohttp.ServerTimeoutError):
-        return ModelCallError("model_error", f"The model API could not be reached: {cause}")
-    return ModelCallError("model_timeout", "The model API did not answer in time.")
+        return ModelError(f"The model API could not be reached: {cause}")
+    return ModelTimeout("The model API did not answer in time.")
 
 
 def _first(error: pydantic.ValidationError) -> str:

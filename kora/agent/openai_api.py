@@ -1,6 +1,6 @@
 """The OpenAI chat-completions wire format of ``POST /v1/chat/completions`` (spec: "Endpoints", item 2).
 
-Parsing of the request, the error body (``{"error": {"message", "type", "code"}}``), and the shapes of the
+Parsing of the request, errors in an SSE stream (``{"error": {"message", "type", "code"}}``), and the shapes of the
 non-streaming response and of the streamed ``chat.completion.chunk`` objects. Pure functions, no I/O.
 """
 
@@ -12,35 +12,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kora.core.openai_errors import openai_error_body
-
-SESSION_HEADER = "X-Session-ID"
-#: Set by a parent agent on a delegated request; its value is the parent agent's name.
-DELEGATED_BY_HEADER = "X-Kora-Delegated-By"
-
-
-class OpenAIError(Exception):
-    """An error answered in OpenAI's format: HTTP ``status`` with ``{"error": {message, type, code}}``."""
-
-    def __init__(
-        self, status: int, message: str, type_: str = "invalid_request_error", code: str | None = None
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type = type_
-        self.code = code
-
-    def body(self) -> dict[str, JsonValue]:
-        """The JSON body: ``{"error": {"message": str, "type": str, "param": None, "code": str | None}}``."""
-        return openai_error_body(self.message, self.type, self.code)
-
-    def response(self, headers: dict[str, str] | None = None) -> JSONResponse:
-        """This error as a FastAPI response."""
-        return JSONResponse(self.body(), status_code=self.status, headers=headers)
+from kora.core.errors import KoraError, RequestError
+from kora.core.openai_errors import error_body
 
 
 class ChatMessage(BaseModel):
@@ -93,25 +68,25 @@ class ParsedChat:
 
 
 def parse_chat_request(raw: bytes) -> ParsedChat:
-    """Parse and check a request body. Raises :class:`OpenAIError` (400) for malformed JSON, missing or empty
-    ``messages``, or no user message with text."""
+    """Parse and check a request body. Raises :class:`~kora.core.errors.RequestError` (400) for malformed JSON,
+    missing or empty ``messages``, or no user message with text."""
     try:
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise OpenAIError(400, f"Request body is not valid JSON: {error}", code="invalid_json") from None
+        raise RequestError(f"Request body is not valid JSON: {error}", code="invalid_json") from None
     if not isinstance(data, dict):
-        raise OpenAIError(400, "Request body must be a JSON object.", code="invalid_json")
+        raise RequestError("Request body must be a JSON object.", code="invalid_json")
     if not data.get("messages"):
-        raise OpenAIError(400, "'messages' is required and must be a non-empty array.", code="missing_messages")
+        raise RequestError("'messages' is required and must be a non-empty array.", code="missing_messages")
     try:
         request = ChatRequest.model_validate(data)
     except ValidationError as error:
         first = error.errors(include_url=False)[0]
         where = ".".join(str(part) for part in first["loc"])
-        raise OpenAIError(400, f"Invalid request: {where}: {first['msg']}", code="invalid_request") from None
+        raise RequestError(f"Invalid request: {where}: {first['msg']}", code="invalid_request") from None
     last_user = max((i for i, m in enumerate(request.messages) if m.role == "user"), default=None)
     if last_user is None or not request.messages[last_user].text().strip():
-        raise OpenAIError(400, "The request has no user message with text content.", code="no_user_message")
+        raise RequestError("The request has no user message with text content.", code="no_user_message")
     history = [(m.role, m.text()) for m in request.messages[:last_user] if m.role in {"user", "assistant"} and m.text()]
     system = "\n\n".join(m.text() for m in request.messages if m.role in {"system", "developer"} and m.text())
     return ParsedChat(request, request.messages[last_user].text(), history, system)
@@ -175,6 +150,6 @@ def chunk_line(
 DONE_LINE = b"data: [DONE]\n\n"
 
 
-def error_line(error: OpenAIError) -> bytes:
+def error_line(error: KoraError) -> bytes:
     """An error reported inside an already-started SSE stream (the status line is already sent)."""
-    return b"data: " + json.dumps(error.body(), separators=(",", ":")).encode() + b"\n\n"
+    return b"data: " + json.dumps(error_body(error), separators=(",", ":")).encode() + b"\n\n"

@@ -1,7 +1,7 @@
 """What one agent turn takes and gives, independent of the protocol that asked for it.
 
-The chat endpoint (and later A2A) turn a request into a :class:`TurnRequest`, run it through the runtime,
-and render the :class:`TurnOutcome` or :class:`TurnFailed` in their own wire format.
+The chat endpoint and A2A turn a request into a :class:`TurnRequest`, run it through the runtime, and render
+the :class:`TurnOutcome`, or the :class:`~kora.core.errors.TurnError` it raised, in their own wire format.
 """
 
 from __future__ import annotations
@@ -48,18 +48,3 @@ class TurnOutcome:
     input_tokens: int
     output_tokens: int
     model_requests: int
-
-
-class TurnFailed(Exception):
-    """A turn that could not produce an answer. ``kind``: ``model_error`` (the model API failed),
-    ``model_timeout`` (it did not answer in time) or ``internal_error``. The failure is already stored as an
-    ``error`` event when this is raised."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-
-
-class StepLimitReached(Exception):
-    """The turn spent its ``agentic_loop_max_steps`` model requests without a final answer."""

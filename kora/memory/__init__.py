@@ -1,8 +1,9 @@
 """Agent-side memory (spec: "Memory implementations").
 
 ``Memory`` is the interface; ``LocalMemory`` (bounded, in-process, the default) and ``NullMemory``
-(``MEMORY_ENABLED=false``) implement it; ``build_memory`` picks one from the settings. ``kora.memory.history``
-converts events to and from model messages; it imports pydantic-ai, so it is not imported here.
+(``MEMORY_ENABLED=false``) implement it; ``build_memory`` picks one from the settings. ``kora.memory.replay``
+decides which stored events a model sees again; the agent renders that as model messages
+(``kora.agent.history``). This package imports no model library.
 """
 
 from kora.memory.base import Memory, MemoryHit, SessionInfo, new_session_id

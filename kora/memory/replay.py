@@ -1,6 +1,6 @@
 """Which stored events a model sees again, in which order (spec: "Events", rule 1, and its conversion table).
 
-This module decides *what* is replayed; :mod:`kora.memory.history` renders it as pydantic-ai messages (the
+This module decides *what* is replayed; :mod:`kora.agent.history` renders it as pydantic-ai messages (the
 agentic loop) and :mod:`kora.agent.model_wire` as OpenAI chat messages (a turn's first model request, sent
 directly). Both renderings come from one :func:`replay_messages`, so they cannot disagree on the rules. It
 imports neither pydantic-ai nor an HTTP client.
@@ -47,11 +47,7 @@ from typing import Literal, cast
 from pydantic import JsonValue
 
 from kora.core.events import EventType, MemoryEvent
-
-#: Name prefix of the delegation tools the agent offers the model: ``delegate_to_<agent>``.
-DELEGATION_TOOL_PREFIX = "delegate_to_"
-#: The single argument of a delegation tool: the task text sent to the peer agent.
-DELEGATION_TASK_ARG = "task"
+from kora.core.protocol import DELEGATION_TASK_ARG, DELEGATION_TOOL_PREFIX
 
 PROMPT_EVENTS = frozenset({EventType.USER_MESSAGE, EventType.TASK_DELEGATION_RECEIVED})
 _CALLS = frozenset({EventType.TOOL_CALL, EventType.DELEGATION_REQUEST})

@@ -1,6 +1,7 @@
 """Delegation between agents goes over A2A (message/send), with the chat endpoint as fallback for peers
 without an A2A card."""
 
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -9,6 +10,8 @@ from starlette.routing import Route
 from kora.testing import TextReply, ToolCall, ToolCallReply
 from kora.testing.threaded import ThreadedServer
 from tests.agent_harness import running_agent
+
+pytestmark = pytest.mark.usefixtures("turn_path")
 
 
 async def test_delegation_between_two_agents_is_an_a2a_task(model):

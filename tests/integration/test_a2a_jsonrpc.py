@@ -10,6 +10,8 @@ from kora.testing import TextReply
 from tests.a2a_support import legacy_params, message_params, rpc_body
 from tests.agent_harness import running_agent
 
+pytestmark = pytest.mark.usefixtures("turn_path")
+
 
 async def _poll_until_finished(http: httpx.AsyncClient, task_id: str, within: float = 5.0) -> dict:
     deadline = asyncio.get_running_loop().time() + within

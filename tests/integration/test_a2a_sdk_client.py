@@ -13,6 +13,8 @@ from kora.testing import ErrorReply, TextReply
 from tests.a2a_support import message_params, rpc_body, sdk_client, user_message
 from tests.agent_harness import running_agent
 
+pytestmark = pytest.mark.usefixtures("turn_path")
+
 
 async def test_the_card_describes_the_agent_and_a_url_clients_reach(model):
     async with running_agent(model, name="writer", AGENT_DESCRIPTION="Writes things") as agent:

@@ -9,6 +9,8 @@ import pytest
 from kora.testing import ErrorReply, TextReply
 from tests.agent_harness import running_agent
 
+pytestmark = pytest.mark.usefixtures("turn_path")
+
 
 async def test_non_streaming_completion_has_openai_shape_and_the_models_usage(model):
     async with running_agent(model) as agent:

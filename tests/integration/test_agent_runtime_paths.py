@@ -4,18 +4,12 @@ stored events, step limit and failure mapping."""
 import pytest
 
 from kora.agent.runtime import AgentRuntime
-from kora.agent.settings import load_agent_settings
-from kora.agent.turn import TurnFailed, TurnOutcome, TurnRequest
-from kora.memory import LocalMemory
+from kora.agent.turn import TurnOutcome, TurnRequest
+from kora.core.errors import ModelError
 from kora.testing import ErrorReply, ScriptedModelServer, TextReply, ToolCall, ToolCallReply
+from tests.agent_harness import agent_runtime
 
-
-def runtime_for(server: ScriptedModelServer, **env: str) -> AgentRuntime:
-    settings = load_agent_settings(
-        {"AGENT_NAME": "a", "MODEL_API_URL": server.url, "MODEL_NAME": server.model_name, "MODEL_MAX_RETRIES": "0"}
-        | env
-    )
-    return AgentRuntime(settings, LocalMemory())
+pytestmark = pytest.mark.usefixtures("turn_path")
 
 
 async def run_turn(runtime: AgentRuntime, mode: str, turn: TurnRequest) -> tuple[str, TurnOutcome]:
@@ -39,7 +33,7 @@ def event_shapes(events):
 @pytest.mark.parametrize("mode", ["run", "stream"])
 async def test_turns_store_the_same_events_and_replay_history(mode):
     with ScriptedModelServer() as server:
-        runtime = runtime_for(server)
+        runtime = agent_runtime(server)
         try:
             text, outcome = await run_turn(runtime, mode, TurnRequest("s1", "first"))
             assert text == outcome.text == "You said: first"
@@ -64,7 +58,7 @@ async def test_turns_store_the_same_events_and_replay_history(mode):
 async def test_step_limit_ends_the_turn_with_length(mode):
     with ScriptedModelServer() as server:
         server.enqueue(*[ToolCallReply([ToolCall("save_memory", {"content": "x"})]) for _ in range(3)])
-        runtime = runtime_for(server, AGENTIC_LOOP_MAX_STEPS="1", MEMORY_TOOLS="all")
+        runtime = agent_runtime(server, AGENTIC_LOOP_MAX_STEPS="1", MEMORY_TOOLS="all")
         try:
             text, outcome = await run_turn(runtime, mode, TurnRequest("s1", "loop"))
             assert outcome.finish_reason == "length"
@@ -80,11 +74,11 @@ async def test_step_limit_ends_the_turn_with_length(mode):
 async def test_model_errors_become_turn_failures(mode):
     with ScriptedModelServer() as server:
         server.enqueue(ErrorReply(503, "overloaded"), TextReply("never"))
-        runtime = runtime_for(server)
+        runtime = agent_runtime(server)
         try:
-            with pytest.raises(TurnFailed) as failure:
+            with pytest.raises(ModelError) as failure:
                 await run_turn(runtime, mode, TurnRequest("s1", "hi"))
-            assert failure.value.kind == "model_error"
+            assert failure.value.code == "model_error"
             assert "HTTP 503: overloaded" in failure.value.message
             events = await runtime.memory.get_session_events("s1")
             assert [str(e.event_type) for e in events] == ["user_message", "error"]

@@ -3,10 +3,13 @@
 import asyncio
 
 import httpx
+import pytest
 
 from kora.testing import TextReply, ToolCall, ToolCallReply
 from kora.testing.threaded import ThreadedServer
 from tests.agent_harness import mcp_app, running_agent, wait_until
+
+pytestmark = pytest.mark.usefixtures("turn_path")
 
 
 def add(a: int, b: int) -> int:

@@ -10,18 +10,11 @@ import sys
 import pytest
 
 from kora.agent.runtime import AgentRuntime
-from kora.agent.settings import load_agent_settings
 from kora.agent.turn import TurnOutcome, TurnRequest
-from kora.memory import LocalMemory
-from kora.testing import ScriptedModelServer, TextReply, ToolCall, ToolCallReply, count_usage
+from kora.testing import TextReply, ToolCall, ToolCallReply, count_usage
+from tests.agent_harness import agent_runtime
 
-
-def runtime_for(server: ScriptedModelServer, **env: str) -> AgentRuntime:
-    settings = load_agent_settings(
-        {"AGENT_NAME": "a", "MODEL_API_URL": server.url, "MODEL_NAME": server.model_name, "MODEL_MAX_RETRIES": "0"}
-        | env
-    )
-    return AgentRuntime(settings, LocalMemory())
+pytestmark = pytest.mark.usefixtures("turn_path")
 
 
 async def streamed(runtime: AgentRuntime, turn: TurnRequest) -> tuple[list[str], TurnOutcome]:
@@ -36,22 +29,25 @@ async def streamed(runtime: AgentRuntime, turn: TurnRequest) -> tuple[list[str],
 
 
 def test_the_agent_server_starts_without_the_loop_libraries():
+    """The app answers /health before the runtime (pydantic-ai) loads in the background; the runtime itself
+    never loads the openai client, and the MCP client only for agents with tool servers."""
     code = (
-        "import sys, kora.agent.app, kora.agent.runtime;"
-        "print(sorted(m for m in ('pydantic_ai', 'openai', 'mcp') if m in sys.modules))"
+        "import sys, kora.agent.app; before = sorted(m for m in ('pydantic_ai', 'openai', 'mcp') if m in sys.modules);"
+        "import kora.agent.runtime; after = sorted(m for m in ('pydantic_ai', 'openai', 'mcp') if m in sys.modules);"
+        "print(before, after)"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
-    assert out.strip() == "[]"
+    assert out.strip() == "[] ['pydantic_ai']"
 
 
-async def test_an_agent_without_tools_answers_without_loading_the_loop(model):
-    runtime = runtime_for(model)
+async def test_an_agent_without_tools_offers_none_and_loads_no_mcp_client(model):
+    runtime = agent_runtime(model)
     await runtime.start()
     try:
         outcome = await runtime.run(TurnRequest("s1", "hello"))
         assert outcome.text == "You said: hello"
         assert runtime.tool_definitions() == []
-        assert runtime._loop is None
+        assert runtime.loop.mcp is None
         assert "tools" not in model.requests[-1]
     finally:
         await runtime.close()
@@ -59,11 +55,10 @@ async def test_an_agent_without_tools_answers_without_loading_the_loop(model):
 
 async def test_a_tool_call_nobody_offered_still_goes_through_the_loop(model):
     model.enqueue(ToolCallReply([ToolCall("ghost", {})]), TextReply("No such tool, sorry."))
-    runtime = runtime_for(model)
+    runtime = agent_runtime(model)
     try:
         outcome = await runtime.run(TurnRequest("s1", "call ghost"))
         assert (outcome.text, outcome.model_requests) == ("No such tool, sorry.", 2)
-        assert runtime._loop is not None
         retry = model.requests[-1]["messages"][-1]
         assert retry["role"] == "tool"
         assert "ghost" in retry["content"]
@@ -76,7 +71,7 @@ async def test_a_turn_that_crosses_over_sums_usage_and_stores_every_event(model,
     first = ToolCallReply([ToolCall("save_memory", {"content": "likes tea"})], text="Let me note that.")
     second = TextReply("Noted: you like tea.")
     model.enqueue(first, second)
-    runtime = runtime_for(model, MEMORY_TOOLS="all")
+    runtime = agent_runtime(model, MEMORY_TOOLS="all")
     await runtime.start()
     try:
         turn = TurnRequest("s1", "I like tea")
@@ -101,7 +96,7 @@ async def test_a_turn_that_crosses_over_sums_usage_and_stores_every_event(model,
 @pytest.mark.parametrize("mode", ["run", "stream"])
 async def test_a_delegated_turn_is_stored_as_received_on_both_stages(model, mode):
     model.enqueue("Direct answer.", ToolCallReply([ToolCall("search_memory", {"query": "x"})]), "Looped answer.")
-    runtime = runtime_for(model, MEMORY_TOOLS="all")
+    runtime = agent_runtime(model, MEMORY_TOOLS="all")
     await runtime.start()
     try:
         for prompt in ("first", "second"):
@@ -118,3 +113,7 @@ async def test_a_delegated_turn_is_stored_as_received_on_both_stages(model, mode
         ]
     finally:
         await runtime.close()
+
+
+def test_the_turn_path_fixture_selects_the_path(model, turn_path):
+    assert agent_runtime(model).settings.agent_direct_first_request is (turn_path == "direct")

@@ -4,20 +4,37 @@ import asyncio
 
 import httpx2
 import pytest
+from pydantic_ai.messages import ModelRequest
+from pydantic_ai.models import ModelRequestParameters
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from kora.agent.model_client import ModelCallError, ModelClient, _retry_after
-from kora.agent.model_wire import StreamedAnswer, chat_messages, request_body
+from kora.agent.chat_model import KoraChatModel
+from kora.agent.model_client import ModelClient, _retry_after
+from kora.agent.model_wire import request_body
+from kora.core.errors import ModelError
 from kora.core.net import free_port
 from kora.testing import ErrorReply, TextReply, ToolCall, ToolCallReply
 from kora.testing.threaded import ThreadedServer
 
 
 def body(prompt: str = "hi", *, stream: bool = False) -> dict:
-    return request_body("scripted", chat_messages([], [], prompt), [], stream=stream)
+    return request_body("scripted", [{"role": "user", "content": prompt}], [], stream=stream)
+
+
+async def stream_answer(url: str, prompt: str = "hi", *, retries: int = 0):
+    """A streamed request through the model adapter; its final pydantic-ai response."""
+    model = KoraChatModel(url, "test-key", "scripted", timeout=10.0, max_retries=retries)
+    try:
+        messages = [ModelRequest.user_text_prompt(prompt)]
+        async with model.request_stream(messages, None, ModelRequestParameters()) as streamed:
+            async for _ in streamed:
+                pass
+            return streamed.get()
+    finally:
+        await model.aclose()
 
 
 def client_for(url: str, *, retries: int = 0, timeout: float = 10.0) -> ModelClient:
@@ -39,21 +56,13 @@ async def test_a_whole_answer_with_usage(model):
 
 async def test_a_streamed_answer_with_tool_calls(model):
     model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2}), ToolCall("add", {"a": 3, "b": 4})]))
-    client = client_for(model.url)
-    try:
-        streamed = StreamedAnswer()
-        async with client.stream(body(stream=True)) as chunks:
-            async for chunk in chunks:
-                streamed.add(chunk)
-        answer = streamed.finish()
-        assert [(c.tool_name, c.arguments) for c in answer.calls] == [
-            ("add", '{"a": 1, "b": 2}'),
-            ("add", '{"a": 3, "b": 4}'),
-        ]
-        assert answer.finish_reason == "tool_calls"
-        assert answer.input_tokens > 0
-    finally:
-        await client.aclose()
+    answer = await stream_answer(model.url)
+    assert [(c.tool_name, c.args) for c in answer.tool_calls] == [
+        ("add", '{"a": 1, "b": 2}'),
+        ("add", '{"a": 3, "b": 4}'),
+    ]
+    assert answer.finish_reason == "tool_call"
+    assert answer.usage.input_tokens > 0
 
 
 async def test_leaving_a_stream_early_closes_the_connection(model):
@@ -83,9 +92,9 @@ async def test_a_client_error_is_not_retried_and_says_what_the_api_said(model):
     model.enqueue(ErrorReply(400, "bad tool schema", type="invalid_request_error"), TextReply("unused"))
     client = client_for(model.url, retries=2)
     try:
-        with pytest.raises(ModelCallError) as caught:
+        with pytest.raises(ModelError) as caught:
             await client.complete(body())
-        assert (caught.value.kind, caught.value.status) == ("model_error", 400)
+        assert (caught.value.code, caught.value.upstream_status) == ("model_error", 400)
         assert caught.value.message == "The model API answered HTTP 400: bad tool schema"
         assert len(model.requests) == 1
     finally:
@@ -96,7 +105,7 @@ async def test_retries_give_up_after_max_retries(model):
     model.enqueue(*[ErrorReply(503, "down") for _ in range(3)])
     client = client_for(model.url, retries=2)
     try:
-        with pytest.raises(ModelCallError, match="HTTP 503: down"):
+        with pytest.raises(ModelError, match="HTTP 503: down"):
             await client.complete(body())
         assert len(model.requests) == 3
     finally:
@@ -105,24 +114,17 @@ async def test_retries_give_up_after_max_retries(model):
 
 async def test_a_streamed_request_is_retried_before_its_first_event(model):
     model.enqueue(ErrorReply(502, "gateway"), TextReply("streamed after all"))
-    client = client_for(model.url, retries=1)
-    try:
-        streamed = StreamedAnswer()
-        async with client.stream(body(stream=True)) as chunks:
-            async for chunk in chunks:
-                streamed.add(chunk)
-        assert streamed.finish().text == "streamed after all"
-    finally:
-        await client.aclose()
+    answer = await stream_answer(model.url, retries=1)
+    assert answer.text == "streamed after all"
 
 
 async def test_a_slow_model_is_a_timeout(model):
     model.enqueue(TextReply("late", delay_seconds=2))
     client = client_for(model.url, timeout=0.3)
     try:
-        with pytest.raises(ModelCallError) as caught:
+        with pytest.raises(ModelError) as caught:
             await client.complete(body())
-        assert caught.value.kind == "model_timeout"
+        assert caught.value.code == "model_timeout"
     finally:
         await client.aclose()
 
@@ -132,10 +134,10 @@ async def test_a_stream_that_stalls_is_a_timeout(model):
     client = client_for(model.url, timeout=0.3)
     try:
         async with client.stream(body(stream=True)) as chunks:
-            with pytest.raises(ModelCallError) as caught:
+            with pytest.raises(ModelError) as caught:
                 async for _ in chunks:
                     pass
-        assert caught.value.kind == "model_timeout"
+        assert caught.value.code == "model_timeout"
         assert "stalled" in caught.value.message
     finally:
         await client.aclose()
@@ -144,9 +146,9 @@ async def test_a_stream_that_stalls_is_a_timeout(model):
 async def test_a_model_api_that_is_down_is_a_model_error():
     client = client_for(f"http://127.0.0.1:{free_port()}/v1", retries=1)
     try:
-        with pytest.raises(ModelCallError) as caught:
+        with pytest.raises(ModelError) as caught:
             await client.complete(body())
-        assert caught.value.kind == "model_error"
+        assert caught.value.code == "model_error"
         assert caught.value.message.startswith("The model API could not be reached")
     finally:
         await client.aclose()
@@ -171,9 +173,9 @@ async def test_an_answer_that_is_not_a_completion_is_a_model_error(prompt):
     async with broken_model_api() as broken:
         client = client_for(f"{broken.root_url}/v1")
         try:
-            with pytest.raises(ModelCallError) as caught:
+            with pytest.raises(ModelError) as caught:
                 await client.complete(body(prompt))
-            assert caught.value.kind == "model_error"
+            assert caught.value.code == "model_error"
             assert caught.value.message.startswith("The model API sent an invalid answer")
         finally:
             await client.aclose()
@@ -184,7 +186,7 @@ async def test_a_stream_chunk_that_is_not_a_chunk_is_a_model_error():
         client = client_for(f"{broken.root_url}/v1")
         try:
             async with client.stream(body(stream=True)) as chunks:
-                with pytest.raises(ModelCallError, match="invalid chunk"):
+                with pytest.raises(ModelError, match="invalid chunk"):
                     await anext(chunks)
         finally:
             await client.aclose()

@@ -1,26 +1,26 @@
-"""A turn's direct first request is the request pydantic-ai would send for the same turn.
+"""Kora's model adapter sends what pydantic-ai's own OpenAI model sends, on every path of a turn.
 
-The runtime sends a turn's first model request itself (``kora.agent.model_wire``) and hands tool-calling
-answers to pydantic-ai, so the model must see the same thing on both paths: the same messages for any stored
-history (property test, against what pydantic-ai's ``OpenAIChatModel`` sends to the scripted model over HTTP),
-and the same tools (memory, delegation and MCP tools, compared within one real turn that crosses over).
+For any stored history (property test), three requests for the same turn must carry the same messages:
+pydantic-ai's ``OpenAIChatModel`` in an ``Agent`` (the reference), the runtime's direct first request through
+:class:`~kora.agent.chat_model.KoraChatModel`, and the runtime with every request in the ``Agent``
+(``AGENT_DIRECT_FIRST_REQUEST=false``). All three go over HTTP to the scripted model. The tools (memory,
+delegation and MCP tools) are compared within one real turn that crosses from the direct request to the Agent.
 """
 
 import asyncio
+import itertools
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic_ai import Agent
 
-from kora.agent.model_wire import chat_messages
+from kora.agent.history import events_to_messages
 from kora.agent.runtime import AgentRuntime
 from kora.agent.settings import load_agent_settings
 from kora.agent.turn import TurnRequest
 from kora.core.events import EventType, MemoryEvent
 from kora.memory import LocalMemory
-from kora.memory.history import events_to_messages
-from kora.memory.replay import replay_messages
 from kora.testing import ScriptedModelServer, ToolCall, ToolCallReply
 from kora.testing.threaded import ThreadedServer
 from tests.agent_harness import mcp_app
@@ -35,19 +35,44 @@ def add(a: int, b: int) -> int:
 
 
 @pytest.fixture(scope="module")
-def pydantic_ai_side():
-    """The scripted model and pydantic-ai agents on it (with and without instructions), driven from one event
-    loop for every example."""
+def sent_by_each_path():
+    """For (instructions, events, prompt, system): the messages each path sent to the scripted model, all driven
+    from one event loop for every example."""
     with ScriptedModelServer() as server, asyncio.Runner() as runner:
-        model = server.pydantic_ai_model()
-        agents = {text: Agent(model, instructions=text) for text in AGENT_INSTRUCTIONS}
+        reference = server.pydantic_ai_model()
+        agents = {text: Agent(reference, instructions=text) for text in AGENT_INSTRUCTIONS}
+        sessions = (f"s{i}" for i in itertools.count())
 
-        def sent(instructions: str, events: list[MemoryEvent], prompt: str, system: str) -> list:
-            history = events_to_messages(events)
-            runner.run(agents[instructions].run(prompt, message_history=history, instructions=system or None))
+        def runtime(instructions: str, direct: bool) -> AgentRuntime:
+            env = {
+                "AGENT_NAME": "a",
+                "MODEL_API_URL": server.url,
+                "MODEL_NAME": server.model_name,
+                "AGENT_INSTRUCTIONS": instructions,
+                "MEMORY_CONTEXT_LIMIT": "1000",
+                "AGENT_DIRECT_FIRST_REQUEST": str(direct).lower(),
+            }
+            return AgentRuntime(load_agent_settings(env), LocalMemory())
+
+        runtimes = {(text, direct): runtime(text, direct) for text in AGENT_INSTRUCTIONS for direct in (True, False)}
+
+        async def by_runtime(key: tuple[str, bool], events: list[MemoryEvent], prompt: str, system: str) -> list:
+            session = next(sessions)
+            await runtimes[key].memory.add_events(session, events)
+            await runtimes[key].run(TurnRequest(session, prompt, system=system))
             return server.requests[-1]["messages"]
 
+        def sent(instructions: str, events: list[MemoryEvent], prompt: str, system: str) -> list[list]:
+            history = events_to_messages(events)
+            runner.run(agents[instructions].run(prompt, message_history=history, instructions=system or None))
+            expected = server.requests[-1]["messages"]
+            direct = runner.run(by_runtime((instructions, True), events, prompt, system))
+            in_agent = runner.run(by_runtime((instructions, False), events, prompt, system))
+            return [expected, direct, in_agent]
+
         yield sent
+        for each in runtimes.values():
+            runner.run(each.close())
 
 
 def with_outcomes(events: list[MemoryEvent], outcomes: list[str]) -> list[MemoryEvent]:
@@ -78,9 +103,10 @@ WINDOWS = st.one_of(
     prompt=TEXT,
     system=st.sampled_from(["", "Answer in French."]),
 )
-def test_direct_messages_are_what_pydantic_ai_sends(pydantic_ai_side, instructions, events, prompt, system):
-    expected = pydantic_ai_side(instructions, events, prompt, system)
-    assert chat_messages([instructions, system], replay_messages(events), prompt) == expected
+def test_every_path_sends_what_pydantic_ai_sends(sent_by_each_path, instructions, events, prompt, system):
+    expected, direct, in_agent = sent_by_each_path(instructions, events, prompt, system)
+    assert direct == expected
+    assert in_agent == expected
 
 
 async def test_tools_are_offered_the_same_way_on_both_paths(model):

@@ -25,16 +25,15 @@ from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import TaskState
 
-from kora.agent.turn import TurnFailed, TurnOutcome, TurnRequest
+from kora.agent.turn import TurnOutcome, TurnRequest
+from kora.core.errors import KoraError
+from kora.core.protocol import DELEGATED_BY_HEADER, DELEGATED_BY_METADATA
 
 if TYPE_CHECKING:
     from kora.agent.runtime import AgentRuntime
 
 log = logging.getLogger("kora.agent.a2a")
 
-#: Message metadata key naming the parent agent of a delegated task.
-DELEGATED_BY_METADATA = "kora.delegated_by"
-DELEGATED_BY_HEADER = "x-kora-delegated-by"
 ANSWER_ARTIFACT = "answer"
 
 RuntimeGetter = Callable[[], Awaitable["AgentRuntime"]]
@@ -48,7 +47,7 @@ def delegated_by(context: RequestContext) -> str | None:
         if isinstance(value, str) and value:
             return value
     headers = context.call_context.state.get("headers", {})
-    value = headers.get(DELEGATED_BY_HEADER) if isinstance(headers, dict) else None
+    value = headers.get(DELEGATED_BY_HEADER.lower()) if isinstance(headers, dict) else None
     return value if isinstance(value, str) and value else None
 
 
@@ -89,7 +88,7 @@ class KoraAgentExecutor(AgentExecutor):
             async for item in stream:
                 if isinstance(item, TurnOutcome):
                     outcome = item
-        except TurnFailed as failure:
+        except KoraError as failure:
             await updater.failed(updater.new_agent_message([new_text_part(failure.message)]))
             return
         finally:

@@ -22,8 +22,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from kora.agent.history import events_to_messages, messages_to_events
 from kora.core.events import EventType, MemoryEvent
-from kora.memory.history import events_to_messages, messages_to_events
 from tests.unit.conversation_strategies import ANY_EVENT, conversations
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -50,9 +50,8 @@ from pydantic_ai.messages import (
 )
 
 from kora.core.events import EventType, MemoryEvent, utc_now
+from kora.core.protocol import DELEGATION_TASK_ARG, DELEGATION_TOOL_PREFIX
 from kora.memory.replay import (
-    DELEGATION_TASK_ARG,
-    DELEGATION_TOOL_PREFIX,
     PROMPT_EVENTS,
     Prompt,
     Request,
@@ -62,8 +61,6 @@ from kora.memory.replay import (
 )
 
 __all__ = [
-    "DELEGATION_TASK_ARG",
-    "DELEGATION_TOOL_PREFIX",
     "events_to_messages",
     "messages_to_events",
     "replay_to_messages",

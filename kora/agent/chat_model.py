@@ -1,0 +1,324 @@
+"""The ModelAPI as a pydantic-ai ``Model``: Kora's one model adapter (spec: "What the service does" item 1,
+"Agent server settings": ``MODEL_API_URL``, ``MODEL_NAME``, and "Errors").
+
+:class:`KoraChatModel` speaks OpenAI chat completions through Kora's own HTTP client
+(:class:`~kora.agent.model_client.ModelClient`: aiohttp under ``httpx2``, one retry policy, one error mapping)
+and implements pydantic-ai's ``Model`` interface (``request`` and ``request_stream``). The same object serves
+every model request of a turn: the runtime calls it directly for a turn's first request, and pydantic-ai's
+``Agent`` calls it for every later step. So answer parsing, retries, error mapping, the ``finish_reason``
+mapping and, later, model spans exist once.
+
+Request mapping (pydantic-ai messages -> OpenAI ``messages``), as pydantic-ai's own ``OpenAIChatModel`` maps
+them for text agents (``tests/integration/test_model_wire_equivalence.py`` compares the two on generated
+histories):
+
+* one ``system`` message per instruction part, then the history;
+* user prompts as ``user`` messages (text content only), system prompts as ``system`` messages;
+* tool returns as ``tool`` messages with pydantic-ai's rendering of the return (``model_response_str``);
+  returns answering the calls of the response just before come in the order of those calls;
+* consecutive responses merged into one ``assistant`` message, texts joined by a blank line, tool calls with
+  their arguments as JSON text;
+* ``tools`` (schemas adapted by the OpenAI model profile, non-strict: many OpenAI-compatible servers reject
+  strict schemas) and ``tool_choice`` only when tools are offered.
+
+Content Kora's agents never produce (files, images, thinking, provider-native tools) raises
+:class:`~kora.core.errors.RequestError` rather than being dropped silently.
+
+Errors: :class:`~kora.core.errors.ModelError` (the model API failed or sent an invalid answer) and
+:class:`~kora.core.errors.ModelTimeout`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from pydantic import JsonValue
+from pydantic_ai import RunContext
+from pydantic_ai.messages import (
+    FinishReason,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    ModelResponsePart,
+    ModelResponseStreamEvent,
+    SystemPromptPart,
+    TextContent,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.profiles.openai import OpenAIModelProfile
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.usage import RequestUsage
+
+from kora.agent.model_client import ModelClient
+from kora.agent.model_wire import ChatCompletionChunk, JSONObject, ModelAnswer, function_tool, request_body
+from kora.core.errors import RequestError
+
+#: OpenAI ``finish_reason`` -> pydantic-ai's (the one place it is mapped).
+FINISH_REASONS: dict[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_call",
+    "function_call": "tool_call",
+    "content_filter": "content_filter",
+}
+#: The provider name pydantic-ai records on responses of an OpenAI-compatible API.
+PROVIDER = "openai"
+
+
+def finish_reason(value: str | None) -> FinishReason | None:
+    """pydantic-ai's finish reason for an OpenAI ``finish_reason`` (None when absent or unknown)."""
+    return FINISH_REASONS.get(value) if value else None
+
+
+class KoraChatModel(Model):
+    """pydantic-ai model of one ModelAPI: ``base_url`` (``MODEL_API_URL``, e.g. ``http://host:port/v1``),
+    ``api_key``, ``name`` (``MODEL_NAME``); ``timeout`` in seconds per read, ``max_retries`` after the first
+    attempt. Use it from one event loop; ``await aclose()`` when done."""
+
+    def __init__(self, base_url: str, api_key: str, name: str, *, timeout: float, max_retries: int) -> None:
+        super().__init__(profile=OpenAIModelProfile(openai_supports_strict_tool_definition=False))
+        self.client = ModelClient(base_url, api_key, timeout=timeout, max_retries=max_retries)
+        self._name = name
+        self._base_url = base_url
+
+    @property
+    def model_name(self) -> str:
+        """The ``model`` sent with every request (``MODEL_NAME``)."""
+        return self._name
+
+    @property
+    def system(self) -> str:
+        """The provider family, as pydantic-ai names it."""
+        return PROVIDER
+
+    @property
+    def base_url(self) -> str:
+        """``MODEL_API_URL``."""
+        return self._base_url
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool."""
+        await self.client.aclose()
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        """One whole (non-streamed) model response for ``messages``. Raises ``ModelError``/``ModelTimeout``."""
+        _, parameters = self.prepare_request(model_settings, model_request_parameters)
+        answer = await self.client.complete(self.request_body(messages, parameters, stream=False))
+        return model_response(answer, self._name)
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncGenerator[StreamedResponse]:
+        """A streamed model response for ``messages``; leaving the block closes the connection (the model API
+        stops). Raises ``ModelError``/``ModelTimeout``, also while iterating."""
+        _, parameters = self.prepare_request(model_settings, model_request_parameters)
+        async with self.client.stream(self.request_body(messages, parameters, stream=True)) as chunks:
+            yield KoraStreamedResponse(model_request_parameters=parameters, _model_name=self._name, _chunks=chunks)
+
+    def request_body(
+        self, messages: Sequence[ModelMessage], parameters: ModelRequestParameters, *, stream: bool
+    ) -> JSONObject:
+        """The ``POST /chat/completions`` body for ``messages`` with prepared ``parameters``."""
+        instructions = self._get_instruction_parts(messages, parameters) or []
+        system: list[JSONObject] = [
+            {"role": "system", "content": part.content} for part in instructions if part.content
+        ]
+        tools = [
+            function_tool(tool.name, tool.description or "", cast(JSONObject, tool.parameters_json_schema))
+            for tool in [*parameters.function_tools, *parameters.output_tools]
+        ]
+        required = bool(tools) and not parameters.allow_text_output
+        return request_body(self._name, [*system, *chat_messages(messages)], tools, stream=stream, required=required)
+
+
+def model_response(answer: ModelAnswer, model_name: str) -> ModelResponse:
+    """pydantic-ai's response for a parsed answer: a text part (when there is text), then the tool calls."""
+    parts: list[ModelResponsePart] = [TextPart(answer.text)] if answer.text else []
+    for call in answer.calls:
+        parts.append(
+            ToolCallPart(call.tool_name, call.arguments, call.tool_call_id)
+            if call.tool_call_id
+            else ToolCallPart(call.tool_name, call.arguments)
+        )
+    return ModelResponse(
+        parts=parts,
+        usage=RequestUsage(input_tokens=answer.input_tokens, output_tokens=answer.output_tokens),
+        model_name=answer.model_name or model_name,
+        # The local clock, as pydantic-ai stamps responses: events are ordered by it (the model's ``created`` has
+        # whole seconds and another machine's clock).
+        timestamp=datetime.now(UTC),
+        provider_name=PROVIDER,
+        provider_response_id=answer.response_id or None,
+        finish_reason=finish_reason(answer.finish_reason),
+    )
+
+
+@dataclass
+class KoraStreamedResponse(StreamedResponse):
+    """A streamed answer read chunk by chunk: text deltas and tool-call deltas become pydantic-ai's part events;
+    the usage chunk, ``finish_reason`` and response id are recorded."""
+
+    _model_name: str
+    _chunks: AsyncIterator[ChatCompletionChunk]
+    _timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
+        parts = self._parts_manager
+        async for chunk in self._chunks:
+            if chunk.id and self.provider_response_id is None:
+                self.provider_response_id = chunk.id
+            if chunk.usage is not None:
+                usage = RequestUsage(
+                    input_tokens=chunk.usage.prompt_tokens or 0, output_tokens=chunk.usage.completion_tokens or 0
+                )
+                self._add_usage(usage, reported=True, cumulative=True)
+            for choice in chunk.choices or []:
+                if choice.index != 0:
+                    continue
+                if choice.finish_reason:
+                    self.finish_reason = finish_reason(choice.finish_reason)
+                if choice.delta.content:
+                    for event in parts.handle_text_delta(vendor_part_id="content", content=choice.delta.content):
+                        yield event
+                for call in choice.delta.tool_calls or []:
+                    function = call.function
+                    for event in parts.handle_tool_call_delta_events(
+                        vendor_part_id=call.index,
+                        tool_name=function.name if function is not None else None,
+                        args=function.arguments if function is not None else None,
+                        tool_call_id=call.id,
+                    ):
+                        yield event
+
+    async def close_stream(self) -> None:
+        """Nothing to close here: the model's ``request_stream`` block closes the connection."""
+
+    @property
+    def model_name(self) -> str:
+        """The model that answered."""
+        return self._model_name
+
+    @property
+    def provider_name(self) -> str:
+        """``openai``: an OpenAI-compatible API."""
+        return PROVIDER
+
+    @property
+    def provider_url(self) -> None:
+        """Not recorded."""
+        return None
+
+    @property
+    def timestamp(self) -> datetime:
+        """When the response started (UTC)."""
+        return self._timestamp
+
+
+# -- pydantic-ai messages -> OpenAI chat messages ---------------------------------------------------------------
+
+
+def chat_messages(messages: Sequence[ModelMessage]) -> list[JSONObject]:
+    """OpenAI ``messages`` (without the instructions) for a pydantic-ai history, per the module docstring.
+
+    Raises :class:`~kora.core.errors.RequestError` for content that cannot be sent as text.
+    """
+    result: list[JSONObject] = []
+    previous: ModelResponse | None = None
+    for message in _merge_responses(messages):
+        if isinstance(message, ModelRequest):
+            for part in _returns_in_call_order(message, previous):
+                if isinstance(part, UserPromptPart):
+                    result.append({"role": "user", "content": _prompt_text(part)})
+                elif isinstance(part, ToolReturnPart):
+                    text = part.model_response_str()
+                    result.append({"role": "tool", "tool_call_id": part.tool_call_id, "content": text})
+                elif isinstance(part, SystemPromptPart):
+                    result.append({"role": "system", "content": part.content})
+                else:
+                    raise RequestError(f"A {type(part).__name__} cannot be sent to an OpenAI chat model.")
+            previous = None
+        else:
+            result.append(_assistant_message(message))
+            previous = message
+    return result
+
+
+def _assistant_message(response: ModelResponse) -> JSONObject:
+    texts: list[str] = []
+    calls: list[JsonValue] = []
+    for part in response.parts:
+        if isinstance(part, TextPart):
+            texts.append(part.content)
+        elif isinstance(part, ToolCallPart):
+            calls.append(
+                {
+                    "id": part.tool_call_id,
+                    "type": "function",
+                    "function": {"name": part.tool_name, "arguments": part.args_as_json_str()},
+                }
+            )
+        else:
+            raise RequestError(f"A {type(part).__name__} cannot be sent to an OpenAI chat model.")
+    message: JSONObject = {"role": "assistant", "content": "\n\n".join(texts) or None}
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+def _prompt_text(part: UserPromptPart) -> str:
+    if isinstance(part.content, str):
+        return part.content
+    texts: list[str] = []
+    for item in part.content:
+        if isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, TextContent):
+            texts.append(item.content)
+        else:
+            raise RequestError(f"{type(item).__name__} content cannot be sent to this model API (text only).")
+    return "\n".join(texts)
+
+
+def _merge_responses(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    """Consecutive responses merged into one (parts in order), as pydantic-ai merges history before sending."""
+    merged: list[ModelMessage] = []
+    for message in messages:
+        last = merged[-1] if merged else None
+        if isinstance(message, ModelResponse) and isinstance(last, ModelResponse):
+            merged[-1] = ModelResponse(parts=[*last.parts, *message.parts], timestamp=last.timestamp)
+        else:
+            merged.append(message)
+    return merged
+
+
+def _returns_in_call_order(request: ModelRequest, previous: ModelResponse | None) -> Sequence[Any]:
+    """``request``'s parts with the returns that answer ``previous``'s calls put in the order of those calls
+    (other parts keep their places), as pydantic-ai sends them."""
+    calls = [p.tool_call_id for p in previous.parts if isinstance(p, ToolCallPart)] if previous is not None else []
+    if len(calls) < 2:
+        return request.parts
+    order = {call_id: i for i, call_id in reversed(list(enumerate(calls)))}
+    parts = list(request.parts)
+    slots = [i for i, p in enumerate(parts) if isinstance(p, ToolReturnPart) and p.tool_call_id in order]
+    answers = sorted((parts[i] for i in slots), key=lambda p: order[cast(ToolReturnPart, p).tool_call_id])
+    for slot, answer in zip(slots, answers, strict=True):
+        parts[slot] = answer
+    return parts

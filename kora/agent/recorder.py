@@ -1,0 +1,49 @@
+"""What a turn leaves in memory (spec: "Events" rules 1-3, "Errors" item 2): the one place a turn's events are
+built and stored, whichever stage ended it.
+
+A turn's messages (its prompt request, the model's responses and the tool returns, as pydantic-ai messages)
+become events by :func:`kora.agent.history.messages_to_events`; a turn that failed adds one ``error`` event
+whose ``error_type`` is the error's code (:mod:`kora.core.errors`). The prompt is stored as ``user_message``,
+or ``task_delegation_received`` (metadata ``from_agent``) when a parent agent delegated the turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+
+from kora.agent.history import messages_to_events
+from kora.agent.turn import TurnRequest
+from kora.core.errors import KoraError
+from kora.core.events import EventType
+from kora.memory import Memory
+
+
+def prompt_request(turn: TurnRequest) -> ModelRequest:
+    """The turn's prompt as the model request that opens it (timestamped when the turn started)."""
+    return ModelRequest(parts=[UserPromptPart(turn.prompt, timestamp=turn.started)], timestamp=turn.started)
+
+
+class TurnRecorder:
+    """Stores turns in ``memory``; ``delegation_agents`` maps delegation tool names to peer agent names, so their
+    calls are stored as ``delegation_request`` / ``delegation_response``."""
+
+    def __init__(self, memory: Memory, delegation_agents: Mapping[str, str]) -> None:
+        self.memory = memory
+        self._delegation_agents = dict(delegation_agents)
+
+    async def record(self, turn: TurnRequest, messages: Sequence[ModelMessage], error: KoraError | None = None) -> None:
+        """Store the events of ``turn``: those of ``messages`` (which start with the prompt request; the prompt
+        alone when empty), then an ``error`` event for ``error``."""
+        events = messages_to_events(
+            messages or [prompt_request(turn)],
+            prompt_event_type=EventType.TASK_DELEGATION_RECEIVED if turn.delegated_by else EventType.USER_MESSAGE,
+            prompt_metadata={"from_agent": turn.delegated_by} if turn.delegated_by else None,
+            delegation_agents=self._delegation_agents,
+        )
+        if error is not None:
+            events.append(
+                self.memory.create_event(EventType.ERROR, {"error_type": error.code, "message": error.message})
+            )
+        await self.memory.add_events(turn.session_id, events)

@@ -1,0 +1,120 @@
+"""Kora's one error tree (spec: "Errors"; every boundary's error body and code comes from here).
+
+Each kind of error carries, as class attributes, how every boundary reports it:
+
+* ``status``: the HTTP status (agent ``/v1`` and probes, the memory endpoints);
+* ``openai_type`` and ``code``: the ``type`` and ``code`` of OpenAI's error body on ``/v1``; ``code`` is also the
+  ``error_type`` of the ``error`` memory event a failed turn stores;
+* ``jsonrpc_code``: the JSON-RPC 2.0 error code on ``POST /``.
+
+An instance may narrow ``code`` (``RequestError("...", code="invalid_json")``). Boundaries map an error with
+one function each: :func:`kora.core.openai_errors.error_body` (``/v1``), :func:`jsonrpc_error` (JSON-RPC) and
+:func:`tool_error_text` (what a tool returns to the model instead of raising, spec "Errors" item 1).
+
+::
+
+    KoraError                     500 server_error      internal_error   -32603
+    ├── RequestError              400 invalid_request   invalid_request  -32602   the client's mistake
+    ├── Unavailable               503 server_error      unavailable      -32603   starting, failed to start
+    └── TurnError                 500 server_error      internal_error   -32603   a turn could not finish
+        ├── ModelError            502 server_error      model_error      -32603   the model API failed
+        │   └── ModelTimeout      504 timeout           model_timeout    -32603   ... or did not answer in time
+        ├── StepLimitReached      200 -                 step_limit       -        answered with finish_reason length
+        └── TurnCancelled         499 -                 cancelled        -        the client went away
+
+Imports nothing but the standard library, so every layer may raise these.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class KoraError(Exception):
+    """Base of every error Kora reports to a client. ``message`` is written for the client to read."""
+
+    status: ClassVar[int] = 500
+    openai_type: ClassVar[str] = "server_error"
+    default_code: ClassVar[str] = "internal_error"
+    jsonrpc_code: ClassVar[int] = -32603
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        #: The error's code (OpenAI ``code``, stored ``error_type``): the class's, unless narrowed.
+        self.code = code or self.default_code
+
+
+class RequestError(KoraError):
+    """The request is malformed or asks for something the server cannot do (HTTP 400)."""
+
+    status = 400
+    openai_type = "invalid_request_error"
+    default_code = "invalid_request"
+    jsonrpc_code = -32602
+
+
+class Unavailable(KoraError):
+    """The server cannot serve yet or at all: still starting, or its runtime failed to start (HTTP 503)."""
+
+    status = 503
+    openai_type = "service_unavailable"
+    default_code = "unavailable"
+
+
+class TurnError(KoraError):
+    """A turn that could not produce an answer. When raised to a protocol, the turn's ``error`` event (with
+    ``error_type`` = :attr:`code`) is already stored."""
+
+
+class ModelError(TurnError):
+    """The model API failed: unreachable, an HTTP error status, or an answer that is not a chat completion.
+    ``upstream_status`` is the status the model API answered, if any."""
+
+    status = 502
+    default_code = "model_error"
+
+    def __init__(self, message: str, *, upstream_status: int | None = None, code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.upstream_status = upstream_status
+
+
+class ModelTimeout(ModelError):
+    """The model API did not answer (or stopped streaming) within the timeout (HTTP 504)."""
+
+    status = 504
+    openai_type = "timeout"
+    default_code = "model_timeout"
+
+
+class StepLimitReached(TurnError):
+    """The turn spent its ``agentic_loop_max_steps`` model requests without a final answer. Not a failure of
+    the request: the turn answers with ``finish_reason: "length"`` and a message saying so."""
+
+    status = 200
+    default_code = "step_limit"
+
+
+class TurnCancelled(TurnError):
+    """The turn was stopped before it finished (the client went away, or the A2A task was canceled)."""
+
+    status = 499
+    default_code = "cancelled"
+
+
+def internal_error(error: BaseException) -> KoraError:
+    """``error`` as Kora reports it: itself when it is a :class:`KoraError`, else an internal error naming its
+    type (never a traceback)."""
+    if isinstance(error, KoraError):
+        return error
+    return TurnError(f"Internal error: {type(error).__name__}: {error}")
+
+
+def jsonrpc_error(error: KoraError) -> dict[str, object]:
+    """``error`` as a JSON-RPC 2.0 error object: ``{"code": int, "message": str, "data": {"type": code}}``."""
+    return {"code": error.jsonrpc_code, "message": error.message, "data": {"type": error.code}}
+
+
+def tool_error_text(error: KoraError) -> str:
+    """``error`` as the text a tool returns to the model instead of raising: ``Error: <message>``."""
+    return f"Error: {error.message}"
