@@ -53,7 +53,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
-from pydantic_ai.profiles.openai import OpenAIModelProfile
+from pydantic_ai.profiles import merge_profile
+from pydantic_ai.profiles.openai import OpenAIModelProfile, openai_model_profile
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
@@ -84,10 +85,16 @@ class KoraChatModel(Model):
     attempt. Use it from one event loop; ``await aclose()`` when done."""
 
     def __init__(self, base_url: str, api_key: str, name: str, *, timeout: float, max_retries: int) -> None:
-        super().__init__(profile=OpenAIModelProfile(openai_supports_strict_tool_definition=False))
+        # The profile pydantic-ai's OpenAI provider gives the model (JSON-schema transformer included), with strict
+        # tool schemas off: many OpenAI-compatible servers reject them.
+        profile = merge_profile(
+            openai_model_profile(name), OpenAIModelProfile(openai_supports_strict_tool_definition=False)
+        )
+        super().__init__(profile=profile)
         self.client = ModelClient(base_url, api_key, timeout=timeout, max_retries=max_retries)
         self._name = name
         self._base_url = base_url
+        self._prepared: tuple[ModelRequestParameters, ModelRequestParameters] | None = None
 
     @property
     def model_name(self) -> str:
@@ -107,6 +114,19 @@ class KoraChatModel(Model):
     async def aclose(self) -> None:
         """Close the HTTP connection pool."""
         await self.client.aclose()
+
+    def prepare_request(
+        self, model_settings: ModelSettings | None, model_request_parameters: ModelRequestParameters
+    ) -> tuple[ModelSettings | None, ModelRequestParameters]:
+        """pydantic-ai's preparation (tool schemas adapted by the profile, settings merged), remembered for the
+        last parameters object without settings: the runtime passes the same one for every first request
+        while the tools do not change, and preparing it costs ~50 us."""
+        if model_settings is None and self._prepared is not None and self._prepared[0] is model_request_parameters:
+            return None, self._prepared[1]
+        settings, prepared = super().prepare_request(model_settings, model_request_parameters)
+        if model_settings is None and settings is None:
+            self._prepared = (model_request_parameters, prepared)
+        return settings, prepared
 
     async def request(
         self,
@@ -256,12 +276,15 @@ def chat_messages(messages: Sequence[ModelMessage]) -> list[JSONObject]:
                     raise RequestError(f"A {type(part).__name__} cannot be sent to an OpenAI chat model.")
             previous = None
         else:
-            result.append(_assistant_message(message))
+            if (assistant := _assistant_message(message)) is not None:
+                result.append(assistant)
             previous = message
     return result
 
 
-def _assistant_message(response: ModelResponse) -> JSONObject:
+def _assistant_message(response: ModelResponse) -> JSONObject | None:
+    """The assistant message of a response; None for a response with no text and no calls, which OpenAI-compatible
+    APIs reject (pydantic-ai's own adapter leaves it out too)."""
     texts: list[str] = []
     calls: list[JsonValue] = []
     for part in response.parts:
@@ -277,7 +300,9 @@ def _assistant_message(response: ModelResponse) -> JSONObject:
             )
         else:
             raise RequestError(f"A {type(part).__name__} cannot be sent to an OpenAI chat model.")
-    message: JSONObject = {"role": "assistant", "content": "\n\n".join(texts) or None}
+    if not calls and not texts:
+        return None
+    message: JSONObject = {"role": "assistant", "content": "\n\n".join(texts) if texts else None}
     if calls:
         message["tool_calls"] = calls
     return message

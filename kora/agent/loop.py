@@ -14,7 +14,7 @@ pydantic-ai's failures become Kora's (:func:`turn_error`): a spent step budget i
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import httpx
@@ -124,8 +124,8 @@ class AgenticLoop:
             toolsets=static,
         )
         self._limits = UsageLimits(request_limit=settings.agentic_loop_max_steps)
-        self._tool_defs: list[ToolDefinition] = []
-        self._tool_defs_key: tuple[tuple[str, str, int], ...] = ()
+        self._parameters = ModelRequestParameters()
+        self._parameters_key: tuple[tuple[str, str, int], ...] | None = None
 
     async def start(self) -> None:
         """Connect the tool servers (each tried once; failures are retried in the background)."""
@@ -161,19 +161,23 @@ class AgenticLoop:
 
     def request_parameters(self, turn: TurnRequest) -> ModelRequestParameters:
         """What a turn's first model request offers the model, as the ``Agent`` would: the instructions
-        (the agent's, then the turn's) and every tool. The tool list is cached until the set of tools changes."""
+        (the agent's, then the turn's) and every tool. Without per-turn instructions the same object is
+        returned until the set of tools changes (the model adapter then reuses its preparation)."""
         definitions = self.tool_definitions()
         key = tuple((t["name"], t["description"], id(t["parameters"])) for t in definitions)
-        if key != self._tool_defs_key:
-            self._tool_defs = [
+        if key != self._parameters_key:
+            tools = [
                 ToolDefinition(name=t["name"], parameters_json_schema=t["parameters"], description=t["description"])
                 for t in definitions
             ]
-            self._tool_defs_key = key
-        texts = (self.settings.agent_instructions, turn.system)
-        return ModelRequestParameters(
-            function_tools=self._tool_defs, instruction_parts=[InstructionPart(text) for text in texts if text]
-        )
+            self._parameters = self._with_instructions(ModelRequestParameters(function_tools=tools), "")
+            self._parameters_key = key
+        return self._with_instructions(self._parameters, turn.system) if turn.system else self._parameters
+
+    def _with_instructions(self, parameters: ModelRequestParameters, system: str) -> ModelRequestParameters:
+        texts = (self.settings.agent_instructions, system)
+        parts = [InstructionPart(text) for text in texts if text]
+        return replace(parameters, instruction_parts=parts)
 
     async def run(self, turn: TurnRequest, messages: list[ModelMessage], usage: RunUsage) -> LoopResult:
         """Continue a turn from ``messages``, which end with its prompt request (the loop sends it) or with the

@@ -70,7 +70,8 @@ class ModelClient:
     """
 
     def __init__(self, base_url: str, api_key: str, *, timeout: float, max_retries: int) -> None:
-        self.url = base_url.rstrip("/") + "/chat/completions"
+        # Parsed once: httpx2 would parse a string URL again for every request (~40 us).
+        self.url = httpx2.URL(base_url.rstrip("/") + "/chat/completions")
         self.max_retries = max_retries
         self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
         # Httpx2AiohttpClient: aiohttp for direct and proxied (HTTP(S)_PROXY) requests alike. Pool limits as the

@@ -11,9 +11,12 @@
    calls and the following model requests, within ``agentic_loop_max_steps`` requests in all.
 
 Why two stages: a pydantic-ai run costs ~2 ms of CPU before any I/O (``bench/README.md``); a direct request
-costs a fraction of that. ``AGENT_DIRECT_FIRST_REQUEST=false`` runs every turn wholly in the ``Agent``; the
-answer, the stored events (one :class:`~kora.agent.recorder.TurnRecorder`) and the errors are the same either
-way, and the turn tests run both.
+costs a fraction of that. The first request is prepared as the ``Agent`` prepares every request
+(``Model.prepare_messages``), so the model sees the same messages on both stages (a property test compares them
+with pydantic-ai's own OpenAI model). ``AGENT_DIRECT_FIRST_REQUEST=false`` runs every turn wholly in the
+``Agent``; the answer, the stored events (one :class:`~kora.agent.recorder.TurnRecorder`) and the errors are the
+same either way, and the turn tests run both. One difference: an empty first answer is asked again plainly,
+where the ``Agent`` adds a note asking for text.
 
 Turns in one session run one at a time (a later turn sees the earlier one); turns in different sessions run
 concurrently.
@@ -24,10 +27,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
 from pydantic_ai import ModelMessage, ModelResponse
+from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.usage import RunUsage
 
 from kora.agent.chat_model import KoraChatModel
@@ -118,11 +122,11 @@ class AgentRuntime:
                 messages = await self._messages(turn)
                 usage = RunUsage()
                 if self._direct:
-                    first = await self.model.request(messages, None, self.loop.request_parameters(turn))
+                    parameters = self.loop.request_parameters(turn)
+                    first = await self.model.request(self._prepared(messages, parameters), None, parameters)
                     if ends_turn(first):
                         return await self._answered(turn, [messages[-1], first])
-                    messages.append(first)
-                    usage = _usage_of(first)
+                    messages, usage = _hand_over(messages, first)
                 return await self._finished(turn, messages, await self.loop.run(turn, messages, usage))
             except (Exception, asyncio.CancelledError) as error:
                 return await self._failed(turn, error)
@@ -134,32 +138,48 @@ class AgentRuntime:
         (a client that went away) cancels the model request and tool calls in flight.
         """
         async with self._locks.hold(turn.session_id):
+            recorded = False
             try:
                 messages = await self._messages(turn)
                 usage, said_text = RunUsage(), False
                 if self._direct:
                     parameters = self.loop.request_parameters(turn)
-                    async with self.model.request_stream(messages, None, parameters) as streamed:
+                    sent = self._prepared(messages, parameters)
+                    async with self.model.request_stream(sent, None, parameters) as streamed:
                         async for event in streamed:
                             if text := text_delta(event):
                                 said_text = True
                                 yield text
                         first = streamed.get()
                     if ends_turn(first):
-                        yield await self._answered(turn, [messages[-1], first])
+                        outcome = await self._answered(turn, [messages[-1], first])
+                        recorded = True
+                        yield outcome
                         return
-                    messages.append(first)
-                    usage = _usage_of(first)
-                async for item in self.loop.stream(turn, messages, usage, said_text=said_text):
-                    yield item if isinstance(item, str) else await self._finished(turn, messages, item)
+                    messages, usage = _hand_over(messages, first)
+                async with aclosing(self.loop.stream(turn, messages, usage, said_text=said_text)) as items:
+                    async for item in items:
+                        if isinstance(item, str):
+                            yield item
+                        else:
+                            outcome = await self._finished(turn, messages, item)
+                            recorded = True
+                            yield outcome
             except GeneratorExit:
-                # The consumer stopped reading (aclose): the request above is already cancelled; keep the record.
-                await self.recorder.record(turn, [], TurnCancelled("The turn was stopped before it finished."))
+                # The consumer stopped reading (aclose): the requests above are already cancelled. Keep the record,
+                # unless the turn had ended and was stored before the consumer left.
+                if not recorded:
+                    await self.recorder.record(turn, [], TurnCancelled("The turn was stopped before it finished."))
                 raise
             except (Exception, asyncio.CancelledError) as error:
                 outcome = await self._failed(turn, error)
                 yield outcome.text
                 yield outcome
+
+    def _prepared(self, messages: list[ModelMessage], parameters: ModelRequestParameters) -> list[ModelMessage]:
+        """The first request's messages as the Agent prepares every request's before sending it (pydantic-ai's
+        notes on text that looks like its own framing, retry feedback rendered)."""
+        return self.model.prepare_messages(messages, parameters)
 
     async def _messages(self, turn: TurnRequest) -> list[ModelMessage]:
         """The turn's first request: what the model is shown before the prompt (the session's last events,
@@ -216,6 +236,15 @@ class AgentRuntime:
         if failure is error:
             raise failure
         raise failure from error
+
+
+def _hand_over(messages: list[ModelMessage], first: ModelResponse) -> tuple[list[ModelMessage], RunUsage]:
+    """What the Agent continues from after a first answer that did not end the turn, and the usage so far.
+
+    An answer with tool calls is appended (the Agent runs the calls). An empty or blank answer is not: the Agent
+    asks again from the prompt, with that request counted, as a model that said nothing gives nothing to keep.
+    """
+    return ([*messages, first] if first.tool_calls else messages), _usage_of(first)
 
 
 def _usage_of(response: ModelResponse) -> RunUsage:

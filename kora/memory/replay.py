@@ -1,9 +1,8 @@
 """Which stored events a model sees again, in which order (spec: "Events", rule 1, and its conversion table).
 
-This module decides *what* is replayed; :mod:`kora.agent.history` renders it as pydantic-ai messages (the
-agentic loop) and :mod:`kora.agent.model_wire` as OpenAI chat messages (a turn's first model request, sent
-directly). Both renderings come from one :func:`replay_messages`, so they cannot disagree on the rules. It
-imports neither pydantic-ai nor an HTTP client.
+This module decides *what* is replayed; :mod:`kora.agent.history` renders it as pydantic-ai messages, which
+the agent's model adapter sends for every request of a turn. It imports neither pydantic-ai nor an HTTP
+client, so the memory layer stays free of model libraries.
 
 The rules refine the spec's table, which shows ``tool_call`` as a tool-return part and gives no conversion for
 delegation events; replayed literally, that history is rejected by OpenAI-compatible APIs, which accept a tool

@@ -178,3 +178,28 @@ async def test_streamed_response_assembles_text_and_tool_calls_by_index():
         ("a", "x", None),
         ("b", "y", "{}"),
     ]
+
+
+def test_tool_schemas_are_adapted_as_pydantic_ais_openai_model_adapts_them():
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.profiles.openai import OpenAIModelProfile
+    from pydantic_ai.providers.openai import OpenAIProvider
+    from pydantic_ai.tools import ToolDefinition
+
+    schema = {
+        "type": "object",
+        "title": "Args",
+        "properties": {"a": {"type": "integer", "title": "A"}, "b": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+        "required": ["a"],
+    }
+    parameters = ModelRequestParameters(function_tools=[ToolDefinition(name="t", parameters_json_schema=schema)])
+    reference = OpenAIChatModel(
+        "m",
+        provider=OpenAIProvider(base_url="http://127.0.0.1:9/v1", api_key="k"),
+        profile=OpenAIModelProfile(openai_supports_strict_tool_definition=False),
+    )
+    kora = KoraChatModel("http://127.0.0.1:9/v1", "k", "m", timeout=1, max_retries=0)
+    (expected,) = reference.prepare_request(None, parameters)[1].function_tools
+    (prepared,) = kora.prepare_request(None, parameters)[1].function_tools
+    assert prepared.parameters_json_schema == expected.parameters_json_schema
+    assert "title" not in prepared.parameters_json_schema
