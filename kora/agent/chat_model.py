@@ -187,8 +187,14 @@ def model_response(answer: ModelAnswer, model_name: str) -> ModelResponse:
         timestamp=datetime.now(UTC),
         provider_name=PROVIDER,
         provider_response_id=answer.response_id or None,
+        provider_details=_provider_timestamp(answer.created),
         finish_reason=finish_reason(answer.finish_reason),
     )
+
+
+def _provider_timestamp(created: float | None) -> dict[str, Any] | None:
+    """The model server's own ``created`` time, kept where pydantic-ai keeps it (``provider_details``)."""
+    return {"timestamp": datetime.fromtimestamp(created, UTC)} if created else None
 
 
 @dataclass
@@ -205,6 +211,7 @@ class KoraStreamedResponse(StreamedResponse):
         async for chunk in self._chunks:
             if chunk.id and self.provider_response_id is None:
                 self.provider_response_id = chunk.id
+                self.provider_details = _provider_timestamp(chunk.created)
             if chunk.usage is not None:
                 usage = RequestUsage(
                     input_tokens=chunk.usage.prompt_tokens or 0, output_tokens=chunk.usage.completion_tokens or 0

@@ -31,12 +31,11 @@ from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
 from pydantic_ai import ModelMessage, ModelResponse
-from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.usage import RunUsage
 
 from kora.agent.chat_model import KoraChatModel
 from kora.agent.history import events_to_messages, replay_to_messages
-from kora.agent.loop import AgenticLoop, LoopResult, text_delta, turn_error
+from kora.agent.loop import AgenticLoop, text_delta, turn_error
 from kora.agent.recorder import TurnRecorder, prompt_request
 from kora.agent.settings import AgentSettings
 from kora.agent.turn import TurnOutcome, TurnRequest
@@ -121,13 +120,17 @@ class AgentRuntime:
             try:
                 messages = await self._messages(turn)
                 usage = RunUsage()
+                prompt_at = len(messages) - 1
                 if self._direct:
                     parameters = self.loop.request_parameters(turn)
-                    first = await self.model.request(self._prepared(messages, parameters), None, parameters)
+                    # Prepared as the Agent prepares every request (pydantic-ai's notes on framing lookalikes).
+                    sent = self.model.prepare_messages(messages, parameters)
+                    first = await self.model.request(sent, None, parameters)
                     if ends_turn(first):
-                        return await self._answered(turn, [messages[-1], first])
+                        return await self._ended(turn, [messages[-1], first], first.text or "", _usage_of(first))
                     messages, usage = _hand_over(messages, first)
-                return await self._finished(turn, messages, await self.loop.run(turn, messages, usage))
+                result = await self.loop.run(turn, messages, usage)
+                return await self._ended(turn, [*messages[prompt_at:], *result.new_messages], result.text, result.usage)
             except (Exception, asyncio.CancelledError) as error:
                 return await self._failed(turn, error)
 
@@ -141,10 +144,11 @@ class AgentRuntime:
             recorded = False
             try:
                 messages = await self._messages(turn)
+                prompt_at = len(messages) - 1
                 usage, said_text = RunUsage(), False
                 if self._direct:
                     parameters = self.loop.request_parameters(turn)
-                    sent = self._prepared(messages, parameters)
+                    sent = self.model.prepare_messages(messages, parameters)
                     async with self.model.request_stream(sent, None, parameters) as streamed:
                         async for event in streamed:
                             if text := text_delta(event):
@@ -152,7 +156,7 @@ class AgentRuntime:
                                 yield text
                         first = streamed.get()
                     if ends_turn(first):
-                        outcome = await self._answered(turn, [messages[-1], first])
+                        outcome = await self._ended(turn, [messages[-1], first], first.text or "", _usage_of(first))
                         recorded = True
                         yield outcome
                         return
@@ -162,7 +166,8 @@ class AgentRuntime:
                         if isinstance(item, str):
                             yield item
                         else:
-                            outcome = await self._finished(turn, messages, item)
+                            turn_messages = [*messages[prompt_at:], *item.new_messages]
+                            outcome = await self._ended(turn, turn_messages, item.text, item.usage)
                             recorded = True
                             yield outcome
             except GeneratorExit:
@@ -175,11 +180,6 @@ class AgentRuntime:
                 outcome = await self._failed(turn, error)
                 yield outcome.text
                 yield outcome
-
-    def _prepared(self, messages: list[ModelMessage], parameters: ModelRequestParameters) -> list[ModelMessage]:
-        """The first request's messages as the Agent prepares every request's before sending it (pydantic-ai's
-        notes on text that looks like its own framing, retry feedback rendered)."""
-        return self.model.prepare_messages(messages, parameters)
 
     async def _messages(self, turn: TurnRequest) -> list[ModelMessage]:
         """The turn's first request: what the model is shown before the prompt (the session's last events,
@@ -201,20 +201,11 @@ class AgentRuntime:
             for role, text in turn.client_history[-limit:]
         )
 
-    async def _answered(self, turn: TurnRequest, messages: list[ModelMessage]) -> TurnOutcome:
-        """Store a turn the first answer ended (its prompt request and the answer); the outcome."""
+    async def _ended(self, turn: TurnRequest, messages: list[ModelMessage], text: str, usage: RunUsage) -> TurnOutcome:
+        """Store a turn that reached its answer (``messages``: from its prompt request on, whichever stage ended
+        it); the outcome."""
         await self.recorder.record(turn, messages)
-        answer = messages[-1]
-        assert isinstance(answer, ModelResponse)
-        usage = _usage_of(answer)
-        return TurnOutcome(answer.text or "", "stop", usage.input_tokens, usage.output_tokens, usage.requests)
-
-    async def _finished(self, turn: TurnRequest, messages: list[ModelMessage], result: LoopResult) -> TurnOutcome:
-        """Store a turn the loop ended (from its prompt request on); the outcome."""
-        prompt_at = max(i for i, m in enumerate(messages) if m.kind == "request")
-        await self.recorder.record(turn, [*messages[prompt_at:], *result.new_messages])
-        usage = result.usage
-        return TurnOutcome(result.text, "stop", usage.input_tokens, usage.output_tokens, usage.requests)
+        return TurnOutcome(text, "stop", usage.input_tokens, usage.output_tokens, usage.requests)
 
     async def _failed(self, turn: TurnRequest, error: BaseException) -> TurnOutcome:
         """Store the turn's ``error`` event; the outcome of a spent step budget, else raise the error as a

@@ -174,6 +174,7 @@ async def test_streamed_response_assembles_text_and_tool_calls_by_index():
     answer = streamed.get()
     assert (answer.text, answer.finish_reason, answer.provider_response_id) == ("Let me check.", "tool_call", "s1")
     assert (answer.usage.input_tokens, answer.usage.output_tokens) == (4, 2)
+    assert answer.provider_details == {"timestamp": datetime.fromtimestamp(9, UTC)}
     assert sorted((c.tool_call_id, c.tool_name, c.args) for c in answer.tool_calls) == [
         ("a", "x", None),
         ("b", "y", "{}"),
