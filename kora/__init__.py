@@ -7,7 +7,7 @@ Components live in their own packages (see docs/architecture.md):
 - ``kora.mcp``: the python-runtime MCP tool server (``kora mcp``).
 - ``kora.resources``: resource models (Agent, ModelAPI, MCPServer, MemoryStore) and wiring.
 - ``kora.local``: the local runtime (``kora up``).
-- ``kora.testing``: the scripted OpenAI-compatible model used by tests and the offline demo.
+- ``kora.scripted``: the scripted OpenAI-compatible model used by tests and the offline demo.
 - ``kora.core``: concepts shared by every component (event types, environment-variable names).
 
 Importing ``kora`` is cheap on purpose: heavy libraries load only in the component that needs them.

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 # command -> ("module", "function", one-line help). The function takes the argument list and returns an exit code.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "agent": ("kora.agent.server", "cli", "Run the agent server (configured from the environment)."),
-    "model": ("kora.testing.cli", "cli", "Run the scripted OpenAI-compatible model server (tests, offline demo)."),
+    "model": ("kora.scripted.cli", "cli", "Run the scripted OpenAI-compatible model server (tests, offline demo)."),
     "mcp": ("kora.mcp.server", "cli", "Run the python-runtime MCP tool server."),
     "model-proxy": ("kora.proxy.model_proxy", "cli", "Run a ModelAPI in Proxy mode (forwards /v1 to a backend)."),
     "model-hosted": ("kora.proxy.hosted", "cli", "ModelAPI Hosted mode (not supported: says what is missing)."),

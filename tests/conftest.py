@@ -1,7 +1,7 @@
 import pytest
 
-from kora.testing import ScriptedModelServer
-from tests import agent_harness
+from tests.support import agent as agent_support
+from tests.support.scripted_server import ScriptedModelServer
 
 
 @pytest.fixture
@@ -16,6 +16,6 @@ def turn_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     """Runs a test once per turn path: ``direct`` (a turn's first model request sent by the runtime, the
     default) and ``agent`` (every request in pydantic-ai's Agent, ``AGENT_DIRECT_FIRST_REQUEST=false``).
     Use it with ``pytestmark = pytest.mark.usefixtures("turn_path")``; agents and runtimes made through
-    ``tests.agent_harness`` pick it up."""
-    monkeypatch.setitem(agent_harness.DEFAULT_ENV, "AGENT_DIRECT_FIRST_REQUEST", str(request.param == "direct"))
+    ``tests.support.agent`` pick it up."""
+    monkeypatch.setitem(agent_support.DEFAULT_ENV, "AGENT_DIRECT_FIRST_REQUEST", str(request.param == "direct"))
     return str(request.param)

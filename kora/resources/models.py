@@ -460,7 +460,7 @@ class HostedConfig(WireModel):
 class ScriptedConfig(WireModel):
     """``Scripted`` mode: Kora's scripted offline model (``kora model``) answers from rules.
 
-    Rule format: see ``kora.testing.scripted_model`` (``when: {user_matches, after_tool, tool_available}``,
+    Rule format: see ``kora.scripted.model`` (``when: {user_matches, after_tool, tool_available}``,
     ``reply: {kind: text | tool_calls | error, ...}``, ``times``).
     """
 

@@ -249,7 +249,7 @@ def test_hosted_model_api_is_failed_with_what_is_missing(tmp_path: Path):
 async def test_the_a2a_sdk_client_reaches_the_agent_through_the_gateway(quickstart: Up):
     from a2a.types.a2a_pb2 import TaskState
 
-    from tests.a2a_support import sdk_client, user_message
+    from tests.support.a2a import sdk_client, user_message
 
     agent_url = f"{quickstart.gateway}/default/agent/assistant"
     card = httpx.get(f"{agent_url}/.well-known/agent.json", timeout=10).json()

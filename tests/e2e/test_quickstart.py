@@ -29,7 +29,7 @@ def test_quickstart_runs_offline_and_shows_a_tool_call(tmp_path):
 
 @pytest.mark.slow
 def test_quickstart_talks_to_any_openai_compatible_endpoint_when_given_one(tmp_path):
-    from kora.testing import ScriptedModelServer
+    from tests.support.scripted_server import ScriptedModelServer
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_", "MODEL_", "MCP_", "MEMORY_"))}
     with ScriptedModelServer(model_name="external-llm") as backend:

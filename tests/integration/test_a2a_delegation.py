@@ -7,9 +7,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from kora.testing import TextReply, ToolCall, ToolCallReply
-from kora.testing.threaded import ThreadedServer
-from tests.agent_harness import running_agent
+from kora.scripted import TextReply, ToolCall, ToolCallReply
+from tests.support.agent import running_agent
+from tests.support.threaded import ThreadedServer
 
 pytestmark = pytest.mark.usefixtures("turn_path")
 
@@ -61,7 +61,7 @@ async def test_a_peer_without_an_a2a_card_is_asked_on_its_chat_endpoint(model):
 
 
 async def test_a_peer_task_that_fails_gives_the_model_the_reason_as_error_text(model):
-    from kora.testing import ErrorReply
+    from kora.scripted import ErrorReply
 
     model.enqueue(
         ToolCallReply([ToolCall("delegate_to_child", {"task": "do it"})]),

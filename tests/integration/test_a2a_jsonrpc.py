@@ -6,9 +6,9 @@ import asyncio
 import httpx
 import pytest
 
-from kora.testing import TextReply
-from tests.a2a_support import legacy_params, message_params, rpc_body
-from tests.agent_harness import running_agent
+from kora.scripted import TextReply
+from tests.support.a2a import legacy_params, message_params, rpc_body
+from tests.support.agent import running_agent
 
 pytestmark = pytest.mark.usefixtures("turn_path")
 

@@ -9,9 +9,9 @@ from a2a.server.context import ServerCallContext
 from a2a.types.a2a_pb2 import Task, TaskState, TaskStatus
 
 from kora.agent.a2a.store import BoundedTaskStore, RunningOnlyTaskStore
-from kora.testing import TextReply
-from tests.a2a_support import message_params, rpc_body
-from tests.agent_harness import running_agent
+from kora.scripted import TextReply
+from tests.support.a2a import message_params, rpc_body
+from tests.support.agent import running_agent
 
 TASKS, CONTEXTS = 200, 20
 

@@ -9,9 +9,9 @@ import pytest
 from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, TaskState
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 
-from kora.testing import ErrorReply, TextReply
-from tests.a2a_support import message_params, rpc_body, sdk_client, user_message
-from tests.agent_harness import running_agent
+from kora.scripted import ErrorReply, TextReply
+from tests.support.a2a import message_params, rpc_body, sdk_client, user_message
+from tests.support.agent import running_agent
 
 pytestmark = pytest.mark.usefixtures("turn_path")
 

@@ -6,8 +6,8 @@ import httpx
 import openai
 import pytest
 
-from kora.testing import ErrorReply, TextReply
-from tests.agent_harness import running_agent
+from kora.scripted import ErrorReply, TextReply
+from tests.support.agent import running_agent
 
 pytestmark = pytest.mark.usefixtures("turn_path")
 

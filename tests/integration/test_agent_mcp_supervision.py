@@ -5,7 +5,7 @@ import asyncio
 from kora.agent.mcp_servers import McpServers
 from kora.mcp.app import create_app
 from kora.mcp.settings import load_mcp_settings
-from kora.testing.threaded import ThreadedServer
+from tests.support.threaded import ThreadedServer
 
 TOOLS = "def echo(text: str) -> str:\n    '''Echo the text.'''\n    return text\n"
 

@@ -11,9 +11,9 @@ import pytest
 from kora.core.net import free_port
 from kora.mcp.app import create_app as create_mcp_app
 from kora.mcp.settings import load_mcp_settings
-from kora.testing import TextReply, ToolCall, ToolCallReply
-from kora.testing.threaded import ThreadedServer
-from tests.agent_harness import running_agent
+from kora.scripted import TextReply, ToolCall, ToolCallReply
+from tests.support.agent import running_agent
+from tests.support.threaded import ThreadedServer
 
 KORA = [sys.executable, "-m", "kora.cli"]
 

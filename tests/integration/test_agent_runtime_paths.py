@@ -6,8 +6,9 @@ import pytest
 from kora.agent.runtime import AgentRuntime
 from kora.agent.turn import TurnOutcome, TurnRequest
 from kora.core.errors import ModelError
-from kora.testing import ErrorReply, ScriptedModelServer, TextReply, ToolCall, ToolCallReply
-from tests.agent_harness import agent_runtime
+from kora.scripted import ErrorReply, TextReply, ToolCall, ToolCallReply
+from tests.support.agent import agent_runtime
+from tests.support.scripted_server import ScriptedModelServer
 
 pytestmark = pytest.mark.usefixtures("turn_path")
 

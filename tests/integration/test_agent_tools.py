@@ -5,9 +5,9 @@ import asyncio
 import httpx
 import pytest
 
-from kora.testing import TextReply, ToolCall, ToolCallReply
-from kora.testing.threaded import ThreadedServer
-from tests.agent_harness import mcp_app, running_agent, wait_until
+from kora.scripted import TextReply, ToolCall, ToolCallReply
+from tests.support.agent import mcp_app, running_agent, wait_until
+from tests.support.threaded import ThreadedServer
 
 pytestmark = pytest.mark.usefixtures("turn_path")
 
@@ -98,7 +98,7 @@ async def test_ready_names_an_unreachable_tool_server_and_recovers_when_it_comes
         # Bring a server up on the same port: the agent reconnects and becomes ready.
         import uvicorn
 
-        from kora.testing.threaded import bind_socket
+        from tests.support.threaded import bind_socket
 
         port = int(url.rsplit(":", 1)[1])
         sock = bind_socket("127.0.0.1", port)

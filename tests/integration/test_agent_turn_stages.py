@@ -11,8 +11,8 @@ import pytest
 
 from kora.agent.runtime import AgentRuntime
 from kora.agent.turn import TurnOutcome, TurnRequest
-from kora.testing import TextReply, ToolCall, ToolCallReply, count_usage
-from tests.agent_harness import agent_runtime
+from kora.scripted import TextReply, ToolCall, ToolCallReply, count_usage
+from tests.support.agent import agent_runtime
 
 pytestmark = pytest.mark.usefixtures("turn_path")
 

@@ -14,8 +14,8 @@ from starlette.routing import Route
 from kora.core.net import free_port
 from kora.local.gateway import GatewayRoute, create_gateway_app
 from kora.proxy.model_proxy import ProxySettings, create_proxy_app
-from kora.testing import ScriptedModelServer
-from kora.testing.threaded import ThreadedServer
+from tests.support.scripted_server import ScriptedModelServer
+from tests.support.threaded import ThreadedServer
 
 
 async def echo(request: Request) -> JSONResponse:

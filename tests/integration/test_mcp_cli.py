@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from kora.core.net import free_port
-from tests.integration.mcp_support import mcp_session, run_cli, start_cli, wait_ready
+from tests.support.mcp import mcp_session, run_cli, start_cli, wait_ready
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ import time
 import httpx
 import pytest
 
-from tests.integration.mcp_support import mcp_session, running_mcp
+from tests.support.mcp import mcp_session, running_mcp
 
 SECRET = "s3cr3t-weather-key-42"
 

@@ -16,8 +16,8 @@ from kora.agent.model_client import ModelClient, _retry_after
 from kora.agent.model_wire import request_body
 from kora.core.errors import ModelError
 from kora.core.net import free_port
-from kora.testing import ErrorReply, TextReply, ToolCall, ToolCallReply
-from kora.testing.threaded import ThreadedServer
+from kora.scripted import ErrorReply, TextReply, ToolCall, ToolCallReply
+from tests.support.threaded import ThreadedServer
 
 
 def body(prompt: str = "hi", *, stream: bool = False) -> dict:

@@ -21,10 +21,11 @@ from kora.agent.settings import load_agent_settings
 from kora.agent.turn import TurnRequest
 from kora.core.events import EventType, MemoryEvent
 from kora.memory import LocalMemory
-from kora.testing import ScriptedModelServer, ToolCall, ToolCallReply
-from kora.testing.threaded import ThreadedServer
-from tests.agent_harness import mcp_app
-from tests.unit.conversation_strategies import ANY_EVENT, TEXT, conversations
+from kora.scripted import ToolCall, ToolCallReply
+from tests.support.agent import mcp_app
+from tests.support.conversations import ANY_EVENT, TEXT, conversations
+from tests.support.scripted_server import ScriptedModelServer
+from tests.support.threaded import ThreadedServer
 
 AGENT_INSTRUCTIONS = ("You are a helpful assistant.", "")
 

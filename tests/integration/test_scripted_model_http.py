@@ -14,17 +14,17 @@ import openai
 import pytest
 from pydantic_ai import Agent
 
-from kora.testing import (
+from kora.scripted import (
     ErrorReply,
     Match,
     Rule,
-    ScriptedModelServer,
     TextReply,
     ToolCall,
     ToolCallReply,
     load_script,
     reply_to_json,
 )
+from tests.support.scripted_server import ScriptedModelServer
 
 ADD_TOOL = {
     "type": "function",

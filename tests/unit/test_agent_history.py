@@ -24,7 +24,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from kora.agent.history import events_to_messages, messages_to_events
 from kora.core.events import EventType, MemoryEvent
-from tests.unit.conversation_strategies import ANY_EVENT, conversations
+from tests.support.conversations import ANY_EVENT, conversations
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 E = EventType

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kora.testing import (
+from kora.scripted import (
     ErrorReply,
     Match,
     Rule,

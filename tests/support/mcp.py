@@ -17,7 +17,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from kora.mcp.app import create_app
 from kora.mcp.settings import load_mcp_settings
-from kora.testing.threaded import ThreadedServer
+from tests.support.threaded import ThreadedServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

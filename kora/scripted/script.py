@@ -1,7 +1,7 @@
 """Scripts of the scripted model: reply types, rules, matching, placeholders and the JSON/YAML form.
 
 Pure logic, no I/O besides reading a script file. The script format, the reply selection order and the
-placeholder rules are documented in :mod:`kora.testing.scripted_model`.
+placeholder rules are documented in :mod:`kora.scripted.model`.
 """
 
 from __future__ import annotations

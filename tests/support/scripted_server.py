@@ -1,6 +1,6 @@
 """Running a scripted model over real HTTP inside the current process, for tests.
 
-:class:`ScriptedModelServer` serves a :class:`~kora.testing.scripted_model.ScriptedModel` with uvicorn
+:class:`ScriptedModelServer` serves a :class:`~kora.scripted.model.ScriptedModel` with uvicorn
 on ``127.0.0.1`` and a free port, in a background thread with its own event loop, so neither sync nor
 async tests block it. Use it as ``with`` or ``async with``::
 
@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kora.core.net import bind_socket
-from kora.testing.script import JSONObject, Reply, Rule
-from kora.testing.scripted_model import DEFAULT_MODEL_NAME, ScriptedModel, create_app
-from kora.testing.threaded import ThreadedServer
+from kora.scripted.model import DEFAULT_MODEL_NAME, ScriptedModel, create_app
+from kora.scripted.script import JSONObject, Reply, Rule
+from tests.support.threaded import ThreadedServer
 
 if TYPE_CHECKING:  # imported lazily at run time: only tests that use them pay for them
     import openai

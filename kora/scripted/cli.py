@@ -21,7 +21,7 @@ def _serve(host: str, port: int, script: Path | None, model_name: str, max_recor
     import uvicorn
 
     from kora.core.net import bind_socket
-    from kora.testing.scripted_model import ScriptedModel, ScriptError, create_app, load_script_file
+    from kora.scripted.model import ScriptedModel, ScriptError, create_app, load_script_file
 
     try:
         rules = load_script_file(script) if script is not None else []
@@ -63,7 +63,7 @@ def cli(argv: list[str]) -> int:
         host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
         port: Annotated[int, typer.Option(help="TCP port (0: any free port).", min=0, max=65535)] = 8000,
         script: Annotated[
-            Path | None, typer.Option(help="YAML or JSON script of rules (format: kora.testing.scripted_model).")
+            Path | None, typer.Option(help="YAML or JSON script of rules (format: kora.scripted.model).")
         ] = None,
         model_name: Annotated[str, typer.Option(help="Model name listed by /v1/models.")] = "scripted",
         max_recorded: Annotated[

@@ -17,8 +17,8 @@ from kora.agent.app import create_app
 from kora.agent.runtime import AgentRuntime
 from kora.agent.settings import AgentSettings, load_agent_settings
 from kora.memory import LocalMemory
-from kora.testing import ScriptedModelServer
-from kora.testing.threaded import ThreadedServer
+from tests.support.scripted_server import ScriptedModelServer
+from tests.support.threaded import ThreadedServer
 
 
 @dataclass

@@ -77,7 +77,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from kora.core.openai_errors import openai_error_body
-from kora.testing.script import (
+from kora.scripted.script import (
     Conversation,
     ErrorReply,
     JSONObject,

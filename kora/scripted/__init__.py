@@ -1,12 +1,13 @@
-"""The scripted OpenAI-compatible model: Kora's only stand-in for an LLM in tests and the offline demo.
+"""The scripted OpenAI-compatible model: Kora's only stand-in for an LLM, in tests and in the offline demo.
 
-- :mod:`kora.testing.scripted_model`: reply types, rules, the :class:`ScriptedModel` and its ASGI app
-  (script format documented there).
-- :mod:`kora.testing.server`: :class:`ScriptedModelServer`, the model served over HTTP in-process.
-- :mod:`kora.testing.cli`: ``kora model``, the same as a standalone server.
+It ships as the ``kora model`` workload, which a ModelAPI in Scripted mode runs.
+
+- :mod:`kora.scripted.script`: reply types, rules and the script format.
+- :mod:`kora.scripted.model`: the :class:`ScriptedModel` and its ASGI app (script format documented there).
+- :mod:`kora.scripted.cli`: ``kora model``, the model as a standalone server.
 """
 
-from kora.testing.scripted_model import (
+from kora.scripted.model import (
     ErrorReply,
     Match,
     Reply,
@@ -25,7 +26,6 @@ from kora.testing.scripted_model import (
     reply_to_json,
     split_chunks,
 )
-from kora.testing.server import ScriptedModelServer
 
 __all__ = [
     "ErrorReply",
@@ -34,7 +34,6 @@ __all__ = [
     "Rule",
     "ScriptError",
     "ScriptedModel",
-    "ScriptedModelServer",
     "TextReply",
     "ToolCall",
     "ToolCallReply",
