@@ -59,8 +59,8 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from kora.agent.model_client import ModelClient
-from kora.agent.model_wire import ChatCompletionChunk, JSONObject, ModelAnswer, function_tool, request_body
 from kora.core.errors import RequestError
+from kora.core.openai_wire import ChatCompletionChunk, JSONObject, ModelAnswer, function_tool, request_body
 
 #: OpenAI ``finish_reason`` -> pydantic-ai's (the one place it is mapped).
 FINISH_REASONS: dict[str, FinishReason] = {

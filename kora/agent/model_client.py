@@ -30,8 +30,8 @@ import pydantic
 import pydantic_core
 from httpx_aiohttp.httpx2 import Httpx2AiohttpClient
 
-from kora.agent.model_wire import ChatCompletion, ChatCompletionChunk, JSONObject, ModelAnswer
 from kora.core.errors import ModelError, ModelTimeout
+from kora.core.openai_wire import ChatCompletion, ChatCompletionChunk, JSONObject, ModelAnswer
 
 RETRY_STATUSES = frozenset({408, 409, 429})
 INITIAL_BACKOFF_SECONDS = 0.5

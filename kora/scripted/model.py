@@ -76,7 +76,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from kora.core.openai_errors import openai_error_body
+from kora.core.openai_wire import (
+    DONE_EVENT,
+    ChunkWriter,
+    assistant_message,
+    completion_body,
+    model_list_body,
+    openai_error_body,
+    tool_call_body,
+    usage_body,
+)
 from kora.scripted.script import (
     Conversation,
     ErrorReply,
@@ -158,11 +167,7 @@ class Usage:
 
     def to_json(self) -> JSONObject:
         """The OpenAI ``usage`` object."""
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "total_tokens": self.total_tokens,
-        }
+        return usage_body(self.prompt_tokens, self.completion_tokens)
 
 
 def count_usage(body: Mapping[str, Any], reply: TextReply | ToolCallReply) -> Usage:
@@ -445,22 +450,17 @@ class _ChatCompletions:
 
     def _completion(self, body: JSONObject, reply: TextReply | ToolCallReply) -> JSONObject:
         completion_id, created, model = self._header(body)
-        message: JSONObject = {"role": "assistant", "content": reply.text, "refusal": None}
-        finish_reason = "stop"
+        calls: list[JSONObject] = []
         if isinstance(reply, ToolCallReply):
-            finish_reason = "tool_calls"
-            message["tool_calls"] = [
-                {"id": call_id, "type": "function", "function": {"name": call.name, "arguments": arguments_json(call)}}
+            calls = [
+                tool_call_body(call_id, call.name, arguments_json(call))
                 for call_id, call in zip(self._tool_call_ids(reply), reply.calls, strict=True)
             ]
-        return {
-            "id": completion_id,
-            "object": "chat.completion",
-            "created": created,
-            "model": model,
-            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}],
-            "usage": count_usage(body, reply).to_json(),
-        }
+        finish_reason = "tool_calls" if calls else "stop"
+        usage = count_usage(body, reply).to_json()
+        return completion_body(
+            completion_id, model, assistant_message(reply.text, calls), finish_reason, usage, created
+        )
 
     async def _stream(
         self, body: JSONObject, reply: TextReply | ToolCallReply, send: Send, watch: _DisconnectWatch
@@ -469,16 +469,7 @@ class _ChatCompletions:
         completion_id, created, model = self._header(body)
         options = body.get("stream_options")
         include_usage = isinstance(options, dict) and options.get("include_usage") is True
-        prefix = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model}
-        if include_usage:
-            prefix["usage"] = None
-
-        def event(delta: JSONObject, finish_reason: str | None = None) -> bytes:
-            chunk = {
-                **prefix,
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
-            }
-            return b"data: " + _dumps(chunk).encode() + b"\n\n"
+        writer = ChunkWriter(completion_id, model, created, include_usage=include_usage)
 
         # Every content or tool-call delta, in order; the role chunk and the finish chunk frame them.
         deltas: list[JSONObject] = []
@@ -489,10 +480,7 @@ class _ChatCompletions:
         if isinstance(reply, ToolCallReply):
             finish_reason = "tool_calls"
             for index, (call_id, call) in enumerate(zip(self._tool_call_ids(reply), reply.calls, strict=True)):
-                function = {"name": call.name, "arguments": ""}
-                deltas.append(
-                    {"tool_calls": [{"index": index, "id": call_id, "type": "function", "function": function}]}
-                )
+                deltas.append({"tool_calls": [{"index": index, **tool_call_body(call_id, call.name, "")}]})
                 deltas += (
                     {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
                     for piece in split_chunks(arguments_json(call))
@@ -500,20 +488,19 @@ class _ChatCompletions:
 
         await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
         first: JSONObject = {"role": "assistant", "content": "" if isinstance(reply, TextReply) else None}
-        await send({"type": "http.response.body", "body": event(first), "more_body": True})
+        await send({"type": "http.response.body", "body": writer.chunk(first), "more_body": True})
         for sent, delta in enumerate(deltas):
             if reply.disconnect_after_chunks is not None and sent >= reply.disconnect_after_chunks:
                 raise _SimulatedDisconnect
             if sent and await watch.sleep(reply.chunk_delay_seconds):
                 return False
-            await send({"type": "http.response.body", "body": event(delta), "more_body": True})
+            await send({"type": "http.response.body", "body": writer.chunk(delta), "more_body": True})
         if reply.disconnect_after_chunks is not None and reply.disconnect_after_chunks <= len(deltas):
             raise _SimulatedDisconnect
-        tail = event({}, finish_reason)
+        tail = writer.chunk({}, finish_reason)
         if include_usage:
-            usage_chunk = {**prefix, "choices": [], "usage": count_usage(body, reply).to_json()}
-            tail += b"data: " + _dumps(usage_chunk).encode() + b"\n\n"
-        tail += b"data: [DONE]\n\n"
+            tail += writer.usage(count_usage(body, reply).to_json())
+        tail += DONE_EVENT
         if watch.gone:
             return False
         await send({"type": "http.response.body", "body": tail, "more_body": False})
@@ -539,10 +526,7 @@ def _control_routes(model: ScriptedModel) -> list[Route]:
         return JSONResponse({"status": "ok", "scripted": True})
 
     async def models(request: Request) -> Response:
-        data = [
-            {"id": name, "object": "model", "created": 0, "owned_by": "kora-scripted"} for name in model.model_names
-        ]
-        return JSONResponse({"object": "list", "data": data})
+        return JSONResponse(model_list_body(model.model_names, "kora-scripted"))
 
     async def read_json(request: Request) -> object:
         try:

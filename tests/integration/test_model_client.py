@@ -13,9 +13,9 @@ from starlette.routing import Route
 
 from kora.agent.chat_model import KoraChatModel
 from kora.agent.model_client import ModelClient, _retry_after
-from kora.agent.model_wire import request_body
 from kora.core.errors import ModelError
 from kora.core.net import free_port
+from kora.core.openai_wire import request_body
 from kora.scripted import ErrorReply, TextReply, ToolCall, ToolCallReply
 from tests.support.threaded import ThreadedServer
 

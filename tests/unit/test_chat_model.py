@@ -17,9 +17,9 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import ModelRequestParameters
 
 from kora.agent.chat_model import KoraChatModel, KoraStreamedResponse, chat_messages, model_response
-from kora.agent.model_wire import ChatCompletion, ChatCompletionChunk, ModelAnswer, function_tool, request_body
 from kora.agent.runtime import ends_turn
 from kora.core.errors import RequestError
+from kora.core.openai_wire import ChatCompletion, ChatCompletionChunk, ModelAnswer, function_tool, request_body
 
 T = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -1,0 +1,311 @@
+"""The OpenAI chat-completions wire format, both sides, in one place (spec: "Endpoints", item 2; "What the
+service does", item 1).
+
+Every Kora surface that speaks or fronts the OpenAI API uses this module: the agent server's
+``/v1/chat/completions`` (it reads :class:`ChatRequest` and writes :func:`completion_body` and
+:class:`ChunkWriter` chunks), the agent's model client (it writes :func:`request_body` and reads
+:class:`ChatCompletion` / :class:`ChatCompletionChunk` into a :class:`ModelAnswer`), the scripted model (it
+writes what the agent server writes), and the model proxy and local gateway (they write :func:`openai_error_body`).
+
+What is read is validated by pydantic models of the fields Kora uses: unknown fields are ignored (or kept, for
+requests) and ``null`` is accepted wherever OpenAI-compatible servers are seen to send it. What is written is
+built by plain functions returning JSON-ready dicts or SSE bytes. Pure functions and data, no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Final, cast
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from kora.core.errors import KoraError
+
+#: A JSON object as sent or received: one chat message, one entry of ``tools``, a whole body.
+JSONObject = dict[str, JsonValue]
+
+# -- errors -------------------------------------------------------------------------------------------------------
+
+
+def openai_error_body(message: str, type_: str, code: str | None = None, **extra: JsonValue) -> JSONObject:
+    """``{"error": {"message", "type", "param": null, "code", **extra}}``: the error body OpenAI clients parse."""
+    error: JSONObject = {"message": message, "type": type_, "param": None, "code": code}
+    error.update(extra)
+    return {"error": error}
+
+
+def error_body(error: KoraError) -> JSONObject:
+    """``error`` (see :mod:`kora.core.errors`) as OpenAI's error body."""
+    return openai_error_body(error.message, error.openai_type, error.code)
+
+
+# -- requests -----------------------------------------------------------------------------------------------------
+
+
+class ChatMessage(BaseModel):
+    """One request message. ``content`` may be a string, a list of content parts, or null (tool-call turns)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        """The message's text: the string, or the ``text`` of its text parts joined."""
+        if isinstance(self.content, str):
+            return self.content
+        if isinstance(self.content, list):
+            return "".join(str(p.get("text", "")) for p in self.content if p.get("type") == "text")
+        return ""
+
+
+class ChatRequest(BaseModel):
+    """A ``POST /chat/completions`` body as a server reads it: ``messages`` (at least one), ``model``, ``stream``
+    and Kora's ``session_id``; every other OpenAI field is kept in ``model_extra``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = ""
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    session_id: str | None = None
+
+    @property
+    def include_usage(self) -> bool:
+        """Whether a streaming client asked for the final usage chunk (``stream_options.include_usage``)."""
+        options = (self.model_extra or {}).get("stream_options")
+        return isinstance(options, dict) and options.get("include_usage") is True
+
+
+def request_body(
+    model: str, messages: list[JSONObject], tools: list[JSONObject], *, stream: bool, required: bool = False
+) -> JSONObject:
+    """A ``POST /chat/completions`` body as a client sends it. ``tools``: OpenAI function tools (see
+    :func:`function_tool`); ``required``: the model must call one of them (``tool_choice: "required"``), else
+    ``"auto"``. Streaming asks for the final usage chunk."""
+    body: JSONObject = {"model": model, "stream": stream, "messages": cast(JsonValue, messages)}
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    if tools:
+        body["tool_choice"] = "required" if required else "auto"
+        body["tools"] = cast(JsonValue, tools)
+    return body
+
+
+def function_tool(name: str, description: str, parameters: JSONObject) -> JSONObject:
+    """One entry of ``tools``: ``{"type": "function", "function": {name, description, parameters}}``."""
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+
+
+# -- answers, as a client reads them ------------------------------------------------------------------------------
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class FunctionCall(_Lenient):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class MessageToolCall(_Lenient):
+    id: str | None = None
+    function: FunctionCall = Field(default_factory=FunctionCall)
+
+
+class AssistantMessage(_Lenient):
+    content: str | None = None
+    tool_calls: list[MessageToolCall] | None = None
+
+
+class Choice(_Lenient):
+    message: AssistantMessage
+    finish_reason: str | None = None
+
+
+class TokenUsage(_Lenient):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class ChatCompletion(_Lenient):
+    """A non-streamed answer: the fields Kora reads."""
+
+    id: str | None = None
+    model: str | None = None
+    created: float | None = None
+    choices: list[Choice] = Field(min_length=1)
+    usage: TokenUsage | None = None
+
+
+class DeltaFunctionCall(_Lenient):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class DeltaToolCall(_Lenient):
+    index: int = 0
+    id: str | None = None
+    function: DeltaFunctionCall | None = None
+
+
+class Delta(_Lenient):
+    content: str | None = None
+    tool_calls: list[DeltaToolCall] | None = None
+
+
+class ChunkChoice(_Lenient):
+    index: int = 0
+    delta: Delta = Field(default_factory=Delta)
+    finish_reason: str | None = None
+
+
+class ChatCompletionChunk(_Lenient):
+    """One streamed ``chat.completion.chunk``: the fields Kora reads."""
+
+    id: str | None = None
+    model: str | None = None
+    created: float | None = None
+    choices: list[ChunkChoice] | None = None
+    usage: TokenUsage | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AnsweredCall:
+    """A tool call in an answer: ``arguments`` is the JSON text the model sent."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: str
+
+
+@dataclass(slots=True)
+class ModelAnswer:
+    """One model response: its text (may be empty), tool calls, ``finish_reason`` as sent, token usage, the
+    model's name and response id, and ``created`` (Unix seconds; 0 when not sent)."""
+
+    text: str = ""
+    calls: list[AnsweredCall] = field(default_factory=list)
+    finish_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model_name: str = ""
+    response_id: str = ""
+    created: int = 0
+
+    @classmethod
+    def from_completion(cls, completion: ChatCompletion) -> ModelAnswer:
+        """The first choice of ``completion``."""
+        choice = completion.choices[0]
+        usage = completion.usage or TokenUsage()
+        calls = [
+            AnsweredCall(call.id or "", call.function.name or "", call.function.arguments or "")
+            for call in choice.message.tool_calls or []
+        ]
+        return cls(
+            choice.message.content or "",
+            calls,
+            choice.finish_reason,
+            usage.prompt_tokens or 0,
+            usage.completion_tokens or 0,
+            completion.model or "",
+            completion.id or "",
+            int(completion.created or 0),
+        )
+
+
+# -- answers, as a server writes them -----------------------------------------------------------------------------
+
+
+def completion_id() -> str:
+    """A fresh ``chatcmpl-`` id."""
+    return f"chatcmpl-{uuid.uuid4().hex}"
+
+
+def usage_body(prompt_tokens: int, completion_tokens: int) -> JSONObject:
+    """OpenAI ``usage``: prompt, completion and total token counts."""
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def tool_call_body(call_id: str, name: str, arguments: str) -> JSONObject:
+    """One entry of an assistant message's ``tool_calls``; ``arguments`` is JSON text."""
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def assistant_message(content: str | None, tool_calls: list[JSONObject] | None = None) -> JSONObject:
+    """An answer's ``message``: ``{"role": "assistant", "content", "refusal": null[, "tool_calls"]}``."""
+    message: JSONObject = {"role": "assistant", "content": content, "refusal": None}
+    if tool_calls:
+        message["tool_calls"] = cast(JsonValue, tool_calls)
+    return message
+
+
+def completion_body(
+    id_: str, model: str, message: JSONObject, finish_reason: str, usage: JSONObject, created: int | None = None
+) -> JSONObject:
+    """A non-streamed ``chat.completion`` with one choice; ``created`` defaults to now (Unix seconds)."""
+    return {
+        "id": id_,
+        "object": "chat.completion",
+        "created": int(time.time()) if created is None else created,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}],
+        "usage": usage,
+    }
+
+
+def _dumps(value: object) -> bytes:
+    # ASCII escapes: a lone surrogate in a model's or tool's text must not make encoding fail mid-stream.
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def sse_event(payload: object) -> bytes:
+    """One server-sent event ``data: <compact JSON>\\n\\n``."""
+    return b"data: " + _dumps(payload) + b"\n\n"
+
+
+#: The event that ends a stream.
+DONE_EVENT: Final = b"data: [DONE]\n\n"
+
+
+def sse_error(error: KoraError) -> bytes:
+    """An error reported inside an already-started stream (its status line is sent): :func:`error_body` as an event."""
+    return sse_event(error_body(error))
+
+
+class ChunkWriter:
+    """The SSE events of one streamed completion: every chunk carries the same ``id``, ``created`` (Unix seconds)
+    and ``model``, and ``"usage": null`` when the client asked for a final usage chunk (``include_usage``), as
+    OpenAI sends them. The fixed fields are serialised once; each chunk only adds its delta."""
+
+    __slots__ = ("_head", "_tail")
+
+    def __init__(self, id_: str, model: str, created: int, *, include_usage: bool = False) -> None:
+        head = {"id": id_, "object": "chat.completion.chunk", "created": created, "model": model}
+        self._head = b"data: " + _dumps(head)[:-1] + b',"choices":'
+        self._tail = b',"usage":null}\n\n' if include_usage else b"}\n\n"
+
+    def chunk(self, delta: JSONObject, finish_reason: str | None = None) -> bytes:
+        """One ``chat.completion.chunk`` event with one choice: ``delta``, and ``finish_reason`` (null but last)."""
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        return self._head + b"[" + _dumps(choice) + b"]" + self._tail
+
+    def usage(self, usage: JSONObject) -> bytes:
+        """The final usage chunk: no choices, ``usage`` (see :func:`usage_body`)."""
+        return self._head + b'[],"usage":' + _dumps(usage) + b"}\n\n"
+
+
+def model_list_body(names: list[str], owned_by: str, created: int = 0) -> JSONObject:
+    """``GET /models``: ``{"object": "list", "data": [{"id", "object": "model", "created", "owned_by"}]}``."""
+    data: list[JsonValue] = [
+        {"id": name, "object": "model", "created": created, "owned_by": owned_by} for name in names
+    ]
+    return {"object": "list", "data": data}
