@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as StarletteRoute
 
-from kora.core.openai_errors import openai_error_body
+from kora.core.openai_wire import openai_error_body
 from kora.proxy.forward import error_response, forward
 from kora.resources import WorkloadPlan
 from kora.resources.urls import route_path

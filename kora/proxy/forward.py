@@ -22,7 +22,7 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from kora.core.openai_errors import openai_error_body
+from kora.core.openai_wire import openai_error_body
 
 __all__ = ["HOP_BY_HOP", "error_response", "forward", "request_headers"]
 

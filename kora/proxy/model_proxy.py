@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from kora.core import env as names
+from kora.core.openai_wire import model_list_body
 from kora.proxy.forward import forward
 
 __all__ = ["ProxySettings", "cli", "create_proxy_app"]
@@ -74,9 +75,7 @@ def create_proxy_app(settings: ProxySettings) -> Starlette:
     async def models(request: Request) -> Response:
         if not settings.models:
             return await v1(request)
-        created = int(time.time())
-        data = [{"id": m, "object": "model", "created": created, "owned_by": "kora-proxy"} for m in settings.models]
-        return JSONResponse({"object": "list", "data": data})
+        return JSONResponse(model_list_body(list(settings.models), "kora-proxy", int(time.time())))
 
     async def v1(request: Request) -> Response:
         rest = request.url.path.removeprefix("/v1")
