@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kora.core.errors import KoraError, RequestError
+from kora.core.errors import InvalidJSON, KoraError, RequestError
 from kora.core.openai_errors import error_body
 
 
@@ -73,7 +73,7 @@ def parse_chat_request(raw: bytes) -> ParsedChat:
     try:
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise RequestError(f"Request body is not valid JSON: {error}", code="invalid_json") from None
+        raise InvalidJSON(f"Request body is not valid JSON: {error}") from None
     if not isinstance(data, dict):
         raise RequestError("Request body must be a JSON object.", code="invalid_json")
     if not data.get("messages"):

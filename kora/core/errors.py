@@ -56,6 +56,20 @@ class RequestError(KoraError):
     jsonrpc_code = -32602
 
 
+class InvalidJSON(RequestError):
+    """The request body is not JSON (or not UTF-8): JSON-RPC's parse error."""
+
+    default_code = "invalid_json"
+    jsonrpc_code = -32700
+
+
+class InvalidRPCRequest(RequestError):
+    """A JSON-RPC envelope that is not a valid request object (``jsonrpc``, ``method``, ``id``), or an empty batch."""
+
+    default_code = "invalid_rpc_request"
+    jsonrpc_code = -32600
+
+
 class Unavailable(KoraError):
     """The server cannot serve yet or at all: still starting, or its runtime failed to start (HTTP 503)."""
 

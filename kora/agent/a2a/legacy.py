@@ -25,15 +25,9 @@ from typing import Any
 
 from a2a.server.id_generator import IDGenerator, IDGeneratorContext
 
-JsonObject = dict[str, Any]
+from kora.core.errors import InvalidJSON, InvalidRPCRequest, KoraError, RequestError, jsonrpc_error
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-TASK_NOT_FOUND = -32001
-TASK_NOT_CANCELABLE = -32002
+JsonObject = dict[str, Any]
 
 #: Legacy method -> (A2A 0.3 method, force non-blocking).
 LEGACY_METHODS: dict[str, tuple[str, bool]] = {
@@ -56,26 +50,17 @@ class RequestedTaskIdGenerator(IDGenerator):
         return requested_task_id.get() or str(uuid.uuid4())
 
 
-class RpcError(Exception):
-    """A JSON-RPC error to answer with: ``code`` (int), ``message`` (str)."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def error_response(request_id: object, code: int, message: str) -> JsonObject:
-    """A JSON-RPC 2.0 error response object."""
-    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+def error_response(request_id: object, error: KoraError) -> JsonObject:
+    """A JSON-RPC 2.0 error response object for ``error`` (see :func:`kora.core.errors.jsonrpc_error`)."""
+    return {"jsonrpc": "2.0", "id": request_id, "error": jsonrpc_error(error)}
 
 
 def parse_body(body: bytes) -> object:
-    """The decoded JSON body; raises :class:`RpcError` (-32700) when it is not JSON."""
+    """The decoded JSON body; raises :class:`~kora.core.errors.InvalidJSON` (-32700) when it is not JSON."""
     try:
         return json.loads(body)
     except (ValueError, UnicodeDecodeError) as error:
-        raise RpcError(PARSE_ERROR, f"Parse error: {error}") from None
+        raise InvalidJSON(f"Parse error: {error}") from None
 
 
 def request_id_of(request: object) -> object:
@@ -103,23 +88,24 @@ class Prepared:
 
 
 def prepare(request: object) -> Prepared:
-    """Check one request and translate legacy names; raises :class:`RpcError` (-32600 / -32602).
+    """Check one request and translate legacy names; raises :class:`~kora.core.errors.InvalidRPCRequest` (-32600) or
+    :class:`~kora.core.errors.RequestError` (-32602).
 
     Unknown methods pass through: the SDK answers them with -32601.
     """
     if not isinstance(request, dict):
-        raise RpcError(INVALID_REQUEST, "Invalid request: a request must be a JSON object")
+        raise InvalidRPCRequest("Invalid request: a request must be a JSON object")
     if request.get("jsonrpc") != "2.0":
-        raise RpcError(INVALID_REQUEST, "Invalid request: 'jsonrpc' must be exactly '2.0'")
+        raise InvalidRPCRequest("Invalid request: 'jsonrpc' must be exactly '2.0'")
     method = request.get("method")
     if not isinstance(method, str) or not method:
-        raise RpcError(INVALID_REQUEST, "Invalid request: 'method' must be a non-empty string")
+        raise InvalidRPCRequest("Invalid request: 'method' must be a non-empty string")
     if "id" in request and request_id_of(request) is None and request["id"] is not None:
-        raise RpcError(INVALID_REQUEST, "Invalid request: 'id' must be a string, an integer or null")
+        raise InvalidRPCRequest("Invalid request: 'id' must be a string, an integer or null")
     params = request.get("params", {})
     legacy = method in LEGACY_METHODS
     if (method in MESSAGE_METHODS or legacy or method in TASK_ID_METHODS) and not isinstance(params, dict):
-        raise RpcError(INVALID_PARAMS, "Invalid params: 'params' must be an object")
+        raise RequestError("Invalid params: 'params' must be an object")
     task_id: str | None = None
     if legacy:
         params, task_id = _legacy_params(params, non_blocking=LEGACY_METHODS[method][1])
@@ -127,7 +113,7 @@ def prepare(request: object) -> Prepared:
     if method in MESSAGE_METHODS:
         _check_message(params)
     elif method in TASK_ID_METHODS and not (isinstance(params.get("id"), str) and params["id"]):
-        raise RpcError(INVALID_PARAMS, "Invalid params: 'id' (task id string) is required")
+        raise RequestError("Invalid params: 'id' (task id string) is required")
     body = {"jsonrpc": "2.0", "id": request.get("id"), "method": method, "params": params}
     return Prepared(body, legacy, task_id)
 
@@ -135,31 +121,31 @@ def prepare(request: object) -> Prepared:
 def _check_message(params: JsonObject) -> None:
     message = params.get("message")
     if not isinstance(message, dict):
-        raise RpcError(INVALID_PARAMS, "Invalid params: 'message' (object) is required")
+        raise RequestError("Invalid params: 'message' (object) is required")
     if message.get("role") not in {"user", "agent"}:
-        raise RpcError(INVALID_PARAMS, "Invalid params: 'message.role' must be 'user' or 'agent'")
+        raise RequestError("Invalid params: 'message.role' must be 'user' or 'agent'")
     parts = message.get("parts")
     if not isinstance(parts, list) or not parts or not all(isinstance(p, dict) for p in parts):
-        raise RpcError(INVALID_PARAMS, "Invalid params: 'message.parts' must be a non-empty list of objects")
+        raise RequestError("Invalid params: 'message.parts' must be a non-empty list of objects")
     if not isinstance(message.get("messageId"), str):
-        raise RpcError(INVALID_PARAMS, "Invalid params: 'message.messageId' (string) is required")
+        raise RequestError("Invalid params: 'message.messageId' (string) is required")
     configuration = params.get("configuration")
     if configuration is not None and not isinstance(configuration, dict):
-        raise RpcError(INVALID_PARAMS, "Invalid params: 'configuration' must be an object")
+        raise RequestError("Invalid params: 'configuration' must be an object")
 
 
 def _legacy_params(params: JsonObject, non_blocking: bool) -> tuple[JsonObject, str | None]:
     """Legacy ``tasks/send`` params -> ``message/send`` params (see the module docstring)."""
     message = params.get("message")
     if not isinstance(message, dict):
-        raise RpcError(INVALID_PARAMS, "Invalid params: 'message' (object) is required")
+        raise RequestError("Invalid params: 'message' (object) is required")
     parts = message.get("parts")
     if not isinstance(parts, list):
-        raise RpcError(INVALID_PARAMS, "Invalid params: 'message.parts' must be a list")
+        raise RequestError("Invalid params: 'message.parts' must be a list")
     new_parts = []
     for part in parts:
         if not isinstance(part, dict):
-            raise RpcError(INVALID_PARAMS, "Invalid params: each part must be an object")
+            raise RequestError("Invalid params: each part must be an object")
         part = dict(part)
         kind = part.pop("type", None)
         part.setdefault("kind", kind or "text")
@@ -171,11 +157,11 @@ def _legacy_params(params: JsonObject, non_blocking: bool) -> tuple[JsonObject, 
     context_id = params.get("sessionId") or params.get("contextId") or message.get("contextId")
     if context_id is not None:
         if not isinstance(context_id, str):
-            raise RpcError(INVALID_PARAMS, "Invalid params: 'sessionId' must be a string")
+            raise RequestError("Invalid params: 'sessionId' must be a string")
         new_message["contextId"] = context_id
     task_id = params.get("id")
     if task_id is not None and not isinstance(task_id, str):
-        raise RpcError(INVALID_PARAMS, "Invalid params: 'id' must be a string")
+        raise RequestError("Invalid params: 'id' must be a string")
     configuration = dict(params.get("configuration") or {})
     if non_blocking:
         configuration["blocking"] = False

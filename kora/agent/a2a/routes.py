@@ -29,6 +29,7 @@ from kora.agent.a2a.card import AgentCardSource, public_base_url
 from kora.agent.a2a.executor import KoraAgentExecutor
 from kora.agent.a2a.store import DEFAULT_MAX_TASKS, build_task_store
 from kora.agent.settings import AgentSettings
+from kora.core.errors import InvalidJSON, InvalidRPCRequest, RequestError
 
 if TYPE_CHECKING:
     from kora.agent.runtime import AgentRuntime
@@ -81,11 +82,11 @@ class A2AServer:
         """``POST /``: one JSON-RPC request or a batch (see :mod:`.legacy` for the rules)."""
         try:
             payload = legacy.parse_body(await request.body())
-        except legacy.RpcError as error:
-            return JSONResponse(legacy.error_response(None, error.code, error.message))
+        except InvalidJSON as error:
+            return JSONResponse(legacy.error_response(None, error))
         if isinstance(payload, list):
             if not payload:
-                return JSONResponse(legacy.error_response(None, legacy.INVALID_REQUEST, "Invalid request: empty batch"))
+                return JSONResponse(legacy.error_response(None, InvalidRPCRequest("Invalid request: empty batch")))
             answers = await asyncio.gather(*(self._batch_entry(request, entry) for entry in payload))
             present = [answer for answer in answers if answer is not None]
             return JSONResponse(present) if present else Response(status_code=204)
@@ -97,10 +98,10 @@ class A2AServer:
         try:
             prepared = legacy.prepare(payload)
             await self._check_free_task_id(prepared, request)
-        except legacy.RpcError as error:
+        except RequestError as error:
             if notification:
                 return None
-            return JSONResponse(legacy.error_response(legacy.request_id_of(payload), error.code, error.message))
+            return JSONResponse(legacy.error_response(legacy.request_id_of(payload), error))
         response = await self._dispatch(request, prepared)
         if notification:
             return None
@@ -114,7 +115,7 @@ class A2AServer:
             if legacy.is_notification(entry):
                 return None
             message = "Invalid request: streaming methods cannot be sent in a batch"
-            return legacy.error_response(legacy.request_id_of(entry), legacy.INVALID_REQUEST, message)
+            return legacy.error_response(legacy.request_id_of(entry), InvalidRPCRequest(message))
         response = await self._single(request, entry)
         if response is None:
             return None
@@ -127,7 +128,7 @@ class A2AServer:
             return
         context = ServerCallContext(state={"headers": dict(request.headers)})
         if await self.store.get(prepared.task_id, context) is not None:
-            raise legacy.RpcError(legacy.INVALID_PARAMS, f"Invalid params: task id {prepared.task_id!r} is in use")
+            raise RequestError(f"Invalid params: task id {prepared.task_id!r} is in use")
 
     async def _dispatch(self, request: Request, prepared: legacy.Prepared) -> Response:
         """Run ``prepared`` through the SDK dispatcher as if it were the request's body."""
