@@ -2,6 +2,6 @@
 
 Modules: :mod:`.card` (agent card), :mod:`.executor` (runs Kora turns as A2A tasks), :mod:`.store` (task
 stores selected by ``task_store_type``), :mod:`.legacy` (JSON-RPC batches and the legacy ``tasks/send``
-names), :mod:`.routes` (mounts everything on the FastAPI app). The official ``a2a-sdk`` does the protocol
+names), :mod:`.routes` (adds A2A's routes to the app). The official ``a2a-sdk`` does the protocol
 work; Kora adds what the SDK does not speak.
 """

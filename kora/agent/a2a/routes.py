@@ -1,4 +1,4 @@
-"""Mounts A2A on the agent server (spec: "Endpoints / Agent server": ``GET /.well-known/agent.json`` and
+"""A2A's routes on the agent server (spec: "Endpoints / Agent server": ``GET /.well-known/agent.json`` and
 ``POST /`` JSON-RPC 2.0).
 
 * ``GET /.well-known/agent.json``, ``/.well-known/agent-card.json`` and ``/.well-known/agent``: the card
@@ -19,7 +19,7 @@ from a2a.server.agent_execution import SimpleRequestContextBuilder
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
-from fastapi import FastAPI
+from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message
@@ -64,11 +64,11 @@ class A2AServer:
         )
         self.dispatcher = JsonRpcDispatcher(self.handler, enable_v0_3_compat=True)
 
-    def install(self, app: FastAPI) -> None:
-        """Add the card routes and ``POST /`` to ``app``."""
+    def add_routes(self, router: APIRouter) -> None:
+        """Add the card routes and ``POST /`` to ``router``, outside the OpenAPI document (they are A2A's)."""
         for path in CARD_PATHS:
-            app.router.add_route(path, self.card_endpoint, methods=["GET"], include_in_schema=False)
-        app.router.add_route("/", self.rpc_endpoint, methods=["POST"], include_in_schema=False)
+            router.add_route(path, self.card_endpoint, methods=["GET"], include_in_schema=False)
+        router.add_route("/", self.rpc_endpoint, methods=["POST"], include_in_schema=False)
 
     async def close(self) -> None:
         """Cancel tasks still running (server shutdown)."""

@@ -1,0 +1,92 @@
+"""``POST /v1/chat/completions``: one agent turn over OpenAI's chat completions format, streaming or not.
+
+The session is the ``X-Session-ID`` header, else the body's ``session_id``, else a new one; the answer
+carries it back in ``X-Session-ID``. Errors use OpenAI's body: 400 for a bad request, 502 when the model API
+fails, 504 when it times out, 503 while the agent is still starting.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from kora.agent import openai_api as oai
+from kora.agent.routes.errors import error_response
+from kora.agent.state import AgentState
+from kora.agent.turn import TurnOutcome, TurnRequest
+from kora.core.errors import KoraError
+from kora.core.protocol import DELEGATED_BY_HEADER, SESSION_HEADER
+
+if TYPE_CHECKING:
+    from kora.agent.runtime import AgentRuntime
+
+
+def add_chat_routes(router: APIRouter, state: AgentState) -> None:
+    """Add the chat completions route to ``router``, serving turns with ``state``'s runtime and memory."""
+    agent_name = state.settings.agent_name
+
+    @router.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        parsed = oai.parse_chat_request(await request.body())
+        runtime = await state.wait_runtime()
+        requested = request.headers.get(SESSION_HEADER) or parsed.request.session_id
+        session_id = await state.memory.get_or_create_session(requested, agent_name)
+        turn = TurnRequest(
+            session_id=session_id,
+            prompt=parsed.prompt,
+            client_history=parsed.history,
+            system=parsed.system,
+            delegated_by=request.headers.get(DELEGATED_BY_HEADER),
+        )
+        headers = {SESSION_HEADER: session_id}
+        model = parsed.request.model or agent_name
+        if parsed.request.stream:
+            return StreamingResponse(
+                stream_chunks(runtime, turn, model, include_usage=parsed.include_usage),
+                media_type="text/event-stream",
+                headers=headers | {"Cache-Control": "no-cache"},
+            )
+        try:
+            outcome = await runtime.run(turn)
+        except KoraError as failure:
+            return error_response(failure, headers)
+        body = oai.completion_body(
+            oai.completion_id(),
+            model,
+            outcome.text,
+            outcome.finish_reason,
+            oai.usage_body(outcome.input_tokens, outcome.output_tokens),
+        )
+        return JSONResponse(body, headers=headers)
+
+
+async def stream_chunks(
+    runtime: AgentRuntime, turn: TurnRequest, model: str, *, include_usage: bool
+) -> AsyncIterator[bytes]:
+    """SSE chunks: a role chunk, one content chunk per text delta, the finish chunk, a usage chunk (only when
+    the client asked with ``stream_options.include_usage``, as OpenAI does), then ``[DONE]``.
+
+    A failure after the stream started cannot change the status line: it is sent as an OpenAI error object
+    in the stream, followed by ``[DONE]``.
+    """
+    id_, created = oai.completion_id(), int(time.time())
+    yield oai.chunk_line(id_, model, created, {"role": "assistant", "content": ""})
+    stream = runtime.stream(turn)
+    try:
+        async for item in stream:
+            if isinstance(item, TurnOutcome):
+                yield oai.chunk_line(id_, model, created, {}, item.finish_reason)
+                if include_usage:
+                    usage = oai.usage_body(item.input_tokens, item.output_tokens)
+                    yield oai.chunk_line(id_, model, created, {}, usage=usage)
+            else:
+                yield oai.chunk_line(id_, model, created, {"content": item})
+    except KoraError as failure:
+        yield oai.error_line(failure)
+    finally:
+        await stream.aclose()
+    yield oai.DONE_LINE

@@ -1,0 +1,86 @@
+"""The agent server's process state: settings, memory, and the runtime loading in the background.
+
+:class:`AgentState` is built once per app by ``kora.agent.app.create_app`` and handed to every router
+(``kora.agent.routes``) and to A2A. The runtime (``kora.agent.runtime``, which brings pydantic-ai and, for
+agents with tool servers, the MCP client) is imported only inside :meth:`AgentState.load`, so this module
+stays light enough for ``/health`` to answer before those libraries load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kora.agent.settings import AgentSettings
+from kora.core.errors import Unavailable
+from kora.memory import Memory
+
+if TYPE_CHECKING:
+    from kora.agent.runtime import AgentRuntime
+
+log = logging.getLogger("kora.agent")
+
+#: Seconds a request waits for the runtime to finish starting before answering 503.
+STARTUP_WAIT_SECONDS = 30.0
+
+
+class AgentState:
+    """What the routes share: settings, memory, and the runtime once it has loaded.
+
+    ``runtime`` is ``None`` until :meth:`load` has started it, and stays ``None`` if starting failed
+    (``startup_error`` then says why).
+    """
+
+    def __init__(self, settings: AgentSettings, memory: Memory) -> None:
+        self.settings = settings
+        self.memory = memory
+        self.runtime: AgentRuntime | None = None
+        self.startup_error: str | None = None
+        self._loaded = asyncio.Event()
+
+    async def load(self) -> None:
+        """Import and start the runtime (in the background of the app's lifespan); never raises."""
+        try:
+            module = await asyncio.to_thread(importlib.import_module, "kora.agent.runtime")
+            runtime: AgentRuntime = module.AgentRuntime(self.settings, self.memory)
+            await runtime.start()
+            self.runtime = runtime
+        except Exception as error:  # reported on /ready and to every request instead of crashing the server
+            log.exception("agent runtime failed to start")
+            self.startup_error = f"{type(error).__name__}: {error}"
+        finally:
+            self._loaded.set()
+
+    async def wait_runtime(self) -> AgentRuntime:
+        """The runtime, waiting up to :data:`STARTUP_WAIT_SECONDS` for it to load.
+
+        Raises :class:`~kora.core.errors.Unavailable` (503) with code ``starting`` when it is still loading
+        after that, ``startup_failed`` when it could not start.
+        """
+        try:
+            await asyncio.wait_for(self._loaded.wait(), STARTUP_WAIT_SECONDS)
+        except TimeoutError:
+            raise Unavailable("The agent is still starting.", code="starting") from None
+        if self.runtime is None:
+            raise Unavailable(f"The agent failed to start: {self.startup_error}", code="startup_failed")
+        return self.runtime
+
+    def tool_definitions(self) -> list[dict[str, Any]]:
+        """The runtime's tools (``{name, description, parameters, source}``) without waiting: empty while it loads."""
+        return self.runtime.tool_definitions() if self.runtime is not None else []
+
+    def problems(self) -> list[str]:
+        """Reasons the agent is not ready (empty when ready)."""
+        if self.startup_error:
+            return [f"agent runtime failed to start: {self.startup_error}"]
+        if self.runtime is None:
+            return ["agent runtime is still loading"]
+        return self.runtime.problems()
+
+    async def close(self) -> None:
+        """Stop the runtime if it started, then close the memory (server shutdown)."""
+        if self.runtime is not None:
+            await self.runtime.close()
+        await self.memory.close()

@@ -1,0 +1,53 @@
+"""The agent app's route table: what clients and the OpenAPI document see, in one flat table."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+from starlette.routing import Route
+
+from kora.agent.app import create_app
+from kora.agent.settings import load_agent_settings
+from kora.memory import NullMemory
+
+
+def _app() -> FastAPI:
+    settings = load_agent_settings({"AGENT_NAME": "a", "MODEL_API_URL": "http://127.0.0.1:9/v1", "MODEL_NAME": "m"})
+    return create_app(settings, NullMemory())
+
+
+def test_every_endpoint_is_a_route_of_the_app_itself() -> None:
+    # Flat on purpose: an included router is matched again on every request (see kora.agent.routes).
+    app = _app()
+    assert all(isinstance(route, Route) for route in app.routes)
+    assert [route.path for route in app.routes if route.include_in_schema is False][-4:] == [
+        "/.well-known/agent.json",
+        "/.well-known/agent-card.json",
+        "/.well-known/agent",
+        "/",
+    ]
+    assert [(route.path, sorted(route.methods)) for route in app.routes if isinstance(route, APIRoute)] == [
+        ("/health", ["GET"]),
+        ("/ready", ["GET"]),
+        ("/tools", ["GET"]),
+        ("/memory/events", ["GET"]),
+        ("/memory/sessions", ["GET"]),
+        ("/v1/chat/completions", ["POST"]),
+    ]
+
+
+def test_openapi_operation_ids_are_stable() -> None:
+    app = _app()
+    operations = {
+        (path, method): operation["operationId"]
+        for path, item in app.openapi()["paths"].items()
+        for method, operation in item.items()
+    }
+    assert operations == {
+        ("/health", "get"): "health_health_get",
+        ("/ready", "get"): "ready_ready_get",
+        ("/tools", "get"): "tools_tools_get",
+        ("/memory/events", "get"): "memory_events_memory_events_get",
+        ("/memory/sessions", "get"): "memory_sessions_memory_sessions_get",
+        ("/v1/chat/completions", "post"): "chat_completions_v1_chat_completions_post",
+    }
