@@ -1,49 +1,17 @@
-"""The OpenAI chat-completions wire format of ``POST /v1/chat/completions`` (spec: "Endpoints", item 2).
-
-Parsing of the request, errors in an SSE stream (``{"error": {"message", "type", "code"}}``), and the shapes of the
-non-streaming response and of the streamed ``chat.completion.chunk`` objects. Pure functions, no I/O.
+"""What an agent reads from ``POST /v1/chat/completions`` (spec: "Endpoints", item 2): the prompt, the history a
+plain OpenAI client sent, and system instructions, with a 400 for every malformed request. The wire shapes
+themselves are :mod:`kora.core.openai_wire`'s. Pure functions, no I/O.
 """
 
 from __future__ import annotations
 
 import json
-import time
-import uuid
 from dataclasses import dataclass, field
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
-from kora.core.errors import InvalidJSON, KoraError, RequestError
-from kora.core.openai_errors import error_body
-
-
-class ChatMessage(BaseModel):
-    """One request message. ``content`` may be a string, a list of content parts, or null (tool-call turns)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    role: str
-    content: str | list[dict[str, Any]] | None = None
-
-    def text(self) -> str:
-        """The message's text: the string, or the ``text`` of its text parts joined."""
-        if isinstance(self.content, str):
-            return self.content
-        if isinstance(self.content, list):
-            return "".join(str(p.get("text", "")) for p in self.content if p.get("type") == "text")
-        return ""
-
-
-class ChatRequest(BaseModel):
-    """The request body Kora reads; other OpenAI fields are accepted and ignored."""
-
-    model_config = ConfigDict(extra="allow")
-
-    model: str = ""
-    messages: list[ChatMessage] = Field(min_length=1)
-    stream: bool = False
-    session_id: str | None = None
+from kora.core.errors import InvalidJSON, RequestError
+from kora.core.openai_wire import ChatRequest
 
 
 @dataclass(frozen=True)
@@ -59,12 +27,6 @@ class ParsedChat:
     prompt: str
     history: list[tuple[str, str]] = field(default_factory=list)
     system: str = ""
-
-    @property
-    def include_usage(self) -> bool:
-        """Whether a streaming client asked for the final usage chunk (``stream_options.include_usage``)."""
-        options = (self.request.model_extra or {}).get("stream_options")
-        return isinstance(options, dict) and options.get("include_usage") is True
 
 
 def parse_chat_request(raw: bytes) -> ParsedChat:
@@ -90,66 +52,3 @@ def parse_chat_request(raw: bytes) -> ParsedChat:
     history = [(m.role, m.text()) for m in request.messages[:last_user] if m.role in {"user", "assistant"} and m.text()]
     system = "\n\n".join(m.text() for m in request.messages if m.role in {"system", "developer"} and m.text())
     return ParsedChat(request, request.messages[last_user].text(), history, system)
-
-
-def completion_id() -> str:
-    """A fresh ``chatcmpl-`` id."""
-    return f"chatcmpl-{uuid.uuid4().hex}"
-
-
-def usage_body(input_tokens: int, output_tokens: int) -> dict[str, int]:
-    """OpenAI ``usage``: prompt, completion and total token counts as the model reported them."""
-    return {
-        "prompt_tokens": input_tokens,
-        "completion_tokens": output_tokens,
-        "total_tokens": input_tokens + output_tokens,
-    }
-
-
-def completion_body(
-    id_: str, model: str, text: str, finish_reason: str, usage: dict[str, int], created: int | None = None
-) -> dict[str, Any]:
-    """A non-streaming ``chat.completion`` object with one choice."""
-    return {
-        "id": id_,
-        "object": "chat.completion",
-        "created": created or int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": finish_reason,
-            }
-        ],
-        "usage": usage,
-    }
-
-
-def chunk_line(
-    id_: str,
-    model: str,
-    created: int,
-    delta: dict[str, Any],
-    finish_reason: str | None = None,
-    usage: dict[str, int] | None = None,
-) -> bytes:
-    """One SSE line ``data: {chat.completion.chunk}\\n\\n``. ``usage`` chunks carry no choices."""
-    chunk: dict[str, Any] = {
-        "id": id_,
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": model,
-        "choices": [] if usage is not None else [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-    }
-    if usage is not None:
-        chunk["usage"] = usage
-    return b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
-
-
-DONE_LINE = b"data: [DONE]\n\n"
-
-
-def error_line(error: KoraError) -> bytes:
-    """An error reported inside an already-started SSE stream (the status line is already sent)."""
-    return b"data: " + json.dumps(error_body(error), separators=(",", ":")).encode() + b"\n\n"

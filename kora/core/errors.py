@@ -8,7 +8,7 @@ Each kind of error carries, as class attributes, how every boundary reports it:
 * ``jsonrpc_code``: the JSON-RPC 2.0 error code on ``POST /``.
 
 An instance may narrow ``code`` (``RequestError("...", code="invalid_json")``). Boundaries map an error with
-one function each: :func:`kora.core.openai_errors.error_body` (``/v1``, used by the agent server),
+one function each: :func:`kora.core.openai_wire.error_body` (``/v1``, used by the agent server),
 :func:`jsonrpc_error` (JSON-RPC) and :func:`tool_error_text` (what a tool returns to the model instead of
 raising, spec "Errors" item 1). The A2A layer (``kora.agent.a2a.legacy``) and the tools (delegation, memory
 tools) still write their own codes and ``Error:`` texts; moving them onto these two is the next step.

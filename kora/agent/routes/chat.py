@@ -14,11 +14,20 @@ from typing import TYPE_CHECKING
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from kora.agent import openai_api as oai
+from kora.agent.openai_api import parse_chat_request
 from kora.agent.routes.errors import error_response
 from kora.agent.state import AgentState
 from kora.agent.turn import TurnOutcome, TurnRequest
 from kora.core.errors import KoraError
+from kora.core.openai_wire import (
+    DONE_EVENT,
+    ChunkWriter,
+    assistant_message,
+    completion_body,
+    completion_id,
+    sse_error,
+    usage_body,
+)
 from kora.core.protocol import DELEGATED_BY_HEADER, SESSION_HEADER
 
 if TYPE_CHECKING:
@@ -31,7 +40,7 @@ def add_chat_routes(router: APIRouter, state: AgentState) -> None:
 
     @router.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
-        parsed = oai.parse_chat_request(await request.body())
+        parsed = parse_chat_request(await request.body())
         runtime = await state.wait_runtime()
         requested = request.headers.get(SESSION_HEADER) or parsed.request.session_id
         session_id = await state.memory.get_or_create_session(requested, agent_name)
@@ -46,7 +55,7 @@ def add_chat_routes(router: APIRouter, state: AgentState) -> None:
         model = parsed.request.model or agent_name
         if parsed.request.stream:
             return StreamingResponse(
-                stream_chunks(runtime, turn, model, include_usage=parsed.include_usage),
+                stream_chunks(runtime, turn, model, include_usage=parsed.request.include_usage),
                 media_type="text/event-stream",
                 headers=headers | {"Cache-Control": "no-cache"},
             )
@@ -54,13 +63,8 @@ def add_chat_routes(router: APIRouter, state: AgentState) -> None:
             outcome = await runtime.run(turn)
         except KoraError as failure:
             return error_response(failure, headers)
-        body = oai.completion_body(
-            oai.completion_id(),
-            model,
-            outcome.text,
-            outcome.finish_reason,
-            oai.usage_body(outcome.input_tokens, outcome.output_tokens),
-        )
+        usage = usage_body(outcome.input_tokens, outcome.output_tokens)
+        body = completion_body(completion_id(), model, assistant_message(outcome.text), outcome.finish_reason, usage)
         return JSONResponse(body, headers=headers)
 
 
@@ -73,20 +77,19 @@ async def stream_chunks(
     A failure after the stream started cannot change the status line: it is sent as an OpenAI error object
     in the stream, followed by ``[DONE]``.
     """
-    id_, created = oai.completion_id(), int(time.time())
-    yield oai.chunk_line(id_, model, created, {"role": "assistant", "content": ""})
+    chunks = ChunkWriter(completion_id(), model, int(time.time()), include_usage=include_usage)
+    yield chunks.chunk({"role": "assistant", "content": ""})
     stream = runtime.stream(turn)
     try:
         async for item in stream:
             if isinstance(item, TurnOutcome):
-                yield oai.chunk_line(id_, model, created, {}, item.finish_reason)
+                yield chunks.chunk({}, item.finish_reason)
                 if include_usage:
-                    usage = oai.usage_body(item.input_tokens, item.output_tokens)
-                    yield oai.chunk_line(id_, model, created, {}, usage=usage)
+                    yield chunks.usage(usage_body(item.input_tokens, item.output_tokens))
             else:
-                yield oai.chunk_line(id_, model, created, {"content": item})
+                yield chunks.chunk({"content": item})
     except KoraError as failure:
-        yield oai.error_line(failure)
+        yield sse_error(failure)
     finally:
         await stream.aclose()
-    yield oai.DONE_LINE
+    yield DONE_EVENT

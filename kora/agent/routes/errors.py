@@ -1,6 +1,6 @@
 """The agent server's exception handlers: JSON errors everywhere, OpenAI's error shape under ``/v1``.
 
-Under ``/v1`` every error is ``{"error": {"message", "type", "code"}}`` (``kora.core.openai_errors``);
+Under ``/v1`` every error is ``{"error": {"message", "type", "code"}}`` (``kora.core.openai_wire``);
 elsewhere it is ``{"detail": ...}``. Validation errors answer 400 (not FastAPI's 422), and an unexpected
 exception answers 500 with the exception's type name only, never a traceback.
 """
@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kora.core.errors import KoraError, RequestError
-from kora.core.openai_errors import error_body, openai_error_body
+from kora.core.openai_wire import error_body, openai_error_body
 
 log = logging.getLogger("kora.agent")
 
