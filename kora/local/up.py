@@ -10,13 +10,12 @@ supervise the workloads (:mod:`kora.local.supervisor`) until SIGINT/SIGTERM (``k
 
 State dir layout: ``state.json`` (:mod:`kora.local.state`), ``logs/<namespace>-<kind>-<name>.log``,
 ``work/<namespace>-<kind>-<name>/`` (each workload's working directory). Exit codes: 0 after a clean stop,
-2 for invalid manifests, an unresolvable Secret, a taken gateway port or another ``kora up`` using the
-same state dir.
+2 for bad options, invalid manifests, an unresolvable Secret, a taken gateway port or another ``kora up``
+using the same state dir.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import os
@@ -26,9 +25,12 @@ import sys
 import time
 from collections.abc import Callable, Generator
 from pathlib import Path
+from typing import Annotated
 
+import typer
 import uvicorn
 
+from kora.core.command import run_command
 from kora.core.net import bind_socket, free_port
 from kora.local.gateway import create_gateway_app, routes_from_plans
 from kora.local.state import (
@@ -175,22 +177,23 @@ async def _run(
     return 0
 
 
-def cli(argv: list[str]) -> int:
-    """``kora up``: parse ``argv``, run until stopped; returns the exit code (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="kora up", description="Run Kora manifests as local processes.")
-    parser.add_argument("path", help="a manifest file or a folder of *.yaml files")
-    parser.add_argument("--port", type=int, default=8080, help="gateway port on 127.0.0.1 (default 8080)")
-    parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="state, logs, work dirs")
-    parser.add_argument("--grace", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL")
-    args = parser.parse_args(argv)
+def _up(
+    path: Annotated[str, typer.Argument(help="A manifest file or a folder of *.yaml files.")],
+    port: Annotated[int, typer.Option(help="Gateway port on 127.0.0.1 (0: any free port).", min=0, max=65535)] = 8080,
+    state_dir: Annotated[
+        Path, typer.Option(help="Directory of the state file, logs and work dirs.")
+    ] = DEFAULT_STATE_DIR,
+    grace: Annotated[float, typer.Option(help="Seconds between a workload's SIGTERM and its SIGKILL.", min=0)] = 5.0,
+) -> int:
+    """Run Kora manifests as local processes."""
     try:
-        graph = load_path(args.path)
+        graph = load_path(path)
     except ManifestError as error:
         print(f"kora up: {error}", file=sys.stderr)
         return 2
     for warning in graph.warnings:
         print(f"kora up: warning: {warning}", file=sys.stderr)
-    state_dir: Path = args.state_dir.resolve()
+    state_dir = state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileNotFoundError, ValueError):
         previous = read_state(state_dir)
@@ -198,9 +201,9 @@ def cli(argv: list[str]) -> int:
             print(f"kora up: already running (pid {previous.pid}) with state dir {state_dir}", file=sys.stderr)
             return 2
     try:
-        gateway_sock = bind_socket("127.0.0.1", args.port)
+        gateway_sock = bind_socket("127.0.0.1", port)
     except OSError as error:
-        print(f"kora up: cannot listen on 127.0.0.1:{args.port}: {error}", file=sys.stderr)
+        print(f"kora up: cannot listen on 127.0.0.1:{port}: {error}", file=sys.stderr)
         return 2
     try:
         plans = plan_local(graph, f"http://127.0.0.1:{gateway_sock.getsockname()[1]}")
@@ -209,7 +212,12 @@ def cli(argv: list[str]) -> int:
         print(f"kora up: {error}", file=sys.stderr)
         return 2
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        return runner.run(_run(graph, plans, gateway_sock, state_dir, args.grace))
+        return runner.run(_run(graph, plans, gateway_sock, state_dir, grace))
+
+
+def cli(argv: list[str]) -> int:
+    """``kora up``: parse ``argv``, run until stopped; returns the exit code (see the module docstring)."""
+    return run_command(_up, argv, "kora up")
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
