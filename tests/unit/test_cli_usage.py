@@ -92,3 +92,16 @@ def test_model_proxy_without_a_backend_exits_2(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.delenv("MODEL_PROXY_API_BASE", raising=False)
     assert main(["model-proxy", "--port", "0"]) == 2
     assert "kora model-proxy: MODEL_PROXY_API_BASE must be an http(s) URL" in capsys.readouterr().err
+
+
+def test_kora_up_names_an_unresolvable_secret_and_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = tmp_path / "remote.yaml"
+    manifest.write_text(
+        "apiVersion: kora.dev/v1alpha1\nkind: ModelAPI\nmetadata: {name: remote}\nspec:\n  mode: Proxy\n"
+        '  proxyConfig: {apiBase: "http://x/v1", apiKey: {valueFrom: {secretKeyRef: {name: k, key: api}}}}\n'
+    )
+    state_dir = tmp_path / ".kora"
+    assert main(["up", str(manifest), "--port", "0", "--state-dir", str(state_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "kora up: ModelAPI/remote: Secret default/k key 'api' is not in the manifests" in err
+    assert not (state_dir / "state.json").exists(), "nothing started, so no state to read"
