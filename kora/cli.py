@@ -3,7 +3,8 @@
 ``kora <command> [args...]`` imports only the module that implements ``<command>`` and hands it the
 remaining arguments, so ``kora agent`` does not pay for the operator's or the local runtime's imports
 (start-up time matters: an agent must answer ``/health`` within a second of starting). Each component
-parses its own arguments with Typer in its ``cli`` function.
+parses its own arguments with Typer in its ``cli`` function, through :func:`kora.core.command.run_command`
+(bad arguments: a usage message and exit code 2).
 
 Exit codes: 0 on success, 2 for an unknown command, otherwise whatever the sub-command returns.
 """

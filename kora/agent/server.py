@@ -1,7 +1,7 @@
 """``kora agent``: run the agent server with uvicorn, configured from the environment only.
 
 Exit codes: 0 after a clean shutdown, 2 when the configuration is invalid (the message names every bad
-variable; no traceback).
+variable; no traceback) or for an argument (the command takes none).
 """
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from __future__ import annotations
 import logging
 import sys
 
-import typer
 import uvicorn
 
 from kora.agent.settings import load_agent_settings
+from kora.core.command import run_command
 from kora.core.settings_errors import SettingsError
 
 
-def _serve() -> None:
+def _serve() -> int:
     """Run the agent server (all settings come from the environment: see docs/configuration.md)."""
     try:
         settings = load_agent_settings()
@@ -28,7 +28,7 @@ def _serve() -> None:
             error if isinstance(error, SettingsError) else f"kora agent: invalid configuration: {error}",
             file=sys.stderr,
         )
-        raise typer.Exit(2) from None
+        return 2
     logging.basicConfig(level=settings.agent_log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # One line per outbound request drowns the agent's own log; keep the HTTP clients' warnings only.
     for noisy in ("httpx", "httpx2", "mcp", "fastmcp"):
@@ -40,17 +40,9 @@ def _serve() -> None:
         log_level=settings.agent_log_level.lower(),
         access_log=settings.agent_access_log,
     )
+    return 0
 
 
 def cli(argv: list[str]) -> int:
-    """Entry point of ``kora agent``; returns the exit code."""
-    command = typer.Typer(add_completion=False)
-    command.command()(_serve)
-    try:
-        # Without standalone mode, click returns the code of a typer.Exit instead of raising it.
-        result = command(args=argv, prog_name="kora agent", standalone_mode=False)
-    except typer.Exit as done:
-        return done.exit_code
-    except SystemExit as done:  # click's usage errors
-        return int(done.code or 0)
-    return result if isinstance(result, int) else 0
+    """Entry point of ``kora agent`` (no options besides ``--help``); returns the exit code."""
+    return run_command(_serve, argv, "kora agent")

@@ -7,24 +7,24 @@ unknown workload name.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import signal
 import sys
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import Annotated, TextIO
 
+import typer
+
+from kora.core.command import run_command
 from kora.local.state import DEFAULT_STATE_DIR, UpState, WorkloadState, process_alive, read_state, render_table
 
 __all__ = ["chat_cli", "down_cli", "logs_cli", "status_cli"]
 
 
-def _parser(prog: str, description: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="state dir of kora up")
-    return parser
+#: ``--state-dir``, which every command takes (default ``.kora``, as ``kora up``).
+_StateDir = Annotated[Path, typer.Option(help="State dir of kora up.")]
 
 
 def _load(prog: str, state_dir: Path) -> UpState | None:
@@ -54,10 +54,9 @@ def _running(state: UpState) -> bool:
     return not state.stopped and process_alive(state.pid)
 
 
-def status_cli(argv: list[str]) -> int:
-    """``kora status``: the workload table (phases, gateway and direct URLs, restarts) of the last ``kora up``."""
-    args = _parser("kora status", "Show what kora up runs where.").parse_args(argv)
-    state = _load("kora status", args.state_dir)
+def _status(state_dir: _StateDir = DEFAULT_STATE_DIR) -> int:
+    """Show what kora up runs where."""
+    state = _load("kora status", state_dir)
     if state is None:
         return 1
     running = _running(state)
@@ -67,6 +66,11 @@ def status_cli(argv: list[str]) -> int:
     if restarted:
         print("restarts: " + ", ".join(restarted))
     return 0
+
+
+def status_cli(argv: list[str]) -> int:
+    """``kora status``: the workload table (phases, gateway and direct URLs, restarts) of the last ``kora up``."""
+    return run_command(_status, argv, "kora status")
 
 
 def _follow(path: Path, out: TextIO, state: UpState, follow: bool) -> None:
@@ -82,14 +86,13 @@ def _follow(path: Path, out: TextIO, state: UpState, follow: bool) -> None:
                 time.sleep(0.2)
 
 
-def logs_cli(argv: list[str]) -> int:
-    """``kora logs NAME [-f]``: print a workload's log (stdout and stderr of every run); ``-f`` follows it
-    until Ctrl-C or until ``kora up`` stops."""
-    parser = _parser("kora logs", "Print a workload's log.")
-    parser.add_argument("name", help="workload name (or Kind/name when two kinds share it)")
-    parser.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
-    args = parser.parse_args(argv)
-    found = _find("kora logs", args.state_dir, args.name)
+def _logs(
+    name: Annotated[str, typer.Argument(help="Workload name (or Kind/name when two kinds share it).")],
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")] = False,
+    state_dir: _StateDir = DEFAULT_STATE_DIR,
+) -> int:
+    """Print a workload's log."""
+    found = _find("kora logs", state_dir, name)
     if isinstance(found, int):
         return found
     state, workload = found
@@ -98,8 +101,14 @@ def logs_cli(argv: list[str]) -> int:
         print(f"kora logs: {workload.kind}/{workload.name} has not started yet ({workload.message})", file=sys.stderr)
         return 1
     with contextlib.suppress(KeyboardInterrupt):
-        _follow(path, sys.stdout, state, args.follow)
+        _follow(path, sys.stdout, state, follow)
     return 0
+
+
+def logs_cli(argv: list[str]) -> int:
+    """``kora logs NAME [-f]``: print a workload's log (stdout and stderr of every run); ``-f`` follows it
+    until Ctrl-C or until ``kora up`` stops."""
+    return run_command(_logs, argv, "kora logs")
 
 
 def _stopped(state_dir: Path) -> bool:
@@ -109,44 +118,45 @@ def _stopped(state_dir: Path) -> bool:
         return False
 
 
-def down_cli(argv: list[str]) -> int:
-    """``kora down``: send SIGTERM to the running ``kora up`` and wait (``--timeout`` s, default 60) until it
-    has stopped every workload."""
-    parser = _parser("kora down", "Stop the running kora up.")
-    parser.add_argument("--timeout", type=float, default=60.0)
-    args = parser.parse_args(argv)
-    state = _load("kora down", args.state_dir)
+def _down(
+    timeout: Annotated[float, typer.Option(help="Seconds to wait until kora up has stopped.", min=0)] = 60.0,
+    state_dir: _StateDir = DEFAULT_STATE_DIR,
+) -> int:
+    """Stop the running kora up."""
+    state = _load("kora down", state_dir)
     if state is None:
         return 1
     if not _running(state):
         print("kora down: kora up is not running")
         return 1
     os.kill(state.pid, signal.SIGTERM)
-    deadline = time.monotonic() + args.timeout
+    deadline = time.monotonic() + timeout
     # "stopped" in the state file is written last by kora up; the pid check covers a kora up that died. (A
     # finished kora up whose parent has not reaped it yet still has a pid, so the pid alone is not enough.)
-    while process_alive(state.pid) and not _stopped(args.state_dir):
+    while process_alive(state.pid) and not _stopped(state_dir):
         if time.monotonic() > deadline:
-            print(f"kora down: kora up (pid {state.pid}) still running after {args.timeout:g} s", file=sys.stderr)
+            print(f"kora down: kora up (pid {state.pid}) still running after {timeout:g} s", file=sys.stderr)
             return 1
         time.sleep(0.1)
     print(f"kora down: stopped kora up (pid {state.pid})")
     return 0
 
 
-def chat_cli(argv: list[str]) -> int:
-    """``kora chat AGENT``: read lines from stdin, stream the agent's answers through the gateway.
+def down_cli(argv: list[str]) -> int:
+    """``kora down``: send SIGTERM to the running ``kora up`` and wait (``--timeout`` s, default 60) until it
+    has stopped every workload."""
+    return run_command(_down, argv, "kora down")
 
-    One session for the whole chat: the first answer's ``X-Session-ID`` is sent back with every later
-    message, so the agent replays the conversation from its memory. Exits 0 on EOF (Ctrl-D).
-    """
+
+def _chat(
+    agent: Annotated[str, typer.Argument(help="Agent name.")],
+    session: Annotated[str | None, typer.Option(help="Continue this session id.")] = None,
+    state_dir: _StateDir = DEFAULT_STATE_DIR,
+) -> int:
+    """Talk to an agent through the local gateway."""
     import openai
 
-    parser = _parser("kora chat", "Talk to an agent through the local gateway.")
-    parser.add_argument("agent", help="agent name")
-    parser.add_argument("--session", default=None, help="continue this session id")
-    args = parser.parse_args(argv)
-    found = _find("kora chat", args.state_dir, args.agent)
+    found = _find("kora chat", state_dir, agent)
     if isinstance(found, int):
         return found
     state, workload = found
@@ -157,7 +167,6 @@ def chat_cli(argv: list[str]) -> int:
         print("kora chat: kora up is not running", file=sys.stderr)
         return 1
     client = openai.OpenAI(base_url=workload.gateway_url + "/v1", api_key="unused", max_retries=0)
-    session: str | None = args.session
     interactive = sys.stdin.isatty()
     print(f"chatting with {workload.name} at {workload.gateway_url} (Ctrl-D to quit)", file=sys.stderr)
     while True:
@@ -186,3 +195,12 @@ def chat_cli(argv: list[str]) -> int:
             print(flush=True)
         except openai.APIError as error:
             print(f"\nkora chat: {error}", file=sys.stderr)
+
+
+def chat_cli(argv: list[str]) -> int:
+    """``kora chat AGENT``: read lines from stdin, stream the agent's answers through the gateway.
+
+    One session for the whole chat: the first answer's ``X-Session-ID`` is sent back with every later
+    message, so the agent replays the conversation from its memory. Exits 0 on EOF (Ctrl-D).
+    """
+    return run_command(_chat, argv, "kora chat")

@@ -10,13 +10,12 @@ supervise the workloads (:mod:`kora.local.supervisor`) until SIGINT/SIGTERM (``k
 
 State dir layout: ``state.json`` (:mod:`kora.local.state`), ``logs/<namespace>-<kind>-<name>.log``,
 ``work/<namespace>-<kind>-<name>/`` (each workload's working directory). Exit codes: 0 after a clean stop,
-2 for invalid manifests, an unresolvable Secret, a taken gateway port or another ``kora up`` using the
-same state dir.
+2 for bad options, invalid manifests, an unresolvable Secret, a taken gateway port or another ``kora up``
+using the same state dir.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import os
@@ -26,14 +25,18 @@ import sys
 import time
 from collections.abc import Callable, Generator
 from pathlib import Path
+from typing import Annotated
 
+import typer
 import uvicorn
 
+from kora.core.command import run_command
 from kora.core.net import bind_socket, free_port
 from kora.local.gateway import create_gateway_app, routes_from_plans
 from kora.local.state import (
     DEFAULT_STATE_DIR,
     FAILED,
+    PENDING,
     READY,
     UpState,
     WorkloadState,
@@ -95,102 +98,142 @@ class _Gateway(uvicorn.Server):
         yield
 
 
-async def _run(
-    graph: ResourceGraph,
-    plans: dict[ResourceRef, WorkloadPlan],
-    gateway_sock: socket.socket,
-    state_dir: Path,
-    grace: float,
-) -> int:
-    gateway_url = f"http://127.0.0.1:{gateway_sock.getsockname()[1]}"
-    environments: dict[ResourceRef, dict[str, str]] = {}
-    for ref, plan in plans.items():
+class _LocalRun:
+    """One ``kora up`` from checked plans to a clean stop.
 
-        def resolve(key: SecretKeyRef, namespace: str = ref.namespace) -> str:
-            value = graph.secret_value(key.name, key.key, namespace)
-            if value is None:
-                raise LookupError(f"Secret {namespace}/{key.name} key {key.key!r} is not in the manifests")
-            return value
+    Resolves each workload's environment, keeps the state file (``state_dir/state.json``) current, prints
+    each workload's phase changes once and the table when every workload is first Ready, serves the gateway
+    on ``gateway_sock`` and supervises the workloads until SIGINT/SIGTERM.
+    """
 
+    def __init__(
+        self,
+        graph: ResourceGraph,
+        plans: dict[ResourceRef, WorkloadPlan],
+        gateway_sock: socket.socket,
+        state_dir: Path,
+    ) -> None:
+        self._graph = graph
+        self._plans = plans
+        self._gateway_sock = gateway_sock
+        self._state_dir = state_dir
+        self._gateway_url = f"http://127.0.0.1:{gateway_sock.getsockname()[1]}"
+        self._state = UpState(pid=os.getpid(), gateway_url=self._gateway_url, started_at=time.time())
+        self._started = time.monotonic()
+        self._shown_phases: dict[str, str] = {}  # "Kind/name" -> the phase last printed
+        self._all_ready_shown = False
+
+    async def run(self, grace: float) -> int:
+        """Serve until stopped; returns 0, or 2 after saying which Secret reference cannot be resolved.
+
+        ``grace``: seconds between a workload's SIGTERM and its SIGKILL."""
         try:
-            environments[ref] = plan.environment(resolve)
+            environments = self._environments()
         except LookupError as error:
-            print(f"kora up: {plan.kind}/{plan.name}: {error}", file=sys.stderr)
+            print(f"kora up: {error}", file=sys.stderr)
             return 2
-    (state_dir / "logs").mkdir(parents=True, exist_ok=True)
-    state = UpState(pid=os.getpid(), gateway_url=gateway_url, started_at=time.time())
-    for ref, plan in plans.items():
-        state.workloads.append(
-            WorkloadState(
-                name=ref.name,
-                kind=ref.kind,
-                namespace=ref.namespace,
-                gateway_url=plan.public_url,
-                direct_url=plan.direct_url,
-                log=str(state_dir / "logs" / f"{_slug(ref)}.log"),
-                note=describe(graph, ref),
-            )
+        self._record_workloads()
+        supervisor = Supervisor(
+            self._plans,
+            environments,
+            self._state,
+            {ref: self._state_dir / "work" / _slug(ref) for ref in self._plans},
+            on_change=self._on_change,
+            grace_seconds=grace,
         )
-    started = time.monotonic()
-    announced = {"all_ready": False}
-    phases: dict[str, str] = {}
+        loop = asyncio.get_running_loop()
+        for stop_signal in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(stop_signal, supervisor.stop)
+        app = create_gateway_app(routes_from_plans(self._plans.values()))
+        gateway = _Gateway(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+        gateway_task = asyncio.create_task(gateway.serve(sockets=[self._gateway_sock]))
+        print(f"kora up: gateway on {self._gateway_url}; state and logs in {self._state_dir}", flush=True)
+        write_state(self._state_dir, self._state)
+        self._on_change()
+        await supervisor.run()
+        gateway.should_exit = True
+        await gateway_task
+        self._state.stopped = True
+        write_state(self._state_dir, self._state)
+        print("kora up: stopped every workload", flush=True)
+        return 0
 
-    def on_change() -> None:
-        write_state(state_dir, state)
-        for workload in state.workloads:
+    def _environments(self) -> dict[ResourceRef, dict[str, str]]:
+        """Each workload's environment, Secret references resolved from the manifests; ``LookupError``
+        ("Kind/name: Secret ns/x key 'k' is not in the manifests") for the first that is not there."""
+        environments: dict[ResourceRef, dict[str, str]] = {}
+        for ref, plan in self._plans.items():
+
+            def resolve(key: SecretKeyRef, namespace: str = ref.namespace) -> str:
+                value = self._graph.secret_value(key.name, key.key, namespace)
+                if value is None:
+                    raise LookupError(f"Secret {namespace}/{key.name} key {key.key!r} is not in the manifests")
+                return value
+
+            try:
+                environments[ref] = plan.environment(resolve)
+            except LookupError as error:
+                raise LookupError(f"{plan.kind}/{plan.name}: {error}") from None
+        return environments
+
+    def _record_workloads(self) -> None:
+        """One Pending workload in the state per plan, with its URLs, log file and NOTE."""
+        (self._state_dir / "logs").mkdir(parents=True, exist_ok=True)
+        for ref, plan in self._plans.items():
+            self._state.workloads.append(
+                WorkloadState(
+                    name=ref.name,
+                    kind=ref.kind,
+                    namespace=ref.namespace,
+                    gateway_url=plan.public_url,
+                    direct_url=plan.direct_url,
+                    log=str(self._state_dir / "logs" / f"{_slug(ref)}.log"),
+                    note=describe(self._graph, ref),
+                )
+            )
+
+    def _on_change(self) -> None:
+        """The supervisor changed the state: write it, then tell the user what changed."""
+        write_state(self._state_dir, self._state)
+        self._show_phase_changes()
+        self._show_when_all_ready()
+
+    def _show_phase_changes(self) -> None:
+        for workload in self._state.workloads:
             key = f"{workload.kind}/{workload.name}"
-            if phases.get(key, "Pending") != workload.phase:
-                phases[key] = workload.phase
+            if self._shown_phases.get(key, PENDING) != workload.phase:
+                self._shown_phases[key] = workload.phase
                 detail = f" ({workload.message})" if workload.phase == FAILED and workload.message else ""
                 print(f"[{time.strftime('%H:%M:%S')}] {key}: {workload.phase}{detail}", flush=True)
-        if not announced["all_ready"] and all(w.phase == READY for w in state.workloads):
-            announced["all_ready"] = True
-            print(f"\nall {len(state.workloads)} workloads Ready in {time.monotonic() - started:.1f} s\n", flush=True)
-            print(render_table(state), flush=True)
-            print("\nkora chat <agent> to talk, kora status, kora logs <name> [-f], kora down (or Ctrl-C) to stop.")
 
-    supervisor = Supervisor(
-        plans,
-        environments,
-        state,
-        {ref: state_dir / "work" / _slug(ref) for ref in plans},
-        on_change=on_change,
-        grace_seconds=grace,
-    )
-    loop = asyncio.get_running_loop()
-    for stop_signal in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(stop_signal, supervisor.stop)
-    app = create_gateway_app(routes_from_plans(plans.values()))
-    gateway = _Gateway(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
-    gateway_task = asyncio.create_task(gateway.serve(sockets=[gateway_sock]))
-    print(f"kora up: gateway on {gateway_url}; state and logs in {state_dir}", flush=True)
-    write_state(state_dir, state)
-    on_change()
-    await supervisor.run()
-    gateway.should_exit = True
-    await gateway_task
-    state.stopped = True
-    write_state(state_dir, state)
-    print("kora up: stopped every workload", flush=True)
-    return 0
+    def _show_when_all_ready(self) -> None:
+        # Once per run: a workload that restarts later is reported by its phase lines only.
+        if self._all_ready_shown or not all(w.phase == READY for w in self._state.workloads):
+            return
+        self._all_ready_shown = True
+        workloads = self._state.workloads
+        print(f"\nall {len(workloads)} workloads Ready in {time.monotonic() - self._started:.1f} s\n", flush=True)
+        print(render_table(self._state), flush=True)
+        print("\nkora chat <agent> to talk, kora status, kora logs <name> [-f], kora down (or Ctrl-C) to stop.")
 
 
-def cli(argv: list[str]) -> int:
-    """``kora up``: parse ``argv``, run until stopped; returns the exit code (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="kora up", description="Run Kora manifests as local processes.")
-    parser.add_argument("path", help="a manifest file or a folder of *.yaml files")
-    parser.add_argument("--port", type=int, default=8080, help="gateway port on 127.0.0.1 (default 8080)")
-    parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="state, logs, work dirs")
-    parser.add_argument("--grace", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL")
-    args = parser.parse_args(argv)
+def _up(
+    path: Annotated[str, typer.Argument(help="A manifest file or a folder of *.yaml files.")],
+    port: Annotated[int, typer.Option(help="Gateway port on 127.0.0.1 (0: any free port).", min=0, max=65535)] = 8080,
+    state_dir: Annotated[
+        Path, typer.Option(help="Directory of the state file, logs and work dirs.")
+    ] = DEFAULT_STATE_DIR,
+    grace: Annotated[float, typer.Option(help="Seconds between a workload's SIGTERM and its SIGKILL.", min=0)] = 5.0,
+) -> int:
+    """Run Kora manifests as local processes."""
     try:
-        graph = load_path(args.path)
+        graph = load_path(path)
     except ManifestError as error:
         print(f"kora up: {error}", file=sys.stderr)
         return 2
     for warning in graph.warnings:
         print(f"kora up: warning: {warning}", file=sys.stderr)
-    state_dir: Path = args.state_dir.resolve()
+    state_dir = state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileNotFoundError, ValueError):
         previous = read_state(state_dir)
@@ -198,9 +241,9 @@ def cli(argv: list[str]) -> int:
             print(f"kora up: already running (pid {previous.pid}) with state dir {state_dir}", file=sys.stderr)
             return 2
     try:
-        gateway_sock = bind_socket("127.0.0.1", args.port)
+        gateway_sock = bind_socket("127.0.0.1", port)
     except OSError as error:
-        print(f"kora up: cannot listen on 127.0.0.1:{args.port}: {error}", file=sys.stderr)
+        print(f"kora up: cannot listen on 127.0.0.1:{port}: {error}", file=sys.stderr)
         return 2
     try:
         plans = plan_local(graph, f"http://127.0.0.1:{gateway_sock.getsockname()[1]}")
@@ -209,7 +252,12 @@ def cli(argv: list[str]) -> int:
         print(f"kora up: {error}", file=sys.stderr)
         return 2
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        return runner.run(_run(graph, plans, gateway_sock, state_dir, args.grace))
+        return runner.run(_LocalRun(graph, plans, gateway_sock, state_dir).run(grace))
+
+
+def cli(argv: list[str]) -> int:
+    """``kora up``: parse ``argv``, run until stopped; returns the exit code (see the module docstring)."""
+    return run_command(_up, argv, "kora up")
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
+from kora.core.command import run_command
 from kora.core.settings_errors import SettingsError
 
 #: Exit code when the tools cannot be served.
@@ -74,10 +75,6 @@ def cli(argv: list[str]) -> int:
     """Parse ``kora mcp`` options with Typer and run :func:`serve`; returns the exit code (2 for bad options)."""
     import typer
 
-    app = typer.Typer(add_completion=False, help="Run the python-runtime MCP tool server.")
-    exit_code = 0
-
-    @app.command()
     def mcp(
         host: Annotated[str | None, typer.Option(help="Interface to bind (env MCP_HOST, default 0.0.0.0).")] = None,
         port: Annotated[int | None, typer.Option(help="Port (env MCP_PORT, default 8000).")] = None,
@@ -87,14 +84,8 @@ def cli(argv: list[str]) -> int:
         package: Annotated[
             str | None, typer.Option(help="Serve this package's MCP server, NAME or NAME:ATTR (env MCP_PACKAGE).")
         ] = None,
-    ) -> None:
-        nonlocal exit_code
-        exit_code = serve(host=host, port=port, tools_file=tools_file, package=package)
+    ) -> int:
+        """Run the python-runtime MCP tool server."""
+        return serve(host=host, port=port, tools_file=tools_file, package=package)
 
-    try:
-        # Standalone mode prints usage errors the usual way and ends with SystemExit (2 for bad options).
-        app(args=argv, prog_name="kora mcp")
-    except SystemExit as exc:
-        if exc.code not in (0, None):
-            return exc.code if isinstance(exc.code, int) else EXIT_SETTINGS_ERROR
-    return exit_code
+    return run_command(mcp, argv, "kora mcp")

@@ -10,11 +10,11 @@ exactly these instead of asking the backend). Responses, streaming ones included
 
 ``/health``: the process is up. ``/ready``: configured (the backend is not called, so a slow or rate-limited
 backend does not take every agent out of rotation). Exit codes: 0 after SIGINT/SIGTERM, 2 for a missing
-``MODEL_PROXY_API_BASE`` or an address in use.
+``MODEL_PROXY_API_BASE``, an address in use or a bad option.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: Typer reads the option annotations at run time, and they
+# name ``typer``, which ``cli`` imports (the gateway tests import this module for create_proxy_app alone).
 import os
 import signal
 import sys
@@ -22,6 +22,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Annotated, Self
 
 import httpx
 from starlette.applications import Starlette
@@ -30,6 +31,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from kora.core import env as names
+from kora.core.command import run_command
 from kora.core.openai_wire import model_list_body
 from kora.proxy.forward import forward
 
@@ -48,7 +50,7 @@ class ProxySettings:
     models: tuple[str, ...] = ()
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> ProxySettings:
+    def from_env(cls, environ: Mapping[str, str]) -> Self:
         """Read the ``MODEL_PROXY_*`` variables; ``ValueError`` naming the variable when the base is missing
         or not http(s)."""
         base = environ.get(names.MODEL_PROXY_API_BASE, "").strip()
@@ -101,21 +103,15 @@ def create_proxy_app(settings: ProxySettings) -> Starlette:
     )
 
 
-def cli(argv: list[str]) -> int:
-    """``kora model-proxy --host H --port P``: serve until SIGINT/SIGTERM; returns the exit code."""
-    import argparse
-
+def _serve(host: str, port: int) -> int:
+    """Serve the proxy on ``host:port`` until SIGINT/SIGTERM; 0, or 2 after saying what is wrong."""
     import uvicorn
 
     from kora.core.net import bind_socket
 
-    parser = argparse.ArgumentParser(prog="kora model-proxy", description="Forward /v1/* to MODEL_PROXY_API_BASE.")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    args = parser.parse_args(argv)
     try:
         settings = ProxySettings.from_env(os.environ)
-        sock = bind_socket(args.host, args.port)
+        sock = bind_socket(host, port)
     except (ValueError, OSError) as error:
         print(f"kora model-proxy: {error}", file=sys.stderr)
         return 2
@@ -126,3 +122,17 @@ def cli(argv: list[str]) -> int:
         signal.signal(stop_signal, lambda signum, frame: None)
     uvicorn.Server(config).run(sockets=[sock])
     return 0
+
+
+def cli(argv: list[str]) -> int:
+    """``kora model-proxy [--host H] [--port P]``: serve until SIGINT/SIGTERM; returns the exit code."""
+    import typer
+
+    def model_proxy(
+        host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+        port: Annotated[int, typer.Option(help="TCP port (0: any free port).", min=0, max=65535)] = 8000,
+    ) -> int:
+        """Forward /v1/* to MODEL_PROXY_API_BASE (a ModelAPI in Proxy mode)."""
+        return _serve(host, port)
+
+    return run_command(model_proxy, argv, "kora model-proxy")

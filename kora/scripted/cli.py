@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
+from kora.core.command import run_command
+
 __all__ = ["cli"]
 
 
@@ -55,10 +57,6 @@ def cli(argv: list[str]) -> int:
     """Parse ``argv`` (the arguments after ``kora model``), serve until stopped; returns the exit code."""
     import typer
 
-    app = typer.Typer(add_completion=False)
-    result = {"code": 0}
-
-    @app.command(help="Run the scripted OpenAI-compatible model server (offline stand-in for an LLM).")
     def model(
         host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
         port: Annotated[int, typer.Option(help="TCP port (0: any free port).", min=0, max=65535)] = 8000,
@@ -69,13 +67,8 @@ def cli(argv: list[str]) -> int:
         max_recorded: Annotated[
             int, typer.Option(help="Keep at most this many recorded requests (0: unbounded).", min=0)
         ] = 10000,
-    ) -> None:
-        result["code"] = _serve(host, port, script, model_name, max_recorded)
+    ) -> int:
+        """Run the scripted OpenAI-compatible model server (offline stand-in for an LLM)."""
+        return _serve(host, port, script, model_name, max_recorded)
 
-    try:
-        app(args=argv, prog_name="kora model", standalone_mode=True)
-    except SystemExit as exc:
-        if isinstance(exc.code, int):
-            return exc.code or result["code"]
-        return 0 if exc.code is None else 1
-    return result["code"]
+    return run_command(model, argv, "kora model")

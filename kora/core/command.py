@@ -1,0 +1,54 @@
+"""Run one ``kora <command>`` function as a Typer command on an argument list: the one place that maps
+Typer's ways of ending (help, usage errors, a return code, Ctrl-C) to an exit code.
+
+Every component's ``cli(argv) -> int`` (dispatched lazily by :mod:`kora.cli`) declares its options as the
+parameters of a function returning the exit code (``Annotated[..., typer.Option(...)]``) and hands that
+function to :func:`run_command`.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable, Sequence
+
+__all__ = ["run_command"]
+
+
+def run_command(command: Callable[..., int], argv: Sequence[str], prog_name: str) -> int:
+    """Parse ``argv`` (the arguments after ``kora <command>``) into ``command``'s parameters, call it and
+    return its exit code.
+
+    Options and arguments come from ``command``'s signature, the help text from its docstring, and
+    ``prog_name`` (``"kora up"``) names the command in usage lines. ``--help`` prints the help and gives 0.
+    A usage error (unknown option, a value of the wrong type or out of range, a missing argument) prints
+    Typer's message and ``Try 'PROG --help' for help.`` on stderr and gives 2, with no traceback; Ctrl-C
+    gives 130. Exceptions the command itself raises propagate.
+    """
+    # Imported here: every caller has paid for Typer already (its option annotations name it), and the rest
+    # of kora.core stays cheap to import.
+    import typer
+
+    @functools.wraps(command)
+    def exit_with_code(*args: object, **kwargs: object) -> None:
+        # Standalone mode drops what a command returns; an Exit carries the code out.
+        raise typer.Exit(command(*args, **kwargs))
+
+    app = typer.Typer(add_completion=False)
+    app.command()(exit_with_code)
+    try:
+        # Standalone mode prints usage errors the usual way and always ends in SystemExit with the code.
+        app(args=list(argv), prog_name=prog_name, standalone_mode=True)
+    except SystemExit as done:
+        return _exit_code(done.code)
+    return 0  # pragma: no cover - standalone mode does not return
+
+
+def _exit_code(code: object) -> int:
+    # SystemExit's convention: None is success, an int is the status, anything else is a message and 1.
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
