@@ -14,6 +14,7 @@ from typing import Literal
 from urllib.parse import urlparse
 
 from pydantic import Field, ValidationError, field_validator
+from pydantic.json_schema import SkipJsonSchema
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kora.core import env as envnames
@@ -49,57 +50,119 @@ def parse_sub_agents(value: str) -> dict[str, str]:
     return result
 
 
+#: How the per-name variables are written in docs: ``MCP_SERVER_<NAME>_URL``, ``PEER_AGENT_<NAME>_CARD_URL``.
+_MCP_SERVER_URL = envnames.mcp_server_url_var("<NAME>")
+_PEER_AGENT_CARD_URL = envnames.peer_agent_card_url_var("<NAME>")
+
+
 class AgentSettings(BaseSettings):
-    """Settings of one agent server. Required: ``AGENT_NAME``, ``MODEL_API_URL``, ``MODEL_NAME``."""
+    """Settings of one agent server. Required: ``AGENT_NAME``, ``MODEL_API_URL``, ``MODEL_NAME``.
+
+    Each field's ``description`` is its row in docs/configuration.md (``python scripts/gen_config_docs.py``);
+    descriptions starting "Kora:" mark Kora's additions to the agent resource's standard settings.
+    """
 
     model_config = SettingsConfigDict(case_sensitive=False, extra="ignore", frozen=True)
 
     # Identity and model (spec).
-    agent_name: str = Field(min_length=1)
-    model_api_url: str
-    model_name: str = Field(min_length=1)
-    agent_description: str = "AI Agent"
-    agent_instructions: str = "You are a helpful assistant."
+    agent_name: str = Field(
+        min_length=1, description="The agent's name: its memory app name, agent card name and identity in delegation."
+    )
+    model_api_url: str = Field(
+        description="OpenAI-compatible base URL of the model API, including `/v1`.",
+        examples=["http://model:8000/v1"],
+        json_schema_extra={"format": "uri"},  # a URL in the schema and the docs
+    )
+    model_name: str = Field(min_length=1, description="Model name sent to the model API.")
+    agent_description: str = Field(default="AI Agent", description="Description of the agent, shown in its agent card.")
+    agent_instructions: str = Field(
+        default="You are a helpful assistant.", description="System instructions sent to the model."
+    )
     # Serving (spec).
-    agent_port: int = Field(default=8000, ge=1, le=65535)
-    agent_log_level: LogLevel = "INFO"
-    agent_access_log: bool = False
+    agent_port: int = Field(default=8000, ge=1, le=65535, description="Port to listen on.")
+    agent_log_level: LogLevel = Field(default="INFO", description="Log level (any case).")
+    agent_access_log: bool = Field(default=False, description="Write uvicorn's access log (a line per request).")
     # Tools and delegation (spec).
-    agent_sub_agents: str = ""
-    peer_agents: str = ""
-    mcp_servers: str = ""
-    agentic_loop_max_steps: int = Field(default=5, ge=1)
+    agent_sub_agents: str = Field(
+        default="",
+        description="Sub-agents in the direct format: comma-separated `name:url` pairs (the name ends at the "
+        "first colon), each offered to the model as a delegation tool.",
+        examples=["math:http://math:8000,search:http://search:8000"],
+    )
+    peer_agents: str = Field(
+        default="",
+        description=f"Peers in the orchestrator format: comma-separated names; each needs `{_PEER_AGENT_CARD_URL}`.",
+    )
+    mcp_servers: str = Field(
+        default="",
+        description=f"Tool servers: comma-separated names; each needs `{_MCP_SERVER_URL}`.",
+        examples=["web-search,calc"],
+    )
+    agentic_loop_max_steps: int = Field(default=5, ge=1, description="Model requests per turn, at most.")
     # Memory (spec).
-    memory_enabled: bool = True
-    memory_context_limit: int = Field(default=6, ge=0)
-    memory_max_sessions: int = Field(default=1000, ge=1)
-    memory_max_session_events: int = Field(default=500, ge=1)
-    memory_store_endpoint: str = ""
-    memory_max_read_scope: ReadScope = "session"
-    memory_tools: Literal["all", "read", "write"] | None = None
+    memory_enabled: bool = Field(default=True, description="`false` selects NullMemory (nothing kept or replayed).")
+    memory_context_limit: int = Field(default=6, ge=0, description="Events of the session replayed as history.")
+    memory_max_sessions: int = Field(
+        default=1000, ge=1, description="LocalMemory bound: sessions kept (past it the oldest 10 % are evicted)."
+    )
+    memory_max_session_events: int = Field(default=500, ge=1, description="LocalMemory bound: events per session.")
+    memory_store_endpoint: str = Field(
+        default="",
+        description="Memory service URL; selects RemoteMemory (not in this build yet: a start-up error).",
+        json_schema_extra={"format": "uri"},  # a URL in the schema and the docs
+    )
+    memory_max_read_scope: ReadScope = Field(default="session", description="Broadest level `search_memory` may read.")
+    memory_tools: Literal["all", "read", "write"] | None = Field(
+        default=None,
+        description="Memory tools the model gets: `all` (search and save), `read` (`search_memory`) or `write` "
+        "(`save_memory`); unset: none.",
+    )
     # A2A (spec).
-    task_store_type: Literal["local", "null"] = "local"
+    task_store_type: Literal["local", "null"] = Field(
+        default="local", description="A2A task store: `local` keeps finished tasks, `null` only running ones."
+    )
 
-    # Kora: interface to bind (a pod listens on every interface; tests pass 127.0.0.1).
-    agent_host: str = "0.0.0.0"
-    # Kora: API key sent to the model API (OpenAI-compatible servers that need none accept any value).
-    model_api_key: str = "kora-no-key"
-    # Kora: seconds to wait for one model response before answering 504.
-    model_timeout_seconds: float = Field(default=120.0, gt=0)
-    # Kora: how often a failed model request is retried (408/409/429/5xx, timeouts, connection errors).
-    model_max_retries: int = Field(default=2, ge=0)
-    # Kora: seconds to wait for a peer agent's answer to a delegated task.
-    delegation_timeout_seconds: float = Field(default=120.0, gt=0)
-    # Kora: the base URL clients reach this agent at (agent card ``url``); derived from the request if empty.
-    agent_public_url: str = ""
-    # Kora: send each turn's first model request directly (a text answer then ends the turn without starting
-    # pydantic-ai's run, ~2 ms of CPU less); false runs every turn wholly in the Agent. Same answers, events
-    # and errors either way; the tests run both.
-    agent_direct_first_request: bool = True
+    # Kora's additions.
+    agent_host: str = Field(
+        default="0.0.0.0",
+        description="Kora: interface to bind (a pod listens on every interface; tests pass `127.0.0.1`).",
+    )
+    model_api_key: str = Field(
+        default="kora-no-key",
+        description="Kora: API key sent to the model API (OpenAI-compatible servers that need none accept any).",
+    )
+    model_timeout_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description="Kora: seconds to connect and between reads of a model answer; past it the turn fails with 504.",
+    )
+    model_max_retries: int = Field(
+        default=2,
+        ge=0,
+        description="Kora: retries of a model request after 408/409/429/5xx, timeouts and connection errors "
+        "(back-off from 0.5 s, at most 8 s, or `Retry-After`); a stream only before its first event.",
+    )
+    delegation_timeout_seconds: float = Field(
+        default=120.0, gt=0, description="Kora: seconds to wait for a peer agent's answer to a delegated task."
+    )
+    agent_public_url: str = Field(
+        default="",
+        description="Kora: the base URL clients reach this agent at (agent card `url`); empty: taken from each "
+        "request.",
+        json_schema_extra={"format": "uri"},  # a URL in the schema and the docs
+    )
+    # The tests run both values of this one.
+    agent_direct_first_request: bool = Field(
+        default=True,
+        description="Kora: send each turn's first model request directly (a text answer then ends the turn "
+        "without starting pydantic-ai's run, ~2 ms of CPU less); `false` runs every turn wholly in pydantic-ai's "
+        "Agent. Same answers, events and errors either way.",
+    )
 
-    # Resolved by load_agent_settings from MCP_SERVER_<NAME>_URL / PEER_AGENT_<NAME>_CARD_URL.
-    mcp_server_urls: dict[str, str] = Field(default_factory=dict)
-    sub_agent_urls: dict[str, str] = Field(default_factory=dict)
+    # Resolved by load_agent_settings from MCP_SERVER_<NAME>_URL / PEER_AGENT_<NAME>_CARD_URL (documented by
+    # NAMED_VARIABLES); not read under their own names, so not part of the settings' schema.
+    mcp_server_urls: SkipJsonSchema[dict[str, str]] = Field(default_factory=dict)
+    sub_agent_urls: SkipJsonSchema[dict[str, str]] = Field(default_factory=dict)
 
     @field_validator("model_api_url")
     @classmethod
@@ -130,6 +193,23 @@ class AgentSettings(BaseSettings):
     def mcp_server_names(self) -> list[str]:
         """Names listed in ``MCP_SERVERS``, in order."""
         return envnames.split_names(self.mcp_servers)
+
+
+#: The per-name variables :func:`load_agent_settings` reads besides the model's fields (docs/configuration.md).
+NAMED_VARIABLES = (
+    envnames.VariableDoc(
+        _MCP_SERVER_URL,
+        "URL",
+        f"Base URL of tool server `<name>` (`{envnames.MCP_PATH}` is appended unless it ends with it).",
+        required=f"for each name in `{envnames.MCP_SERVERS}`",
+    ),
+    envnames.VariableDoc(
+        _PEER_AGENT_CARD_URL,
+        "URL",
+        "Base URL of peer agent `<name>` (its agent card is fetched from there).",
+        required=f"for each name in `{envnames.PEER_AGENTS}`",
+    ),
+)
 
 
 def _resolve_urls(

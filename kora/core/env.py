@@ -6,6 +6,8 @@ import the helpers here so the names can never drift apart.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 MCP_SERVERS = "MCP_SERVERS"
 PEER_AGENTS = "PEER_AGENTS"
 AGENT_SUB_AGENTS = "AGENT_SUB_AGENTS"
@@ -86,6 +88,23 @@ def mcp_server_url_var(name: str) -> str:
 def peer_agent_card_url_var(name: str) -> str:
     """``PEER_AGENT_<NAME>_CARD_URL``: the variable holding peer agent ``name``'s base URL."""
     return f"PEER_AGENT_{env_key(name)}_CARD_URL"
+
+
+@dataclass(frozen=True)
+class VariableDoc:
+    """One environment variable that no settings model declares, as ``docs/configuration.md`` lists it.
+
+    For per-name families (``MCP_SERVER_<NAME>_URL``) and variables read by hand (``kora model-proxy``);
+    fields of a settings model are described by their ``Field(description=...)`` instead. ``type`` and
+    ``default`` are the Markdown shown in their columns (``default`` ``""``: none); ``required`` is
+    ``"yes"``, ``"no"`` or the condition under which the variable is required.
+    """
+
+    name: str
+    type: str
+    description: str
+    default: str = ""
+    required: str = "no"
 
 
 def mcp_endpoint(base_url: str) -> str:

@@ -53,30 +53,51 @@ def parse_tool_timeouts(value: str) -> dict[str, float]:
 
 
 class McpSettings(BaseSettings):
-    """Settings of one tool server. Exactly one of ``mcp_tools_string``, ``mcp_tools_file``, ``mcp_package``."""
+    """Settings of one tool server. Exactly one of ``mcp_tools_string``, ``mcp_tools_file``, ``mcp_package``.
+
+    Each field's ``description`` is its row in docs/configuration.md (``python scripts/gen_config_docs.py``).
+    """
 
     model_config = SettingsConfigDict(case_sensitive=False, extra="ignore", frozen=True)
 
     # Where the tools come from (exactly one).
-    mcp_tools_string: str = ""
-    mcp_tools_file: Path | None = None
-    mcp_package: str = ""
+    mcp_tools_string: str = Field(
+        default="", description="Inline tools: Python source, standard library only (`spec.config.toolsString`)."
+    )
+    mcp_tools_file: Path | None = Field(
+        default=None, description="A file holding inline tools source; `--tools-file` overrides it."
+    )
+    mcp_package: str = Field(
+        default="",
+        description="The `mcp` option: an installed package that implements MCP, `NAME` or `NAME:ATTR`; "
+        "`--package` overrides it.",
+    )
     # Serving.
-    mcp_host: str = "0.0.0.0"
-    mcp_port: int = Field(default=8000, ge=1, le=65535)
-    mcp_log_level: LogLevel = "INFO"
-    mcp_access_log: bool = False
-    #: Serve MCP without sessions, so any replica behind a Service can answer any request.
-    mcp_stateless_http: bool = True
-    #: Name the server reports in the MCP ``initialize`` result (inline tools).
-    mcp_server_name: str = Field(default="kora-tools", min_length=1)
+    mcp_host: str = Field(default="0.0.0.0", description="Interface to bind; `--host` overrides it.")
+    mcp_port: int = Field(default=8000, ge=1, le=65535, description="Port to listen on; `--port` overrides it.")
+    mcp_log_level: LogLevel = Field(default="INFO", description="Log level (any case).")
+    mcp_access_log: bool = Field(default=False, description="Write uvicorn's access log (a line per request).")
+    mcp_stateless_http: bool = Field(
+        default=True,
+        description="Serve MCP without sessions, so any replica behind a Service can answer any request.",
+    )
+    mcp_server_name: str = Field(
+        default="kora-tools",
+        min_length=1,
+        description="Name the server reports in the MCP `initialize` result (inline tools).",
+    )
     # Running inline tools.
-    #: Seconds one tool call may run before it is stopped and reported as an error.
-    mcp_tool_timeout_seconds: float = Field(default=30.0, gt=0)
-    #: Per-tool overrides of the timeout: ``"tool=seconds,..."``.
-    mcp_tool_timeouts: str = ""
-    #: Worker processes, i.e. how many tool calls run at the same time.
-    mcp_tool_workers: int = Field(default=4, ge=1, le=256)
+    mcp_tool_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="Seconds one tool call may run before it is stopped and reported as an error."
+    )
+    mcp_tool_timeouts: str = Field(
+        default="",
+        description="Per-tool overrides of the timeout: comma-separated `tool=seconds` entries.",
+        examples=["slow_report=120,ping=2"],
+    )
+    mcp_tool_workers: int = Field(
+        default=4, ge=1, le=256, description="Worker processes, i.e. how many tool calls run at the same time."
+    )
 
     @field_validator("mcp_tool_timeouts")
     @classmethod

@@ -35,10 +35,35 @@ from kora.core.command import run_command
 from kora.core.openai_wire import model_list_body
 from kora.proxy.forward import forward
 
-__all__ = ["ProxySettings", "cli", "create_proxy_app"]
+__all__ = ["VARIABLES", "ProxySettings", "cli", "create_proxy_app"]
 
 #: Seconds a backend may take to send response headers, and between two streamed chunks.
 BACKEND_TIMEOUT_SECONDS = 300.0
+
+
+#: The variables :meth:`ProxySettings.from_env` reads, as docs/configuration.md lists them.
+VARIABLES = (
+    names.VariableDoc(
+        names.MODEL_PROXY_API_BASE,
+        "URL",
+        "The backend's OpenAI-compatible base URL, including `/v1` (e.g. `https://api.openai.com/v1`): "
+        "`/v1/<rest>` is forwarded to `<base>/<rest>`.",
+        required="yes",
+    ),
+    names.VariableDoc(
+        names.MODEL_PROXY_API_KEY,
+        "string",
+        "Sent to the backend as `Authorization: Bearer <key>`, replacing whatever the client sent (so agents "
+        "never hold the backend's key); unset: no `Authorization` at all.",
+        default="unset",
+    ),
+    names.VariableDoc(
+        names.MODEL_PROXY_MODELS,
+        "string",
+        "Comma-separated model names: `GET /v1/models` lists exactly these; empty: the backend is asked.",
+        default="empty",
+    ),
+)
 
 
 @dataclass(frozen=True)
