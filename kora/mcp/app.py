@@ -104,7 +104,7 @@ def create_app(settings: McpSettings) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         nonlocal ready
         if pool is not None:
-            await pool.start()
+            pool.start()  # in the background: /health answers while the workers load the tools
         try:
             # Mounted apps' lifespans do not run, so the SDK's session manager is started here.
             async with server.session_manager.run():

@@ -120,8 +120,9 @@ class _WorkerProcess:
 class WorkerPool:
     """``size`` worker processes that all loaded ``source``; :meth:`call` runs one tool call on a free one.
 
-    Use ``await pool.start()`` before the first call and ``await pool.close()`` at shutdown, both on the
-    event loop that makes the calls.
+    Use ``pool.start()`` before the first call and ``await pool.close()`` at shutdown, both on the event loop
+    that makes the calls. Workers start in the background, so the server answers ``/health`` at once; calls
+    made before a worker runs wait for one, and :attr:`started` says when every worker has come up.
     """
 
     def __init__(self, source: str, filename: str, size: int) -> None:
@@ -132,28 +133,26 @@ class WorkerPool:
         self._size = size
         self._idle: asyncio.Queue[_WorkerProcess] | None = None
         self._all: set[_WorkerProcess] = set()
-        self._respawns: set[asyncio.Task[None]] = set()
+        self._spawning: set[asyncio.Task[None]] = set()
+        self._first_starts = 0
         self._closed = False
 
     @property
     def started(self) -> bool:
-        """True once :meth:`start` has started every worker (and :meth:`close` has not run)."""
-        return self._idle is not None and not self._closed
+        """True once every one of the ``size`` workers has started (and :meth:`close` has not run)."""
+        return self._first_starts >= self._size and not self._closed
 
-    async def start(self) -> None:
-        """Start all workers in parallel. Raises ``ToolSourceError`` if a worker cannot load the source."""
+    def start(self) -> None:
+        """Start all workers in parallel, in the background, and return at once. A worker that fails to start
+        is logged and tried again every :data:`RESPAWN_DELAY_SECONDS`."""
         self._idle = asyncio.Queue()
-        workers = await asyncio.gather(
-            *(_WorkerProcess.start(self._source, self._filename) for _ in range(self._size)), return_exceptions=True
-        )
-        failure = next((w for w in workers if isinstance(w, BaseException)), None)
-        for worker in workers:
-            if isinstance(worker, _WorkerProcess):
-                self._all.add(worker)
-                self._idle.put_nowait(worker)
-        if failure is not None:
-            await self.close()
-            raise failure
+        for _ in range(self._size):
+            self._spawn(None)
+
+    def _spawn(self, replacing: _WorkerProcess | None) -> None:
+        task = asyncio.get_running_loop().create_task(self._add_worker(replacing))
+        self._spawning.add(task)
+        task.add_done_callback(self._spawning.discard)
 
     async def call(self, tool: str, args: dict[str, Any], time_limit: float) -> CallOutcome:
         """Run ``tool(**args)`` on a free worker; give up and kill the worker after ``time_limit`` seconds.
@@ -192,17 +191,16 @@ class WorkerPool:
     def _retire(self, worker: _WorkerProcess) -> None:
         worker.kill()
         self._all.discard(worker)
-        task = asyncio.get_running_loop().create_task(self._respawn(worker))
-        self._respawns.add(task)
-        task.add_done_callback(self._respawns.discard)
+        self._spawn(worker)
 
-    async def _respawn(self, old: _WorkerProcess) -> None:
-        await old.process.wait()  # reap the killed process
+    async def _add_worker(self, replacing: _WorkerProcess | None) -> None:
+        if replacing is not None:
+            await replacing.process.wait()  # reap the killed process
         while not self._closed:
             try:
                 worker = await _WorkerProcess.start(self._source, self._filename)
             except Exception:
-                logger.exception("could not start a replacement tool worker; retrying")
+                logger.exception("could not start a tool worker; retrying in %g s", RESPAWN_DELAY_SECONDS)
                 await asyncio.sleep(RESPAWN_DELAY_SECONDS)
                 continue
             if self._closed or self._idle is None:
@@ -210,13 +208,15 @@ class WorkerPool:
                 return
             self._all.add(worker)
             self._idle.put_nowait(worker)
+            if replacing is None:
+                self._first_starts += 1
             return
 
     async def close(self) -> None:
         """Stop every worker and pending replacement; calls made afterwards fail with an error outcome."""
         self._closed = True
-        for task in list(self._respawns):
+        for task in list(self._spawning):
             task.cancel()
-        await asyncio.gather(*self._respawns, return_exceptions=True)
+        await asyncio.gather(*self._spawning, return_exceptions=True)
         await asyncio.gather(*(worker.close() for worker in self._all), return_exceptions=True)
         self._all.clear()

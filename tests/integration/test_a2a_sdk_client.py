@@ -2,7 +2,6 @@
 cancel, contexts as memory sessions, task stores."""
 
 import asyncio
-import time
 
 import httpx
 import pytest
@@ -108,18 +107,17 @@ async def test_a_failed_model_call_ends_the_task_failed_with_the_reason_and_an_e
 
 
 async def test_cancel_stops_a_task_blocked_in_a_slow_model_call(model):
-    model.enqueue(TextReply("too late", delay_seconds=10))
+    model.enqueue(TextReply("too late", delay_seconds=120))
     async with running_agent(model) as agent:
         async with httpx.AsyncClient(base_url=agent.url, timeout=10) as http:
             sent = await http.post("/", json=rpc_body("message/send", message_params("slow", blocking=False)))
             task_id = sent.json()["result"]["id"]
             assert await asyncio.to_thread(model.model.wait_for_requests, 1, 5.0)
             client = await sdk_client(agent.url)
-            started = time.monotonic()
             task = await client.cancel_task(CancelTaskRequest(id=task_id))
             assert task.status.state == TaskState.TASK_STATE_CANCELED
-            assert time.monotonic() - started < 1.0
-            assert await model.wait_for_aborts(1, within=2.0)
+            # The model call was aborted, not waited out: its 120 s delay is far from over.
+            assert await model.wait_for_aborts(1, within=30)
             fetched = await client.get_task(GetTaskRequest(id=task_id))
             assert fetched.status.state == TaskState.TASK_STATE_CANCELED
             with pytest.raises(TaskNotCancelableError):  # a finished task is not cancelable

@@ -247,13 +247,12 @@ def test_malformed_requests_get_400_in_openai_format(server, content, code):
 
 
 def test_client_timeout_during_delay_is_recorded_as_aborted(server):
-    server.enqueue(TextReply("too late", delay_seconds=5))
+    server.enqueue(TextReply("too late", delay_seconds=120))
     client = server.openai_client(max_retries=0, timeout=0.3)
-    started = time.monotonic()
     with pytest.raises(openai.APITimeoutError):
         client.chat.completions.create(model="scripted", messages=ask("slow please"))
-    assert server.model.wait_for_aborts(1, timeout=3)
-    assert time.monotonic() - started < 3  # noticed at the disconnect, not after the 5 s delay
+    # Noticed at the disconnect: the 120 s delay is far from over when the wait gives up.
+    assert server.model.wait_for_aborts(1, timeout=30)
     assert server.aborted_requests == [server.requests[0]]
 
 

@@ -23,8 +23,19 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def running_mcp(environ: Mapping[str, str]) -> ThreadedServer:
-    """``kora mcp``'s app for ``environ`` (settings as environment variables), to serve in-process."""
+    """``kora mcp``'s app for ``environ`` (settings as environment variables), to serve in-process. It answers
+    as soon as it is entered; its tool workers may still be starting (see :func:`wait_until_ready`)."""
     return ThreadedServer(create_app(load_mcp_settings(dict(environ))), name="kora-mcp", lifespan="on")
+
+
+def wait_until_ready(base_url: str, timeout: float = 60) -> None:
+    """Poll ``/ready`` until it answers 200 (every tool worker runs); ``RuntimeError`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if httpx.get(f"{base_url}/ready", timeout=5).status_code == 200:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"{base_url} did not become ready within {timeout:g} s")
 
 
 @asynccontextmanager
