@@ -21,6 +21,12 @@ Figures:
    the socket); CLOCK_MONOTONIC is one clock for all processes. Direct = client reading the model's stream;
    via agent = client reading the agent's stream of the same script. Added latency = via agent - direct.
 
+5. An agent offering the memory tools: start-up, RSS, CPU per text turn and per tool-calling turn (``save_memory``
+   runs in-process; two model requests).
+6. An agent with one MCP tool server (``kora mcp``, one inline tool): start-up, RSS, agent CPU per tool-calling
+   turn (one ``add`` call over Streamable HTTP, two model requests), the tool server's CPU shown apart.
+7. Tail latency: p50/p99 of text turns at concurrency 64, agent against the baseline proxy.
+
 Profile: a second agent process runs under cProfile, switched on (SIGUSR1) only for the measured turns and
 dumped (SIGUSR2); exclusive time is grouped by package, so the groups add up to the profiled CPU.
 """
@@ -52,7 +58,15 @@ CONCURRENCY = 16
 SESSIONS = 1000
 #: Load prompts and what the answer must contain: plain turns are answered by the first model request; for
 #: "tool-bench" turns the model calls save_memory first (stamping_model.py), so pydantic-ai's loop runs.
-EXPECTED = {"hello number": b"You said: hello number", "tool-bench": b"Saved."}
+EXPECTED = {"hello number": b"You said: hello number", "tool-bench": b"Saved.", "mcp-bench": b"Sum: 5"}
+#: The inline tool of the MCP-server phase (``kora mcp`` with MCP_TOOLS_STRING).
+MCP_TOOLS = '''
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+'''
+#: Concurrency of the tail-latency phase (text turns, agent against the baseline proxy).
+HIGH_CONCURRENCY = 64
 
 
 # --------------------------------------------------------------------------------------------------
@@ -201,12 +215,19 @@ class Server:
                 self.proc.wait()
 
 
-def run_load(port: int, turns: int, offset: int, watch: dict[str, int], prompt: str = "hello number") -> dict:
+def run_load(
+    port: int,
+    turns: int,
+    offset: int,
+    watch: dict[str, int],
+    prompt: str = "hello number",
+    concurrency: int = CONCURRENCY,
+) -> dict:
     """Drive ``turns`` chat turns from a load-generator subprocess; CPU seconds of each ``watch``ed pid."""
     before = {name: cpu_seconds(pid) for name, pid in watch.items()}
     argv = [sys.executable, __file__, "--loadgen", "--port", str(port), "--turns", str(turns)]
     out = subprocess.run(
-        [*argv, "--offset", str(offset), "--prompt", prompt],
+        [*argv, "--offset", str(offset), "--prompt", prompt, "--concurrency", str(concurrency)],
         check=True,
         capture_output=True,
         text=True,
@@ -467,6 +488,43 @@ def bench(quick: bool, profile: bool, profile_out: str | None = None) -> None:
         tooled_tools = run_load(tools_port, tool_turns // 2, 100, {"server": tooled.pid}, prompt="tool-bench")
         tooled.stop()
 
+        # 6. An agent with one MCP tool server (kora mcp, one inline tool): start-up, memory, and "mcp-bench"
+        #    turns (one call of `add` over Streamable HTTP, two model requests). The tool server's CPU is
+        #    shown apart from the agent's.
+        print("bench: agent with one MCP server: tool-calling turns ...", flush=True)
+        mcp_port, mcp_agent_port = free_port(), free_port()
+        mcp = Server(
+            [py, "-m", "kora.cli", "mcp", "--host", HOST, "--port", str(mcp_port)],
+            os.environ | {"MCP_TOOLS_STRING": MCP_TOOLS, "MCP_LOG_LEVEL": "WARNING"},
+            mcp_port,
+            "/ready",
+        )
+        servers.append(mcp)
+        mcp_start = mcp.start()
+        mcp_env = {"MCP_SERVERS": "calc", "MCP_SERVER_CALC_URL": f"http://{HOST}:{mcp_port}"}
+        mcp_agent = Server(
+            [py, "-m", "kora.cli", "agent"], agent_env(model_port, mcp_agent_port) | mcp_env, mcp_agent_port, "/ready"
+        )
+        servers.append(mcp_agent)
+        mcp_agent_start = mcp_agent.start()
+        mcp_agent_rss_ready = rss_mb(mcp_agent.pid)
+        run_load(mcp_agent_port, 100, 0, {}, prompt="mcp-bench")
+        mcp_turns = run_load(
+            mcp_agent_port, tool_turns // 2, 100, {"server": mcp_agent.pid, "tools": mcp.pid}, prompt="mcp-bench"
+        )
+        mcp_agent.stop()
+        mcp.stop()
+
+        # 7. Tail latency at concurrency 64: text turns on a fresh agent and on the baseline proxy, same run.
+        print(f"bench: tail latency at concurrency {HIGH_CONCURRENCY} ...", flush=True)
+        tail_turns = 2000 if quick else 8000
+        tail: dict[str, dict] = {}
+        for name, server in (("proxy", proxy), ("agent", agent)):
+            server.start()
+            run_load(server.port, 500, 0, {}, concurrency=HIGH_CONCURRENCY)
+            tail[name] = run_load(server.port, tail_turns, 500, {"server": server.pid}, concurrency=HIGH_CONCURRENCY)
+            server.stop()
+
         # Profile.
         profile_turns = 0
         profile_file = None
@@ -551,6 +609,23 @@ def bench(quick: bool, profile: bool, profile_out: str | None = None) -> None:
         ("  CPU per text turn (ms)", "", per_turn(tooled_text, "server"), "-", "{:.2f}"),
         ("  CPU per tool-calling turn, 2 requests (ms)", "", per_turn(tooled_tools, "server"), "-", "{:.2f}"),
         ("  tool-calling turns/s", "", tooled_tools["turns_per_s"], "-", "{:.0f}"),
+        ("Agent with one MCP server (kora mcp, 1 tool):", "", "", "", "{}"),
+        ("  start -> /ready (s; tool server's /health, /ready)", "<= 1.5", mcp_agent_start[1] or 0.0, "-", "{:.2f}"),
+        ("  kora mcp start -> /health, /ready (s)", "", f"{mcp_start[0]:.2f}, {mcp_start[1] or 0.0:.2f}", "-", "{}"),
+        ("  RSS when ready (MB)", "<= 110", mcp_agent_rss_ready, "-", "{:.1f}"),
+        ("  agent CPU per tool-calling turn (ms)", "<= 4", per_turn(mcp_turns, "server"), "-", "{:.2f}"),
+        ("  tool server CPU per turn (ms)", "", per_turn(mcp_turns, "tools"), "-", "{:.2f}"),
+        ("  tool-calling turns/s", "", mcp_turns["turns_per_s"], "-", "{:.0f}"),
+        (f"Text turns at concurrency {HIGH_CONCURRENCY}:", "", "", "", "{}"),
+        (
+            "  latency p50 / p99 (ms)",
+            "",
+            f"{tail['agent']['p50_ms']:.1f} / {tail['agent']['p99_ms']:.1f}",
+            f"{tail['proxy']['p50_ms']:.1f} / {tail['proxy']['p99_ms']:.1f}",
+            "{}",
+        ),
+        ("  p99 / floor's p99", "<= 2", tail["agent"]["p99_ms"] / tail["proxy"]["p99_ms"], 1.0, "{:.2f}"),
+        ("  server CPU per turn (ms)", "", per_turn(tail["agent"], "server"), per_turn(tail["proxy"], "server"), "{:.2f}"),
     ]
 
     def fmt(value: object, spec: str) -> str:

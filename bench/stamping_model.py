@@ -2,7 +2,8 @@
 
 Same app as ``kora model`` (uvloop, httptools, no access log) with extra rules: a prompt starting with
 ``stream-bench`` gets ``STREAM_CHUNKS`` chunks ``c00| ``, ``c01| ``... sent ``STREAM_DELAY`` seconds apart; one
-starting with ``tool-bench`` gets a ``save_memory`` call, then ``Saved.`` after the tool ran.
+starting with ``tool-bench`` gets a ``save_memory`` call, then ``Saved.`` after the tool ran; one starting with
+``mcp-bench`` gets a call of the MCP tool ``add(a=2, b=3)``, then ``Sum: 5``.
 An ASGI wrapper records ``time.monotonic()`` right after each response body piece carrying a ``cNN|`` marker
 was handed to the socket. ``GET /_bench/sends`` returns ``{"NN": t}`` for the markers sent since the last
 call (and clears them). CLOCK_MONOTONIC is system-wide on Linux, so these times compare directly with the
@@ -33,6 +34,11 @@ rules = load_script(
         {
             "when": {"user_matches": "^tool-bench", "tool_available": "save_memory"},
             "reply": {"kind": "tool_calls", "calls": [{"name": "save_memory", "arguments": {"content": "{user}"}}]},
+        },
+        {"when": {"user_matches": "^mcp-bench", "after_tool": True}, "reply": "Sum: {tool_result}"},
+        {
+            "when": {"user_matches": "^mcp-bench", "tool_available": "add"},
+            "reply": {"kind": "tool_calls", "calls": [{"name": "add", "arguments": {"a": 2, "b": 3}}]},
         },
         {
             "when": {"user_matches": "^stream-bench"},

@@ -9,6 +9,7 @@ stays light enough for ``/health`` to answer before those libraries load.
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import logging
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,11 @@ class AgentState:
             runtime: AgentRuntime = module.AgentRuntime(self.settings, self.memory)
             await runtime.start()
             self.runtime = runtime
+            # What start-up built (pydantic-ai, schemas, toolsets) lives as long as the process. Frozen, it is no
+            # longer walked by every full collection: under load those ran every ~0.5 s for 40-110 ms and freed
+            # nothing (bench_agent.py: p99 at concurrency 16 fell from ~65 to ~12 ms, CPU per turn by ~0.08 ms).
+            gc.collect()
+            gc.freeze()
         except Exception as error:  # reported on /ready and to every request instead of crashing the server
             log.exception("agent runtime failed to start")
             self.startup_error = f"{type(error).__name__}: {error}"
