@@ -24,7 +24,9 @@ Figures:
 5. An agent offering the memory tools: start-up, RSS, CPU per text turn and per tool-calling turn (``save_memory``
    runs in-process; two model requests).
 6. An agent with one MCP tool server (``kora mcp``, one inline tool): start-up, RSS, agent CPU per tool-calling
-   turn (one ``add`` call over Streamable HTTP, two model requests), the tool server's CPU shown apart.
+   turn (one ``add`` call over Streamable HTTP, two model requests), the tool server's CPU shown apart; its
+   baseline is ``bench/pydantic_ai_floor.py``, a bare pydantic-ai ``Agent.run`` server with the same toolset (the
+   floor: pydantic-ai's and the MCP SDK's own cost of the same turn, with no sessions, memory or events).
 7. Tail latency: p50/p99 of text turns at concurrency 64, agent against the baseline proxy.
 
 Profile: a second agent process runs under cProfile, switched on (SIGUSR1) only for the measured turns and
@@ -513,6 +515,26 @@ def bench(quick: bool, profile: bool, profile_out: str | None = None) -> None:
             mcp_agent_port, tool_turns // 2, 100, {"server": mcp_agent.pid, "tools": mcp.pid}, prompt="mcp-bench"
         )
         mcp_agent.stop()
+        floor_port = free_port()
+        floor = Server(
+            [py, str(HERE / "pydantic_ai_floor.py")],
+            os.environ
+            | {
+                "MODEL_API_URL": f"http://{HOST}:{model_port}/v1",
+                "MCP_URL": f"http://{HOST}:{mcp_port}/mcp",
+                "FLOOR_PORT": str(floor_port),
+            },
+            floor_port,
+            None,
+        )
+        servers.append(floor)
+        floor.start()
+        floor_rss_ready = rss_mb(floor.pid)
+        run_load(floor_port, 100, 0, {}, prompt="mcp-bench")
+        floor_turns = run_load(
+            floor_port, tool_turns // 2, 100, {"server": floor.pid, "tools": mcp.pid}, prompt="mcp-bench"
+        )
+        floor.stop()
         mcp.stop()
 
         # 7. Tail latency at concurrency 64: text turns on a fresh agent and on the baseline proxy, same run.
@@ -609,13 +631,19 @@ def bench(quick: bool, profile: bool, profile_out: str | None = None) -> None:
         ("  CPU per text turn (ms)", "", per_turn(tooled_text, "server"), "-", "{:.2f}"),
         ("  CPU per tool-calling turn, 2 requests (ms)", "", per_turn(tooled_tools, "server"), "-", "{:.2f}"),
         ("  tool-calling turns/s", "", tooled_tools["turns_per_s"], "-", "{:.0f}"),
-        ("Agent with one MCP server (kora mcp, 1 tool):", "", "", "", "{}"),
-        ("  start -> /ready (s; tool server's /health, /ready)", "<= 1.5", mcp_agent_start[1] or 0.0, "-", "{:.2f}"),
+        ("Agent with one MCP server (kora mcp, 1 tool); baseline: pydantic-ai floor", "", "", "", "{}"),
+        ("  start -> /ready (s)", "<= 1.5", mcp_agent_start[1] or 0.0, "-", "{:.2f}"),
         ("  kora mcp start -> /health, /ready (s)", "", f"{mcp_start[0]:.2f}, {mcp_start[1] or 0.0:.2f}", "-", "{}"),
-        ("  RSS when ready (MB)", "<= 110", mcp_agent_rss_ready, "-", "{:.1f}"),
-        ("  agent CPU per tool-calling turn (ms)", "<= 4", per_turn(mcp_turns, "server"), "-", "{:.2f}"),
-        ("  tool server CPU per turn (ms)", "", per_turn(mcp_turns, "tools"), "-", "{:.2f}"),
-        ("  tool-calling turns/s", "", mcp_turns["turns_per_s"], "-", "{:.0f}"),
+        ("  RSS when ready (MB)", "<= 110", mcp_agent_rss_ready, floor_rss_ready, "{:.1f}"),
+        (
+            "  server CPU per tool-calling turn (ms)",
+            "<= 4",
+            per_turn(mcp_turns, "server"),
+            per_turn(floor_turns, "server"),
+            "{:.2f}",
+        ),
+        ("  tool server CPU per turn (ms)", "", per_turn(mcp_turns, "tools"), per_turn(floor_turns, "tools"), "{:.2f}"),
+        ("  tool-calling turns/s", "", mcp_turns["turns_per_s"], floor_turns["turns_per_s"], "{:.0f}"),
         (f"Text turns at concurrency {HIGH_CONCURRENCY}:", "", "", "", "{}"),
         (
             "  latency p50 / p99 (ms)",
@@ -625,7 +653,13 @@ def bench(quick: bool, profile: bool, profile_out: str | None = None) -> None:
             "{}",
         ),
         ("  p99 / floor's p99", "<= 2", tail["agent"]["p99_ms"] / tail["proxy"]["p99_ms"], 1.0, "{:.2f}"),
-        ("  server CPU per turn (ms)", "", per_turn(tail["agent"], "server"), per_turn(tail["proxy"], "server"), "{:.2f}"),
+        (
+            "  server CPU per turn (ms)",
+            "",
+            per_turn(tail["agent"], "server"),
+            per_turn(tail["proxy"], "server"),
+            "{:.2f}",
+        ),
     ]
 
     def fmt(value: object, spec: str) -> str:
