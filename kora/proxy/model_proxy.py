@@ -16,7 +16,6 @@ backend does not take every agent out of rotation). Exit codes: 0 after SIGINT/S
 # No ``from __future__ import annotations`` here: Typer reads the option annotations at run time, and they
 # name ``typer``, which ``cli`` imports (the gateway tests import this module for create_proxy_app alone).
 import os
-import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -31,7 +30,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from kora.core import env as names
-from kora.core.command import run_command
+from kora.core.command import run_command, serve_until_stopped
 from kora.core.openai_wire import model_list_body
 from kora.proxy.forward import forward
 
@@ -130,8 +129,6 @@ def create_proxy_app(settings: ProxySettings) -> Starlette:
 
 def _serve(host: str, port: int) -> int:
     """Serve the proxy on ``host:port`` until SIGINT/SIGTERM; 0, or 2 after saying what is wrong."""
-    import uvicorn
-
     from kora.core.net import bind_socket
 
     try:
@@ -141,11 +138,7 @@ def _serve(host: str, port: int) -> int:
         print(f"kora model-proxy: {error}", file=sys.stderr)
         return 2
     print(f"kora model-proxy: forwarding /v1 to {settings.api_base} on port {sock.getsockname()[1]}", flush=True)
-    config = uvicorn.Config(create_proxy_app(settings), log_level="warning", access_log=False, lifespan="on")
-    # uvicorn re-raises the stop signal under the handlers installed before it; no-ops make it a clean exit.
-    for stop_signal in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(stop_signal, lambda signum, frame: None)
-    uvicorn.Server(config).run(sockets=[sock])
+    serve_until_stopped(create_proxy_app(settings), sock, lifespan="on")
     return 0
 
 

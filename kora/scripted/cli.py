@@ -9,19 +9,16 @@ Prints one line on start-up saying that this is a scripted offline model and the
 
 # No ``from __future__ import annotations`` here: Typer reads the option annotations at run time, and
 # they name ``typer``, which is imported inside ``cli`` to keep ``kora --help`` fast.
-import signal
 import sys
 from pathlib import Path
 from typing import Annotated
 
-from kora.core.command import run_command
+from kora.core.command import run_command, serve_until_stopped
 
 __all__ = ["cli"]
 
 
 def _serve(host: str, port: int, script: Path | None, model_name: str, max_recorded: int) -> int:
-    import uvicorn
-
     from kora.core.net import bind_socket
     from kora.scripted.model import ScriptedModel, ScriptError, create_app, load_script_file
 
@@ -43,13 +40,7 @@ def _serve(host: str, port: int, script: Path | None, model_name: str, max_recor
         f"listening on http://{shown_host}:{bound_port}/v1",
         flush=True,
     )
-    # Access logs cost more CPU than answering; the benchmark drives ~1000 requests per second.
-    config = uvicorn.Config(create_app(model), log_level="warning", access_log=False, lifespan="off")
-    # uvicorn stops gracefully on SIGINT/SIGTERM and then re-raises the signal under the handlers that
-    # were installed before it ran; no-op handlers make that a clean exit with status 0.
-    for stop_signal in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(stop_signal, lambda signum, frame: None)
-    uvicorn.Server(config).run(sockets=[sock])
+    serve_until_stopped(create_app(model), sock, lifespan="off")
     return 0
 
 
