@@ -4,10 +4,9 @@
 with the routes of each group of endpoints (``kora.agent.routes``): ``POST /v1/chat/completions``,
 ``GET /tools``, ``GET /memory/events`` and ``/memory/sessions``, ``GET /health`` and ``/ready``, and A2A (the
 card at ``GET /.well-known/agent.json`` and JSON-RPC 2.0 on ``POST /``, see ``kora.agent.a2a``). The runtime
-(``kora.agent.runtime``; for agents that offer tools also the agentic loop, ~1 s of imports) starts in the
-background after start-up, so ``/health`` answers within a second; ``/ready`` says not-ready, with reasons,
-until the runtime has started and every configured tool server can be listed. Requests that need the runtime
-wait for it.
+(``kora.agent.runtime``, which brings pydantic-ai: ~0.5 s of imports) starts in the background after
+start-up, so ``/health`` answers within a second; ``/ready`` says not-ready, with reasons, until the runtime
+has started and every configured tool server can be listed. Requests that need the runtime wait for it.
 
 Errors on ``/v1`` use OpenAI's body ``{"error": {"message", "type", "code"}}``: 400 for a bad request,
 502 when the model API fails, 504 when it times out, 503 while the agent is still starting; never a bare 500

@@ -60,7 +60,14 @@ from pydantic_ai.usage import RequestUsage
 
 from kora.agent.model_client import ModelClient
 from kora.core.errors import RequestError
-from kora.core.openai_wire import ChatCompletionChunk, JSONObject, ModelAnswer, function_tool, request_body
+from kora.core.openai_wire import (
+    ChatCompletionChunk,
+    JSONObject,
+    ModelAnswer,
+    function_tool,
+    request_body,
+    tool_call_body,
+)
 
 #: OpenAI ``finish_reason`` -> pydantic-ai's (the one place it is mapped).
 FINISH_REASONS: dict[str, FinishReason] = {
@@ -298,13 +305,7 @@ def _assistant_message(response: ModelResponse) -> JSONObject | None:
         if isinstance(part, TextPart):
             texts.append(part.content)
         elif isinstance(part, ToolCallPart):
-            calls.append(
-                {
-                    "id": part.tool_call_id,
-                    "type": "function",
-                    "function": {"name": part.tool_name, "arguments": part.args_as_json_str()},
-                }
-            )
+            calls.append(tool_call_body(part.tool_call_id, part.tool_name, part.args_as_json_str()))
         else:
             raise RequestError(f"A {type(part).__name__} cannot be sent to an OpenAI chat model.")
     if not calls and not texts:

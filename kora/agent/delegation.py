@@ -24,7 +24,13 @@ from a2a.types.a2a_pb2 import Message, Role, SendMessageRequest, Task, TaskState
 from pydantic_ai import FunctionToolset, RunContext, Tool
 
 from kora.agent.turn import TurnDeps
-from kora.core.protocol import DELEGATED_BY_HEADER, DELEGATED_BY_METADATA, DELEGATION_TOOL_PREFIX, SESSION_HEADER
+from kora.core.protocol import (
+    DELEGATED_BY_HEADER,
+    DELEGATED_BY_METADATA,
+    DELEGATION_TASK_ARG,
+    DELEGATION_TOOL_PREFIX,
+    SESSION_HEADER,
+)
 
 
 def delegation_tool_name(agent: str) -> str:
@@ -56,8 +62,8 @@ class Delegation:
     def _tool(self, name: str) -> Tool[TurnDeps]:
         schema = {
             "type": "object",
-            "properties": {"task": {"type": "string", "description": "The complete task for the agent."}},
-            "required": ["task"],
+            "properties": {DELEGATION_TASK_ARG: {"type": "string", "description": "The complete task for the agent."}},
+            "required": [DELEGATION_TASK_ARG],
             "additionalProperties": False,
         }
 

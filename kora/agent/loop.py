@@ -95,7 +95,6 @@ class AgenticLoop:
 
     def __init__(self, settings: AgentSettings, memory: Memory, model: KoraChatModel) -> None:
         self.settings = settings
-        self.model = model
         self._http = httpx.AsyncClient(timeout=settings.delegation_timeout_seconds)
         self.delegation = Delegation(
             settings.agent_name, settings.sub_agent_urls, settings.delegation_timeout_seconds, self._http

@@ -6,7 +6,9 @@ themselves are :mod:`kora.core.openai_wire`'s. Pure functions, no I/O.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -29,6 +31,13 @@ class ParsedChat:
     system: str = ""
 
 
+def invalid_request_message(errors: Sequence[Mapping[str, Any]]) -> str:
+    """``Invalid request: <dotted location>: <message>`` for the first of pydantic's validation ``errors``."""
+    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    where = ".".join(str(part) for part in first["loc"])
+    return f"Invalid request: {where}: {first['msg']}"
+
+
 def parse_chat_request(raw: bytes) -> ParsedChat:
     """Parse and check a request body. Raises :class:`~kora.core.errors.RequestError` (400) for malformed JSON,
     missing or empty ``messages``, or no user message with text."""
@@ -43,9 +52,7 @@ def parse_chat_request(raw: bytes) -> ParsedChat:
     try:
         request = ChatRequest.model_validate(data)
     except ValidationError as error:
-        first = error.errors(include_url=False)[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise RequestError(f"Invalid request: {where}: {first['msg']}", code="invalid_request") from None
+        raise RequestError(invalid_request_message(error.errors(include_url=False))) from None
     last_user = max((i for i, m in enumerate(request.messages) if m.role == "user"), default=None)
     if last_user is None or not request.messages[last_user].text().strip():
         raise RequestError("The request has no user message with text content.", code="no_user_message")

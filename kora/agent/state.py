@@ -65,6 +65,8 @@ class AgentState:
         Raises :class:`~kora.core.errors.Unavailable` (503) with code ``starting`` when it is still loading
         after that, ``startup_failed`` when it could not start.
         """
+        if self.runtime is not None:  # every request after start-up: no timer, no task
+            return self.runtime
         try:
             await asyncio.wait_for(self._loaded.wait(), STARTUP_WAIT_SECONDS)
         except TimeoutError:

@@ -7,22 +7,23 @@ Each kind of error carries, as class attributes, how every boundary reports it:
   ``error_type`` of the ``error`` memory event a failed turn stores;
 * ``jsonrpc_code``: the JSON-RPC 2.0 error code on ``POST /``.
 
-An instance may narrow ``code`` (``RequestError("...", code="invalid_json")``). Boundaries map an error with
-one function each: :func:`kora.core.openai_wire.error_body` (``/v1``, used by the agent server),
-:func:`jsonrpc_error` (JSON-RPC) and :func:`tool_error_text` (what a tool returns to the model instead of
-raising, spec "Errors" item 1). The A2A layer (``kora.agent.a2a.legacy``) and the tools (delegation, memory
-tools) still write their own codes and ``Error:`` texts; moving them onto these two is the next step.
+An instance may narrow ``code`` (``RequestError("...", code="no_user_message")``). Boundaries map an error
+with one function each: :func:`kora.core.openai_wire.error_body` (``/v1``) and :func:`jsonrpc_error`
+(JSON-RPC on ``POST /``). Tools do not raise these: they return ``Error: ...`` text to the model (spec
+"Errors" item 1).
 
 ::
 
-    KoraError                     500 server_error      internal_error   -32603
-    ├── RequestError              400 invalid_request   invalid_request  -32602   the client's mistake
-    ├── Unavailable               503 server_error      unavailable      -32603   starting, failed to start
-    └── TurnError                 500 server_error      internal_error   -32603   a turn could not finish
-        ├── ModelError            502 server_error      model_error      -32603   the model API failed
-        │   └── ModelTimeout      504 timeout           model_timeout    -32603   ... or did not answer in time
-        ├── StepLimitReached      200 -                 step_limit       -        answered with finish_reason length
-        └── TurnCancelled         499 -                 cancelled        -        the client went away
+    KoraError                     500 server_error           internal_error       -32603
+    ├── RequestError              400 invalid_request_error  invalid_request      -32602   the client's mistake
+    │   ├── InvalidJSON           400 invalid_request_error  invalid_json         -32700   the body is not JSON
+    │   └── InvalidRPCRequest     400 invalid_request_error  invalid_rpc_request  -32600   a bad JSON-RPC envelope
+    ├── Unavailable               503 service_unavailable    unavailable          -32603   starting, failed to start
+    └── TurnError                 500 server_error           internal_error       -32603   a turn could not finish
+        ├── ModelError            502 server_error           model_error          -32603   the model API failed
+        │   └── ModelTimeout      504 timeout                model_timeout        -32603   ... or did not answer in time
+        ├── StepLimitReached      200 -                      step_limit           -        finish_reason length
+        └── TurnCancelled         499 -                      cancelled            -        the client went away
 
 Imports nothing but the standard library, so every layer may raise these.
 """
@@ -129,8 +130,3 @@ def internal_error(error: BaseException) -> KoraError:
 def jsonrpc_error(error: KoraError) -> dict[str, object]:
     """``error`` as a JSON-RPC 2.0 error object: ``{"code": int, "message": str, "data": {"type": code}}``."""
     return {"code": error.jsonrpc_code, "message": error.message, "data": {"type": error.code}}
-
-
-def tool_error_text(error: KoraError) -> str:
-    """``error`` as the text a tool returns to the model instead of raising: ``Error: <message>``."""
-    return f"Error: {error.message}"

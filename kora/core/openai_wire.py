@@ -3,9 +3,10 @@ service does", item 1).
 
 Every Kora surface that speaks or fronts the OpenAI API uses this module: the agent server's
 ``/v1/chat/completions`` (it reads :class:`ChatRequest` and writes :func:`completion_body` and
-:class:`ChunkWriter` chunks), the agent's model client (it writes :func:`request_body` and reads
-:class:`ChatCompletion` / :class:`ChatCompletionChunk` into a :class:`ModelAnswer`), the scripted model (it
-writes what the agent server writes), and the model proxy and local gateway (they write :func:`openai_error_body`).
+:class:`ChunkWriter` chunks), the agent's model adapter (:mod:`kora.agent.chat_model` writes
+:func:`request_body`; it and the model client read :class:`ChatCompletion` / :class:`ChatCompletionChunk`), the
+scripted model (it writes what the agent server writes), and the model proxy and local gateway (they write
+:func:`openai_error_body`).
 
 What is read is validated by pydantic models of the fields Kora uses: unknown fields are ignored (or kept, for
 requests) and ``null`` is accepted wherever OpenAI-compatible servers are seen to send it. What is written is

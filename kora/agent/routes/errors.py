@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from kora.agent.openai_api import invalid_request_message
 from kora.core.errors import KoraError, RequestError
 from kora.core.openai_wire import error_body, openai_error_body
 
@@ -42,9 +43,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
-        first = error.errors()[0] if error.errors() else {"loc": (), "msg": "invalid request"}
-        where = ".".join(str(part) for part in first["loc"])
-        message = f"Invalid request: {where}: {first['msg']}"
+        message = invalid_request_message(error.errors())
         if request.url.path.startswith("/v1"):
             return error_response(RequestError(message))
         return JSONResponse({"detail": message}, status_code=400)
