@@ -652,7 +652,7 @@ def bench(quick: bool, profile: bool, profile_out: str | None = None) -> None:
             f"{tail['proxy']['p50_ms']:.1f} / {tail['proxy']['p99_ms']:.1f}",
             "{}",
         ),
-        ("  p99 / floor's p99", "<= 2", tail["agent"]["p99_ms"] / tail["proxy"]["p99_ms"], 1.0, "{:.2f}"),
+        ("  p99 / proxy's p99", "<= 2", tail["agent"]["p99_ms"] / tail["proxy"]["p99_ms"], 1.0, "{:.2f}"),
         (
             "  server CPU per turn (ms)",
             "",

@@ -78,10 +78,14 @@ async def wait_up(url: str, process: subprocess.Popen[bytes]) -> None:
             if process.poll() is not None:
                 raise RuntimeError(f"server exited with {process.returncode}")
             try:
-                await http.post(url, json={})  # any answer means the server is listening
-                return
+                # kora mcp answers before its tool workers run: wait for /ready. The bare SDK server has no
+                # /ready (404), so for it any answer means it is listening.
+                ready = await http.get(url.removesuffix("/mcp") + "/ready")
+                if ready.status_code in {200, 404}:
+                    return
             except httpx.HTTPError:
-                await asyncio.sleep(0.1)
+                pass
+            await asyncio.sleep(0.1)
     raise RuntimeError("server did not start")
 
 

@@ -33,7 +33,9 @@ logger = logging.getLogger(__name__)
 WORKER_START_TIMEOUT_SECONDS = 30.0
 # The worker must import kora even when the server runs from a source checkout that is not installed.
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
-#: Seconds between attempts to replace a worker that failed to start.
+#: Seconds a call made before any worker has started waits for one, then fails with a "not ready" error.
+FIRST_WORKER_WAIT_SECONDS = 30.0
+#: Seconds between attempts to start a worker (first start or replacement) that failed to start.
 RESPAWN_DELAY_SECONDS = 1.0
 
 
@@ -160,9 +162,15 @@ class WorkerPool:
         Never raises for a tool's failure: an exception, a timeout or a crash come back as a
         ``CallOutcome`` with ``ok=False`` and an ``"Error: ..."`` text. Cancelling the caller kills the worker.
         """
+        not_ready = CallOutcome(ok=False, error="Error: the tool server is not ready (its workers are not running)")
         if self._idle is None or self._closed:
-            return CallOutcome(ok=False, error="Error: the tool server is not ready (its workers are not running)")
-        worker = await self._idle.get()
+            return not_ready
+        try:
+            # Busy workers free up by themselves; workers that have never started may never come (bounded).
+            wait = None if self.started else FIRST_WORKER_WAIT_SECONDS
+            worker = await asyncio.wait_for(self._idle.get(), wait)
+        except TimeoutError:
+            return not_ready
         healthy = False
         try:
             reply = await asyncio.wait_for(worker.request({"op": "call", "tool": tool, "args": args}), time_limit)

@@ -98,7 +98,7 @@ async def test_ready_names_an_unreachable_tool_server_and_recovers_when_it_comes
         # Bring a server up on the same port: the agent reconnects and becomes ready.
         import uvicorn
 
-        from tests.support.threaded import bind_socket
+        from kora.core.net import bind_socket
 
         port = int(url.rsplit(":", 1)[1])
         sock = bind_socket("127.0.0.1", port)

@@ -94,6 +94,7 @@ def test_prefix_is_stripped_and_method_body_query_kept(gateway):
 
 
 def test_streaming_passes_chunks_as_they_come(gateway):
+    SECOND_CHUNK_GATE.clear()
     received = b""
     with httpx.stream("GET", f"{gateway.root_url}/default/agent/a/stream", timeout=60) as response:
         assert response.headers["content-type"].startswith("text/event-stream")

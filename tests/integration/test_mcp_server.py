@@ -352,3 +352,19 @@ async def test_health_answers_while_the_workers_start_and_early_calls_wait_for_t
     assert waited, "a call made before any worker runs waits for one"
     assert text_of(result) == "pong"
     assert ready_after.status_code == 200
+
+
+async def test_a_call_while_no_worker_has_started_gives_up_with_an_error(tmp_path, monkeypatch):
+    gate = tmp_path / "gate"
+    gate.write_text("closed")
+    monkeypatch.setenv("GATE_FILE", str(gate))
+    monkeypatch.setenv("GATE_SERVER_PID", str(os.getpid()))
+    monkeypatch.setattr("kora.mcp.pool.FIRST_WORKER_WAIT_SECONDS", 0.3)
+    async with (
+        running_mcp({"MCP_TOOLS_STRING": GATED_TOOLS, "MCP_TOOL_WORKERS": "1"}) as running,
+        mcp_session(running.root_url + "/mcp") as session,
+    ):
+        result = await session.call_tool("ping", {})
+        gate.unlink()
+    assert result.is_error
+    assert text_of(result) == "Error: the tool server is not ready (its workers are not running)"

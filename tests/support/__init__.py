@@ -1,1 +1,2 @@
-"""Helpers shared by the test suites: running agents, MCP servers and A2A clients, model clients, strategies."""
+"""Helpers shared by the test suites: in-process servers (scripted model, agents, MCP servers), A2A clients,
+hypothesis strategies of conversations."""

@@ -48,6 +48,7 @@ class RunningAgent:
 
 
 def wait_until(predicate: Callable[[], bool], within: float = 10.0, message: str = "condition") -> None:
+    """Poll ``predicate`` every 20 ms until it is true; ``AssertionError`` naming ``message`` after ``within`` s."""
     deadline = time.monotonic() + within
     while not predicate():
         if time.monotonic() > deadline:

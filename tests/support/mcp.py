@@ -17,6 +17,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from kora.mcp.app import create_app
 from kora.mcp.settings import load_mcp_settings
+from tests.support.agent import wait_until
 from tests.support.threaded import ThreadedServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -29,13 +30,8 @@ def running_mcp(environ: Mapping[str, str]) -> ThreadedServer:
 
 
 def wait_until_ready(base_url: str, timeout: float = 60) -> None:
-    """Poll ``/ready`` until it answers 200 (every tool worker runs); ``RuntimeError`` after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if httpx.get(f"{base_url}/ready", timeout=5).status_code == 200:
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"{base_url} did not become ready within {timeout:g} s")
+    """Poll ``/ready`` until it answers 200 (every tool worker runs); ``AssertionError`` after ``timeout`` s."""
+    wait_until(lambda: httpx.get(f"{base_url}/ready", timeout=5).status_code == 200, timeout, f"{base_url} ready")
 
 
 @asynccontextmanager

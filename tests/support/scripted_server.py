@@ -17,7 +17,6 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kora.core.net import bind_socket
 from kora.scripted.model import DEFAULT_MODEL_NAME, ScriptedModel, create_app
 from kora.scripted.script import JSONObject, Reply, Rule
 from tests.support.threaded import ThreadedServer
@@ -26,7 +25,7 @@ if TYPE_CHECKING:  # imported lazily at run time: only tests that use them pay f
     import openai
     from pydantic_ai.models.openai import OpenAIChatModel
 
-__all__ = ["ScriptedModelServer", "bind_socket"]
+__all__ = ["ScriptedModelServer"]
 
 API_KEY = "scripted"  # any non-empty key: the scripted model does not check it
 

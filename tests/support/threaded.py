@@ -1,4 +1,4 @@
-"""Serving any ASGI app over real HTTP from a background thread, for tests and benchmarks.
+"""Serving any ASGI app over real HTTP from a background thread, for tests.
 
 :class:`ThreadedServer` runs uvicorn on ``127.0.0.1`` and a free port in a thread with its own event loop,
 so neither sync nor async tests block it. Use it as ``with`` or ``async with``; :attr:`root_url` is
