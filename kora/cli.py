@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "agent": ("kora.agent.server", "cli", "Run the agent server (configured from the environment)."),
     "model": ("kora.scripted.cli", "cli", "Run the scripted OpenAI-compatible model server (tests, offline demo)."),
     "mcp": ("kora.mcp.server", "cli", "Run the python-runtime MCP tool server."),
+    "memory": ("kora.memory.service.server", "cli", "Run the memory service (the MemoryStore workload)."),
     "model-proxy": ("kora.proxy.model_proxy", "cli", "Run a ModelAPI in Proxy mode (forwards /v1 to a backend)."),
     "model-hosted": ("kora.proxy.hosted", "cli", "ModelAPI Hosted mode (not supported: says what is missing)."),
     "up": ("kora.local.up", "cli", "Run manifests as local processes behind a local gateway."),

@@ -31,6 +31,8 @@ from pydantic.json_schema import JsonSchemaValue
 from kora.agent.settings import NAMED_VARIABLES, AgentSettings
 from kora.core.env import VariableDoc
 from kora.mcp.settings import McpSettings
+from kora.memory.service.settings import ENV_PREFIX as MEMORY_PREFIX
+from kora.memory.service.settings import MemoryServiceSettings
 from kora.proxy.model_proxy import VARIABLES as PROXY_VARIABLES
 
 #: The document this script maintains.
@@ -52,12 +54,14 @@ class Workload:
     block: str
     model: type[BaseModel] | None
     variables: tuple[VariableDoc, ...] = ()
+    prefix: str = ""
 
 
 WORKLOADS = (
     Workload("agent", AgentSettings, NAMED_VARIABLES),
     Workload("mcp", McpSettings),
     Workload("model-proxy", None, PROXY_VARIABLES),
+    Workload("memory", MemoryServiceSettings, prefix=MEMORY_PREFIX),
 )
 
 
@@ -111,8 +115,9 @@ def render_default(value: object) -> str:
     return f"`{value}`"
 
 
-def model_variables(model: type[BaseModel]) -> list[VariableDoc]:
-    """One :class:`VariableDoc` per field of ``model``'s JSON schema, in declaration order.
+def model_variables(model: type[BaseModel], prefix: str = "") -> list[VariableDoc]:
+    """One :class:`VariableDoc` per field of ``model``'s JSON schema, in declaration order; each variable is
+    ``prefix`` + the field's name in upper case.
 
     Fields marked ``SkipJsonSchema`` (values resolved by a loader, not read under their own names) are left
     out. Raises ``ValueError`` naming a field that has no description or a type :func:`render_type` cannot
@@ -132,7 +137,9 @@ def model_variables(model: type[BaseModel]) -> list[VariableDoc]:
             raise ValueError(f"{model.__name__}.{field}: {error}") from None
         is_required = field in required
         default = "" if is_required else render_default(prop.get("default"))
-        variables.append(VariableDoc(field.upper(), type_, description, default, "yes" if is_required else "no"))
+        variables.append(
+            VariableDoc(prefix + field.upper(), type_, description, default, "yes" if is_required else "no")
+        )
     return variables
 
 
@@ -152,7 +159,7 @@ def render_table(variables: Iterable[VariableDoc]) -> str:
 
 def render_workload(workload: Workload) -> str:
     """The table of one workload: its model's fields, then its other variables."""
-    fields = model_variables(workload.model) if workload.model is not None else []
+    fields = model_variables(workload.model, workload.prefix) if workload.model is not None else []
     return render_table([*fields, *workload.variables])
 
 

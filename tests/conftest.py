@@ -19,3 +19,20 @@ def turn_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     ``tests.support.agent`` pick it up."""
     monkeypatch.setitem(agent_support.DEFAULT_ENV, "AGENT_DIRECT_FIRST_REQUEST", str(request.param == "direct"))
     return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory):
+    """A real Postgres 18 with pgvector for the whole test session; its admin connection URI."""
+    from tests.support.memory import start_postgres
+
+    with start_postgres(tmp_path_factory.mktemp("postgres") / "pgdata") as uri:
+        yield uri
+
+
+@pytest.fixture
+def memory_db(postgres: str) -> str:
+    """An empty database of its own for one test; its connection URI."""
+    from tests.support.memory import fresh_database
+
+    return fresh_database(postgres)

@@ -17,7 +17,9 @@ with one function each: :func:`kora.core.openai_wire.error_body` (``/v1``) and :
     KoraError                     500 server_error           internal_error       -32603
     ├── RequestError              400 invalid_request_error  invalid_request      -32602   the client's mistake
     │   ├── InvalidJSON           400 invalid_request_error  invalid_json         -32700   the body is not JSON
-    │   └── InvalidRPCRequest     400 invalid_request_error  invalid_rpc_request  -32600   a bad JSON-RPC envelope
+    │   ├── InvalidRPCRequest     400 invalid_request_error  invalid_rpc_request  -32600   a bad JSON-RPC envelope
+    │   ├── Forbidden             403 permission_error       forbidden            -32602   beyond what it may read
+    │   └── NotFound              404 not_found_error        not_found            -32602   no such session
     ├── Unavailable               503 service_unavailable    unavailable          -32603   starting, failed to start
     └── TurnError                 500 server_error           internal_error       -32603   a turn could not finish
         ├── ModelError            502 server_error           model_error          -32603   the model API failed
@@ -69,6 +71,22 @@ class InvalidRPCRequest(RequestError):
 
     default_code = "invalid_rpc_request"
     jsonrpc_code = -32600
+
+
+class Forbidden(RequestError):
+    """The request asks for more than its caller may have, e.g. a memory scope above the store's ceiling (HTTP 403)."""
+
+    status = 403
+    openai_type = "permission_error"
+    default_code = "forbidden"
+
+
+class NotFound(RequestError):
+    """The request names something that does not exist, e.g. an unknown session (HTTP 404)."""
+
+    status = 404
+    openai_type = "not_found_error"
+    default_code = "not_found"
 
 
 class Unavailable(KoraError):

@@ -1,8 +1,15 @@
-"""Loopback sockets and ports, for the local runtime, the CLI servers, tests and benchmarks."""
+"""Loopback sockets and ports, for the local runtime, the CLI servers, tests and benchmarks; URL checks."""
 
 from __future__ import annotations
 
 import socket
+from urllib.parse import urlparse
+
+
+def is_http_url(value: str) -> bool:
+    """True when ``value`` is an absolute ``http``/``https`` URL with a host."""
+    parsed = urlparse(value)
+    return parsed.scheme in {"http", "https"} and bool(parsed.netloc)
 
 
 def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:

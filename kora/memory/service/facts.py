@@ -1,0 +1,240 @@
+"""Writing long-term facts without duplicates, and superseding contradicted ones (spec: "Memory tiers").
+
+A new fact is compared with the valid facts it would be recalled beside (the same user's across agents when the
+user is known, else the same session's):
+
+1. **Exact duplicate**: the same normalised text (case, spacing and final punctuation aside): skipped.
+2. **Near duplicate**: a fact with high cosine similarity (>= :data:`NEAR_COSINE`, when both have embeddings) *and*
+   a high share of the same words (Jaccard >= :data:`NEAR_OVERLAP`): skipped. Both are needed, so "lives in
+   Paris" and "lives in Lyon" (similar vectors, half their words differ) are two facts, not one.
+3. Otherwise the fact is stored (a ``created`` history row), and a conflict check may later **supersede** older
+   facts it contradicts (:func:`supersede`): they get ``invalidated_at`` and ``superseded_by``, recall skips them,
+   and a ``superseded`` history row records the old text, the new text and why. Nothing is deleted but by erasure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from pydantic import JsonValue
+
+from kora.memory.service.database import Conn
+from kora.memory.text import words
+from kora.memory.wire import Fact
+
+#: Cosine similarity above which two facts may be the same fact said twice.
+NEAR_COSINE = 0.9
+#: Share of shared words (Jaccard) above which two similar facts are the same fact said twice.
+NEAR_OVERLAP = 0.8
+#: Similar facts shown to the conflict check.
+CONFLICT_CANDIDATES = 5
+
+_SPACE = re.compile(r"\s+")
+_FACT_COLUMNS = (
+    "fact_id, body AS text, app_name, user_id, session_id, origin, attribution, source_event_ids, created_at, "
+    "invalidated_at, superseded_by"
+)
+
+
+def new_fact_id() -> str:
+    """A fresh fact id: ``fact_`` and 32 hex digits."""
+    return f"fact_{uuid.uuid4().hex}"
+
+
+def normalised(text: str) -> str:
+    """``text`` lower-cased, with runs of spaces made one and final punctuation and spaces dropped."""
+    return _SPACE.sub(" ", text.lower()).strip().rstrip(".!?;, ")
+
+
+def text_hash(text: str) -> str:
+    """SHA-256 of :func:`normalised` ``text`` (hex): equal for facts that differ only in case or punctuation."""
+    return hashlib.sha256(normalised(text).encode()).hexdigest()
+
+
+def overlap(a: str, b: str) -> float:
+    """Jaccard similarity of the word sets of ``a`` and ``b``, in ``[0, 1]``."""
+    wa, wb = words(a), words(b)
+    return len(wa & wb) / len(wa | wb) if wa or wb else 1.0
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Whose fact it is: the agent (``app_name``), the verified user (None: anonymous) and the session it came from."""
+
+    app_name: str
+    user_id: str | None
+    session_id: str | None
+
+    def dedupe_scope(self, alias: str = "f") -> tuple[str, dict[str, object]]:
+        """The facts a new fact of this owner is compared with: the user's (any agent), else the session's."""
+        if self.user_id is not None:
+            return f"{alias}.user_id = %(o_user)s", {"o_user": self.user_id}
+        return (
+            f"{alias}.user_id IS NULL AND {alias}.app_name = %(o_app)s AND {alias}.session_id = %(o_session)s",
+            {"o_app": self.app_name, "o_session": self.session_id},
+        )
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """``fact_id`` of the stored fact (``stored``) or of the fact it duplicates (``duplicate``)."""
+
+    fact_id: str
+    status: str
+
+
+async def write_fact(
+    conn: Conn,
+    text: str,
+    owner: Owner,
+    origin: str,
+    embedding: list[float] | None,
+    attribution: dict[str, JsonValue] | None = None,
+    source_event_ids: Sequence[str] = (),
+) -> WriteResult:
+    """Store ``text`` as a fact of ``owner`` unless it duplicates a valid one (see the module docstring)."""
+    condition, params = owner.dedupe_scope()
+    digest = text_hash(text)
+    cur = await conn.execute(
+        f"SELECT f.fact_id FROM facts f WHERE f.invalidated_at IS NULL AND f.body_hash = %(hash)s AND {condition} "
+        f"LIMIT 1",
+        params | {"hash": digest},
+    )
+    if (row := await cur.fetchone()) is not None:
+        return WriteResult(str(row[0]), "duplicate")
+    for candidate in await similar_facts(conn, text, owner, embedding, exclude=None):
+        close_enough = candidate.cosine is None or candidate.cosine >= NEAR_COSINE
+        if close_enough and overlap(text, candidate.text) >= NEAR_OVERLAP:
+            return WriteResult(candidate.fact_id, "duplicate")
+    fact_id = new_fact_id()
+    await conn.execute(
+        "INSERT INTO facts (fact_id, body, body_hash, app_name, user_id, session_id, origin, attribution, "
+        "source_event_ids, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        (
+            fact_id,
+            text,
+            digest,
+            owner.app_name,
+            owner.user_id,
+            owner.session_id,
+            origin,
+            Jsonb(attribution or {}),
+            list(source_event_ids),
+            embedding,
+        ),
+    )
+    await conn.execute(
+        "INSERT INTO fact_history (fact_id, action, new_text, reason, app_name, user_id, session_id) "
+        "VALUES (%s, 'created', %s, %s, %s, %s, %s)",
+        (fact_id, text, origin, owner.app_name, owner.user_id, owner.session_id),
+    )
+    return WriteResult(fact_id, "stored")
+
+
+@dataclass(frozen=True)
+class Similar:
+    """A valid fact like another: its id, text and cosine similarity (None when either side has no embedding)."""
+
+    fact_id: str
+    text: str
+    cosine: float | None
+
+
+async def similar_facts(
+    conn: Conn, text: str, owner: Owner, embedding: list[float] | None, exclude: str | None
+) -> list[Similar]:
+    """Up to :data:`CONFLICT_CANDIDATES` valid facts of ``owner``'s dedupe scope most like ``text``: nearest by
+    embedding when there is one, else sharing the most words (full text)."""
+    condition, params = owner.dedupe_scope()
+    params |= {"exclude": exclude, "limit": CONFLICT_CANDIDATES, "emb": embedding}
+    if embedding is not None:
+        statement = (
+            f"SELECT f.fact_id, f.body, 1 - (f.embedding <=> %(emb)s::vector) AS cosine FROM facts f "
+            f"WHERE f.invalidated_at IS NULL AND f.embedding IS NOT NULL AND {condition} "
+            f"AND f.fact_id IS DISTINCT FROM %(exclude)s ORDER BY f.embedding <=> %(emb)s::vector LIMIT %(limit)s"
+        )
+    else:
+        params["q"] = " or ".join(words(text))
+        statement = (
+            f"SELECT f.fact_id, f.body, NULL::float8 AS cosine FROM facts f "
+            f"WHERE f.invalidated_at IS NULL AND {condition} AND f.fact_id IS DISTINCT FROM %(exclude)s "
+            f"AND f.search @@ websearch_to_tsquery('english', %(q)s) "
+            f"ORDER BY ts_rank_cd(f.search, websearch_to_tsquery('english', %(q)s)) DESC LIMIT %(limit)s"
+        )
+    cur = await conn.execute(statement, params)
+    return [
+        Similar(str(row[0]), str(row[1]), None if row[2] is None else float(str(row[2])))
+        for row in await cur.fetchall()
+    ]
+
+
+async def supersede(conn: Conn, old_fact_ids: Sequence[str], new_fact_id: str, reason: str) -> int:
+    """Mark the valid facts ``old_fact_ids`` superseded by ``new_fact_id`` (with history rows); how many were."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            "UPDATE facts SET invalidated_at = now(), superseded_by = %s "
+            "WHERE fact_id = ANY(%s) AND invalidated_at IS NULL AND fact_id <> %s "
+            "RETURNING fact_id, body, app_name, user_id, session_id",
+            (new_fact_id, list(old_fact_ids), new_fact_id),
+        )
+        superseded = await cur.fetchall()
+        new_row = await (await cur.execute("SELECT body FROM facts WHERE fact_id = %s", (new_fact_id,))).fetchone()
+    new_text = None if new_row is None else str(new_row["body"])
+    for row in superseded:
+        await conn.execute(
+            "INSERT INTO fact_history (fact_id, action, old_text, new_text, new_fact_id, reason, app_name, user_id, "
+            "session_id) VALUES (%s, 'superseded', %s, %s, %s, %s, %s, %s, %s)",
+            (
+                row["fact_id"],
+                row["body"],
+                new_text,
+                new_fact_id,
+                reason,
+                row["app_name"],
+                row["user_id"],
+                row["session_id"],
+            ),
+        )
+    return len(superseded)
+
+
+async def list_facts(
+    conn: Conn,
+    condition: str,
+    params: dict[str, object],
+    include_invalid: bool,
+    limit: int,
+) -> list[Fact]:
+    """Facts matching ``condition`` (a scope filter on alias ``f``), newest first."""
+    validity = "" if include_invalid else "AND f.invalidated_at IS NULL"
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            f"SELECT {_FACT_COLUMNS} FROM facts f WHERE {condition} {validity} "
+            f"ORDER BY created_at DESC LIMIT %(limit)s",
+            params | {"limit": limit},
+        )
+        return [Fact.model_validate(row) for row in await cur.fetchall()]
+
+
+async def fact_owner(conn: Conn, fact_id: str) -> tuple[Owner, str, list[float] | None] | None:
+    """The owner, text and embedding of a valid fact, or None when it is gone or superseded."""
+    cur = await conn.execute(
+        "SELECT app_name, user_id, session_id, body, embedding FROM facts "
+        "WHERE fact_id = %s AND invalidated_at IS NULL",
+        (fact_id,),
+    )
+    row = await cur.fetchone()
+    if row is None:
+        return None
+    embedding = None if row[4] is None else [float(x) for x in row[4].to_list()]
+    return (
+        Owner(str(row[0]), None if row[1] is None else str(row[1]), None if row[2] is None else str(row[2])),
+        str(row[3]),
+        embedding,
+    )

@@ -1,0 +1,197 @@
+"""The memory service's database schema and its versioned migrations (one SQL code path for both storage modes).
+
+:func:`migrate` brings any Postgres with the ``vector`` extension to :data:`SCHEMA_VERSION`, holding an advisory
+lock so that replicas starting together migrate once. Each migration runs in its own transaction and is recorded
+in ``kora_schema_version``; a database newer than this build is refused rather than guessed at.
+
+Tables: ``sessions`` (a session id is the client's, unique per agent (``app_name``), so sessions have a surrogate
+key ``sid``; owner: ``app_name`` and, when verified, ``user_id``), ``events`` (verbatim, with a plain-text
+``body`` and its token estimate, full-text indexed), ``summaries`` (rolling summaries, versioned per session),
+``facts`` (long-term facts with their embedding, full-text indexed, superseded facts kept with
+``invalidated_at``), ``fact_history`` (created / superseded rows: old text, new text and why), ``jobs`` (the
+durable background queue) and ``store_meta`` (the embedding dimension in use).
+
+The vector column's dimension follows the embedding model (:func:`ensure_embedding_dimension`); until one is known
+the column has no dimension and no vector index.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from psycopg import AsyncConnection, sql
+from psycopg.rows import TupleRow
+
+log = logging.getLogger("kora.memory")
+
+#: An arbitrary constant: the advisory lock that serialises migrations across replicas.
+_MIGRATION_LOCK = 7_301_551_017
+
+_V1 = """
+CREATE EXTENSION IF NOT EXISTS vector;
+
+CREATE TABLE sessions (
+    sid bigserial PRIMARY KEY,
+    session_id text NOT NULL,
+    app_name text NOT NULL,
+    user_id text,
+    rolling_summary boolean NOT NULL DEFAULT false,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    event_count integer NOT NULL DEFAULT 0,
+    UNIQUE (app_name, session_id)
+);
+CREATE INDEX sessions_id ON sessions (session_id);
+CREATE INDEX sessions_app ON sessions (app_name, created_at);
+CREATE INDEX sessions_user ON sessions (user_id) WHERE user_id IS NOT NULL;
+
+CREATE TABLE events (
+    seq bigserial PRIMARY KEY,
+    event_id text NOT NULL,
+    sid bigint NOT NULL REFERENCES sessions ON DELETE CASCADE,
+    event_type text NOT NULL,
+    ts timestamptz NOT NULL,
+    content jsonb,
+    metadata jsonb NOT NULL DEFAULT '{}',
+    body text NOT NULL,
+    tokens integer NOT NULL,
+    search tsvector GENERATED ALWAYS AS (to_tsvector('english', body)) STORED,
+    UNIQUE (sid, event_id)
+);
+CREATE INDEX events_session ON events (sid, seq);
+CREATE INDEX events_search ON events USING gin (search);
+
+CREATE TABLE summaries (
+    sid bigint NOT NULL REFERENCES sessions ON DELETE CASCADE,
+    version integer NOT NULL,
+    body text NOT NULL,
+    through_seq bigint NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (sid, version)
+);
+
+CREATE TABLE facts (
+    fact_id text PRIMARY KEY,
+    body text NOT NULL,
+    body_hash text NOT NULL,
+    app_name text NOT NULL,
+    user_id text,
+    session_id text,
+    origin text NOT NULL,
+    attribution jsonb NOT NULL DEFAULT '{}',
+    source_event_ids text[] NOT NULL DEFAULT '{}',
+    created_at timestamptz NOT NULL DEFAULT now(),
+    invalidated_at timestamptz,
+    superseded_by text,
+    embedding vector,
+    search tsvector GENERATED ALWAYS AS (to_tsvector('english', body)) STORED
+);
+CREATE INDEX facts_user ON facts (user_id, app_name) WHERE invalidated_at IS NULL;
+CREATE INDEX facts_session ON facts (session_id, app_name);
+CREATE INDEX facts_hash ON facts (body_hash);
+CREATE INDEX facts_search ON facts USING gin (search);
+
+CREATE TABLE fact_history (
+    id bigserial PRIMARY KEY,
+    fact_id text NOT NULL,
+    action text NOT NULL,
+    old_text text,
+    new_text text,
+    new_fact_id text,
+    reason text NOT NULL,
+    app_name text NOT NULL,
+    user_id text,
+    session_id text,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX fact_history_fact ON fact_history (fact_id);
+CREATE INDEX fact_history_user ON fact_history (user_id);
+CREATE INDEX fact_history_session ON fact_history (session_id);
+
+CREATE TABLE jobs (
+    id bigserial PRIMARY KEY,
+    kind text NOT NULL,
+    sid bigint NOT NULL REFERENCES sessions ON DELETE CASCADE,
+    payload jsonb NOT NULL DEFAULT '{}',
+    status text NOT NULL DEFAULT 'queued',
+    attempts integer NOT NULL DEFAULT 0,
+    run_after timestamptz NOT NULL DEFAULT now(),
+    last_error text,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX jobs_queued ON jobs (run_after, id) WHERE status = 'queued';
+CREATE INDEX jobs_session ON jobs (sid);
+
+CREATE TABLE store_meta (key text PRIMARY KEY, value text NOT NULL);
+"""
+
+#: Migrations in order: ``MIGRATIONS[i]`` brings the schema from version ``i`` to ``i + 1``.
+MIGRATIONS: tuple[str, ...] = (_V1,)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class SchemaTooNew(RuntimeError):
+    """The database was migrated by a newer Kora than this one; refusing to run against it."""
+
+
+async def migrate(conn: AsyncConnection[TupleRow]) -> int:
+    """Apply the migrations ``conn``'s database lacks; returns the version it was at before.
+
+    ``conn`` must be in autocommit mode. Raises :class:`SchemaTooNew` when the database is ahead of this build,
+    and psycopg's errors when the database refuses (e.g. no ``vector`` extension available).
+    """
+    await conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+    try:
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS kora_schema_version "
+            "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        row = await (await conn.execute("SELECT coalesce(max(version), 0) FROM kora_schema_version")).fetchone()
+        current = int(row[0]) if row else 0
+        if current > SCHEMA_VERSION:
+            raise SchemaTooNew(
+                f"the memory database is at schema version {current}, newer than this build's {SCHEMA_VERSION}"
+            )
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            async with conn.transaction():
+                await conn.execute(sql.SQL(MIGRATIONS[version - 1]))
+                await conn.execute("INSERT INTO kora_schema_version (version) VALUES (%s)", (version,))
+            log.info("memory schema migrated to version %d", version)
+        return current
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+
+
+async def embedding_dimension(conn: AsyncConnection[TupleRow]) -> int | None:
+    """The dimension of ``facts.embedding`` now, None while it has none."""
+    row = await (await conn.execute("SELECT value FROM store_meta WHERE key = 'embedding_dimension'")).fetchone()
+    return int(str(row[0])) if row else None
+
+
+async def ensure_embedding_dimension(conn: AsyncConnection[TupleRow], dimension: int) -> bool:
+    """Make ``facts.embedding`` a ``vector(dimension)`` with an HNSW cosine index; True when it changed.
+
+    When the embedding model changed dimension, the embeddings of the old model cannot be compared with new ones:
+    they are cleared (those facts are then recalled by full text only) and the index is rebuilt. Runs under the
+    migration lock, so replicas agree.
+    """
+    await conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+    try:
+        if await embedding_dimension(conn) == dimension:
+            return False
+        async with conn.transaction():
+            await conn.execute("DROP INDEX IF EXISTS facts_embedding")
+            await conn.execute("UPDATE facts SET embedding = NULL WHERE embedding IS NOT NULL")
+            await conn.execute(
+                sql.SQL("ALTER TABLE facts ALTER COLUMN embedding TYPE vector({})").format(sql.Literal(dimension))
+            )
+            await conn.execute("CREATE INDEX facts_embedding ON facts USING hnsw (embedding vector_cosine_ops)")
+            await conn.execute(
+                "INSERT INTO store_meta (key, value) VALUES ('embedding_dimension', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(dimension),),
+            )
+        log.info("fact embeddings are now %d-dimensional", dimension)
+        return True
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))

@@ -1,0 +1,148 @@
+"""The memory service's process state: its database, its model clients and its background workers.
+
+:class:`MemoryService` starts in the background of the app's lifespan (``/health`` answers at once; ``/ready``
+says what is still missing), and every route reaches the database through it. Spec: the MemoryStore paragraph,
+"Memory tiers (RemoteMemory)".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from kora.core.errors import Unavailable
+from kora.memory.service import jobs
+from kora.memory.service.database import Database
+from kora.memory.service.models import InvalidAnswer, ModelClient, ModelUnreachable
+from kora.memory.service.schema import ensure_embedding_dimension
+from kora.memory.service.settings import MemoryServiceSettings
+
+log = logging.getLogger("kora.memory")
+
+#: Seconds a request waits for the database to open at start-up before answering 503.
+STARTUP_WAIT_SECONDS = 30.0
+
+
+class MemoryService:
+    """Create, ``await start()`` (or run it as a background task), serve, ``await close()``."""
+
+    def __init__(self, settings: MemoryServiceSettings) -> None:
+        self.settings = settings
+        self.db = Database(settings)
+        self.summary = (
+            ModelClient(settings.summary_model_api_url, settings.summary_model, settings.model_api_key)
+            if settings.has_summary_model
+            else None
+        )
+        self.embedder = (
+            ModelClient(settings.embedding_model_api_url, settings.embedding_model, settings.model_api_key)
+            if settings.has_embedding_model
+            else None
+        )
+        self.startup_error: str | None = None
+        self.embedding_problem: str | None = None
+        self._dimension: int | None = None
+        self._started = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._workers: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        """Open (and migrate) the database, learn the embedding dimension, start the workers. Never raises: a
+        failure is kept in :attr:`startup_error` and reported by ``/ready`` and every request."""
+        try:
+            await self.db.open()
+            await self._learn_dimension()
+            self._workers = [
+                asyncio.create_task(jobs.worker(self, self._wake), name=f"memory-worker-{n}")
+                for n in range(self.settings.workers)
+            ]
+        except Exception as error:  # reported, not raised: the process stays up to say why on /ready
+            log.exception("memory service failed to start")
+            self.startup_error = f"{type(error).__name__}: {error}"
+        finally:
+            self._started.set()
+
+    async def _learn_dimension(self) -> None:
+        """Ask the embedding model for one vector to size the vector column; on failure, try again on next use."""
+        if self.embedder is None or self._dimension is not None:
+            return
+        try:
+            probe = await self.embedder.embed(["dimension probe"])
+        except (ModelUnreachable, InvalidAnswer) as error:
+            self.embedding_problem = f"embedding model unusable, recall uses full text only: {error}"
+            log.warning("%s", self.embedding_problem)
+            return
+        assert self.db.pool is not None
+        async with self.db.pool.connection() as conn:
+            await ensure_embedding_dimension(conn, len(probe[0]))
+        self._dimension = len(probe[0])
+        self.embedding_problem = None
+
+    async def ready(self) -> Database:
+        """The open database, waiting up to :data:`STARTUP_WAIT_SECONDS` at start-up.
+
+        Raises :class:`~kora.core.errors.Unavailable` while starting or when start-up failed.
+        """
+        if not self._started.is_set():
+            try:
+                await asyncio.wait_for(self._started.wait(), STARTUP_WAIT_SECONDS)
+            except TimeoutError:
+                raise Unavailable("The memory service is still starting.", code="starting") from None
+        if self.startup_error is not None:
+            raise Unavailable(f"The memory service failed to start: {self.startup_error}", code="startup_failed")
+        return self.db
+
+    async def embed_texts(self, texts: Sequence[str]) -> list[list[float] | None]:
+        """An embedding per text, or Nones when there is no usable embedding model (facts are then stored for
+        full-text recall, and recall still finds them)."""
+        if self.embedder is None or not texts:
+            return [None] * len(texts)
+        await self._learn_dimension()
+        if self._dimension is None:
+            return [None] * len(texts)
+        try:
+            vectors = await self.embedder.embed(texts)
+        except (ModelUnreachable, InvalidAnswer) as error:
+            self.embedding_problem = f"embedding model unusable, recall uses full text only: {error}"
+            log.warning("%s", self.embedding_problem)
+            return [None] * len(texts)
+        if any(len(vector) != self._dimension for vector in vectors):
+            self.embedding_problem = "the embedding model changed its dimension; restart the memory service"
+            return [None] * len(texts)
+        self.embedding_problem = None
+        return list(vectors)
+
+    async def embed_one(self, text: str) -> list[float] | None:
+        """:meth:`embed_texts` for one text."""
+        return (await self.embed_texts([text]))[0]
+
+    def wake_workers(self) -> None:
+        """Tell idle workers that jobs were queued (by this process)."""
+        self._wake.set()
+
+    async def problems(self) -> tuple[list[str], dict[str, str]]:
+        """Why the service cannot serve (empty when it can), and details that do not stop it (no embedding model)."""
+        details: dict[str, str] = {}
+        if self.embedder is None:
+            details["embedding"] = "no embedding model configured: recall uses full-text search and recency"
+        elif self.embedding_problem:
+            details["embedding"] = self.embedding_problem
+        if self.summary is None:
+            details["summary"] = "no summary model configured: no fact extraction and no rolling summaries"
+        if not self._started.is_set():
+            return ["the memory service is starting (opening its database)"], details
+        if self.startup_error is not None:
+            return [f"the memory service failed to start: {self.startup_error}"], details
+        reason = await self.db.ping()
+        return ([reason] if reason else []), details
+
+    async def close(self) -> None:
+        """Stop the workers (a running job is rolled back and runs again later), close clients and the database."""
+        for task in self._workers:
+            task.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        for client in (self.summary, self.embedder):
+            if client is not None:
+                await client.aclose()
+        await self.db.close()

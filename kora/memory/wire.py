@@ -1,0 +1,298 @@
+"""The memory service's HTTP API under ``/v1``: the request and response bodies both sides use.
+
+``kora memory`` (:mod:`kora.memory.service`) serves these bodies and RemoteMemory (:mod:`kora.memory.remote`)
+sends them, so the two cannot drift apart. Spec: "Memory client operations", "Memory tiers (RemoteMemory)",
+"Memory-related tools offered to the model".
+
+Every text that reaches the database is checked here, at the boundary: identifiers are 1-256 characters without
+control characters, and no string (event contents and metadata included, at any depth) may hold a lone surrogate
+or a NUL character, which Postgres cannot store. A body that breaks a rule is a 422 naming the field, and nothing
+of it is stored.
+
+Scopes (narrowest first): ``session`` (this session), ``agent`` (this agent's memories of this user, across
+sessions), ``user`` (this user's memories across every agent bound to the store) and ``store`` (everything;
+for administrators, never offered to a model). ``agent`` and ``user`` need a ``user_id``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
+
+from kora.core.events import MemoryEvent
+
+#: Read scopes, narrowest first.
+SCOPES = ("session", "agent", "user", "store")
+Scope = Literal["session", "agent", "user", "store"]
+#: Scopes that pool memory across sessions of one user: they need a verified user id.
+USER_SCOPES = frozenset({"agent", "user"})
+
+#: Longest fact or query, in characters.
+MAX_TEXT_CHARS = 16_000
+#: Most events in one append.
+MAX_EVENTS_PER_WRITE = 1000
+#: Most results of one read.
+MAX_LIMIT = 10_000
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
+
+
+def scope_rank(scope: str) -> int:
+    """Position of ``scope`` in :data:`SCOPES` (0 for ``session``); raises ``ValueError`` for an unknown scope."""
+    return SCOPES.index(scope)
+
+
+def _storable_text(value: str) -> str:
+    if _UNSTORABLE.search(value):
+        raise ValueError("text must not contain NUL characters or unpaired surrogates")
+    return value
+
+
+def _identifier(value: str) -> str:
+    if _CONTROL.search(value) or _UNSTORABLE.search(value):
+        raise ValueError("must not contain control characters or unpaired surrogates")
+    return value
+
+
+def check_storable_json(value: JsonValue, depth: int = 0) -> None:
+    """Raise ``ValueError`` when a string anywhere in ``value`` (keys included) holds a NUL or a lone surrogate,
+    or when it nests deeper than 64 levels."""
+    if depth > 64:
+        raise ValueError("JSON nests deeper than 64 levels")
+    if isinstance(value, str):
+        _storable_text(value)
+    elif isinstance(value, list):
+        for item in value:
+            check_storable_json(item, depth + 1)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _storable_text(key)
+            check_storable_json(item, depth + 1)
+
+
+def _storable_event(event: MemoryEvent) -> MemoryEvent:
+    _identifier(event.event_id)
+    check_storable_json(event.content)
+    check_storable_json(event.metadata)
+    return event
+
+
+Identifier = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_identifier)]
+Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS), AfterValidator(_storable_text)]
+StoredEvent = Annotated[MemoryEvent, AfterValidator(_storable_event)]
+Limit = Annotated[int, Field(ge=0, le=MAX_LIMIT)]
+TopK = Annotated[int, Field(ge=1, le=100)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- sessions and events --------------------------------------------------------------------------------------
+
+
+class SessionCreate(_Body):
+    """``POST /v1/sessions``: get or create a session (idempotent when ``session_id`` is given)."""
+
+    session_id: Identifier | None = None
+    app_name: Identifier
+    user_id: Identifier | None = None
+
+
+class SessionInfo(BaseModel):
+    """A session as the service lists it; ``user_id`` is None for an anonymous session."""
+
+    session_id: str
+    app_name: str
+    user_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    event_count: int
+
+
+class SessionList(BaseModel):
+    """``GET /v1/sessions``: sessions, oldest first."""
+
+    sessions: list[SessionInfo]
+
+
+class EventsWrite(_Body):
+    """``POST /v1/sessions/{id}/events``: append ``events`` in order, creating the session when needed.
+
+    ``rolling_summary`` asks for the medium-term tier on this session (folds of turns that leave the window).
+    """
+
+    app_name: Identifier
+    user_id: Identifier | None = None
+    rolling_summary: bool = False
+    events: list[StoredEvent] = Field(max_length=MAX_EVENTS_PER_WRITE)
+
+
+class EventsWritten(BaseModel):
+    """How many events were appended (events whose id the session already holds are skipped, so a retried write
+    stores nothing twice)."""
+
+    session_id: str
+    added: int
+
+
+class EventList(BaseModel):
+    """Events, oldest first; ``total`` is how many the filter matches before ``limit``."""
+
+    events: list[MemoryEvent]
+    total: int
+
+
+# -- recall ---------------------------------------------------------------------------------------------------
+
+
+class RecallHit(BaseModel):
+    """One recalled memory: a long-term fact (``source="fact"``) or a stored event (``source="event"``).
+
+    ``score`` is in ``[0, 1]``: cosine similarity (when both sides have embeddings), full-text rank and recency
+    blended (see :mod:`kora.memory.service.recall`).
+    """
+
+    id: str
+    text: str
+    score: float
+    source: Literal["fact", "event"]
+    session_id: str | None = None
+    timestamp: datetime
+
+
+class RecallRequest(_Body):
+    """``POST /v1/recall``: what matches ``query`` within ``scope``, best first.
+
+    ``session`` scope needs ``session_id``; ``agent`` and ``user`` need ``user_id`` (and ``agent`` the
+    ``app_name``). ``include_events`` also searches stored events (full text), not only facts.
+    """
+
+    query: Text
+    scope: Scope = "session"
+    app_name: Identifier
+    user_id: Identifier | None = None
+    session_id: Identifier | None = None
+    top_k: TopK | None = None
+    include_events: bool = False
+
+
+class RecallResult(BaseModel):
+    """Hits of a recall, best first."""
+
+    hits: list[RecallHit]
+
+
+class ContextRequest(_Body):
+    """``POST /v1/sessions/{id}/context``: what memory puts before a turn, in one round trip.
+
+    The window is the session's newest events, at most ``max_events`` and within ``token_budget`` (and the
+    store's own short-term bounds); the summary is the latest rolling summary; the facts are those recalled for
+    ``query`` within ``scope`` (none when ``query`` is None).
+    """
+
+    app_name: Identifier
+    user_id: Identifier | None = None
+    query: Text | None = None
+    scope: Scope = "session"
+    top_k: TopK | None = None
+    max_events: Limit = 6
+    token_budget: Annotated[int, Field(ge=0, le=1_000_000)] = 2000
+
+
+class MemoryContext(BaseModel):
+    """What memory contributes to a turn: ``summary`` (None when there is none), ``window`` (oldest first) and
+    recalled ``facts`` (best first)."""
+
+    summary: str | None = None
+    window: list[MemoryEvent] = Field(default_factory=list)
+    facts: list[RecallHit] = Field(default_factory=list)
+
+
+# -- facts ----------------------------------------------------------------------------------------------------
+
+
+class FactCreate(_Body):
+    """``POST /v1/facts``: keep ``content`` as a long-term fact (``save_memory``), recallable once this returns.
+
+    ``attribution`` records who stated it (agent, session, user, delegating agent); it is never used for scoping.
+    """
+
+    content: Text
+    app_name: Identifier
+    user_id: Identifier | None = None
+    session_id: Identifier | None = None
+    attribution: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _storable_attribution(self) -> FactCreate:
+        check_storable_json(self.attribution)
+        return self
+
+
+class Fact(BaseModel):
+    """A long-term fact. ``invalidated_at`` is set when a later fact superseded it (``superseded_by``);
+    ``origin`` is ``extracted`` (from a turn, ``source_event_ids`` set) or ``saved`` (``save_memory``)."""
+
+    fact_id: str
+    text: str
+    app_name: str
+    user_id: str | None
+    session_id: str | None
+    origin: Literal["extracted", "saved"]
+    attribution: dict[str, JsonValue]
+    source_event_ids: list[str]
+    created_at: datetime
+    invalidated_at: datetime | None = None
+    superseded_by: str | None = None
+
+
+class FactWritten(BaseModel):
+    """The outcome of a fact write: ``stored`` (a new fact), or ``duplicate`` (an equal or near-equal fact was
+    already kept: ``fact_id`` is that one)."""
+
+    fact_id: str
+    status: Literal["stored", "duplicate"]
+
+
+class FactList(BaseModel):
+    """Facts, newest first."""
+
+    facts: list[Fact]
+
+
+# -- erasure --------------------------------------------------------------------------------------------------
+
+
+class ForgetRequest(_Body):
+    """``POST /v1/forget``: erase everything of one user or of one session (give exactly one)."""
+
+    user_id: Identifier | None = None
+    session_id: Identifier | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ForgetRequest:
+        if (self.user_id is None) == (self.session_id is None):
+            raise ValueError("give exactly one of user_id and session_id")
+        return self
+
+
+class Removed(BaseModel):
+    """Rows removed per tier by one erasure."""
+
+    sessions: int = 0
+    events: int = 0
+    summaries: int = 0
+    facts: int = 0
+    fact_history: int = 0
+    jobs: int = 0
+
+
+class ForgetResult(BaseModel):
+    """The counts removed, per tier."""
+
+    removed: Removed

