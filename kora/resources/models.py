@@ -263,7 +263,10 @@ class Resource(WireModel):
 
 # --- Agent -----------------------------------------------------------------------------------------
 
-ReadScope = Literal["session", "user", "agent", "global"]
+#: Memory scopes an agent or a store's ceiling may name, narrowest first: ``session`` (this session) < ``agent``
+#: (this agent's memories of the user, across sessions) < ``user`` (the user's memories across every agent bound
+#: to the store). The store-wide ``store`` scope is for administrators only and never configured here.
+ReadScope = Literal["session", "agent", "user"]
 
 
 class AgentNetwork(WireModel):
@@ -303,7 +306,7 @@ class MemoryConfig(WireModel):
     memory_store: DnsLabel | None = None
     """Name of the MemoryStore (same namespace); required with ``type: remote``."""
     max_read_scope: ReadScope = "session"
-    """Automatic recall scope and search_memory ceiling; a pooled scope (not ``session``) needs a MemoryStore."""
+    """Automatic recall scope and search_memory ceiling (session < agent < user); above session needs type remote."""
     tools: Literal["all", "read", "write"] | None = None
     """Explicit memory tools offered to the model."""
     failure_mode: Literal["soft", "strict"] = "soft"

@@ -85,7 +85,7 @@ def test_kaos_api_version_is_accepted_and_normalised():
 
 
 def test_read_scopes_match_the_agent_settings():
-    assert set(get_args(ReadScope)) == set(get_args(AgentReadScope))
+    assert get_args(ReadScope) == get_args(AgentReadScope) == ("session", "agent", "user")
 
 
 @pytest.mark.parametrize(
