@@ -339,13 +339,13 @@ def _mcp_env(server: MCPServer) -> list[EnvEntry]:
 
 def _memory_store_env(store: MemoryStore, strategy: UrlStrategy) -> list[EnvEntry]:
     spec, namespace = store.spec, store.metadata.namespace
-    env = [EnvEntry(names.MEMORY_SERVICE_STORAGE_MODE, spec.storage.mode)]
+    env = [EnvEntry(names.MEMORY_SERVICE_STORAGE_MODE, spec.storage.type)]
     if spec.storage.external is not None:
         ref = spec.storage.external.connection_secret_ref
         env.append(EnvEntry(names.MEMORY_SERVICE_DATABASE_URL, secret_key_ref=SecretKeyRef(ref.name, ref.key)))
     for reference, url_var, model_var in (
-        (spec.summarization, names.MEMORY_SERVICE_SUMMARY_MODEL_API_URL, names.MEMORY_SERVICE_SUMMARY_MODEL),
-        (spec.embedding, names.MEMORY_SERVICE_EMBEDDING_MODEL_API_URL, names.MEMORY_SERVICE_EMBEDDING_MODEL),
+        (spec.models.summarization, names.MEMORY_SERVICE_SUMMARY_MODEL_API_URL, names.MEMORY_SERVICE_SUMMARY_MODEL),
+        (spec.models.embedding, names.MEMORY_SERVICE_EMBEDDING_MODEL_API_URL, names.MEMORY_SERVICE_EMBEDDING_MODEL),
     ):
         if reference is None:
             continue

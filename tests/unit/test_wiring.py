@@ -38,9 +38,8 @@ apiVersion: kora.dev/v1alpha1
 kind: MemoryStore
 metadata: {name: mem, namespace: team}
 spec:
-  storage: {mode: external, external: {connectionSecretRef: {name: pg, key: url}}}
-  summarization: {modelAPI: llm, model: small}
-  embedding: {modelAPI: llm}
+  storage: {type: external, external: {connectionSecretRef: {name: pg, key: url}}}
+  models: {summarization: {modelAPI: llm, model: small}, embedding: {modelAPI: llm}}
 ---
 apiVersion: kora.dev/v1alpha1
 kind: Agent
@@ -426,7 +425,7 @@ ROUTE_DOCS = {
     "Agent": "kind: Agent\nmetadata: {name: a}\nspec: {modelAPI: m, model: x%s}\n",
     "ModelAPI": "kind: ModelAPI\nmetadata: {name: m}\nspec: {mode: Scripted%s}\n",
     "MCPServer": "kind: MCPServer\nmetadata: {name: t}\nspec: {config: {toolsString: 'x = 1'}%s}\n",
-    "MemoryStore": "kind: MemoryStore\nmetadata: {name: s}\nspec: {storage: {mode: local}%s}\n",
+    "MemoryStore": "kind: MemoryStore\nmetadata: {name: s}\nspec: {storage: {type: local}%s}\n",
 }
 
 
