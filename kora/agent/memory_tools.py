@@ -1,21 +1,26 @@
 """The memory tools offered to the model (spec: "Memory-related tools offered to the model").
 
 ``search_memory(query, level)`` is offered when ``MEMORY_TOOLS`` is ``all`` or ``read``; ``level`` is an enum
-of the read scopes up to ``MEMORY_MAX_READ_SCOPE``. ``save_memory(content)`` is offered for ``all`` or
+of the read scopes up to ``MEMORY_MAX_READ_SCOPE`` (``session`` < ``agent`` < ``user``; the administrators' ``store``
+scope is never offered). ``save_memory(content)`` is offered for ``all`` or
 ``write``; attribution (agent, session, delegating parent) comes from the run context, never from arguments.
 Both report failures as ``Error: ...`` text.
 """
 
 from __future__ import annotations
 
+from typing import get_args
+
 from pydantic import JsonValue
 from pydantic_ai import FunctionToolset, RunContext, Tool
 
+from kora.agent.settings import ReadScope
 from kora.agent.turn import TurnDeps
 from kora.memory import Memory
 
-#: Read scopes from narrowest to broadest; ``search_memory`` offers those up to the configured maximum.
-READ_SCOPES = ("session", "user", "agent", "global")
+#: Read scopes from narrowest to broadest (``session``, ``agent``, ``user``); ``search_memory`` offers those up to
+#: the configured maximum.
+READ_SCOPES: tuple[str, ...] = get_args(ReadScope)
 MEMORY_TOOL_NAMES = ("search_memory", "save_memory")
 
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Literal
 from urllib.parse import urlparse
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -21,7 +21,10 @@ from kora.core import env as envnames
 from kora.core.settings_errors import SettingsError, describe_validation_error
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
-ReadScope = Literal["session", "user", "agent", "global"]
+#: Scopes an agent may read, narrowest first: this session < this agent's memories of the user (across
+#: sessions) < the user's memories across every agent bound to the store. The store-wide scope ``store`` is for
+#: administrators only, so it is never an agent's ceiling.
+ReadScope = Literal["session", "agent", "user"]
 
 
 def is_http_url(value: str) -> bool:
@@ -111,7 +114,12 @@ class AgentSettings(BaseSettings):
         description="Memory service URL; selects RemoteMemory (not in this build yet: a start-up error).",
         json_schema_extra={"format": "uri"},  # a URL in the schema and the docs
     )
-    memory_max_read_scope: ReadScope = Field(default="session", description="Broadest level `search_memory` may read.")
+    memory_max_read_scope: ReadScope = Field(
+        default="session",
+        description="Broadest scope recall and `search_memory` may read: `session` < `agent` (this agent's "
+        "memories of the user) < `user` (the user's memories across agents). Above `session` needs "
+        "`MEMORY_STORE_ENDPOINT`.",
+    )
     memory_tools: Literal["all", "read", "write"] | None = Field(
         default=None,
         description="Memory tools the model gets: `all` (search and save), `read` (`search_memory`) or `write` "
@@ -183,6 +191,19 @@ class AgentSettings(BaseSettings):
         if value and not is_http_url(value):
             raise ValueError("must be an http(s) URL or empty")
         return value.rstrip("/")
+
+    @field_validator("memory_max_read_scope")
+    @classmethod
+    def _pooled_scope_needs_a_store(cls, value: ReadScope, info: ValidationInfo) -> ReadScope:
+        # LocalMemory keeps each session apart: a broader ceiling would promise recall it cannot give.
+        # Fields declared earlier are in info.data only when valid; a bad one is already reported.
+        enabled, endpoint = info.data.get("memory_enabled", False), info.data.get("memory_store_endpoint", "-")
+        if value != "session" and enabled and not endpoint:
+            raise ValueError(
+                f"{value!r} reads across sessions and needs a MemoryStore (MEMORY_STORE_ENDPOINT); "
+                "pod-local memory offers 'session' only"
+            )
+        return value
 
     @field_validator("agent_log_level", mode="before")
     @classmethod

@@ -36,6 +36,9 @@ MEMORY_TOOLS = "MEMORY_TOOLS"
 MEMORY_FAILURE_MODE = "MEMORY_FAILURE_MODE"
 #: Kora: ``true`` | ``false`` (spec.config.memory.clientParams.rollingSummary); written for remote memory only.
 MEMORY_ROLLING_SUMMARY = "MEMORY_ROLLING_SUMMARY"
+#: Tokens of the model's context remote memory may fill: summary + recalled facts + window
+#: (spec.config.memory.clientParams.tokenBudget); written for remote memory only.
+MEMORY_CLIENT_TOKEN_BUDGET = "MEMORY_CLIENT_TOKEN_BUDGET"
 
 # Tool server (``kora mcp``): inline tool source or the name of a package implementing MCP.
 MCP_TOOLS_STRING = "MCP_TOOLS_STRING"
@@ -59,6 +62,29 @@ MEMORY_SERVICE_SUMMARY_MODEL_API_URL = "MEMORY_SERVICE_SUMMARY_MODEL_API_URL"
 MEMORY_SERVICE_SUMMARY_MODEL = "MEMORY_SERVICE_SUMMARY_MODEL"
 MEMORY_SERVICE_EMBEDDING_MODEL_API_URL = "MEMORY_SERVICE_EMBEDDING_MODEL_API_URL"
 MEMORY_SERVICE_EMBEDDING_MODEL = "MEMORY_SERVICE_EMBEDDING_MODEL"
+#: Local storage's database directory (default ``./data``); ``kora up`` puts it in its state dir.
+MEMORY_SERVICE_DATA_DIR = "MEMORY_SERVICE_DATA_DIR"
+# The MemoryStore's tier settings, one per spec field (spec.shortTerm, spec.mediumTerm, spec.longTerm).
+#: Tokens the recent-events window may take (shortTerm.tokenBudget).
+MEMORY_SERVICE_SHORT_TERM_TOKEN_BUDGET = "MEMORY_SERVICE_SHORT_TERM_TOKEN_BUDGET"
+#: Events the window holds at most (shortTerm.hardEventCap).
+MEMORY_SERVICE_SHORT_TERM_HARD_EVENT_CAP = "MEMORY_SERVICE_SHORT_TERM_HARD_EVENT_CAP"
+#: ``true`` | ``false``: keep rolling summaries (mediumTerm.enabled).
+MEMORY_SERVICE_MEDIUM_TERM_ENABLED = "MEMORY_SERVICE_MEDIUM_TERM_ENABLED"
+#: Events out of the window, not yet summarised, that start a fold (mediumTerm.compactionTrigger).
+MEMORY_SERVICE_COMPACTION_TRIGGER = "MEMORY_SERVICE_COMPACTION_TRIGGER"
+#: Target summary length in tokens (mediumTerm.compactionTarget).
+MEMORY_SERVICE_COMPACTION_TARGET = "MEMORY_SERVICE_COMPACTION_TARGET"
+#: Summary versions kept per session (mediumTerm.digestRetention).
+MEMORY_SERVICE_DIGEST_RETENTION = "MEMORY_SERVICE_DIGEST_RETENTION"
+#: ``true`` | ``false``: extract and recall long-term facts (longTerm.enabled).
+MEMORY_SERVICE_LONG_TERM_ENABLED = "MEMORY_SERVICE_LONG_TERM_ENABLED"
+#: Facts recalled when a request names no count (longTerm.defaultTopK).
+MEMORY_SERVICE_DEFAULT_TOP_K = "MEMORY_SERVICE_DEFAULT_TOP_K"
+#: Relevance in [0, 1] below which a fact is not recalled (longTerm.scoreThreshold).
+MEMORY_SERVICE_SCORE_THRESHOLD = "MEMORY_SERVICE_SCORE_THRESHOLD"
+#: ``session`` | ``agent`` | ``user``: the store's read ceiling, whatever an agent asks (spec.maxReadScope).
+MEMORY_SERVICE_MAX_READ_SCOPE = "MEMORY_SERVICE_MAX_READ_SCOPE"
 
 # Operator: per-kind default gateway route timeouts (duration strings, spec "Operator gateway configuration").
 GATEWAY_DEFAULT_AGENT_TIMEOUT = "GATEWAY_DEFAULT_AGENT_TIMEOUT"

@@ -9,7 +9,8 @@ each other directly) and public URLs through the gateway (agent cards and ``AGEN
 supervise the workloads (:mod:`kora.local.supervisor`) until SIGINT/SIGTERM (``kora down`` sends SIGTERM).
 
 State dir layout: ``state.json`` (:mod:`kora.local.state`), ``logs/<namespace>-<kind>-<name>.log``,
-``work/<namespace>-<kind>-<name>/`` (each workload's working directory). Exit codes: 0 after a clean stop,
+``work/<namespace>-<kind>-<name>/`` (each workload's working directory), ``memory/<namespace>/<name>/``
+(a local-storage MemoryStore's data, ``MEMORY_SERVICE_DATA_DIR``; kept across runs). Exit codes: 0 after a clean stop,
 2 for bad options, invalid manifests, an unresolvable Secret, a taken gateway port or another ``kora up``
 using the same state dir.
 """
@@ -60,16 +61,25 @@ from kora.resources import (
 )
 from kora.resources.models import ModelAPIMode
 
-__all__ = ["cli", "describe", "plan_local"]
+__all__ = ["MEMORY_DIR", "cli", "describe", "plan_local"]
+
+#: Sub-directory of the state dir holding local-storage MemoryStores' data (``<namespace>/<name>/`` each).
+MEMORY_DIR = "memory"
 
 
-def plan_local(graph: ResourceGraph, gateway_url: str) -> dict[ResourceRef, WorkloadPlan]:
-    """Plans of every workload on fresh loopback ports, public URLs through the gateway at ``gateway_url``."""
+def plan_local(graph: ResourceGraph, gateway_url: str, state_dir: Path) -> dict[ResourceRef, WorkloadPlan]:
+    """Plans of every workload on fresh loopback ports, public URLs through the gateway at ``gateway_url``.
+
+    Local-storage MemoryStores keep their data in ``state_dir/memory/<namespace>/<name>``, outside the
+    per-run working directories, so it survives ``kora down`` and the next ``kora up`` with this state dir.
+    """
     ports: dict[tuple[str, str, str], int] = {
         (resource.kind, resource.metadata.namespace, resource.metadata.name): free_port() for resource in graph
     }
     direct = Loopback(ports)
-    return plan_workloads(graph, direct, public=GatewayRouted(gateway_url, direct=direct))
+    return plan_workloads(
+        graph, direct, public=GatewayRouted(gateway_url, direct=direct), data_root=state_dir / MEMORY_DIR
+    )
 
 
 def describe(graph: ResourceGraph, ref: ResourceRef) -> str:
@@ -246,7 +256,7 @@ def _up(
         print(f"kora up: cannot listen on 127.0.0.1:{port}: {error}", file=sys.stderr)
         return 2
     try:
-        plans = plan_local(graph, f"http://127.0.0.1:{gateway_sock.getsockname()[1]}")
+        plans = plan_local(graph, f"http://127.0.0.1:{gateway_sock.getsockname()[1]}", state_dir)
     except ManifestError as error:
         gateway_sock.close()
         print(f"kora up: {error}", file=sys.stderr)

@@ -33,7 +33,7 @@ _NAMES: dict[str, tuple[str, list[tuple[str, str]]]] = {
     Kind.AGENT.value: ("agents", [("ModelAPI", ".spec.modelAPI"), ("Model", ".spec.model")]),
     Kind.MODEL_API.value: ("modelapis", [("Mode", ".spec.mode")]),
     Kind.MCP_SERVER.value: ("mcpservers", [("Type", ".spec.type")]),
-    Kind.MEMORY_STORE.value: ("memorystores", [("Storage", ".spec.storage.mode")]),
+    Kind.MEMORY_STORE.value: ("memorystores", [("Storage", ".spec.storage.type")]),
 }
 _DROPPED_KEYS = {"title", "examples", "discriminator"}
 _HEADER = "# Generated from kora/resources/models.py by `python -m kora.resources.crd`. Do not edit.\n"

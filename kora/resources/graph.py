@@ -193,7 +193,7 @@ def dependencies_of(resource: AnyResource) -> list[ResourceRef]:
         if memory.enabled and memory.memory_store is not None and spec.wait_for_dependencies:
             refs.append(ResourceRef(Kind.MEMORY_STORE.value, namespace, memory.memory_store))
     elif isinstance(resource, MemoryStore):
-        for reference in (resource.spec.summarization, resource.spec.embedding):
+        for reference in (resource.spec.models.summarization, resource.spec.models.embedding):
             if reference is not None:
                 model_ref = ResourceRef(Kind.MODEL_API.value, namespace, reference.model_api)
                 if model_ref not in refs:
@@ -229,8 +229,8 @@ def references_of(resource: AnyResource) -> list[tuple[str, ResourceRef]]:
             )
     elif isinstance(resource, MemoryStore):
         for path, reference in (
-            ("spec.summarization.modelAPI", resource.spec.summarization),
-            ("spec.embedding.modelAPI", resource.spec.embedding),
+            ("spec.models.summarization.modelAPI", resource.spec.models.summarization),
+            ("spec.models.embedding.modelAPI", resource.spec.models.embedding),
         ):
             if reference is not None:
                 found.append((path, ResourceRef(Kind.MODEL_API.value, namespace, reference.model_api)))

@@ -11,8 +11,9 @@ Rules beyond each model's own validation:
    MemoryStore, or ``v1`` Secret / ConfigMap. Anything else is an error; empty documents are skipped.
 2. Names are unique per kind and namespace.
 3. References resolve within the resource's namespace: an Agent's ``modelAPI``, ``mcpServers``,
-   ``agentNetwork.access`` peers and ``config.memory.memoryStore``; a MemoryStore's summarization and
-   embedding ``modelAPI``. A peer must have ``agentNetwork.expose: true``; an agent may not list itself.
+   ``agentNetwork.access`` peers and ``config.memory.memoryStore``; a MemoryStore's
+   ``models.summarization`` and ``models.embedding`` ``modelAPI``. A peer must have
+   ``agentNetwork.expose: true``; an agent may not list itself.
 4. ``agentNetwork.access`` has no cycles (each peer must be Ready first, so a cycle would never start).
 5. ``secretKeyRef``: a Secret that is not in the manifests is a *warning* (``graph.warnings``; it may live
    in the cluster, or ``kora up`` may be given it separately) unless ``require_secrets=True`` makes it an

@@ -263,7 +263,10 @@ class Resource(WireModel):
 
 # --- Agent -----------------------------------------------------------------------------------------
 
-ReadScope = Literal["session", "user", "agent", "global"]
+#: Memory scopes an agent or a store's ceiling may name, narrowest first: ``session`` (this session) < ``agent``
+#: (this agent's memories of the user, across sessions) < ``user`` (the user's memories across every agent bound
+#: to the store). The store-wide ``store`` scope is for administrators only and never configured here.
+ReadScope = Literal["session", "agent", "user"]
 
 
 class AgentNetwork(WireModel):
@@ -291,6 +294,8 @@ class MemoryClientParams(WireModel):
 
     rolling_summary: bool = False
     """Keep a rolling summary of evicted turns (the medium-term tier; remote memory only)."""
+    token_budget: int = Field(default=2000, ge=1)
+    """Tokens of the model's context memory may fill: summary, recalled facts and window (remote memory only)."""
 
 
 class MemoryConfig(WireModel):
@@ -303,7 +308,7 @@ class MemoryConfig(WireModel):
     memory_store: DnsLabel | None = None
     """Name of the MemoryStore (same namespace); required with ``type: remote``."""
     max_read_scope: ReadScope = "session"
-    """Automatic recall scope and search_memory ceiling; a pooled scope (not ``session``) needs a MemoryStore."""
+    """Automatic recall scope and search_memory ceiling (session < agent < user); above session needs type remote."""
     tools: Literal["all", "read", "write"] | None = None
     """Explicit memory tools offered to the model."""
     failure_mode: Literal["soft", "strict"] = "soft"
@@ -315,6 +320,7 @@ class MemoryConfig(WireModel):
     max_session_events: int = Field(default=500, ge=1)
     """LocalMemory: events kept per session."""
     client_params: MemoryClientParams = Field(default_factory=MemoryClientParams)
+    """Parameters of the agent's memory client."""
 
     @model_validator(mode="after")
     def _store_matches_type(self) -> MemoryConfig:
@@ -586,18 +592,30 @@ class ExternalStorage(WireModel):
     """Secret key holding the Postgres connection string."""
 
 
+StorageType = Literal["local", "external"]
+
+
 class MemoryStorage(WireModel):
     """Where the memory service keeps its data."""
 
-    mode: Literal["local", "external"] = "local"
+    type: StorageType = "local"
+    """``local``: a database in the workload's data directory; ``external``: the Postgres of ``external``."""
+    mode: StorageType | None = None
+    """Deprecated name of ``type``, accepted on input (giving both with different values is an error)."""
     external: ExternalStorage | None = None
+    """The external database; required with type ``external``, rejected otherwise."""
 
     @model_validator(mode="after")
-    def _external_matches_mode(self) -> MemoryStorage:
-        if self.mode == "external" and self.external is None:
-            raise ValueError("mode 'external' needs 'external.connectionSecretRef'")
-        if self.mode == "local" and self.external is not None:
-            raise ValueError("'external' is used only with mode 'external'")
+    def _external_matches_type(self) -> MemoryStorage:
+        if self.mode is not None:
+            if "type" in self.model_fields_set and self.type != self.mode:
+                raise ValueError(f"type {self.type!r} and its deprecated name mode {self.mode!r} disagree")
+            # Fold the old spelling in, so the rest of Kora reads `type` only.
+            self.type, self.mode = self.mode, None
+        if self.type == "external" and self.external is None:
+            raise ValueError("type 'external' needs 'external.connectionSecretRef'")
+        if self.type == "local" and self.external is not None:
+            raise ValueError("'external' is used only with type 'external'")
         return self
 
 
@@ -605,18 +623,70 @@ class ModelReference(WireModel):
     """A ModelAPI (same namespace) and optionally the model name to request from it."""
 
     model_api: DnsLabel = Field(alias="modelAPI")
+    """Name of the ModelAPI (same namespace)."""
     model: str | None = Field(default=None, min_length=1)
+    """Model name sent to the ModelAPI; absent: the ModelAPI's default."""
 
 
-class MemoryStoreSpec(WireModel):
-    """``spec`` of a MemoryStore. Without ``embedding`` there is no semantic long-term recall."""
+class MemoryModels(WireModel):
+    """The models the memory service calls. Without ``embedding`` there is no semantic long-term recall."""
 
-    storage: MemoryStorage = Field(default_factory=MemoryStorage)
     summarization: ModelReference | None = None
     """ModelAPI that writes rolling summaries and extracts long-term facts."""
     embedding: ModelReference | None = None
     """ModelAPI that embeds facts for recall by relevance."""
+
+
+class ShortTermMemory(WireModel):
+    """The window of recent events of a session put back into the model's context."""
+
+    token_budget: int = Field(default=2000, ge=1)
+    """Tokens the window may take, at most."""
+    hard_event_cap: int = Field(default=50, ge=1)
+    """Events the window holds, at most, whatever their size."""
+
+
+class MediumTermMemory(WireModel):
+    """The rolling summary of a session's events that have left the window."""
+
+    enabled: bool = True
+    """Keep rolling summaries (needs ``models.summarization``)."""
+    compaction_trigger: int = Field(default=20, ge=1)
+    """Events out of the window and not yet summarised that start a fold into the summary."""
+    compaction_target: int = Field(default=400, ge=1)
+    """Target length of a summary, in tokens."""
+    digest_retention: int = Field(default=5, ge=1)
+    """Summary versions kept per session."""
+
+
+class LongTermMemory(WireModel):
+    """Facts extracted from conversations and recalled by relevance across sessions."""
+
+    enabled: bool = True
+    """Extract and recall long-term facts."""
+    default_top_k: int = Field(default=5, ge=1)
+    """Facts recalled per request when the request names no count."""
+    score_threshold: float = Field(default=0.2, ge=0, le=1)
+    """Relevance (0 to 1) below which a fact is not recalled."""
+
+
+class MemoryStoreSpec(WireModel):
+    """``spec`` of a MemoryStore (field names as KAOS's, so its manifests carry over)."""
+
+    storage: MemoryStorage = Field(default_factory=MemoryStorage)
+    """Where the data is kept."""
+    models: MemoryModels = Field(default_factory=MemoryModels)
+    """The summarization and embedding models."""
+    short_term: ShortTermMemory = Field(default_factory=ShortTermMemory)
+    """The recent-events window."""
+    medium_term: MediumTermMemory = Field(default_factory=MediumTermMemory)
+    """Rolling summaries."""
+    long_term: LongTermMemory = Field(default_factory=LongTermMemory)
+    """Long-term facts."""
+    max_read_scope: ReadScope = "user"
+    """Broadest scope any agent bound to this store may read (session < agent < user), whatever the agent asks."""
     gateway_route: GatewayRoute = Field(default_factory=GatewayRoute)
+    """Gateway route settings of the memory service."""
 
 
 class MemoryStore(Resource):

@@ -21,9 +21,10 @@ Per kind (non-agent workloads take ``--host H --port P`` arguments; the agent re
   unless ``enableDelegation`` is false; ``MEMORY_ENABLED`` and, when enabled, ``MEMORY_CONTEXT_LIMIT``,
   ``MEMORY_MAX_SESSIONS``, ``MEMORY_MAX_SESSION_EVENTS``, ``MEMORY_MAX_READ_SCOPE``, ``MEMORY_TOOLS`` (when
   set) and for ``type: remote`` ``MEMORY_STORE_ENDPOINT``, ``MEMORY_FAILURE_MODE``,
-  ``MEMORY_ROLLING_SUMMARY``; ``OTEL_SERVICE_NAME`` (agent name) and ``OTEL_EXPORTER_OTLP_ENDPOINT`` (from
-  ``spec.telemetry``). ``spec.config.env`` comes last; the models reject entries naming any variable Kora
-  sets (see ``AGENT_RESERVED_ENV``), so user entries add, never override.
+  ``MEMORY_ROLLING_SUMMARY``, ``MEMORY_CLIENT_TOKEN_BUDGET``; ``OTEL_SERVICE_NAME`` (agent name) and
+  ``OTEL_EXPORTER_OTLP_ENDPOINT`` (from ``spec.telemetry``). ``spec.config.env`` comes last; the models
+  reject entries naming any variable Kora sets (see ``AGENT_RESERVED_ENV``), so user entries add, never
+  override.
 - MCPServer: ``kora mcp --host H --port P`` with ``MCP_TOOLS_STRING`` (python-runtime) or ``MCP_PACKAGE``
   (python-package), ``OTEL_SERVICE_NAME``, then ``spec.config.env`` (secretKeyRefs kept as refs).
 - ModelAPI Scripted: ``kora model --host H --port P [--script script.json | --script /abs/file]``; an
@@ -32,9 +33,14 @@ Per kind (non-agent workloads take ``--host H --port P`` arguments; the agent re
 - ModelAPI Proxy: ``kora model-proxy --host H --port P`` with ``MODEL_PROXY_API_BASE``,
   ``MODEL_PROXY_API_KEY`` (when given) and ``MODEL_PROXY_MODELS`` (comma-separated, when given).
 - ModelAPI Hosted: ``kora model-hosted --host H --port P`` with ``MODEL_HOSTED_MODEL``.
-- MemoryStore: ``kora memory --host H --port P`` with ``MEMORY_SERVICE_STORAGE_MODE``,
-  ``MEMORY_SERVICE_DATABASE_URL`` (external, from the Secret), ``MEMORY_SERVICE_SUMMARY_MODEL_API_URL`` /
-  ``_MODEL`` and ``MEMORY_SERVICE_EMBEDDING_MODEL_API_URL`` / ``_MODEL`` (ModelAPI URL + ``/v1``).
+- MemoryStore: ``kora memory --host H --port P`` with ``MEMORY_SERVICE_STORAGE_MODE`` (``storage.type``),
+  ``MEMORY_SERVICE_DATABASE_URL`` (external, from the Secret), ``MEMORY_SERVICE_DATA_DIR`` (local storage,
+  only when the runner gives a ``data_root``: ``<data_root>/<namespace>/<name>``),
+  ``MEMORY_SERVICE_SUMMARY_MODEL_API_URL`` / ``_MODEL`` and ``MEMORY_SERVICE_EMBEDDING_MODEL_API_URL`` /
+  ``_MODEL`` (ModelAPI URL + ``/v1``), the tier settings ``MEMORY_SERVICE_SHORT_TERM_TOKEN_BUDGET``,
+  ``_SHORT_TERM_HARD_EVENT_CAP``, ``_MEDIUM_TERM_ENABLED``, ``_COMPACTION_TRIGGER``, ``_COMPACTION_TARGET``,
+  ``_DIGEST_RETENTION``, ``_LONG_TERM_ENABLED``, ``_DEFAULT_TOP_K``, ``_SCORE_THRESHOLD`` (always, from
+  ``shortTerm`` / ``mediumTerm`` / ``longTerm``) and ``MEMORY_SERVICE_MAX_READ_SCOPE`` (``maxReadScope``).
 
 Dependencies (``depends_on``) are :func:`kora.resources.graph.dependencies_of`.
 """
@@ -44,6 +50,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from kora.core import env as names
 from kora.resources.graph import ResourceGraph, ResourceRef, dependencies_of, ref_of
@@ -281,6 +288,7 @@ def _agent_env(agent: Agent, strategy: UrlStrategy, public_url: str, host: str, 
                 EnvEntry(names.MEMORY_STORE_ENDPOINT, strategy.url(store)),
                 EnvEntry(names.MEMORY_FAILURE_MODE, memory.failure_mode),
                 EnvEntry(names.MEMORY_ROLLING_SUMMARY, _bool(memory.client_params.rolling_summary)),
+                EnvEntry(names.MEMORY_CLIENT_TOKEN_BUDGET, str(memory.client_params.token_budget)),
             ]
     env.append(EnvEntry(names.OTEL_SERVICE_NAME, agent.metadata.name))
     if spec.telemetry is not None:
@@ -337,22 +345,38 @@ def _mcp_env(server: MCPServer) -> list[EnvEntry]:
     return env + [EnvEntry.from_env_var(var) for var in config.env]
 
 
-def _memory_store_env(store: MemoryStore, strategy: UrlStrategy) -> list[EnvEntry]:
+def _memory_store_env(store: MemoryStore, strategy: UrlStrategy, data_root: Path | None) -> list[EnvEntry]:
     spec, namespace = store.spec, store.metadata.namespace
-    env = [EnvEntry(names.MEMORY_SERVICE_STORAGE_MODE, spec.storage.mode)]
+    env = [EnvEntry(names.MEMORY_SERVICE_STORAGE_MODE, spec.storage.type)]
     if spec.storage.external is not None:
         ref = spec.storage.external.connection_secret_ref
         env.append(EnvEntry(names.MEMORY_SERVICE_DATABASE_URL, secret_key_ref=SecretKeyRef(ref.name, ref.key)))
+    elif data_root is not None:
+        env.append(EnvEntry(names.MEMORY_SERVICE_DATA_DIR, str(data_root / namespace / store.metadata.name)))
+    models = spec.models
     for reference, url_var, model_var in (
-        (spec.summarization, names.MEMORY_SERVICE_SUMMARY_MODEL_API_URL, names.MEMORY_SERVICE_SUMMARY_MODEL),
-        (spec.embedding, names.MEMORY_SERVICE_EMBEDDING_MODEL_API_URL, names.MEMORY_SERVICE_EMBEDDING_MODEL),
+        (models.summarization, names.MEMORY_SERVICE_SUMMARY_MODEL_API_URL, names.MEMORY_SERVICE_SUMMARY_MODEL),
+        (models.embedding, names.MEMORY_SERVICE_EMBEDDING_MODEL_API_URL, names.MEMORY_SERVICE_EMBEDDING_MODEL),
     ):
         if reference is None:
             continue
         env.append(EnvEntry(url_var, _model_api_url(strategy, namespace, reference.model_api)))
         if reference.model is not None:
             env.append(EnvEntry(model_var, reference.model))
-    env.append(EnvEntry(names.OTEL_SERVICE_NAME, store.service_name))
+    short, medium, long = spec.short_term, spec.medium_term, spec.long_term
+    env += [
+        EnvEntry(names.MEMORY_SERVICE_SHORT_TERM_TOKEN_BUDGET, str(short.token_budget)),
+        EnvEntry(names.MEMORY_SERVICE_SHORT_TERM_HARD_EVENT_CAP, str(short.hard_event_cap)),
+        EnvEntry(names.MEMORY_SERVICE_MEDIUM_TERM_ENABLED, _bool(medium.enabled)),
+        EnvEntry(names.MEMORY_SERVICE_COMPACTION_TRIGGER, str(medium.compaction_trigger)),
+        EnvEntry(names.MEMORY_SERVICE_COMPACTION_TARGET, str(medium.compaction_target)),
+        EnvEntry(names.MEMORY_SERVICE_DIGEST_RETENTION, str(medium.digest_retention)),
+        EnvEntry(names.MEMORY_SERVICE_LONG_TERM_ENABLED, _bool(long.enabled)),
+        EnvEntry(names.MEMORY_SERVICE_DEFAULT_TOP_K, str(long.default_top_k)),
+        EnvEntry(names.MEMORY_SERVICE_SCORE_THRESHOLD, str(long.score_threshold)),
+        EnvEntry(names.MEMORY_SERVICE_MAX_READ_SCOPE, spec.max_read_scope),
+        EnvEntry(names.OTEL_SERVICE_NAME, store.service_name),
+    ]
     return env
 
 
@@ -362,12 +386,15 @@ def plan_workload(
     *,
     public: UrlStrategy | None = None,
     timeouts: RouteTimeouts = DEFAULT_ROUTE_TIMEOUTS,
+    data_root: Path | None = None,
 ) -> WorkloadPlan:
     """The plan of one resource. URLs of the resources it names come from ``strategy``.
 
     ``public`` gives the URL clients are told (``AGENT_PUBLIC_URL``, ``status.endpoint``); default
-    ``strategy``. References are not checked here (the loader does); a ``Loopback`` strategy raises
-    ``KeyError`` for a workload without a port.
+    ``strategy``. ``data_root`` is where a runner that keeps data on this machine (``kora up``) wants
+    local-storage MemoryStores' databases: each gets ``MEMORY_SERVICE_DATA_DIR=<data_root>/<namespace>/<name>``,
+    stable across runs; None (a cluster) leaves the service's default. References are not checked here (the
+    loader does); a ``Loopback`` strategy raises ``KeyError`` for a workload without a port.
     """
     ref = ref_of(resource)
     host, port = strategy.listen(ref)
@@ -383,7 +410,7 @@ def plan_workload(
     elif isinstance(resource, ModelAPI):
         args, env, files, probes = _model_api_command(resource, host, port)
     else:
-        args, env = _listen_args("memory", host, port), _memory_store_env(resource, strategy)
+        args, env = _listen_args("memory", host, port), _memory_store_env(resource, strategy, data_root)
     return WorkloadPlan(
         ref=ref,
         service_name=service_name(ref.kind, ref.name),
@@ -408,13 +435,15 @@ def plan_workloads(
     *,
     public: UrlStrategy | None = None,
     timeouts: RouteTimeouts = DEFAULT_ROUTE_TIMEOUTS,
+    data_root: Path | None = None,
 ) -> dict[ResourceRef, WorkloadPlan]:
-    """Plans of every resource of ``graph``, in start order (:func:`kora.resources.loader.dependency_order`).
+    """Plans of every resource of ``graph``, in start order (:func:`kora.resources.loader.dependency_order`);
+    the options are :func:`plan_workload`'s.
 
     Raises :class:`kora.resources.loader.ManifestError` for a delegation cycle.
     """
     resources = graph.resources
     return {
-        ref: plan_workload(resources[ref], strategy, public=public, timeouts=timeouts)
+        ref: plan_workload(resources[ref], strategy, public=public, timeouts=timeouts, data_root=data_root)
         for ref in dependency_order(graph)
     }

@@ -40,6 +40,10 @@ def run_kora_agent(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
             {"AGENT_NAME": "a", "MODEL_API_URL": "http://m/v1", "MODEL_NAME": "m", "MEMORY_STORE_ENDPOINT": "http://s"},
             ["MEMORY_STORE_ENDPOINT"],
         ),
+        (
+            {"AGENT_NAME": "a", "MODEL_API_URL": "http://m/v1", "MODEL_NAME": "m", "MEMORY_MAX_READ_SCOPE": "user"},
+            ["MEMORY_MAX_READ_SCOPE"],
+        ),
     ],
 )
 def test_bad_configuration_stops_start_up_with_one_message_and_no_traceback(env, named):

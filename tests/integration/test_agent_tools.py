@@ -203,10 +203,10 @@ async def test_memory_tools_save_and_search_with_levels_up_to_the_read_scope(mod
 
 
 async def test_memory_tools_follow_the_memory_tools_setting(model):
-    async with running_agent(model, MEMORY_TOOLS="read", MEMORY_MAX_READ_SCOPE="user") as agent:
+    async with running_agent(model, MEMORY_TOOLS="read") as agent:
         (tool,) = agent.get("/tools").json()["tools"]
         assert tool["name"] == "search_memory"
-        assert tool["parameters"]["properties"]["level"]["enum"] == ["session", "user"]
+        assert tool["parameters"]["properties"]["level"]["enum"] == ["session"]
     async with running_agent(model, MEMORY_TOOLS="write") as agent:
         assert [t["name"] for t in agent.get("/tools").json()["tools"]] == ["save_memory"]
     async with running_agent(model) as agent:

@@ -79,3 +79,32 @@ def test_sub_agent_urls_keep_their_colons():
     }
     with pytest.raises(ValueError, match="'b'"):
         parse_sub_agents("a:http://a:1,b")
+
+
+@pytest.mark.parametrize("scope", ["agent", "user"])
+def test_a_pooled_read_scope_without_a_memory_store_is_a_start_up_error(scope):
+    with pytest.raises(SettingsError) as caught:
+        load_agent_settings(REQUIRED | {"MEMORY_MAX_READ_SCOPE": scope})
+    (problem,) = caught.value.problems
+    assert problem.startswith("MEMORY_MAX_READ_SCOPE:")
+    assert "MEMORY_STORE_ENDPOINT" in problem
+
+
+@pytest.mark.parametrize(
+    ("extra", "scope"),
+    [
+        ({"MEMORY_MAX_READ_SCOPE": "user", "MEMORY_STORE_ENDPOINT": "http://store:8000"}, "user"),
+        ({"MEMORY_MAX_READ_SCOPE": "agent", "MEMORY_STORE_ENDPOINT": "http://store:8000"}, "agent"),
+        ({"MEMORY_MAX_READ_SCOPE": "user", "MEMORY_ENABLED": "false"}, "user"),  # NullMemory reads nothing anyway
+        ({"MEMORY_MAX_READ_SCOPE": "session"}, "session"),
+    ],
+)
+def test_a_pooled_read_scope_is_accepted_with_a_memory_store_or_without_memory(extra, scope):
+    assert load_agent_settings(REQUIRED | extra).memory_max_read_scope == scope
+
+
+def test_the_administrators_store_scope_is_never_an_agents_ceiling():
+    with pytest.raises(SettingsError) as caught:
+        load_agent_settings(REQUIRED | {"MEMORY_MAX_READ_SCOPE": "store", "MEMORY_STORE_ENDPOINT": "http://s:1"})
+    assert caught.value.problems[0].startswith("MEMORY_MAX_READ_SCOPE:")
+    assert "'session', 'agent' or 'user'" in caught.value.problems[0]

@@ -272,7 +272,7 @@ async def test_search_reads_structured_event_content():
     assert hit.text == 'weather: {"city":"Oslo","temp":-3}'
 
 
-@pytest.mark.parametrize("scope", ["user", "agent", "global", ""])
+@pytest.mark.parametrize("scope", ["agent", "user", "store", ""])
 async def test_search_rejects_pooled_scopes_with_a_message_for_the_model(scope):
     memory = LocalMemory()
     with pytest.raises(ValueError, match="needs a bound MemoryStore") as info:

@@ -28,7 +28,7 @@ async def test_reads_are_empty_and_writes_dropped():
     await memory.close()
 
 
-@pytest.mark.parametrize("scope", ["session", "user", "global"])
+@pytest.mark.parametrize("scope", ["session", "agent", "user", "store"])
 async def test_search_is_empty_for_every_scope(scope):
     assert await NullMemory().search("s", "anything", scope=scope) == []
 

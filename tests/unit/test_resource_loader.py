@@ -33,7 +33,7 @@ apiVersion: kora.dev/v1alpha1
 kind: MemoryStore
 metadata: {name: mem}
 spec:
-  summarization: {modelAPI: llm}
+  models: {summarization: {modelAPI: llm}}
 """
 
 
@@ -74,7 +74,7 @@ def test_loads_every_kind_and_offers_typed_lookups():
     assert [a.name for a in graph.agents] == ["helper"]
     assert graph.model_api("llm").spec.mode.value == "Scripted"
     assert graph.mcp_server("tools").name == "tools"
-    assert graph.memory_store("mem").spec.summarization is not None
+    assert graph.memory_store("mem").spec.models.summarization is not None
     assert isinstance(graph.agent("helper"), Agent)
     assert len(graph) == 4
     assert graph.namespaces() == ["default"]
@@ -120,7 +120,7 @@ stringData: {{plain: from-string, both: new}}
             docs(MODEL, agent_doc("a", extra="config: {memory: {type: remote, memoryStore: mem}}\n")),
             "spec.config.memory.memoryStore: no MemoryStore named 'mem'",
         ),
-        (docs(STORE), "spec.summarization.modelAPI: no ModelAPI named 'llm'"),
+        (docs(STORE), "spec.models.summarization.modelAPI: no ModelAPI named 'llm'"),
         (
             docs(MODEL, MODEL),
             "document 2, ModelAPI/llm: metadata.name: duplicate ModelAPI default/llm "
@@ -197,7 +197,7 @@ spec:
   proxyConfig: {apiBase: "http://x/v1", apiKey: {valueFrom: {secretKeyRef: {name: k, key: api}}}}
 """
     external = STORE.replace(
-        "spec:\n", "spec:\n  storage: {mode: external, external: {connectionSecretRef: {name: pg, key: url}}}\n"
+        "spec:\n", "spec:\n  storage: {type: external, external: {connectionSecretRef: {name: pg, key: url}}}\n"
     )
     found = problems_of(docs(proxy, external), require_secrets=True)
     assert any("spec.proxyConfig.apiKey.valueFrom.secretKeyRef" in p for p in found)

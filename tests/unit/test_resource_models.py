@@ -85,7 +85,7 @@ def test_kaos_api_version_is_accepted_and_normalised():
 
 
 def test_read_scopes_match_the_agent_settings():
-    assert set(get_args(ReadScope)) == set(get_args(AgentReadScope))
+    assert get_args(ReadScope) == get_args(AgentReadScope) == ("session", "agent", "user")
 
 
 @pytest.mark.parametrize(
@@ -99,6 +99,12 @@ def test_read_scopes_match_the_agent_settings():
         (agent({"config": {"memory": {"type": "remote"}}}), "spec.config.memory", "memoryStore"),
         (agent({"config": {"memory": {"memoryStore": "m"}}}), "spec.config.memory", "only with type 'remote'"),
         (agent({"config": {"memory": {"maxReadScope": "user"}}}), "spec.config.memory", "needs type 'remote'"),
+        (agent({"config": {"memory": {"maxReadScope": "agent"}}}), "spec.config.memory", "needs type 'remote'"),
+        (
+            agent({"config": {"memory": {"type": "remote", "memoryStore": "m", "maxReadScope": "store"}}}),
+            "spec.config.memory.maxReadScope",
+            "'session', 'agent' or 'user'",
+        ),
         (agent({"config": {"memory": {"tools": "everything"}}}), "spec.config.memory.tools", "'all'"),
         (agent({"config": {"memory": {"failureMode": "hard"}}}), "spec.config.memory.failureMode", "'soft'"),
         (agent({"config": {"taskStoreType": "redis"}}), "spec.config.taskStoreType", "'local'"),
@@ -235,23 +241,103 @@ def store(spec: dict) -> dict:
     return {"apiVersion": API_VERSION, "kind": "MemoryStore", "metadata": {"name": "mem"}, "spec": spec}
 
 
-def test_memory_store_defaults_to_local_storage():
-    s = MemoryStore.model_validate(store({}))
-    assert s.spec.storage.mode == "local"
-    assert s.spec.embedding is None
+def test_memory_store_defaults_follow_the_contract():
+    s = MemoryStore.model_validate(store({})).spec
+    assert (s.storage.type, s.storage.external) == ("local", None)
+    assert (s.models.summarization, s.models.embedding) == (None, None)
+    assert (s.short_term.token_budget, s.short_term.hard_event_cap) == (2000, 50)
+    medium = s.medium_term
+    assert (medium.enabled, medium.compaction_trigger, medium.compaction_target, medium.digest_retention) == (
+        True,
+        20,
+        400,
+        5,
+    )
+    assert (s.long_term.enabled, s.long_term.default_top_k, s.long_term.score_threshold) == (True, 5, 0.2)
+    assert s.max_read_scope == "user"
+
+
+KAOS_STORE = {
+    "apiVersion": "kaos.tools/v1alpha1",
+    "kind": "MemoryStore",
+    "metadata": {"name": "mem", "namespace": "team"},
+    "spec": {
+        "storage": {"type": "external", "external": {"connectionSecretRef": {"name": "pg", "key": "dsn"}}},
+        "models": {
+            "summarization": {"modelAPI": "llm", "model": "small"},
+            "embedding": {"modelAPI": "embedder", "model": "nomic-embed-text"},
+        },
+        "shortTerm": {"tokenBudget": 3000, "hardEventCap": 80},
+        "mediumTerm": {"enabled": False, "compactionTrigger": 10, "compactionTarget": 300, "digestRetention": 2},
+        "longTerm": {"enabled": True, "defaultTopK": 8, "scoreThreshold": 0.5},
+        "maxReadScope": "agent",
+    },
+}
+
+
+def test_kaos_memory_store_manifest_carries_over_and_round_trips():
+    s = MemoryStore.model_validate(KAOS_STORE)
+    spec = s.spec
+    assert s.api_version == API_VERSION
+    assert spec.storage.type == "external"
+    assert spec.storage.external is not None
+    assert spec.storage.external.connection_secret_ref.key == "dsn"
+    assert spec.models.embedding is not None
+    assert spec.models.embedding.model_api == "embedder"
+    assert (spec.short_term.token_budget, spec.medium_term.enabled, spec.long_term.default_top_k) == (3000, False, 8)
+    assert (spec.long_term.score_threshold, spec.max_read_scope) == (0.5, "agent")
+    dumped = s.model_dump(exclude_none=True)
+    assert dumped["spec"]["shortTerm"] == {"tokenBudget": 3000, "hardEventCap": 80}
+    assert dumped["spec"]["models"]["summarization"] == {"modelAPI": "llm", "model": "small"}
+    assert "mode" not in dumped["spec"]["storage"]
+    assert MemoryStore.model_validate(dumped) == s
+
+
+@pytest.mark.parametrize("mode", ["local", "external"])
+def test_storage_mode_is_a_deprecated_name_of_type(mode):
+    external = {"external": {"connectionSecretRef": {"name": "pg", "key": "url"}}} if mode == "external" else {}
+    storage = MemoryStore.model_validate(store({"storage": {"mode": mode, **external}})).spec.storage
+    assert (storage.type, storage.mode) == (mode, None)
+    same = MemoryStore.model_validate(store({"storage": {"mode": mode, "type": mode, **external}})).spec.storage
+    assert same == storage
 
 
 @pytest.mark.parametrize(
-    ("spec", "fragment"),
+    ("spec", "where", "fragment"),
     [
-        ({"storage": {"mode": "external"}}, "connectionSecretRef"),
-        ({"storage": {"external": {"connectionSecretRef": {"name": "pg", "key": "url"}}}}, "only with mode"),
-        ({"storage": {"mode": "s3"}}, "'local'"),
-        ({"embedding": {"model": "x"}}, "Field required"),
+        ({"storage": {"type": "external"}}, "spec.storage", "connectionSecretRef"),
+        (
+            {"storage": {"external": {"connectionSecretRef": {"name": "pg", "key": "url"}}}},
+            "spec.storage",
+            "only with type",
+        ),
+        ({"storage": {"type": "s3"}}, "spec.storage.type", "'local'"),
+        ({"storage": {"type": "local", "mode": "external"}}, "spec.storage", "disagree"),
+        ({"models": {"embedding": {"model": "x"}}}, "spec.models.embedding.modelAPI", "Field required"),
+        ({"embedding": {"modelAPI": "llm"}}, "spec.embedding", "Extra inputs"),  # moved under `models`
+        ({"shortTerm": {"tokenBudget": 0}}, "spec.shortTerm.tokenBudget", "greater than or equal to 1"),
+        ({"shortTerm": {"hardEventCap": 0}}, "spec.shortTerm.hardEventCap", "greater than or equal to 1"),
+        ({"mediumTerm": {"compactionTrigger": 0}}, "spec.mediumTerm.compactionTrigger", "greater than or equal"),
+        ({"mediumTerm": {"compactionTarget": 0}}, "spec.mediumTerm.compactionTarget", "greater than or equal"),
+        ({"mediumTerm": {"digestRetention": 0}}, "spec.mediumTerm.digestRetention", "greater than or equal"),
+        ({"longTerm": {"defaultTopK": 0}}, "spec.longTerm.defaultTopK", "greater than or equal"),
+        ({"longTerm": {"scoreThreshold": 1.5}}, "spec.longTerm.scoreThreshold", "less than or equal to 1"),
+        ({"longTerm": {"scoreThreshold": -0.1}}, "spec.longTerm.scoreThreshold", "greater than or equal to 0"),
+        ({"maxReadScope": "store"}, "spec.maxReadScope", "'session', 'agent' or 'user'"),
     ],
 )
-def test_memory_store_rejects(spec, fragment):
-    assert any(fragment in msg for _, msg in errors(MemoryStore, store(spec)))
+def test_memory_store_rejects(spec, where, fragment):
+    assert any(loc == where and fragment in msg for loc, msg in errors(MemoryStore, store(spec)))
+
+
+def test_agent_memory_client_token_budget():
+    remote = {"type": "remote", "memoryStore": "mem"}
+    assert Agent.model_validate(agent()).spec.config.memory.client_params.token_budget == 2000
+    params = {"clientParams": {"tokenBudget": 900}}
+    a = Agent.model_validate(agent({"config": {"memory": {**remote, **params}}}))
+    assert a.spec.config.memory.client_params.token_budget == 900
+    bad = agent({"config": {"memory": {**remote, "clientParams": {"tokenBudget": 0}}}})
+    assert any(loc == "spec.config.memory.clientParams.tokenBudget" for loc, _ in errors(Agent, bad))
 
 
 def test_status_parses_conditions_and_ignores_controller_extras():

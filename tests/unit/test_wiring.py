@@ -2,6 +2,7 @@
 settings", "Rules for sub-agents and tool servers", "Strict gateway-only traffic", "Limits")."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -38,9 +39,8 @@ apiVersion: kora.dev/v1alpha1
 kind: MemoryStore
 metadata: {name: mem, namespace: team}
 spec:
-  storage: {mode: external, external: {connectionSecretRef: {name: pg, key: url}}}
-  summarization: {modelAPI: llm, model: small}
-  embedding: {modelAPI: llm}
+  storage: {type: external, external: {connectionSecretRef: {name: pg, key: url}}}
+  models: {summarization: {modelAPI: llm, model: small}, embedding: {modelAPI: llm}}
 ---
 apiVersion: kora.dev/v1alpha1
 kind: Agent
@@ -72,7 +72,7 @@ BOSS = """
   config:
     description: The boss.
     memory: {type: remote, memoryStore: mem, maxReadScope: user, tools: read, failureMode: strict,
-             clientParams: {rollingSummary: true}}
+             clientParams: {rollingSummary: true, tokenBudget: 1500}}
     env: [{name: AGENT_LOG_LEVEL, value: DEBUG}]
 """
 
@@ -173,6 +173,7 @@ def test_agent_environment_under_each_strategy(strategy_name):
         "MEMORY_STORE_ENDPOINT": urls["mem"],
         "MEMORY_FAILURE_MODE": "strict",
         "MEMORY_ROLLING_SUMMARY": "true",
+        "MEMORY_CLIENT_TOKEN_BUDGET": "1500",
         "OTEL_SERVICE_NAME": "boss",
         "AGENT_LOG_LEVEL": "DEBUG",
     }
@@ -238,13 +239,22 @@ def test_public_strategy_sets_agent_public_url_only():
             "  modelAPI: llm\n  model: m\n"
             "  config: {memory: {contextLimit: 12, maxSessions: 5, maxSessionEvents: 7}}\n",
             [("MEMORY_CONTEXT_LIMIT", "12"), ("MEMORY_MAX_SESSIONS", "5"), ("MEMORY_MAX_SESSION_EVENTS", "7")],
-            ["MEMORY_STORE_ENDPOINT", "MEMORY_FAILURE_MODE", "MEMORY_ROLLING_SUMMARY", "MEMORY_TOOLS"],
+            [
+                "MEMORY_STORE_ENDPOINT",
+                "MEMORY_FAILURE_MODE",
+                "MEMORY_ROLLING_SUMMARY",
+                "MEMORY_CLIENT_TOKEN_BUDGET",
+                "MEMORY_TOOLS",
+            ],
             ["model"],
         ),
         (
             "  modelAPI: llm\n  model: m\n  waitForDependencies: false\n"
             "  config: {memory: {type: remote, memoryStore: mem}}\n",
-            [("MEMORY_STORE_ENDPOINT", "http://memorystore-mem.team.svc.cluster.local:8000")],
+            [
+                ("MEMORY_STORE_ENDPOINT", "http://memorystore-mem.team.svc.cluster.local:8000"),
+                ("MEMORY_CLIENT_TOKEN_BUDGET", "2000"),
+            ],
             [],
             ["model"],  # starts without waiting for the store (it may start degraded)
         ),
@@ -370,6 +380,21 @@ def test_script_file_is_passed_as_a_path(tmp_path):
     assert plan.files == {}
 
 
+#: What a MemoryStore's tier settings become when the spec leaves them out (the contract's defaults).
+TIER_DEFAULTS = {
+    "MEMORY_SERVICE_SHORT_TERM_TOKEN_BUDGET": "2000",
+    "MEMORY_SERVICE_SHORT_TERM_HARD_EVENT_CAP": "50",
+    "MEMORY_SERVICE_MEDIUM_TERM_ENABLED": "true",
+    "MEMORY_SERVICE_COMPACTION_TRIGGER": "20",
+    "MEMORY_SERVICE_COMPACTION_TARGET": "400",
+    "MEMORY_SERVICE_DIGEST_RETENTION": "5",
+    "MEMORY_SERVICE_LONG_TERM_ENABLED": "true",
+    "MEMORY_SERVICE_DEFAULT_TOP_K": "5",
+    "MEMORY_SERVICE_SCORE_THRESHOLD": "0.2",
+    "MEMORY_SERVICE_MAX_READ_SCOPE": "user",
+}
+
+
 @pytest.mark.parametrize("strategy_name", list(STRATEGIES))
 def test_memory_store_plan(strategy_name):
     plan = plan_workloads(load_text(BASE), STRATEGIES[strategy_name])[REFS["mem"]]
@@ -381,9 +406,84 @@ def test_memory_store_plan(strategy_name):
         "MEMORY_SERVICE_SUMMARY_MODEL_API_URL": urls["model"] + "/v1",
         "MEMORY_SERVICE_SUMMARY_MODEL": "small",
         "MEMORY_SERVICE_EMBEDDING_MODEL_API_URL": urls["model"] + "/v1",
+        **TIER_DEFAULTS,
         "OTEL_SERVICE_NAME": "memorystore-mem",
     }
     assert plan.depends_on == (REFS["model"],)
+
+
+def store_env(spec: str, strategy_name: str = "cluster", data_root: Path | None = None) -> dict[str, object]:
+    text = (
+        f"apiVersion: kaos.tools/v1alpha1\nkind: MemoryStore\nmetadata: {{name: mem, namespace: team}}\nspec: {spec}\n"
+    )
+    plans = plan_workloads(load_text(text), STRATEGIES[strategy_name], data_root=data_root)
+    return env_of(plans[REFS["mem"]])
+
+
+EXTERNAL = "storage: {type: external, external: {connectionSecretRef: {name: pg, key: url}}}"
+TIERS = (
+    "shortTerm: {tokenBudget: 3000, hardEventCap: 80}, "
+    "mediumTerm: {enabled: false, compactionTrigger: 10, compactionTarget: 300, digestRetention: 2}, "
+    "longTerm: {enabled: false, defaultTopK: 8, scoreThreshold: 0.75}, maxReadScope: agent"
+)
+
+
+@pytest.mark.parametrize(
+    ("spec", "strategy_name", "data_root", "expected"),
+    [
+        # Cluster: local storage keeps the service's default data directory.
+        ("{}", "cluster", None, {"MEMORY_SERVICE_STORAGE_MODE": "local", **TIER_DEFAULTS}),
+        ("{storage: {mode: local}}", "gateway", None, {"MEMORY_SERVICE_STORAGE_MODE": "local", **TIER_DEFAULTS}),
+        # kora up: local storage gets a directory of its own under the runner's data root.
+        (
+            "{}",
+            "loopback",
+            Path("/state/memory"),
+            {
+                "MEMORY_SERVICE_STORAGE_MODE": "local",
+                "MEMORY_SERVICE_DATA_DIR": "/state/memory/team/mem",
+                **TIER_DEFAULTS,
+            },
+        ),
+        # External storage never gets a data directory, whatever the runner.
+        (
+            f"{{{EXTERNAL}}}",
+            "local-gateway",
+            Path("/state/memory"),
+            {
+                "MEMORY_SERVICE_STORAGE_MODE": "external",
+                "MEMORY_SERVICE_DATABASE_URL": SecretKeyRef("pg", "url"),
+                **TIER_DEFAULTS,
+            },
+        ),
+        (
+            f"{{{TIERS}}}",
+            "cluster",
+            None,
+            {
+                "MEMORY_SERVICE_STORAGE_MODE": "local",
+                "MEMORY_SERVICE_SHORT_TERM_TOKEN_BUDGET": "3000",
+                "MEMORY_SERVICE_SHORT_TERM_HARD_EVENT_CAP": "80",
+                "MEMORY_SERVICE_MEDIUM_TERM_ENABLED": "false",
+                "MEMORY_SERVICE_COMPACTION_TRIGGER": "10",
+                "MEMORY_SERVICE_COMPACTION_TARGET": "300",
+                "MEMORY_SERVICE_DIGEST_RETENTION": "2",
+                "MEMORY_SERVICE_LONG_TERM_ENABLED": "false",
+                "MEMORY_SERVICE_DEFAULT_TOP_K": "8",
+                "MEMORY_SERVICE_SCORE_THRESHOLD": "0.75",
+                "MEMORY_SERVICE_MAX_READ_SCOPE": "agent",
+            },
+        ),
+        (
+            "{longTerm: {scoreThreshold: 1}}",
+            "cluster",
+            None,
+            {"MEMORY_SERVICE_STORAGE_MODE": "local", **TIER_DEFAULTS, "MEMORY_SERVICE_SCORE_THRESHOLD": "1.0"},
+        ),
+    ],
+)
+def test_memory_store_options(spec, strategy_name, data_root, expected):
+    assert store_env(spec, strategy_name, data_root) == {**expected, "OTEL_SERVICE_NAME": "memorystore-mem"}
 
 
 def test_plans_come_in_start_order():
@@ -426,7 +526,7 @@ ROUTE_DOCS = {
     "Agent": "kind: Agent\nmetadata: {name: a}\nspec: {modelAPI: m, model: x%s}\n",
     "ModelAPI": "kind: ModelAPI\nmetadata: {name: m}\nspec: {mode: Scripted%s}\n",
     "MCPServer": "kind: MCPServer\nmetadata: {name: t}\nspec: {config: {toolsString: 'x = 1'}%s}\n",
-    "MemoryStore": "kind: MemoryStore\nmetadata: {name: s}\nspec: {storage: {mode: local}%s}\n",
+    "MemoryStore": "kind: MemoryStore\nmetadata: {name: s}\nspec: {storage: {type: local}%s}\n",
 }
 
 
