@@ -466,8 +466,8 @@ class HostedConfig(WireModel):
 class ScriptedConfig(WireModel):
     """``Scripted`` mode: Kora's scripted offline model (``kora model``) answers from rules.
 
-    Rule format: see ``kora.scripted.model`` (``when: {user_matches, after_tool, tool_available}``,
-    ``reply: {kind: text | tool_calls | error, ...}``, ``times``).
+    Rule format: see ``kora.scripted.model`` (``when: {user_matches, system_matches, after_tool,
+    tool_available, response_format}``, ``reply: {kind: text | tool_calls | error, ...}``, ``times``).
     """
 
     script: list[dict[str, Any]] | None = None

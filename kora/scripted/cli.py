@@ -1,6 +1,7 @@
 """``kora model``: run the scripted OpenAI-compatible model server (tests, offline demo).
 
     kora model [--host 127.0.0.1] [--port 8000] [--script FILE] [--model-name NAME] [--max-recorded N]
+               [--embedding-dimensions 384]
 
 Prints one line on start-up saying that this is a scripted offline model and the base URL it serves
 (``http://HOST:PORT/v1``; with ``--port 0`` the port the OS chose). Exit codes: 0 after a clean stop
@@ -18,7 +19,9 @@ from kora.core.command import run_command, serve_until_stopped
 __all__ = ["cli"]
 
 
-def _serve(host: str, port: int, script: Path | None, model_name: str, max_recorded: int) -> int:
+def _serve(
+    host: str, port: int, script: Path | None, model_name: str, max_recorded: int, embedding_dimensions: int
+) -> int:
     from kora.core.net import bind_socket
     from kora.scripted.model import ScriptedModel, ScriptError, create_app, load_script_file
 
@@ -32,7 +35,9 @@ def _serve(host: str, port: int, script: Path | None, model_name: str, max_recor
     except OSError as exc:
         print(f"kora model: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
         return 2
-    model = ScriptedModel(rules, model_name=model_name, max_recorded=max_recorded or None)
+    model = ScriptedModel(
+        rules, model_name=model_name, max_recorded=max_recorded or None, embedding_dimensions=embedding_dimensions
+    )
     bound_port = sock.getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
     print(
@@ -48,6 +53,8 @@ def cli(argv: list[str]) -> int:
     """Parse ``argv`` (the arguments after ``kora model``), serve until stopped; returns the exit code."""
     import typer
 
+    from kora.scripted.embedding import DEFAULT_DIMENSIONS, MAX_DIMENSIONS
+
     def model(
         host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
         port: Annotated[int, typer.Option(help="TCP port (0: any free port).", min=0, max=65535)] = 8000,
@@ -58,8 +65,16 @@ def cli(argv: list[str]) -> int:
         max_recorded: Annotated[
             int, typer.Option(help="Keep at most this many recorded requests (0: unbounded).", min=0)
         ] = 10000,
+        embedding_dimensions: Annotated[
+            int,
+            typer.Option(
+                help="Length of /v1/embeddings vectors when a request gives no 'dimensions'.",
+                min=1,
+                max=MAX_DIMENSIONS,
+            ),
+        ] = DEFAULT_DIMENSIONS,
     ) -> int:
         """Run the scripted OpenAI-compatible model server (offline stand-in for an LLM)."""
-        return _serve(host, port, script, model_name, max_recorded)
+        return _serve(host, port, script, model_name, max_recorded, embedding_dimensions)
 
     return run_command(model, argv, "kora model")

@@ -1,4 +1,4 @@
-"""The scripted model: an OpenAI-compatible chat-completions server that answers from a script.
+"""The scripted model: an OpenAI-compatible chat-completions and embeddings server that answers from a script.
 
 It is the only stand-in for an LLM that Kora's tests and offline demo use. Real clients (the ``openai``
 package, pydantic-ai's ``OpenAIChatModel``) talk to it unchanged. Every request body is recorded in
@@ -10,8 +10,18 @@ How a reply is chosen for each request, first hit wins:
 
 1. the queue of replies pushed with :meth:`ScriptedModel.enqueue` (FIFO);
 2. the first :class:`Rule` whose :class:`Match` fits the request and whose ``times`` is not used up;
-3. the default: ``Tool result: <content>`` if the last message is a tool result, else
-   ``You said: <last user text>``.
+3. the default (:mod:`kora.scripted.defaults`), first hit wins:
+
+   - ``response_format`` json_schema ``extracted_facts``: ``{"facts": [...]}``, the sentences of the
+     last user message's ``user: ...`` lines that are not questions and have a first-person word
+     (``I``, ``I'm``, ``me``, ``my``, ``mine``, ``myself``), verbatim (``user: Hi! I live in Paris.``
+     -> ``{"facts": ["I live in Paris."]}``);
+   - json_schema ``fact_conflicts``: ``{"contradicted": []}``;
+   - any other json_schema: a 400 error, code ``no_scripted_rule``, naming the schema (script a rule);
+   - ``{"type": "json_object"}``: ``{}``;
+   - a system message starting ``Summarize``: ``Summary:`` and one ``- <line>`` per distinct line of the
+     other messages (each cut at 30 words, 200 words in all, earliest first);
+   - ``Tool result: <content>`` if the last message is a tool result, else ``You said: <last user text>``.
 
 Placeholders ``{name}`` in reply text and in tool-call argument strings are filled from the named
 groups of the rule's ``user_matches`` regex, ``{user}`` (last user text) and ``{tool_result}``
@@ -36,6 +46,20 @@ from ``calls`` / ``status`` when omitted) or a plain string for a text reply. Ex
       - when: {user_matches: 'overloaded'}
         reply: {kind: error, status: 503, message: "try later", type: server_error}
         times: 1
+      # Structured output: match the json_schema's name; ``json`` is a text reply holding that value as
+      # JSON. The first extraction gets an invalid answer (the caller's retry is tested), then a good one.
+      - when: {response_format: extracted_facts, user_matches: Paris}
+        reply: "not json"
+        times: 1
+      - when: {response_format: extracted_facts, user_matches: Paris}
+        reply: {json: {facts: ["The user lives in Paris."]}}
+      - when: {system_matches: '^Summarize'}
+        reply: "The user talked about Paris."
+
+Rule conditions (``when``, all given must hold): ``user_matches`` (regex searched in the last user
+message), ``system_matches`` (regex searched in the system and developer messages), ``after_tool``
+(the last message is / is not a tool result), ``tool_available`` (a tool of that name is offered),
+``response_format`` (the json_schema ``name`` of the request's response format, or ``json_object``).
 
 Reply fields (all kinds): ``delay_seconds`` (seconds before the response starts). Text and tool-call
 replies also take ``chunk_delay_seconds`` (seconds between streamed chunks) and
@@ -46,12 +70,19 @@ Usage is deterministic: ``prompt_tokens`` counts whitespace-separated words over
 and tool-call argument strings, ``completion_tokens`` the words of the reply text plus those of the
 JSON of each tool call's arguments (at least 1 for a tool-call reply).
 
+Embeddings (``POST /v1/embeddings``) are not scripted: every text gets a deterministic unit vector by
+feature hashing of its words and their character trigrams (:mod:`kora.scripted.embedding`), so texts
+sharing words have a high cosine similarity and unrelated texts one near 0. 384 dimensions unless the
+model's ``embedding_dimensions`` or the request's ``dimensions`` say otherwise; ``encoding_format``
+``float`` or ``base64``; bad input (no or empty input, more than 2048 items, an item over 32768
+characters, non-strings, token ids) gets a 400 OpenAI error.
+
 HTTP surface of :func:`create_app`: ``POST /v1/chat/completions`` (and ``/chat/completions``),
-``GET /v1/models``, ``GET /health``, and control endpoints for other processes:
-``POST /_script/replies`` (a reply object or a list; enqueued), ``PUT /_script/rules`` (a script:
-list of rules or ``{"rules": [...]}``; replaces the rules), ``GET /_script/requests``
-(``{"requests": [...], "aborted_requests": [...]}``) and ``DELETE /_script`` (reset; add
-``?keep_rules=true`` to keep the rules).
+``POST /v1/embeddings`` (and ``/embeddings``), ``GET /v1/models``, ``GET /health``, and control
+endpoints for other processes: ``POST /_script/replies`` (a reply object or a list; enqueued),
+``PUT /_script/rules`` (a script: list of rules or ``{"rules": [...]}``; replaces the rules),
+``GET /_script/requests`` (``{"requests": [...], "aborted_requests": [...], "embedding_requests":
+[...]}``) and ``DELETE /_script`` (reset; add ``?keep_rules=true`` to keep the rules).
 
 Note: OpenAI clients retry 429 and 5xx replies and timeouts by default (``max_retries=2``); a retried
 request consumes the next reply. Use ``max_retries=0`` in tests that script errors or delays.
@@ -69,11 +100,11 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, TypeVar
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from kora.core.openai_wire import (
@@ -86,6 +117,8 @@ from kora.core.openai_wire import (
     tool_call_body,
     usage_body,
 )
+from kora.scripted.defaults import default_reply
+from kora.scripted.embedding import DEFAULT_DIMENSIONS, EmbeddingRequestError, embedding_response, parse_request
 from kora.scripted.script import (
     Conversation,
     ErrorReply,
@@ -128,6 +161,8 @@ __all__ = [
 ]
 
 DEFAULT_MODEL_NAME: Final = "scripted"
+
+_T = TypeVar("_T")
 
 # --------------------------------------------------------------------------------------------------
 # Usage and chunking
@@ -204,9 +239,12 @@ class ScriptedModel:
     """The script and the record of one scripted model; thread-safe (tests and server share it).
 
     ``rules`` is the script, ``model_name`` the name listed by ``/v1/models`` and used when a request
-    names none, ``max_recorded`` caps :attr:`requests` (oldest dropped first; ``None``: unbounded).
-    :attr:`requests` holds every request body in arrival order, :attr:`aborted_requests` the bodies
-    whose client disconnected before the reply finished.
+    names none, ``max_recorded`` caps :attr:`requests` and :attr:`embedding_requests` (oldest dropped
+    first; ``None``: unbounded), ``embedding_dimensions`` is the length of embedding vectors when a
+    request gives no ``dimensions``. :attr:`requests` holds every chat request body in arrival order,
+    :attr:`aborted_requests` the bodies whose client disconnected before the reply finished,
+    :attr:`embedding_requests` every embeddings request body, valid or not. Raises ``ValueError`` if
+    ``embedding_dimensions`` is not positive.
     """
 
     def __init__(
@@ -215,11 +253,16 @@ class ScriptedModel:
         *,
         model_name: str = DEFAULT_MODEL_NAME,
         max_recorded: int | None = None,
+        embedding_dimensions: int = DEFAULT_DIMENSIONS,
     ) -> None:
+        if embedding_dimensions <= 0:
+            raise ValueError(f"embedding_dimensions must be positive, got {embedding_dimensions}")
         self.model_name = model_name
         self.max_recorded = max_recorded
+        self.embedding_dimensions = embedding_dimensions
         self.requests: list[JSONObject] = []
         self.aborted_requests: list[JSONObject] = []
+        self.embedding_requests: list[object] = []
         self._rules: list[Rule] = list(rules)
         self._uses: list[int] = [0] * len(self._rules)
         self._queue: list[Reply] = []
@@ -263,12 +306,13 @@ class ScriptedModel:
         self.load_script(load_script_file(path))
 
     def reset(self, *, keep_rules: bool = False) -> None:
-        """Forget queued replies, recorded and aborted requests and rule counters; drop the rules too
-        unless ``keep_rules``."""
+        """Forget queued replies, recorded (chat and embeddings) and aborted requests and rule counters;
+        drop the rules too unless ``keep_rules``."""
         with self._changed:
             self._queue.clear()
             self.requests.clear()
             self.aborted_requests.clear()
+            self.embedding_requests.clear()
             if not keep_rules:
                 self._rules = []
             self._uses = [0] * len(self._rules)
@@ -285,6 +329,18 @@ class ScriptedModel:
         """A number unique within this model, for completion and tool-call ids."""
         return next(self._ids)
 
+    def _note_model(self, body: JSONObject) -> None:
+        # Caller holds the lock. Names requests use are listed by /v1/models from then on.
+        model = body.get("model")
+        if isinstance(model, str) and model not in self._models_seen:
+            self._models_seen[model] = None
+
+    def _record(self, records: list[_T], body: _T) -> None:
+        # Caller holds the lock.
+        records.append(body)
+        if self.max_recorded is not None and len(records) > self.max_recorded:
+            del records[0]
+
     def next_reply(self, body: JSONObject) -> Reply:
         """Record ``body`` and choose its reply (queue, rules, default) with placeholders filled.
 
@@ -294,12 +350,8 @@ class ScriptedModel:
         conversation = Conversation(body)
         values = {"user": conversation.user_text, "tool_result": conversation.tool_result}
         with self._changed:
-            self.requests.append(body)
-            if self.max_recorded is not None and len(self.requests) > self.max_recorded:
-                del self.requests[0]
-            model = body.get("model")
-            if isinstance(model, str) and model not in self._models_seen:
-                self._models_seen[model] = None
+            self._record(self.requests, body)
+            self._note_model(body)
             chosen: Reply | None = self._queue.pop(0) if self._queue else None
             if chosen is None:
                 for index, rule in enumerate(self._rules):
@@ -313,10 +365,23 @@ class ScriptedModel:
                         break
             self._changed.notify_all()
         if chosen is None:
-            if conversation.last_is_tool:
-                return TextReply(f"Tool result: {conversation.tool_result}")
-            return TextReply(f"You said: {conversation.user_text}")
+            return default_reply(conversation)
         return instantiate(chosen, values, conversation)
+
+    def embeddings(self, body: object) -> JSONObject:
+        """Record ``body`` (a decoded ``POST /v1/embeddings`` request) and build OpenAI's response: one
+        unit vector per input, see :mod:`kora.scripted.embedding`.
+
+        Raises :class:`~kora.scripted.embedding.EmbeddingRequestError` if OpenAI would refuse the request.
+        """
+        with self._changed:
+            self._record(self.embedding_requests, body)
+            if isinstance(body, dict):
+                self._note_model(body)
+            self._changed.notify_all()
+        request = parse_request(body)
+        dimensions = request.dimensions or self.embedding_dimensions
+        return embedding_response(request, request.model or self.model_name, dimensions)
 
     def record_abort(self, body: JSONObject) -> None:
         """Note that the client of ``body`` disconnected before its reply finished."""
@@ -345,9 +410,11 @@ Receive: TypeAlias = Callable[[], Awaitable[Message]]
 Send: TypeAlias = Callable[[Message], Awaitable[None]]
 
 CHAT_PATHS: Final = frozenset({"/v1/chat/completions", "/chat/completions"})
+EMBEDDING_PATHS: Final = frozenset({"/v1/embeddings", "/embeddings"})
 _JSON_HEADERS: Final = [(b"content-type", b"application/json")]
 _SSE_HEADERS: Final = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# ASCII escapes: a lone surrogate in a request ("\ud800", valid JSON) echoed back must not fail the encoding.
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
 class _SimulatedDisconnect(Exception):
@@ -400,23 +467,15 @@ class _ChatCompletions:
         self.model = model
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        raw = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            raw += message.get("body", b"")
-            if not message.get("more_body", False):
-                break
-        try:
-            body = json.loads(raw)
-        except ValueError as exc:
-            await _send_error(
-                send, 400, f"request body is not valid JSON: {exc}", "invalid_request_error", "invalid_json"
-            )
+        body = await _read_json(receive, send)
+        if body is _DONE:
             return
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             await _send_error(send, 400, "'messages' is required and must be a list", "invalid_request_error", None)
+            return
+        problem = response_format_problem(body.get("response_format"))
+        if problem is not None:
+            await _send_error(send, 400, problem, "invalid_request_error", None)
             return
         reply = self.model.next_reply(body)
         stream = body.get("stream") is True
@@ -507,6 +566,68 @@ class _ChatCompletions:
         return True
 
 
+class _Embeddings:
+    """Raw ASGI handler of ``POST /v1/embeddings``."""
+
+    def __init__(self, model: ScriptedModel) -> None:
+        self.model = model
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await _read_json(receive, send)
+        if body is _DONE:
+            return
+        try:
+            payload = self.model.embeddings(body)
+        except EmbeddingRequestError as exc:
+            await _send_json(send, 400, openai_error_body(exc.message, "invalid_request_error", None, param=exc.param))
+            return
+        await _send_json(send, 200, payload)
+
+
+_RESPONSE_FORMAT_TYPES: Final = ("text", "json_object", "json_schema")
+
+
+def response_format_problem(value: object) -> str | None:
+    """Why a chat request's ``response_format`` is malformed, or ``None`` if it is absent or well formed:
+    an object whose ``type`` is ``text``, ``json_object`` or ``json_schema``, the last with a
+    ``json_schema`` object holding a non-empty string ``name``."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or value.get("type") not in _RESPONSE_FORMAT_TYPES:
+        return "'response_format' must be an object whose 'type' is 'text', 'json_object' or 'json_schema'"
+    if value["type"] == "json_schema":
+        spec = value.get("json_schema")
+        name = spec.get("name") if isinstance(spec, dict) else None
+        if not (isinstance(name, str) and name):
+            return "'response_format.json_schema' must be an object with a non-empty string 'name'"
+    return None
+
+
+class _Done:
+    """Nothing left to answer: the client left while its body was read, or it was told the body is not JSON."""
+
+
+_DONE: Final = _Done()
+
+
+async def _read_json(receive: Receive, send: Send) -> object:
+    """The decoded JSON request body; :data:`_DONE` if the client left first or the body was not JSON
+    (then a 400 ``invalid_json`` error was sent)."""
+    raw = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return _DONE
+        raw += message.get("body", b"")
+        if not message.get("more_body", False):
+            break
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # RecursionError: arrays nested thousands deep
+        await _send_error(send, 400, f"request body is not valid JSON: {exc}", "invalid_request_error", "invalid_json")
+        return _DONE
+
+
 async def _send_json(send: Send, status: int, payload: JSONObject) -> None:
     await send({"type": "http.response.start", "status": status, "headers": _JSON_HEADERS})
     await send({"type": "http.response.body", "body": _dumps(payload).encode()})
@@ -517,21 +638,26 @@ async def _send_error(send: Send, status: int, message: str, type_: str, code: s
     await send({"type": "http.response.body", "body": error_body(message, type_, code)})
 
 
+def _json_response(payload: object) -> Response:
+    # Not Starlette's JSONResponse: it writes non-ASCII as is, and recorded requests may hold lone surrogates.
+    return Response(_dumps(payload).encode(), media_type="application/json")
+
+
 def _json_error(status: int, message: str) -> Response:
     return Response(error_body(message, "invalid_request_error", None), status, media_type="application/json")
 
 
 def _control_routes(model: ScriptedModel) -> list[Route]:
     async def health(request: Request) -> Response:
-        return JSONResponse({"status": "ok", "scripted": True})
+        return _json_response({"status": "ok", "scripted": True})
 
     async def models(request: Request) -> Response:
-        return JSONResponse(model_list_body(model.model_names, "kora-scripted"))
+        return _json_response(model_list_body(model.model_names, "kora-scripted"))
 
     async def read_json(request: Request) -> object:
         try:
             return json.loads(await request.body())
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ScriptError(f"request body is not valid JSON: {exc}") from exc
 
     async def post_replies(request: Request) -> Response:
@@ -542,7 +668,7 @@ def _control_routes(model: ScriptedModel) -> list[Route]:
         except ScriptError as exc:
             return _json_error(400, str(exc))
         model.enqueue(*replies)
-        return JSONResponse({"queued": model.queued})
+        return _json_response({"queued": model.queued})
 
     async def put_rules(request: Request) -> Response:
         try:
@@ -550,10 +676,16 @@ def _control_routes(model: ScriptedModel) -> list[Route]:
         except ScriptError as exc:
             return _json_error(400, str(exc))
         model.load_script(rules)
-        return JSONResponse({"rules": len(rules)})
+        return _json_response({"rules": len(rules)})
 
     async def get_requests(request: Request) -> Response:
-        return JSONResponse({"requests": list(model.requests), "aborted_requests": list(model.aborted_requests)})
+        return _json_response(
+            {
+                "requests": list(model.requests),
+                "aborted_requests": list(model.aborted_requests),
+                "embedding_requests": list(model.embedding_requests),
+            }
+        )
 
     async def reset(request: Request) -> Response:
         model.reset(keep_rules=request.query_params.get("keep_rules", "").lower() in {"1", "true", "yes"})
@@ -573,19 +705,23 @@ def _control_routes(model: ScriptedModel) -> list[Route]:
 class ScriptedModelApp:
     """The ASGI application of a :class:`ScriptedModel` (built by :func:`create_app`).
 
-    ``POST`` to a chat path goes straight to the raw handler (the benchmarked hot path); everything
-    else, including lifespan, is served by a small Starlette app.
+    ``POST`` to a chat or embeddings path goes straight to its raw handler (the hot paths);
+    everything else, including lifespan, is served by a small Starlette app.
     """
 
     def __init__(self, model: ScriptedModel) -> None:
         self.model = model
         self._chat = _ChatCompletions(model)
+        self._embeddings = _Embeddings(model)
         self._other = Starlette(routes=_control_routes(model))
         _install_log_filter()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"].rstrip("/") in CHAT_PATHS:
+        path = scope["path"].rstrip("/") if scope["type"] == "http" and scope["method"] == "POST" else None
+        if path in CHAT_PATHS:
             await self._chat(scope, receive, send)
+        elif path in EMBEDDING_PATHS:
+            await self._embeddings(scope, receive, send)
         else:
             await self._other(scope, receive, send)
 

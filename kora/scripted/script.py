@@ -123,6 +123,10 @@ class Match:
       groups become placeholders for the reply.
     - ``after_tool``: ``True`` if the last message must be a tool result, ``False`` if it must not.
     - ``tool_available``: name of a tool that must be offered in the request's ``tools``.
+    - ``response_format``: the structured output the request asks for: the ``json_schema.name`` of a
+      ``{"type": "json_schema", ...}`` response format, or ``json_object`` for ``{"type": "json_object"}``.
+    - ``system_matches``: regex searched in the text of the system (and developer) messages, joined by
+      newlines; its named groups become placeholders too (``user_matches``' win on a clash).
 
     Raises :class:`ScriptError` for an invalid regex.
     """
@@ -130,14 +134,20 @@ class Match:
     user_matches: str | None = None
     after_tool: bool | None = None
     tool_available: str | None = None
+    response_format: str | None = None
+    system_matches: str | None = None
     _pattern: re.Pattern[str] | None = field(init=False, repr=False, compare=False, default=None)
+    _system_pattern: re.Pattern[str] | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
-        if self.user_matches is not None:
+        for name, attribute in (("user_matches", "_pattern"), ("system_matches", "_system_pattern")):
+            regex = getattr(self, name)
+            if regex is None:
+                continue
             try:
-                object.__setattr__(self, "_pattern", re.compile(self.user_matches))
+                object.__setattr__(self, attribute, re.compile(regex))
             except re.error as exc:
-                raise ScriptError(f"invalid user_matches regex {self.user_matches!r}: {exc}") from exc
+                raise ScriptError(f"invalid {name} regex {regex!r}: {exc}") from exc
 
     def match(self, conversation: Conversation) -> dict[str, str] | None:
         """The placeholder values (regex named groups) if the request fits, else ``None``."""
@@ -145,12 +155,17 @@ class Match:
             return None
         if self.tool_available is not None and self.tool_available not in conversation.tool_schemas:
             return None
-        if self._pattern is None:
-            return {}
-        found = self._pattern.search(conversation.user_text)
-        if found is None:
+        if self.response_format is not None and self.response_format != conversation.response_format:
             return None
-        return {name: value or "" for name, value in found.groupdict().items()}
+        groups: dict[str, str] = {}
+        for pattern, text in ((self._system_pattern, None), (self._pattern, conversation.user_text)):
+            if pattern is None:
+                continue
+            found = pattern.search(conversation.system_text() if text is None else text)
+            if found is None:
+                return None
+            groups.update((name, value or "") for name, value in found.groupdict().items())
+        return groups
 
 
 @dataclass(frozen=True)
@@ -178,16 +193,29 @@ def content_text(content: object) -> str:
 
 
 class Conversation:
-    """What rules look at in a request body: last user text, last tool result, offered tools.
+    """What rules look at in a request body: last user text, last tool result, offered tools, the
+    structured output asked for and the system messages.
 
     ``tool_schemas`` maps each offered tool's name to its JSON-schema ``parameters`` object.
+    ``response_kind`` is the ``response_format.type`` asked for, ``"json_schema"`` or ``"json_object"``
+    (``None`` for plain text); ``response_format`` is what :attr:`Match.response_format` compares with:
+    the json_schema's ``name`` (``""`` if it has none), ``"json_object"``, or ``None``.
     """
 
-    __slots__ = ("last_is_tool", "tool_result", "tool_schemas", "user_text")
+    __slots__ = (
+        "last_is_tool",
+        "messages",
+        "response_format",
+        "response_kind",
+        "tool_result",
+        "tool_schemas",
+        "user_text",
+    )
 
     def __init__(self, body: Mapping[str, Any]) -> None:
         messages = body.get("messages")
         messages = messages if isinstance(messages, list) else []
+        self.messages: list[object] = messages
         self.user_text = ""
         for message in reversed(messages):
             if isinstance(message, dict) and message.get("role") == "user":
@@ -203,6 +231,26 @@ class Conversation:
             if isinstance(function, dict) and isinstance(function.get("name"), str):
                 parameters = function.get("parameters")
                 self.tool_schemas[function["name"]] = parameters if isinstance(parameters, dict) else {}
+        self.response_kind: str | None = None
+        self.response_format: str | None = None
+        response_format = body.get("response_format")
+        response_format = response_format if isinstance(response_format, dict) else {}
+        kind = response_format.get("type")
+        if kind == "json_object":
+            self.response_kind = self.response_format = "json_object"
+        elif kind == "json_schema":
+            self.response_kind = "json_schema"
+            spec = response_format.get("json_schema")
+            name = spec.get("name") if isinstance(spec, dict) else None
+            self.response_format = name if isinstance(name, str) else ""
+
+    def system_text(self) -> str:
+        """The text of every ``system`` and ``developer`` message, in order, joined by newlines."""
+        return "\n".join(
+            content_text(message.get("content"))
+            for message in self.messages
+            if isinstance(message, dict) and message.get("role") in ("system", "developer")
+        )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -346,6 +394,14 @@ def reply_from_json(data: object) -> Reply:
         )
     chunk_delay = _number(data, "chunk_delay_seconds")
     disconnect = _optional_int(data, "disconnect_after_chunks")
+    if kind == "text" and "json" in data:  # shorthand for a structured answer: the value as JSON text
+        if "text" in data or "chunks" in data:
+            raise ScriptError("give 'json' or 'text'/'chunks', not both")
+        try:
+            json_text = json.dumps(data["json"], ensure_ascii=False)
+        except (TypeError, ValueError) as exc:  # YAML dates and the like have no JSON form
+            raise ScriptError(f"json must be plain JSON data: {exc}") from exc
+        return TextReply(json_text, None, delay, chunk_delay, disconnect)
     if kind == "text":
         chunks = data.get("chunks")
         if chunks is not None and not (isinstance(chunks, list) and all(isinstance(c, str) for c in chunks)):
@@ -392,6 +448,9 @@ def reply_to_json(reply: Reply) -> JSONObject:
     return {"kind": "tool_calls", "calls": calls, "text": reply.text, **timing}
 
 
+_MATCH_KEYS = frozenset({"user_matches", "after_tool", "tool_available", "response_format", "system_matches"})
+
+
 def load_script(data: object) -> list[Rule]:
     """Rules from a decoded script: a list of rules or ``{"rules": [...]}``.
 
@@ -409,8 +468,8 @@ def load_script(data: object) -> list[Rule]:
         if not isinstance(raw, dict) or "reply" not in raw:
             raise ScriptError(f"rule {index}: expected a mapping with 'when' and 'reply'")
         when = raw.get("when") or {}
-        if not isinstance(when, dict) or set(when) - {"user_matches", "after_tool", "tool_available"}:
-            raise ScriptError(f"rule {index}: 'when' takes user_matches, after_tool, tool_available; got {when!r}")
+        if not isinstance(when, dict) or set(when) - _MATCH_KEYS:
+            raise ScriptError(f"rule {index}: 'when' takes {', '.join(sorted(_MATCH_KEYS))}; got {when!r}")
         after_tool = when.get("after_tool")
         if after_tool is not None and not isinstance(after_tool, bool):
             raise ScriptError(f"rule {index}: after_tool must be true or false")
@@ -419,6 +478,8 @@ def load_script(data: object) -> list[Rule]:
                 user_matches=_string(when, "user_matches", required=False),
                 after_tool=after_tool,
                 tool_available=_string(when, "tool_available", required=False),
+                response_format=_string(when, "response_format", required=False),
+                system_matches=_string(when, "system_matches", required=False),
             )
             rules.append(Rule(match, reply_from_json(raw["reply"]), _optional_int(raw, "times")))
         except ScriptError as exc:

@@ -17,6 +17,7 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kora.scripted.embedding import DEFAULT_DIMENSIONS
 from kora.scripted.model import DEFAULT_MODEL_NAME, ScriptedModel, create_app
 from kora.scripted.script import JSONObject, Reply, Rule
 from tests.support.threaded import ThreadedServer
@@ -33,7 +34,8 @@ API_KEY = "scripted"  # any non-empty key: the scripted model does not check it
 class ScriptedModelServer(ThreadedServer):
     """A scripted model served over HTTP from a background thread (sync and async context manager).
 
-    ``model`` is the :class:`ScriptedModel` to serve (a new one named ``model_name`` if ``None``).
+    ``model`` is the :class:`ScriptedModel` to serve (a new one named ``model_name``, with embedding
+    vectors of ``embedding_dimensions`` floats, if ``None``).
     After :meth:`start`: :attr:`url` is the OpenAI base URL (``http://127.0.0.1:<port>/v1``),
     :attr:`root_url` the same without ``/v1`` (control endpoints, ``/health``). :meth:`start` raises
     ``RuntimeError`` if the server does not come up within ``startup_timeout`` seconds.
@@ -44,10 +46,13 @@ class ScriptedModelServer(ThreadedServer):
         model: ScriptedModel | None = None,
         *,
         model_name: str = DEFAULT_MODEL_NAME,
+        embedding_dimensions: int = DEFAULT_DIMENSIONS,
         host: str = "127.0.0.1",
         startup_timeout: float = 10.0,
     ) -> None:
-        self.model = model if model is not None else ScriptedModel(model_name=model_name)
+        if model is None:
+            model = ScriptedModel(model_name=model_name, embedding_dimensions=embedding_dimensions)
+        self.model = model
         # lifespan off: the scripted model's app has none.
         super().__init__(
             create_app(self.model), name="scripted-model", host=host, lifespan="off", startup_timeout=startup_timeout
@@ -74,6 +79,11 @@ class ScriptedModelServer(ThreadedServer):
     def aborted_requests(self) -> list[JSONObject]:
         """Bodies of requests whose client disconnected before the reply finished."""
         return self.model.aborted_requests
+
+    @property
+    def embedding_requests(self) -> list[object]:
+        """Recorded ``/v1/embeddings`` request bodies, in arrival order (the model's live list)."""
+        return self.model.embedding_requests
 
     def enqueue(self, *replies: Reply | str) -> None:
         """Queue replies for the next requests (see :meth:`ScriptedModel.enqueue`)."""
