@@ -30,6 +30,7 @@ from kora.agent.routes.tools import add_tool_routes
 from kora.agent.settings import AgentSettings
 from kora.agent.state import AgentState
 from kora.memory import Memory, build_memory
+from kora.memory.factory import RemoteOptions
 
 
 def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI:
@@ -48,12 +49,19 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
             max_session_events=settings.memory_max_session_events,
             app_name=settings.agent_name,
             store_endpoint=settings.memory_store_endpoint,
+            remote=RemoteOptions(
+                max_read_scope=settings.memory_max_read_scope,
+                failure_mode=settings.memory_failure_mode,
+                rolling_summary=settings.memory_rolling_summary,
+                token_budget=settings.memory_client_token_budget,
+            ),
         ),
     )
     a2a = A2AServer(settings, state.wait_runtime, state.tool_definitions)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await state.memory.start()
         loading = asyncio.create_task(state.load(), name="kora-agent-load")
         try:
             yield

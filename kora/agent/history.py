@@ -51,6 +51,7 @@ from pydantic_ai.messages import (
 
 from kora.core.events import EventType, MemoryEvent, utc_now
 from kora.core.protocol import DELEGATION_TASK_ARG, DELEGATION_TOOL_PREFIX
+from kora.memory.base import TurnContext
 from kora.memory.replay import (
     PROMPT_EVENTS,
     Prompt,
@@ -225,3 +226,15 @@ def messages_to_events(
                         {**common, "tool_name": call.tool_name},
                     )
     return events
+
+
+def memory_instructions(context: TurnContext) -> str:
+    """What memory recalled for a turn (rolling summary, long-term facts), as instructions for the model; empty
+    when it recalled nothing (spec: "Memory tiers": the medium and long tiers enter the model's context)."""
+    parts = []
+    if context.summary:
+        parts.append(f"Summary of this conversation's earlier turns:\n{context.summary}")
+    if context.facts:
+        facts = "\n".join(f"- {hit.text}" for hit in context.facts)
+        parts.append(f"What you remember from earlier conversations (use it when it helps):\n{facts}")
+    return "\n\n".join(parts)

@@ -223,7 +223,7 @@ class AgenticLoop:
         """What both run paths pass to pydantic-ai besides the (absent) prompt."""
         return {
             "message_history": list(messages),
-            "deps": TurnDeps(turn.session_id, self.settings.agent_name, turn.delegated_by),
+            "deps": TurnDeps(turn.session_id, self.settings.agent_name, turn.delegated_by, turn.user_id),
             "usage": usage,
             "usage_limits": self._limits,
             "toolsets": self.mcp.toolsets() if self.mcp is not None else [],

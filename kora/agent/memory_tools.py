@@ -39,7 +39,7 @@ def memory_toolset(memory: Memory, tools: str | None, max_scope: str) -> Functio
         if level not in levels:
             return f"Error: level must be one of {', '.join(levels)}."
         try:
-            hits = await memory.search(ctx.deps.session_id, query, scope=level, limit=5)
+            hits = await memory.search(ctx.deps.session_id, query, scope=level, limit=5, user_id=ctx.deps.user_id)
         except ValueError as error:
             return f"Error: {error}"
         if not hits:
@@ -52,7 +52,14 @@ def memory_toolset(memory: Memory, tools: str | None, max_scope: str) -> Functio
         attribution: dict[str, JsonValue] = {"agent": ctx.deps.agent_name, "session_id": ctx.deps.session_id}
         if ctx.deps.delegated_by:
             attribution["delegated_by"] = ctx.deps.delegated_by
-        fact_id = await memory.save(ctx.deps.session_id, content, {"attribution": attribution})
+        if ctx.deps.user_id:
+            attribution["user_id"] = ctx.deps.user_id
+        try:
+            fact_id = await memory.save(
+                ctx.deps.session_id, content, {"attribution": attribution}, user_id=ctx.deps.user_id
+            )
+        except ValueError as error:
+            return f"Error: {error}"
         return f"Saved ({fact_id})."
 
     offered: list[Tool[TurnDeps]] = []

@@ -28,18 +28,20 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing, asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 from pydantic_ai import ModelMessage, ModelResponse
 from pydantic_ai.usage import RunUsage
 
 from kora.agent.chat_model import KoraChatModel
-from kora.agent.history import events_to_messages, replay_to_messages
+from kora.agent.history import events_to_messages, memory_instructions, replay_to_messages
 from kora.agent.loop import AgenticLoop, text_delta, turn_error
 from kora.agent.recorder import TurnRecorder, prompt_request
 from kora.agent.settings import AgentSettings
 from kora.agent.turn import TurnOutcome, TurnRequest
 from kora.core.errors import KoraError, StepLimitReached, TurnCancelled
+from kora.core.events import MemoryEvent
 from kora.memory import Memory
 from kora.memory.replay import Prompt, Request, Response
 
@@ -118,7 +120,7 @@ class AgentRuntime:
         """Run a turn to its end and return the answer (the model is asked for whole responses)."""
         async with self._locks.hold(turn.session_id):
             try:
-                messages = await self._messages(turn)
+                turn, messages = await self._prepare(turn)
                 usage = RunUsage()
                 prompt_at = len(messages) - 1
                 if self._direct:
@@ -143,7 +145,7 @@ class AgentRuntime:
         async with self._locks.hold(turn.session_id):
             recorded = False
             try:
-                messages = await self._messages(turn)
+                turn, messages = await self._prepare(turn)
                 prompt_at = len(messages) - 1
                 usage, said_text = RunUsage(), False
                 if self._direct:
@@ -181,16 +183,19 @@ class AgentRuntime:
                 yield outcome.text
                 yield outcome
 
-    async def _messages(self, turn: TurnRequest) -> list[ModelMessage]:
-        """The turn's first request: what the model is shown before the prompt (the session's last events,
-        else the history the client sent), then the prompt."""
-        return [*await self._history(turn), prompt_request(turn)]
-
-    async def _history(self, turn: TurnRequest) -> list[ModelMessage]:
+    async def _prepare(self, turn: TurnRequest) -> tuple[TurnRequest, list[ModelMessage]]:
+        """The turn with what memory recalls (rolling summary, long-term facts) added to its instructions, and its
+        first request: what the model is shown before the prompt (the session's window, else the history the client
+        sent), then the prompt."""
         limit = self.settings.memory_context_limit
+        context = await self.memory.turn_context(turn.session_id, turn.prompt, limit, turn.user_id)
+        if note := memory_instructions(context):
+            turn = replace(turn, system=f"{turn.system}\n\n{note}" if turn.system else note)
+        return turn, [*self._history(turn, context.events, limit), prompt_request(turn)]
+
+    def _history(self, turn: TurnRequest, events: list[MemoryEvent], limit: int) -> list[ModelMessage]:
         if limit == 0:
             return []
-        events = await self.memory.get_session_events(turn.session_id, limit=limit)
         if events:
             return events_to_messages(events)
         # A client that keeps the conversation itself (plain OpenAI usage) sends it every time.

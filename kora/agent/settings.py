@@ -111,7 +111,7 @@ class AgentSettings(BaseSettings):
     memory_max_session_events: int = Field(default=500, ge=1, description="LocalMemory bound: events per session.")
     memory_store_endpoint: str = Field(
         default="",
-        description="Memory service URL; selects RemoteMemory (not in this build yet: a start-up error).",
+        description="Memory service URL (a MemoryStore's `kora memory`); selects RemoteMemory.",
         json_schema_extra={"format": "uri"},  # a URL in the schema and the docs
     )
     memory_max_read_scope: ReadScope = Field(
@@ -124,6 +124,17 @@ class AgentSettings(BaseSettings):
         default=None,
         description="Memory tools the model gets: `all` (search and save), `read` (`search_memory`) or `write` "
         "(`save_memory`); unset: none.",
+    )
+    memory_failure_mode: Literal["soft", "strict"] = Field(
+        default="soft",
+        description="RemoteMemory while the store is unreachable: `soft` answers from the agent's own short-term "
+        "window (`/ready` says `memory: degraded`, writes are queued and replayed); `strict` answers 503.",
+    )
+    memory_rolling_summary: bool = Field(
+        default=False, description="RemoteMemory: keep a rolling summary of turns that left the window (medium tier)."
+    )
+    memory_client_token_budget: int = Field(
+        default=2000, ge=0, description="RemoteMemory: most tokens (estimated) of window events put before a turn."
     )
     # A2A (spec).
     task_store_type: Literal["local", "null"] = Field(

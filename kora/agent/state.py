@@ -85,7 +85,11 @@ class AgentState:
             return [f"agent runtime failed to start: {self.startup_error}"]
         if self.runtime is None:
             return ["agent runtime is still loading"]
-        return self.runtime.problems()
+        return [*self.runtime.problems(), *self.memory.status().problems]
+
+    def details(self) -> dict[str, str]:
+        """What ``/ready`` reports without failing: e.g. ``memory: degraded`` while a soft-mode store is away."""
+        return self.memory.status().details
 
     async def close(self) -> None:
         """Stop the runtime if it started, then close the memory (server shutdown)."""

@@ -19,6 +19,7 @@ class TurnDeps:
     session_id: str
     agent_name: str
     delegated_by: str | None = None
+    user_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class TurnRequest:
     system: str = ""
     delegated_by: str | None = None
     started: datetime = field(default_factory=utc_now)
+    user_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from pydantic import BaseModel, JsonValue
@@ -34,7 +35,7 @@ class SessionInfo(BaseModel):
 
     session_id: str
     app_name: str
-    user_id: str
+    user_id: str | None
     created_at: datetime
     updated_at: datetime
     event_count: int
@@ -51,6 +52,26 @@ class MemoryHit(BaseModel):
     source: str
     event_id: str | None = None
     timestamp: datetime
+
+
+@dataclass(frozen=True)
+class TurnContext:
+    """What memory puts before a turn (spec: "Memory tiers"): the rolling ``summary`` of earlier turns (None when
+    there is none), the short-term window ``events`` (oldest first) and the long-term ``facts`` recalled for the
+    prompt (best first)."""
+
+    summary: str | None = None
+    events: list[MemoryEvent] = field(default_factory=list)
+    facts: list[MemoryHit] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class MemoryStatus:
+    """How a memory is doing: ``problems`` make the agent not ready (``/ready`` 503); ``details`` are reported
+    without (e.g. ``{"memory": "degraded: ..."}`` while a soft-mode store is unreachable)."""
+
+    problems: list[str] = field(default_factory=list)
+    details: dict[str, str] = field(default_factory=dict)
 
 
 class Memory(ABC):
@@ -128,16 +149,44 @@ class Memory(ABC):
         """How many events one session (or all sessions) holds; the ``total`` of ``GET /memory/events``."""
 
     @abstractmethod
-    async def search(self, session_id: str, query: str, scope: str = "session", limit: int = 5) -> list[MemoryHit]:
+    async def search(
+        self, session_id: str, query: str, scope: str = "session", limit: int = 5, user_id: str | None = None
+    ) -> list[MemoryHit]:
         """Recall what matches ``query`` within ``scope``, best first, at most ``limit`` hits.
 
-        Scopes an implementation cannot serve (LocalMemory serves only ``"session"``) raise ``ValueError``
-        with a message meant for the model. NullMemory returns ``[]``.
+        ``user_id`` is the turn's verified user (scopes ``agent`` and ``user`` need one). Scopes an implementation
+        cannot serve (LocalMemory serves only ``"session"``) raise ``ValueError`` with a message meant for the
+        model. NullMemory returns ``[]``.
         """
 
     @abstractmethod
-    async def save(self, session_id: str, content: str, metadata: dict[str, JsonValue] | None = None) -> str:
-        """Keep ``content`` as a fact for later recall; returns its id. ``metadata`` carries attribution."""
+    async def save(
+        self,
+        session_id: str,
+        content: str,
+        metadata: dict[str, JsonValue] | None = None,
+        user_id: str | None = None,
+    ) -> str:
+        """Keep ``content`` as a fact for later recall; returns its id. ``metadata`` carries attribution and
+        ``user_id`` the verified user the fact is about. Raises ``ValueError`` (a message for the model) when it
+        cannot be kept now."""
+
+    async def turn_context(self, session_id: str, prompt: str, limit: int, user_id: str | None = None) -> TurnContext:
+        """What memory puts before a turn whose prompt is ``prompt``: at most ``limit`` window events, and for
+        memories with long-term tiers the summary and recalled facts (within the agent's read scope, narrowed to the
+        session without a verified ``user_id``). The default is the session's newest ``limit`` events.
+
+        Raises :class:`~kora.core.errors.Unavailable` when the memory cannot serve and must not fall back
+        (RemoteMemory in strict mode).
+        """
+        return TurnContext(events=await self.get_session_events(session_id, limit=limit) if limit else [])
+
+    def status(self) -> MemoryStatus:
+        """How the memory is doing now (in-process memories are always fine)."""
+        return MemoryStatus()
+
+    async def start(self) -> None:  # noqa: B027 - optional hook, a no-op for in-process memories
+        """Start background work (RemoteMemory's sender of queued writes); the default has none."""
 
     async def close(self) -> None:  # noqa: B027 - optional hook, a no-op for in-process memories
         """Release connections; the default has nothing to release."""

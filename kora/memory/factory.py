@@ -1,16 +1,28 @@
 """Choosing the memory implementation from the agent's settings (spec: "Memory implementations").
 
-``MEMORY_ENABLED=false`` selects NullMemory; otherwise LocalMemory, bounded by ``MEMORY_MAX_SESSIONS`` and
-``MEMORY_MAX_SESSION_EVENTS``. A set ``MEMORY_STORE_ENDPOINT`` selects RemoteMemory, which this build does not
-contain yet: that is reported as a ``ValueError`` the agent turns into a start-up error, rather than silently
-falling back to pod-local memory the operator did not ask for.
+``MEMORY_ENABLED=false`` selects NullMemory; a set ``MEMORY_STORE_ENDPOINT`` selects RemoteMemory (the memory
+service's client); otherwise LocalMemory, bounded by ``MEMORY_MAX_SESSIONS`` and ``MEMORY_MAX_SESSION_EVENTS``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 from kora.memory.base import Memory
 from kora.memory.local import LocalMemory
 from kora.memory.null import NullMemory
+
+
+@dataclass(frozen=True)
+class RemoteOptions:
+    """RemoteMemory's settings: the agent's read scope ceiling, ``MEMORY_FAILURE_MODE``,
+    ``MEMORY_ROLLING_SUMMARY`` and ``MEMORY_CLIENT_TOKEN_BUDGET``."""
+
+    max_read_scope: str = "session"
+    failure_mode: Literal["soft", "strict"] = "soft"
+    rolling_summary: bool = False
+    token_budget: int = 2000
 
 
 def build_memory(
@@ -19,14 +31,24 @@ def build_memory(
     max_session_events: int,
     app_name: str,
     store_endpoint: str = "",
+    remote: RemoteOptions | None = None,
 ) -> Memory:
-    """The agent's memory: NullMemory when not ``enabled`` (whatever the endpoint), else LocalMemory.
-
-    Raises ``ValueError`` when ``store_endpoint`` is set on an enabled memory (RemoteMemory not in this build)
-    or when a bound is < 1.
-    """
+    """The agent's memory: NullMemory when not ``enabled`` (whatever the endpoint), RemoteMemory when
+    ``store_endpoint`` is set, else LocalMemory. Raises ``ValueError`` when a bound is < 1."""
     if not enabled:
         return NullMemory()
     if store_endpoint.strip():
-        raise ValueError("MEMORY_STORE_ENDPOINT is set but the remote memory client is not available in this build")
+        from kora.memory.remote import RemoteMemory
+
+        options = remote or RemoteOptions()
+        return RemoteMemory(
+            store_endpoint.strip(),
+            app_name,
+            max_read_scope=options.max_read_scope,
+            failure_mode=options.failure_mode,
+            rolling_summary=options.rolling_summary,
+            token_budget=options.token_budget,
+            local_sessions=max_sessions,
+            local_session_events=max_session_events,
+        )
     return LocalMemory(max_sessions=max_sessions, max_session_events=max_session_events, app_name=app_name)

@@ -279,7 +279,9 @@ class LocalMemory(Memory):
 
     # -- recall ---------------------------------------------------------------------------------------------
 
-    async def search(self, session_id: str, query: str, scope: str = SESSION_SCOPE, limit: int = 5) -> list[MemoryHit]:
+    async def search(
+        self, session_id: str, query: str, scope: str = SESSION_SCOPE, limit: int = 5, user_id: str | None = None
+    ) -> list[MemoryHit]:
         """Keyword recall over the session's events and saved facts, best first, at most ``limit`` hits.
 
         Score: share of the query's words found in the text (:func:`kora.memory.text.keyword_score`), in
@@ -314,7 +316,13 @@ class LocalMemory(Memory):
         best = heapq.nlargest(limit, scored, key=lambda item: (item[0], item[1], item[2]))
         return [hit for *_, hit in best]
 
-    async def save(self, session_id: str, content: str, metadata: dict[str, JsonValue] | None = None) -> str:
+    async def save(
+        self,
+        session_id: str,
+        content: str,
+        metadata: dict[str, JsonValue] | None = None,
+        user_id: str | None = None,
+    ) -> str:
         """Keep ``content`` as a fact of the session (created if needed); returns its ``fact_`` id.
 
         At most ``max_session_events`` facts per session (oldest dropped); facts go with their session.

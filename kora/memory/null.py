@@ -60,10 +60,18 @@ class NullMemory(Memory):
         """Always 0."""
         return 0
 
-    async def search(self, session_id: str, query: str, scope: str = "session", limit: int = 5) -> list[MemoryHit]:
+    async def search(
+        self, session_id: str, query: str, scope: str = "session", limit: int = 5, user_id: str | None = None
+    ) -> list[MemoryHit]:
         """Always ``[]``, for every scope."""
         return []
 
-    async def save(self, session_id: str, content: str, metadata: dict[str, JsonValue] | None = None) -> str:
+    async def save(
+        self,
+        session_id: str,
+        content: str,
+        metadata: dict[str, JsonValue] | None = None,
+        user_id: str | None = None,
+    ) -> str:
         """Drops the fact; returns a fresh ``fact_`` id so callers need no special case."""
         return new_fact_id()

@@ -23,6 +23,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from kora.core.events import MemoryEvent
+from kora.memory.base import SessionInfo
 
 #: Read scopes, narrowest first.
 SCOPES = ("session", "agent", "user", "store")
@@ -101,17 +102,6 @@ class SessionCreate(_Body):
     session_id: Identifier | None = None
     app_name: Identifier
     user_id: Identifier | None = None
-
-
-class SessionInfo(BaseModel):
-    """A session as the service lists it; ``user_id`` is None for an anonymous session."""
-
-    session_id: str
-    app_name: str
-    user_id: str | None
-    created_at: datetime
-    updated_at: datetime
-    event_count: int
 
 
 class SessionList(BaseModel):

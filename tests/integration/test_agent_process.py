@@ -37,7 +37,7 @@ def run_kora_agent(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
             ["AGENT_SUB_AGENTS"],
         ),
         (
-            {"AGENT_NAME": "a", "MODEL_API_URL": "http://m/v1", "MODEL_NAME": "m", "MEMORY_STORE_ENDPOINT": "http://s"},
+            {"AGENT_NAME": "a", "MODEL_API_URL": "http://m/v1", "MODEL_NAME": "m", "MEMORY_STORE_ENDPOINT": "s:80"},
             ["MEMORY_STORE_ENDPOINT"],
         ),
         (

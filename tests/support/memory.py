@@ -8,6 +8,9 @@ tests never see each other's rows. :func:`memory_service` serves ``kora memory``
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -73,3 +76,42 @@ async def memory_service(env: dict[str, str]) -> AsyncIterator[str]:
     async with ThreadedServer(create_app(settings), name="memory", lifespan="on") as server:
         await asyncio.to_thread(wait_until_ready, server.root_url)
         yield server.root_url
+
+
+class MemoryProcess:
+    """``kora memory`` as a real process on 127.0.0.1:``port`` (a fixed port, so a restarted service is found at
+    the same URL). :meth:`start` waits until it is ready; :meth:`kill` ends it at once (SIGKILL)."""
+
+    def __init__(self, env: dict[str, str], port: int | None = None) -> None:
+        from kora.core.net import free_port
+
+        self.env = env
+        self.port = port or free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, wait: bool = True) -> MemoryProcess:
+        """Start the process (and wait until ``/ready`` answers 200 unless ``wait`` is False)."""
+        command = [sys.executable, "-m", "kora.cli", "memory", "--host", "127.0.0.1", "--port", str(self.port)]
+        self.process = subprocess.Popen(command, env={**os.environ, **self.env})
+        if wait:
+            wait_until_ready(self.url)
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL the process and reap it."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+            self.process = None
+
+    def stop(self) -> None:
+        """SIGTERM the process and wait for its clean exit."""
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+            self.process = None

@@ -7,7 +7,9 @@ import pytest
 
 from kora.core.events import EventType, MemoryEvent
 from kora.memory import LocalMemory, build_memory
+from kora.memory.factory import RemoteOptions
 from kora.memory.null import NullMemory
+from kora.memory.remote import RemoteMemory
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -300,5 +302,9 @@ def test_build_memory_picks_the_implementation():
     assert (local.max_sessions, local.max_session_events, local.app_name) == (10, 20, "bot")
     assert isinstance(build_memory(False, 10, 20, "bot"), NullMemory)
     assert isinstance(build_memory(False, 10, 20, "bot", store_endpoint="http://store:8000"), NullMemory)
-    with pytest.raises(ValueError, match="MEMORY_STORE_ENDPOINT is set"):
-        build_memory(True, 10, 20, "bot", store_endpoint="http://store:8000")
+    remote = build_memory(
+        True, 10, 20, "bot", store_endpoint="http://store:8000/", remote=RemoteOptions("agent", "strict", True, 300)
+    )
+    assert isinstance(remote, RemoteMemory)
+    assert (remote.endpoint, remote.app_name, remote.max_read_scope) == ("http://store:8000", "bot", "agent")
+    assert (remote.failure_mode, remote.rolling_summary, remote.token_budget) == ("strict", True, 300)

@@ -43,6 +43,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kora.core.errors import KoraError, RequestError, Unavailable
 from kora.core.openai_wire import error_body, openai_error_body
+from kora.memory.base import SessionInfo
 from kora.memory.service import facts, jobs, recall, store
 from kora.memory.service.database import Conn
 from kora.memory.service.service import MemoryService
@@ -65,7 +66,6 @@ from kora.memory.wire import (
     RecallResult,
     Scope,
     SessionCreate,
-    SessionInfo,
     SessionList,
 )
 

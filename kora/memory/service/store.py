@@ -22,10 +22,11 @@ from psycopg.types.json import Jsonb
 
 from kora.core.errors import Forbidden, NotFound
 from kora.core.events import EventType, MemoryEvent
+from kora.memory.base import SessionInfo
 from kora.memory.service.database import Conn
 from kora.memory.service.settings import MemoryServiceSettings
 from kora.memory.text import event_text
-from kora.memory.wire import EventList, Removed, SessionInfo
+from kora.memory.wire import EventList, Removed
 
 #: Event types whose text says something about the user: the input of fact extraction.
 CONVERSATION_TYPES = (EventType.USER_MESSAGE, EventType.TASK_DELEGATION_RECEIVED, EventType.AGENT_RESPONSE)

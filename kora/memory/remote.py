@@ -1,0 +1,474 @@
+"""RemoteMemory: the agent's client of the memory service (spec: "Memory implementations", "Memory tiers
+(RemoteMemory)", "Errors" item 5; selected when ``MEMORY_STORE_ENDPOINT`` is set).
+
+Reads go to the service: before a turn, one request returns the rolling summary, the short-term window and the
+facts recalled for the prompt within the agent's read scope (:meth:`RemoteMemory.turn_context`); the memory
+endpoints and ``search_memory`` read the store too. ``save_memory`` writes a fact synchronously, so it can be
+recalled as soon as the tool returns.
+
+Writes of a turn's events never add to the reply's latency: :meth:`RemoteMemory.add_events` keeps them in a local
+window (a bounded :class:`~kora.memory.local.LocalMemory`) and in an ordered outbox that a background task sends.
+Until the store has acknowledged them, the events still pending for a session are merged into its window, so
+the next turn sees the previous one even when the two follow each other closely.
+
+When the store cannot be reached (``MEMORY_FAILURE_MODE``):
+
+* ``soft`` (default): turns go on with the local window (no summary, no facts); ``status()`` reports
+  ``memory: degraded`` (``/ready`` stays 200); writes wait in the outbox, bounded by ``outbox_limit`` batches
+  (past it the oldest batch is dropped and counted in ``dropped_writes``, and said in the status, never silently),
+  and are replayed in order as soon as the store answers again: a background probe notices that without waiting
+  for the next turn.
+* ``strict``: a turn's context read raises :class:`~kora.core.errors.Unavailable` (the chat endpoint answers
+  503, A2A a JSON-RPC error), and ``status()`` lists a problem (``/ready`` 503). Writes still queue for replay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict, deque
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+import httpx
+from pydantic import BaseModel, JsonValue, ValidationError
+
+from kora.core.errors import Unavailable
+from kora.core.events import EventType, MemoryEvent
+from kora.memory.base import Memory, MemoryHit, MemoryStatus, SessionInfo, TurnContext, new_session_id
+from kora.memory.local import LocalMemory
+from kora.memory.wire import (
+    SCOPES,
+    USER_SCOPES,
+    ContextRequest,
+    EventList,
+    EventsWrite,
+    FactCreate,
+    FactWritten,
+    MemoryContext,
+    RecallHit,
+    RecallRequest,
+    RecallResult,
+    SessionList,
+    scope_rank,
+)
+
+log = logging.getLogger("kora.memory")
+
+BodyT = TypeVar("BodyT", bound=BaseModel)
+ResultT = TypeVar("ResultT")
+
+#: Seconds to wait for the memory service on a read (a turn's context) before treating it as unreachable.
+READ_TIMEOUT_SECONDS = 5.0
+#: Seconds between probes of an unreachable store, and the longest pause between replays of queued writes.
+RETRY_SECONDS = 1.0
+
+
+class StoreUnreachable(Exception):
+    """The memory service could not be reached or answered an error status (a 5xx, or a 4xx it should not)."""
+
+
+class StoreRefused(Exception):
+    """The memory service refused a request as the client's mistake (4xx): ``message`` says why."""
+
+
+@dataclass
+class _Batch:
+    session_id: str
+    user_id: str | None
+    events: list[MemoryEvent]
+
+
+class RemoteMemory(Memory):
+    """A client of the memory service at ``endpoint`` for agent ``app_name``. Create, ``await start()``, use,
+    ``await close()``.
+
+    ``max_read_scope`` bounds automatic recall and ``search_memory`` (``session``, ``agent`` or ``user``);
+    ``failure_mode`` is ``soft`` or ``strict`` (module docstring); ``rolling_summary`` asks the store for the
+    medium-term tier; ``token_budget`` bounds (in tokens) what the window may take of the model's context;
+    ``local_sessions`` and ``local_session_events`` bound the local window.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        app_name: str,
+        *,
+        max_read_scope: str = "session",
+        failure_mode: Literal["soft", "strict"] = "soft",
+        rolling_summary: bool = False,
+        token_budget: int = 2000,
+        local_sessions: int = 1000,
+        local_session_events: int = 500,
+        outbox_limit: int = 10_000,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self.app_name = app_name
+        self.max_read_scope = max_read_scope
+        self.failure_mode = failure_mode
+        self.rolling_summary = rolling_summary
+        self.token_budget = token_budget
+        self._client = httpx.AsyncClient(base_url=self.endpoint, timeout=READ_TIMEOUT_SECONDS, transport=transport)
+        self._local = LocalMemory(local_sessions, local_session_events, app_name)
+        self._users: OrderedDict[str, str | None] = OrderedDict()
+        self._users_limit = local_sessions
+        self._outbox: deque[_Batch] = deque()
+        self._outbox_limit = outbox_limit
+        self._pending = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        #: Why the store is unusable now, or None while it answers.
+        self.degraded: str | None = None
+        #: Batches of events dropped because the outbox was full while the store was unreachable.
+        self.dropped_writes = 0
+
+    # -- life cycle -------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the background sender of queued writes (which also probes an unreachable store)."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._send_forever(), name="remote-memory-outbox")
+
+    async def close(self) -> None:
+        """Send what is queued (for up to 5 s while the store answers), then stop and close the connections."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(5.0):
+                while self._outbox and self.degraded is None:
+                    await self._send_next()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._outbox:
+            log.warning("memory store: %d queued writes not sent at shutdown", len(self._outbox))
+        await self._client.aclose()
+
+    def status(self) -> MemoryStatus:
+        """``memory: degraded`` (soft) or a problem (strict) while the store is unreachable; dropped writes."""
+        details: dict[str, str] = {}
+        if self.dropped_writes:
+            details["memory_dropped_writes"] = str(self.dropped_writes)
+        if self.degraded is None:
+            return MemoryStatus(details=details)
+        if self.failure_mode == "strict":
+            return MemoryStatus(problems=[f"memory store unreachable: {self.degraded}"], details=details)
+        details["memory"] = (
+            f"degraded: {self.degraded}; serving the short-term window, {len(self._outbox)} writes queued"
+        )
+        return MemoryStatus(details=details)
+
+    # -- HTTP ---------------------------------------------------------------------------------------------------
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        answer: type[BodyT],
+        body: BaseModel | None = None,
+        params: dict[str, str | int | list[str]] | None = None,
+    ) -> BodyT:
+        """One request to the store; marks it reachable or degraded. Raises :class:`StoreUnreachable` or
+        :class:`StoreRefused`."""
+        content = None if body is None else body.model_dump_json(exclude_none=True)
+        try:
+            response = await self._client.request(
+                method, path, content=content, params=params, headers={"content-type": "application/json"}
+            )
+        except httpx.HTTPError as error:
+            self._mark_degraded(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__)
+            raise StoreUnreachable(self.degraded) from error
+        if response.status_code >= 500:
+            self._mark_degraded(f"the memory service answered {response.status_code}")
+            raise StoreUnreachable(self.degraded)
+        self._mark_reachable()
+        if response.status_code >= 400:
+            raise StoreRefused(_error_message(response))
+        try:
+            return answer.model_validate_json(response.content)
+        except ValidationError as error:
+            raise StoreUnreachable(f"unexpected answer from the memory service: {error}") from error
+
+    def _mark_degraded(self, reason: str) -> None:
+        if self.degraded is None:
+            log.warning("memory store unreachable (%s mode): %s", self.failure_mode, reason)
+        self.degraded = reason
+        self._pending.set()  # the sender doubles as the probe that notices recovery
+
+    def _mark_reachable(self) -> None:
+        if self.degraded is not None:
+            log.info("memory store reachable again; replaying %d queued writes", len(self._outbox))
+            self.degraded = None
+            self._pending.set()
+
+    def _unavailable(self, error: Exception) -> Unavailable:
+        return Unavailable(f"The memory store is unavailable: {error}", code="memory_unavailable")
+
+    # -- sessions ---------------------------------------------------------------------------------------------
+
+    def _remember_user(self, session_id: str, user_id: str | None) -> None:
+        self._users[session_id] = user_id
+        self._users.move_to_end(session_id)
+        while len(self._users) > self._users_limit:
+            self._users.popitem(last=False)
+
+    async def create_session(self, app_name: str, user_id: str = "default") -> str:
+        """A fresh session id (the store creates the session with its first write)."""
+        return await self.get_or_create_session(None, app_name, user_id)
+
+    async def get_or_create_session(self, session_id: str | None, app_name: str, user_id: str | None = None) -> str:
+        """``session_id`` (a fresh one when None), remembered with its verified ``user_id`` for the writes of the
+        turn; the store creates the session with its first write, so this costs no round trip."""
+        sid = session_id or new_session_id()
+        verified = None if user_id == "default" else user_id
+        self._remember_user(sid, verified)
+        await self._local.get_or_create_session(sid, app_name, verified or "default")
+        return sid
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        """This agent's sessions in the store (soft mode, store unreachable: the local window's)."""
+        try:
+            listed = await self._call("GET", "/v1/sessions", SessionList, params={"app_name": self.app_name})
+        except (StoreUnreachable, StoreRefused) as error:
+            return await self._fallback(error, self._local.list_sessions())
+        return listed.sessions
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Remove the session from the store and the local window; True if the store had it."""
+        await self._local.delete_session(session_id)
+        try:
+            answer = await self._call(
+                "DELETE", f"/v1/sessions/{session_id}", _Deleted, params={"app_name": self.app_name}
+            )
+        except (StoreUnreachable, StoreRefused) as error:
+            raise self._unavailable(error) from error
+        return answer.deleted
+
+    # -- events -----------------------------------------------------------------------------------------------
+
+    async def add_event(self, session_id: str, event: MemoryEvent) -> None:
+        """Queue one event (see :meth:`add_events`)."""
+        await self.add_events(session_id, [event])
+
+    async def add_events(self, session_id: str, events: Sequence[MemoryEvent]) -> None:
+        """Keep ``events`` in the local window and queue them for the store; returns at once."""
+        if not events:
+            return
+        await self._local.add_events(session_id, events)
+        self._outbox.append(_Batch(session_id, self._users.get(session_id), list(events)))
+        if len(self._outbox) > self._outbox_limit:
+            lost = self._outbox.popleft()
+            self.dropped_writes += 1
+            log.error(
+                "memory outbox full (%d batches): dropped %d events of session %s",
+                self._outbox_limit,
+                len(lost.events),
+                lost.session_id,
+            )
+        self._pending.set()
+
+    async def _send_forever(self) -> None:
+        while True:
+            await self._pending.wait()
+            self._pending.clear()
+            while self._outbox or self.degraded is not None:
+                if not await self._send_next():
+                    await asyncio.sleep(RETRY_SECONDS)
+
+    async def _send_next(self) -> bool:
+        """Send the oldest queued batch (or, with none, probe a degraded store); False when the store is away."""
+        if not self._outbox:
+            try:
+                await self._call("GET", "/health", _Health)
+            except (StoreUnreachable, StoreRefused):
+                return False
+            return True
+        batch = self._outbox[0]
+        write = EventsWrite(
+            app_name=self.app_name,
+            user_id=batch.user_id,
+            rolling_summary=self.rolling_summary,
+            events=batch.events,
+        )
+        try:
+            await self._call("POST", f"/v1/sessions/{batch.session_id}/events", _Written, write)
+        except StoreUnreachable:
+            return False
+        except StoreRefused as refused:
+            # The store will never take this batch (e.g. the session belongs to another user): keep going.
+            log.error("memory store refused %d events of session %s: %s", len(batch.events), batch.session_id, refused)
+        self._outbox.popleft()
+        return True
+
+    def _pending_events(self, session_id: str) -> list[MemoryEvent]:
+        return [event for batch in self._outbox if batch.session_id == session_id for event in batch.events]
+
+    async def get_session_events(
+        self,
+        session_id: str,
+        event_types: Sequence[EventType | str] | None = None,
+        limit: int | None = None,
+    ) -> list[MemoryEvent]:
+        """The session's events in the store, oldest first (with the writes not yet sent)."""
+        params: dict[str, str | int | list[str]] = {"app_name": self.app_name}
+        if event_types:
+            params["event_type"] = [str(t) for t in event_types]
+        if limit is not None:
+            params["limit"] = limit
+        try:
+            stored = await self._call("GET", f"/v1/sessions/{session_id}/events", EventList, params=params)
+        except (StoreUnreachable, StoreRefused) as error:
+            return await self._fallback(error, self._local.get_session_events(session_id, event_types, limit))
+        wanted = {str(t) for t in event_types} if event_types else None
+        pending = [e for e in self._pending_events(session_id) if wanted is None or e.event_type in wanted]
+        return _merged(stored.events, pending, limit)
+
+    async def list_events(self, session_id: str | None = None, limit: int | None = None) -> list[MemoryEvent]:
+        """Events of one session or of all this agent's sessions in the store, oldest first."""
+        if session_id is not None:
+            return await self.get_session_events(session_id, None, limit)
+        params: dict[str, str | int | list[str]] = {"app_name": self.app_name}
+        if limit is not None:
+            params["limit"] = limit
+        try:
+            stored = await self._call("GET", "/v1/events", EventList, params=params)
+        except (StoreUnreachable, StoreRefused) as error:
+            return await self._fallback(error, self._local.list_events(None, limit))
+        return stored.events
+
+    async def count_events(self, session_id: str | None = None) -> int:
+        """How many events the store holds for one session or for this agent."""
+        path = f"/v1/sessions/{session_id}/events" if session_id is not None else "/v1/events"
+        try:
+            stored = await self._call("GET", path, EventList, params={"app_name": self.app_name, "limit": 0})
+        except (StoreUnreachable, StoreRefused) as error:
+            return await self._fallback(error, self._local.count_events(session_id))
+        return stored.total
+
+    async def _fallback(self, error: Exception, local: Coroutine[None, None, ResultT]) -> ResultT:
+        """Strict mode: :class:`~kora.core.errors.Unavailable`; soft mode: what the local window says."""
+        if self.failure_mode == "strict":
+            local.close()
+            raise self._unavailable(error) from error
+        return await local
+
+    # -- turns and recall -------------------------------------------------------------------------------------
+
+    def _read_scope(self, user_id: str | None) -> str:
+        """The agent's read scope, narrowed to the session without a verified user."""
+        return self.max_read_scope if user_id is not None else "session"
+
+    async def turn_context(self, session_id: str, prompt: str, limit: int, user_id: str | None = None) -> TurnContext:
+        """Summary, window and recalled facts from the store in one request (module docstring for failures)."""
+        self._remember_user(session_id, user_id)
+        request = ContextRequest(
+            app_name=self.app_name,
+            user_id=user_id,
+            query=prompt[:16_000] if prompt.strip() else None,
+            scope=self._read_scope(user_id),
+            max_events=limit,
+            token_budget=self.token_budget,
+        )
+        try:
+            context = await self._call("POST", f"/v1/sessions/{session_id}/context", MemoryContext, request)
+        except (StoreUnreachable, StoreRefused) as error:
+            if self.failure_mode == "strict":
+                raise self._unavailable(error) from error
+            return TurnContext(events=await self._local.get_session_events(session_id, limit=limit))
+        return TurnContext(
+            summary=context.summary,
+            events=_merged(context.window, self._pending_events(session_id), limit),
+            facts=[_hit(fact) for fact in context.facts],
+        )
+
+    async def search(
+        self, session_id: str, query: str, scope: str = "session", limit: int = 5, user_id: str | None = None
+    ) -> list[MemoryHit]:
+        """Facts and events of ``scope`` matching ``query`` in the store. Raises ``ValueError`` (for the model)
+        for a scope above the agent's ceiling, a pooled scope without a verified user, or an unreachable store."""
+        if scope not in SCOPES or scope_rank(scope) > scope_rank(self.max_read_scope):
+            raise ValueError(f"Memory level {scope!r} is above this agent's ceiling {self.max_read_scope!r}.")
+        if scope in USER_SCOPES and user_id is None:
+            raise ValueError(
+                f"Memory level {scope!r} needs a signed-in user; this conversation has none. Use level 'session'."
+            )
+        request = RecallRequest(
+            query=query,
+            scope=scope,
+            app_name=self.app_name,
+            user_id=user_id,
+            session_id=session_id,
+            top_k=max(1, min(limit, 100)),
+            include_events=True,
+        )
+        try:
+            found = await self._call("POST", "/v1/recall", RecallResult, request)
+        except StoreRefused as refused:
+            raise ValueError(str(refused)) from refused
+        except StoreUnreachable as error:
+            raise ValueError(f"The memory store is unavailable now ({error}); try again later.") from error
+        return [_hit(hit) for hit in found.hits]
+
+    async def save(
+        self,
+        session_id: str,
+        content: str,
+        metadata: dict[str, JsonValue] | None = None,
+        user_id: str | None = None,
+    ) -> str:
+        """Store ``content`` as a long-term fact now (deduplicated); its id, or the id of the fact it duplicates.
+        Raises ``ValueError`` (for the model) when the store refuses it or cannot be reached."""
+        attribution = (metadata or {}).get("attribution")
+        fact = FactCreate(
+            content=content,
+            app_name=self.app_name,
+            user_id=user_id,
+            session_id=session_id,
+            attribution=attribution if isinstance(attribution, dict) else {},
+        )
+        try:
+            written = await self._call("POST", "/v1/facts", FactWritten, fact)
+        except StoreRefused as refused:
+            raise ValueError(str(refused)) from refused
+        except StoreUnreachable as error:
+            raise ValueError(f"The memory store is unavailable now ({error}); nothing was saved.") from error
+        return written.fact_id
+
+
+class _Deleted(BaseModel):
+    deleted: bool
+
+
+class _Written(BaseModel):
+    added: int
+
+
+class _Health(BaseModel):
+    status: str
+
+
+def _hit(hit: RecallHit) -> MemoryHit:
+    return MemoryHit(
+        text=hit.text,
+        score=hit.score,
+        source=hit.source,
+        event_id=hit.id if hit.source == "event" else None,
+        timestamp=hit.timestamp,
+    )
+
+
+def _merged(stored: list[MemoryEvent], pending: list[MemoryEvent], limit: int | None) -> list[MemoryEvent]:
+    """``stored`` then the ``pending`` events it does not hold yet, cut to the newest ``limit``."""
+    if pending:
+        held = {event.event_id for event in stored}
+        stored = [*stored, *(event for event in pending if event.event_id not in held)]
+    return stored if limit is None else stored[-limit:] if limit else []
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+        return str(body["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return f"the memory service answered {response.status_code}"

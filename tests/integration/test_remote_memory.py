@@ -1,0 +1,188 @@
+"""RemoteMemory: real agents bound to the real memory service on a real Postgres with pgvector.
+
+Write-back off the response path, the store's data on the agent's memory endpoints, recall of long-term facts
+into the model's context, ``search_memory`` and ``save_memory`` against the store, soft degradation with write
+replay when the service is killed and restarted, and strict mode's 503s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import openai
+import pytest
+
+from kora.memory.remote import RemoteMemory
+from kora.scripted.script import Match, Rule, TextReply, ToolCall, ToolCallReply
+from tests.support.agent import running_agent, wait_until
+from tests.support.memory import MemoryProcess, memory_service, service_env
+from tests.support.scripted_server import ScriptedModelServer
+
+
+def _facts(url: str, **params: str) -> list[str]:
+    return [fact["text"] for fact in httpx.get(f"{url}/v1/facts", params=params, timeout=10).json()["facts"]]
+
+
+async def test_turns_are_written_to_the_store_and_facts_recalled_into_later_turns(
+    memory_db: str, model: ScriptedModelServer
+) -> None:
+    env = service_env(memory_db, summary_model_api_url=model.url, summary_model=model.model_name)
+    async with memory_service(env) as store:
+        async with running_agent(model, "assistant", MEMORY_STORE_ENDPOINT=store) as agent:
+            client = agent.async_openai()
+            model.enqueue("Nice to meet you.")
+            first = await client.chat.completions.with_raw_response.create(
+                model="m", messages=[{"role": "user", "content": "Hello. I live in Lisbon."}]
+            )
+            session = first.headers["x-session-id"]
+            wait_until(lambda: len(agent.events(session)) == 2, within=30, message="turn written to the store")
+            assert agent.event_types(session) == ["user_message", "agent_response"]
+            sessions = agent.get("/memory/sessions").json()["sessions"]
+            assert [s["session_id"] for s in sessions] == [session]
+            # The scripted model's default extraction keeps the user's first-person sentences.
+            wait_until(lambda: _facts(store) == ["I live in Lisbon."], within=30, message="fact extracted")
+            extraction = [r for r in model.requests if "response_format" in r]
+            assert extraction[0]["response_format"]["json_schema"]["name"] == "extracted_facts"
+
+            model.enqueue("You live in Lisbon.")
+            await client.chat.completions.create(
+                model="m",
+                messages=[{"role": "user", "content": "Where do I live?"}],
+                extra_headers={"X-Session-ID": session},
+            )
+            sent = model.requests[-1]["messages"]
+            system = " ".join(m["content"] for m in sent if m["role"] == "system")
+            assert "I live in Lisbon." in system  # the long-term fact, recalled for the prompt
+            assert [m["content"] for m in sent if m["role"] == "user"] == [
+                "Hello. I live in Lisbon.",
+                "Where do I live?",
+            ]
+
+
+async def test_remote_memory_recalls_across_sessions_only_for_a_verified_user(memory_db: str) -> None:
+    async with memory_service(service_env(memory_db)) as store:
+        alice = RemoteMemory(store, "assistant", max_read_scope="agent")
+        await alice.start()
+        try:
+            fact_id = await alice.save("s1", "The user's cat is called Miso.", user_id="alice")
+            assert fact_id.startswith("fact_")
+            # Recallable as soon as save returns, from another session of the same user.
+            hits = await alice.search("s2", "what is my cat called", scope="agent", user_id="alice")
+            assert [hit.text for hit in hits] == ["The user's cat is called Miso."]
+            context = await alice.turn_context("s2", "what is my cat called", 6, user_id="alice")
+            assert [hit.text for hit in context.facts] == ["The user's cat is called Miso."]
+            # Another user, or no verified user, never sees it.
+            assert await alice.search("s3", "cat called", scope="agent", user_id="bob") == []
+            anonymous = await alice.turn_context("s3", "what is my cat called", 6, user_id=None)
+            assert anonymous.facts == []
+            with pytest.raises(ValueError, match="needs a signed-in user"):
+                await alice.search("s3", "cat", scope="agent", user_id=None)
+            with pytest.raises(ValueError, match="ceiling"):
+                await alice.search("s1", "cat", scope="user", user_id="alice")
+        finally:
+            await alice.close()
+
+
+async def test_memory_tools_read_and_write_the_store(memory_db: str, model: ScriptedModelServer) -> None:
+    async with memory_service(service_env(memory_db)) as store:
+        async with running_agent(model, "assistant", MEMORY_STORE_ENDPOINT=store, MEMORY_TOOLS="all") as agent:
+            model.load_script(
+                [
+                    Rule(
+                        Match(user_matches="remember", after_tool=False),
+                        ToolCallReply([ToolCall("save_memory", {"content": "The user's favourite colour is teal."})]),
+                    ),
+                    Rule(
+                        Match(user_matches="colour", after_tool=False),
+                        ToolCallReply([ToolCall("search_memory", {"query": "favourite colour", "level": "session"})]),
+                    ),
+                    Rule(Match(after_tool=True), TextReply("Done: {tool_result}")),
+                ]
+            )
+            client = agent.async_openai()
+            saved = await client.chat.completions.with_raw_response.create(
+                model="m", messages=[{"role": "user", "content": "Please remember teal."}]
+            )
+            session = saved.headers["x-session-id"]
+            assert saved.parse().choices[0].message.content.startswith("Done: Saved (fact_")
+            assert _facts(store) == ["The user's favourite colour is teal."]
+            found = await client.chat.completions.create(
+                model="m",
+                messages=[{"role": "user", "content": "What is my colour?"}],
+                extra_headers={"X-Session-ID": session},
+            )
+            assert "favourite colour is teal" in found.choices[0].message.content
+
+
+async def test_soft_mode_keeps_answering_and_replays_writes_when_the_store_returns(
+    memory_db: str, model: ScriptedModelServer
+) -> None:
+    store = MemoryProcess(service_env(memory_db)).start()
+    try:
+        async with running_agent(model, "assistant", MEMORY_STORE_ENDPOINT=store.url) as agent:
+            client = agent.async_openai()
+            model.enqueue("one")
+            first = await client.chat.completions.with_raw_response.create(
+                model="m", messages=[{"role": "user", "content": "first"}]
+            )
+            session = first.headers["x-session-id"]
+            wait_until(lambda: len(agent.events(session)) == 2, within=30, message="first turn stored")
+            store.kill()
+            model.enqueue("two")
+            second = await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "second"}], extra_headers={"X-Session-ID": session}
+            )
+            assert second.choices[0].message.content == "two"
+            # The agent replayed its own window: the first turn reached the model with the second prompt.
+            assert [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"] == ["first", "second"]
+            ready = agent.get("/ready")
+            assert ready.status_code == 200
+            assert ready.json()["details"]["memory"].startswith("degraded")
+            store.start()
+            # Replayed without another turn: the store ends up with both turns, in order.
+            wait_until(
+                lambda: [e["content"] for e in agent.events(session)] == ["first", "one", "second", "two"],
+                within=30,
+                message="queued writes replayed",
+            )
+            wait_until(lambda: "details" not in agent.get("/ready").json(), within=30, message="degraded cleared")
+    finally:
+        store.kill()
+
+
+async def test_strict_mode_answers_503_while_the_store_is_down(memory_db: str, model: ScriptedModelServer) -> None:
+    store = MemoryProcess(service_env(memory_db)).start()
+    try:
+        async with running_agent(
+            model, "assistant", MEMORY_STORE_ENDPOINT=store.url, MEMORY_FAILURE_MODE="strict"
+        ) as agent:
+            store.kill()
+            with pytest.raises(openai.APIStatusError) as caught:
+                await agent.async_openai().chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "hi"}]
+                )
+            assert caught.value.status_code == 503
+            assert caught.value.body["code"] == "memory_unavailable"  # type: ignore[index]
+            assert agent.get("/ready").status_code == 503
+            assert "memory store unreachable" in agent.get("/ready").json()["reasons"][0]
+            store.start()
+            wait_until(lambda: agent.get("/ready").status_code == 200, within=30, message="ready again")
+            model.enqueue("back")
+            answer = await agent.async_openai().chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}]
+            )
+            assert answer.choices[0].message.content == "back"
+    finally:
+        store.kill()
+
+
+async def test_closing_sends_what_is_queued(memory_db: str) -> None:
+    async with memory_service(service_env(memory_db)) as store:
+        memory = RemoteMemory(store, "assistant")
+        await memory.start()
+        await memory.add_events("s1", [memory.create_event("user_message", f"m{n}") for n in range(3)])
+        await memory.close()
+        await asyncio.sleep(0)
+        events = httpx.get(f"{store}/v1/sessions/s1/events", params={"app_name": "assistant"}).json()["events"]
+        assert [e["content"] for e in events] == ["m0", "m1", "m2"]
