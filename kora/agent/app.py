@@ -57,7 +57,7 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
             ),
         ),
     )
-    a2a = A2AServer(settings, state.wait_runtime, state.tool_definitions)
+    a2a = A2AServer(settings, state.wait_runtime, state.tool_definitions, state.identity)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -8,17 +8,22 @@ session so follow-up delegations in one conversation continue the peer's session
 card (the card URL answers an HTTP error) is asked on its chat endpoint
 (``POST {peer}/v1/chat/completions``) instead, with the same header and session. A peer that is down, slow
 or failing gives the model ``Error: ...`` text, never an exception.
+
+The user travels with the task as the credential the parent verified (:mod:`kora.agent.identity`): the
+user's bearer token, or the trusted gateway's header under the same name. The peer verifies it by its own
+settings; an anonymous turn sends none. The credential comes from the turn's run context, never from the
+tool's arguments, so the model cannot choose whom a task is for.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import httpx
 from a2a.client import A2AClientError, AgentCardResolutionError, ClientConfig, create_client
-from a2a.client.client import Client
+from a2a.client.client import Client, ClientCallContext
 from a2a.helpers.proto_helpers import get_message_text, new_text_part
 from a2a.types.a2a_pb2 import Message, Role, SendMessageRequest, Task, TaskState
 from pydantic_ai import FunctionToolset, RunContext, Tool
@@ -68,7 +73,8 @@ class Delegation:
         }
 
         async def delegate(ctx: RunContext[TurnDeps], task: str) -> str:
-            return await self.delegate(name, task, ctx.deps.session_id)
+            # The credential comes from the turn's verified identity; the model only writes the task.
+            return await self.delegate(name, task, ctx.deps.session_id, ctx.deps.credential)
 
         function: Callable[..., Awaitable[str]] = delegate
         return Tool.from_schema(
@@ -79,14 +85,19 @@ class Delegation:
             takes_ctx=True,
         )
 
-    async def delegate(self, name: str, task: str, parent_session_id: str) -> str:
-        """Send ``task`` to sub-agent ``name``; returns its answer, or ``Error: ...`` text on any failure."""
+    async def delegate(
+        self, name: str, task: str, parent_session_id: str, credential: Mapping[str, str] | None = None
+    ) -> str:
+        """Send ``task`` to sub-agent ``name`` with the user's ``credential`` (headers, see
+        :attr:`~kora.agent.turn.TurnRequest.credential`; none for an anonymous turn); returns its answer, or
+        ``Error: ...`` text on any failure."""
         session = f"{parent_session_id}.{self._agent_name}"
+        headers = dict(credential or {})
         try:
             client = await self._a2a_client(name)
             if client is not None:
-                return await self._delegate_a2a(client, name, task, session)
-            return await self._delegate_chat(name, task, session)
+                return await self._delegate_a2a(client, name, task, session, headers)
+            return await self._delegate_chat(name, task, session, headers)
         except httpx.TimeoutException:
             return f"Error: agent '{name}' did not answer within {self._timeout:g} s."
         except httpx.HTTPError as error:
@@ -109,22 +120,24 @@ class Delegation:
                 self._clients[name] = None
         return self._clients[name]
 
-    async def _delegate_a2a(self, client: Client, name: str, task: str, session: str) -> str:
+    async def _delegate_a2a(self, client: Client, name: str, task: str, session: str, headers: dict[str, str]) -> str:
         message = Message(
             role=Role.ROLE_USER, message_id=str(uuid.uuid4()), context_id=session, parts=[new_text_part(task)]
         )
         message.metadata.update({DELEGATED_BY_METADATA: self._agent_name})
+        # The SDK sends a call context's service parameters as HTTP headers of that request only.
+        context = ClientCallContext(service_parameters=headers) if headers else None
         answer = ""
-        async for response in client.send_message(SendMessageRequest(message=message)):
+        async for response in client.send_message(SendMessageRequest(message=message), context=context):
             if response.HasField("message"):
                 answer = get_message_text(response.message)
             elif response.HasField("task"):
                 answer = _task_answer(name, response.task)
         return answer
 
-    async def _delegate_chat(self, name: str, task: str, session: str) -> str:
+    async def _delegate_chat(self, name: str, task: str, session: str, credential: dict[str, str]) -> str:
         url = self._sub_agents[name].rstrip("/") + "/v1/chat/completions"
-        headers = {DELEGATED_BY_HEADER: self._agent_name, SESSION_HEADER: session}
+        headers = credential | {DELEGATED_BY_HEADER: self._agent_name, SESSION_HEADER: session}
         body = {"model": name, "messages": [{"role": "user", "content": task}]}
         response = await self._http.post(url, json=body, headers=headers, timeout=self._timeout)
         if response.status_code != 200:

@@ -223,7 +223,13 @@ class AgenticLoop:
         """What both run paths pass to pydantic-ai besides the (absent) prompt."""
         return {
             "message_history": list(messages),
-            "deps": TurnDeps(turn.session_id, self.settings.agent_name, turn.delegated_by, turn.user_id),
+            "deps": TurnDeps(
+                session_id=turn.session_id,
+                agent_name=self.settings.agent_name,
+                delegated_by=turn.delegated_by,
+                user_id=turn.user_id,
+                credential=turn.credential,
+            ),
             "usage": usage,
             "usage_limits": self._limits,
             "toolsets": self.mcp.toolsets() if self.mcp is not None else [],

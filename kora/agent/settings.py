@@ -9,6 +9,7 @@ rule. :func:`load_agent_settings` validates everything at once and raises
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Literal
 from urllib.parse import urlparse
@@ -18,6 +19,7 @@ from pydantic.json_schema import SkipJsonSchema
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kora.core import env as envnames
+from kora.core import protocol
 from kora.core.settings_errors import SettingsError, describe_validation_error
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -52,6 +54,26 @@ def parse_sub_agents(value: str) -> dict[str, str]:
         raise ValueError(f"entries must be 'name:http(s)://url', got {', '.join(repr(b) for b in bad)}")
     return result
 
+
+#: An HTTP header name (RFC 9110 "token").
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+#: Headers that cannot carry a trusted user id: they are credentials, framing, or already Kora's.
+_RESERVED_HEADERS = frozenset(
+    name.lower()
+    for name in (
+        "Authorization",
+        "Cookie",
+        "Host",
+        "Content-Type",
+        "Content-Length",
+        "Transfer-Encoding",
+        "Connection",
+        protocol.SESSION_HEADER,
+        protocol.DELEGATED_BY_HEADER,
+    )
+)
+#: Settings that only mean something with ``auth_jwt_jwks_url``.
+_JWT_DEPENDENT = ("auth_jwt_issuer", "auth_jwt_audience", "auth_jwt_user_claim")
 
 #: How the per-name variables are written in docs: ``MCP_SERVER_<NAME>_URL``, ``PEER_AGENT_<NAME>_CARD_URL``.
 _MCP_SERVER_URL = envnames.mcp_server_url_var("<NAME>")
@@ -177,6 +199,36 @@ class AgentSettings(BaseSettings):
         "without starting pydantic-ai's run, ~2 ms of CPU less); `false` runs every turn wholly in pydantic-ai's "
         "Agent. Same answers, events and errors either way.",
     )
+    # User identity (docs/identity.md): both sources off unless set; without them every request is anonymous.
+    auth_jwt_jwks_url: str = Field(
+        default="",
+        description="Kora: URL of the JSON Web Key Set that signs users' bearer tokens; set, a request's "
+        "`Authorization: Bearer <JWT>` is verified and its user claim becomes the turn's user id (a token that "
+        "fails answers 401). Empty: bearer tokens are not read.",
+        examples=["https://idp.example.com/realms/kora/protocol/openid-connect/certs"],
+        json_schema_extra={"format": "uri"},  # a URL in the schema and the docs
+    )
+    auth_jwt_issuer: str = Field(
+        default="",
+        description="Kora: the `iss` a bearer token must carry (needs `AUTH_JWT_JWKS_URL`); empty: not checked.",
+    )
+    auth_jwt_audience: str = Field(
+        default="",
+        description="Kora: the `aud` a bearer token must include (needs `AUTH_JWT_JWKS_URL`); empty: tokens that "
+        "name an audience are refused.",
+    )
+    auth_jwt_user_claim: str = Field(
+        default="sub",
+        min_length=1,
+        description="Kora: the bearer token's claim holding the user id (needs `AUTH_JWT_JWKS_URL`).",
+    )
+    auth_trusted_user_header: str = Field(
+        default="",
+        description="Kora: a header set by a trusted gateway whose value is the user id (1-256 visible ASCII "
+        "characters and spaces, else 400); empty: no header is trusted. Set it only when every request passes "
+        "that gateway, which must overwrite the header.",
+        examples=["X-Forwarded-User"],
+    )
 
     # Resolved by load_agent_settings from MCP_SERVER_<NAME>_URL / PEER_AGENT_<NAME>_CARD_URL (documented by
     # NAMED_VARIABLES); not read under their own names, so not part of the settings' schema.
@@ -214,6 +266,23 @@ class AgentSettings(BaseSettings):
                 f"{value!r} reads across sessions and needs a MemoryStore (MEMORY_STORE_ENDPOINT); "
                 "pod-local memory offers 'session' only"
             )
+        return value
+
+    @field_validator("auth_jwt_jwks_url")
+    @classmethod
+    def _jwks_url_is_http(cls, value: str) -> str:
+        if value and not is_http_url(value):
+            raise ValueError("must be an http(s) URL or empty")
+        return value
+
+    @field_validator("auth_trusted_user_header")
+    @classmethod
+    def _trusted_header_is_a_free_name(cls, value: str) -> str:
+        value = value.strip()
+        if value and not _HEADER_NAME.fullmatch(value):
+            raise ValueError("must be an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)")
+        if value.lower() in _RESERVED_HEADERS:
+            raise ValueError(f"{value!r} already means something else to the agent server; choose another header")
         return value
 
     @field_validator("agent_log_level", mode="before")
@@ -260,6 +329,18 @@ def _resolve_urls(
     return urls
 
 
+def _auth_problems(fields: Mapping[str, str]) -> list[str]:
+    """Identity settings (as read, lower-case names) that cannot work: a token check without the keys to
+    verify tokens with."""
+    if fields.get("auth_jwt_jwks_url", "").strip():
+        return []
+    return [
+        f"{name.upper()}: set, but bearer tokens are only verified with AUTH_JWT_JWKS_URL, which is not set"
+        for name in _JWT_DEPENDENT
+        if fields.get(name, "").strip()
+    ]
+
+
 def load_agent_settings(environ: Mapping[str, str] | None = None) -> AgentSettings:
     """Read and validate the agent's settings from ``environ`` (default: the process environment).
 
@@ -269,13 +350,13 @@ def load_agent_settings(environ: Mapping[str, str] | None = None) -> AgentSettin
     """
     env = dict(os.environ if environ is None else environ)
     lowered = {key.lower(): value for key, value in env.items()}
-    problems: list[str] = []
     settings: AgentSettings | None = None
+    # Pass the mapping explicitly so callers (tests, the local runtime) need not touch os.environ.
+    fields = {name: lowered[name] for name in AgentSettings.model_fields if name in lowered}
+    fields.pop("mcp_server_urls", None)
+    fields.pop("sub_agent_urls", None)
+    problems = _auth_problems(fields)
     try:
-        # Pass the mapping explicitly so callers (tests, the local runtime) need not touch os.environ.
-        fields = {name: lowered[name] for name in AgentSettings.model_fields if name in lowered}
-        fields.pop("mcp_server_urls", None)
-        fields.pop("sub_agent_urls", None)
         settings = AgentSettings.model_validate(fields)
     except ValidationError as error:
         problems.extend(describe_validation_error(error))

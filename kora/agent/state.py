@@ -14,6 +14,7 @@ import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
+from kora.agent.identity import IdentityResolver
 from kora.agent.settings import AgentSettings
 from kora.core.errors import Unavailable
 from kora.memory import Memory
@@ -28,7 +29,8 @@ STARTUP_WAIT_SECONDS = 30.0
 
 
 class AgentState:
-    """What the routes share: settings, memory, and the runtime once it has loaded.
+    """What the routes share: settings, memory, the resolver of users' identities, and the runtime once it has
+    loaded.
 
     ``runtime`` is ``None`` until :meth:`load` has started it, and stays ``None`` if starting failed
     (``startup_error`` then says why).
@@ -37,6 +39,7 @@ class AgentState:
     def __init__(self, settings: AgentSettings, memory: Memory) -> None:
         self.settings = settings
         self.memory = memory
+        self.identity = IdentityResolver(settings)
         self.runtime: AgentRuntime | None = None
         self.startup_error: str | None = None
         self._loaded = asyncio.Event()

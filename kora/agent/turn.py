@@ -6,6 +6,7 @@ the :class:`TurnOutcome`, or the :class:`~kora.core.errors.TurnError` it raised,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -14,12 +15,17 @@ from kora.core.events import utc_now
 
 @dataclass(frozen=True)
 class TurnDeps:
-    """Run context of a turn, visible to tools: the memory session and who the turn is attributed to."""
+    """Run context of a turn, visible to tools: the memory session and who the turn is attributed to.
+
+    ``user_id`` is the turn's verified user id (None: anonymous); ``credential`` the headers that prove it to a
+    peer agent (see :attr:`TurnRequest.credential`).
+    """
 
     session_id: str
     agent_name: str
     delegated_by: str | None = None
     user_id: str | None = None
+    credential: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,11 @@ class TurnRequest:
     ``client_history`` are ``(role, text)`` turns the client sent itself (replayed only when the session has
     no stored history); ``system`` is extra instructions for this turn; ``delegated_by`` names the parent
     agent when the turn is a delegated task; ``started`` (UTC) is the prompt's timestamp.
+
+    ``user_id`` is the verified user id of the turn (None when no identity is configured or none was verified:
+    see :mod:`kora.agent.identity`); ``credential`` holds the headers it was verified from (the bearer token or
+    the trusted gateway's header), forwarded to peer agents on delegation so they verify it themselves. Both
+    come from the request's headers only, never from its body.
     """
 
     session_id: str
@@ -38,6 +49,7 @@ class TurnRequest:
     delegated_by: str | None = None
     started: datetime = field(default_factory=utc_now)
     user_id: str | None = None
+    credential: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ with one function each: :func:`kora.core.openai_wire.error_body` (``/v1``) and :
     │   ├── InvalidRPCRequest     400 invalid_request_error  invalid_rpc_request  -32600   a bad JSON-RPC envelope
     │   ├── Forbidden             403 permission_error       forbidden            -32602   beyond what it may read
     │   └── NotFound              404 not_found_error        not_found            -32602   no such session
+    ├── Unauthenticated           401 invalid_request_error  invalid_token        -32000   a bearer token that fails
     ├── Unavailable               503 service_unavailable    unavailable          -32603   starting, failed to start
     └── TurnError                 500 server_error           internal_error       -32603   a turn could not finish
         ├── ModelError            502 server_error           model_error          -32603   the model API failed
@@ -87,6 +88,18 @@ class NotFound(RequestError):
     status = 404
     openai_type = "not_found_error"
     default_code = "not_found"
+
+
+class Unauthenticated(KoraError):
+    """The request sent a credential that does not verify (a bearer token that is malformed, expired, wrongly
+    signed or for another issuer or audience): HTTP 401. A request without a credential is not this error: it is
+    anonymous. JSON-RPC has no code for it, so it takes -32000, the first implementation-defined server error,
+    which A2A leaves unused; the HTTP status says the rest."""
+
+    status = 401
+    openai_type = "invalid_request_error"
+    default_code = "invalid_token"
+    jsonrpc_code = -32000
 
 
 class Unavailable(KoraError):

@@ -63,6 +63,14 @@ def test_every_bad_setting_is_named_in_one_error():
         ("TASK_STORE_TYPE", "redis"),
         ("AGENT_LOG_LEVEL", "loud"),
         ("MEMORY_ENABLED", "maybe"),
+        ("AUTH_JWT_JWKS_URL", "file:///etc/keys.json"),
+        ("AUTH_JWT_JWKS_URL", "idp.example.com/jwks"),
+        ("AUTH_JWT_ISSUER", "https://idp.example.com"),  # without AUTH_JWT_JWKS_URL
+        ("AUTH_JWT_AUDIENCE", "kora"),  # without AUTH_JWT_JWKS_URL
+        ("AUTH_JWT_USER_CLAIM", "email"),  # without AUTH_JWT_JWKS_URL
+        ("AUTH_TRUSTED_USER_HEADER", "X Forwarded User"),
+        ("AUTH_TRUSTED_USER_HEADER", "Authorization"),
+        ("AUTH_TRUSTED_USER_HEADER", "x-session-id"),
     ],
 )
 def test_malformed_values_are_rejected_with_the_variable_name(variable, value):
@@ -108,3 +116,32 @@ def test_the_administrators_store_scope_is_never_an_agents_ceiling():
         load_agent_settings(REQUIRED | {"MEMORY_MAX_READ_SCOPE": "store", "MEMORY_STORE_ENDPOINT": "http://s:1"})
     assert caught.value.problems[0].startswith("MEMORY_MAX_READ_SCOPE:")
     assert "'session', 'agent' or 'user'" in caught.value.problems[0]
+
+
+def test_identity_is_off_by_default_and_the_token_settings_come_together():
+    s = load_agent_settings(REQUIRED)
+    assert (s.auth_jwt_jwks_url, s.auth_trusted_user_header, s.auth_jwt_user_claim) == ("", "", "sub")
+    s = load_agent_settings(
+        REQUIRED
+        | {
+            "AUTH_JWT_JWKS_URL": "https://idp.example.com/jwks",
+            "AUTH_JWT_ISSUER": "https://idp.example.com",
+            "AUTH_JWT_AUDIENCE": "kora",
+            "AUTH_JWT_USER_CLAIM": "email",
+            "AUTH_TRUSTED_USER_HEADER": "X-Forwarded-User",
+        }
+    )
+    assert (s.auth_jwt_issuer, s.auth_jwt_audience) == ("https://idp.example.com", "kora")
+    assert s.auth_jwt_user_claim == "email"
+    assert s.auth_trusted_user_header == "X-Forwarded-User"
+
+
+def test_token_settings_without_a_key_set_are_each_named_with_the_other_problems():
+    with pytest.raises(SettingsError) as caught:
+        load_agent_settings(REQUIRED | {"AUTH_JWT_ISSUER": "i", "AUTH_JWT_AUDIENCE": "a", "AGENT_PORT": "x"})
+    assert [problem.split(":")[0] for problem in caught.value.problems] == [
+        "AUTH_JWT_ISSUER",
+        "AUTH_JWT_AUDIENCE",
+        "AGENT_PORT",
+    ]
+    assert "AUTH_JWT_JWKS_URL" in caught.value.problems[0]

@@ -9,6 +9,8 @@ reason in the status message (the runtime has already stored the ``error`` memor
 * ``tasks/cancel``: the SDK cancels the asyncio task running :meth:`KoraAgentExecutor.execute`; that closes
   the turn's stream, which aborts the model request and tool calls in flight, and :meth:`cancel` records
   ``canceled``.
+* The turn's user is the request's verified identity (see :mod:`kora.agent.identity`), which the endpoint
+  resolved before the SDK saw the request; the session is created under it.
 * A task delegated by another Kora agent names its parent in message metadata ``kora.delegated_by`` (or the
   ``X-Kora-Delegated-By`` header); the turn is then stored as ``task_delegation_received``.
 """
@@ -25,6 +27,7 @@ from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import TaskState
 
+from kora.agent.identity import ANONYMOUS, Identity, open_session
 from kora.agent.turn import TurnOutcome, TurnRequest
 from kora.core.errors import KoraError
 from kora.core.protocol import DELEGATED_BY_HEADER, DELEGATED_BY_METADATA
@@ -38,6 +41,9 @@ ANSWER_ARTIFACT = "answer"
 
 RuntimeGetter = Callable[[], Awaitable["AgentRuntime"]]
 
+#: Key of the request's :class:`~kora.agent.identity.Identity` in the SDK call context's ``state``.
+IDENTITY_STATE = "kora.identity"
+
 
 def delegated_by(context: RequestContext) -> str | None:
     """The parent agent's name when the task is delegated (message metadata first, then the header)."""
@@ -49,6 +55,13 @@ def delegated_by(context: RequestContext) -> str | None:
     headers = context.call_context.state.get("headers", {})
     value = headers.get(DELEGATED_BY_HEADER.lower()) if isinstance(headers, dict) else None
     return value if isinstance(value, str) and value else None
+
+
+def identity_of(context: RequestContext) -> Identity:
+    """The identity the request was verified with (:mod:`kora.agent.identity`), put in the call context's
+    ``state`` by the endpoint; :data:`~kora.agent.identity.ANONYMOUS` when there is none."""
+    identity = context.call_context.state.get(IDENTITY_STATE)
+    return identity if isinstance(identity, Identity) else ANONYMOUS
 
 
 class KoraAgentExecutor(AgentExecutor):
@@ -76,12 +89,15 @@ class KoraAgentExecutor(AgentExecutor):
         except Exception as error:  # the agent failed to start: a failed task, not a protocol error
             await updater.failed(updater.new_agent_message([new_text_part(str(error))]))
             return
+        identity = identity_of(context)
         turn = TurnRequest(
             session_id=context.context_id,
             prompt=get_message_text(context.message) if context.message is not None else "",
             delegated_by=delegated_by(context),
+            user_id=identity.user_id,
+            credential=identity.credential,
         )
-        await runtime.memory.get_or_create_session(context.context_id, self._agent_name)
+        await open_session(runtime.memory, context.context_id, self._agent_name, identity)
         outcome: TurnOutcome | None = None
         stream = runtime.stream(turn)
         try:

@@ -5,7 +5,9 @@
   (:mod:`.card`).
 * ``POST /``: the official SDK's JSON-RPC dispatcher (A2A 1.0, and 0.3 in its compatibility mode:
   ``message/send``, ``message/stream``, ``tasks/get``, ``tasks/cancel``, ``tasks/resubscribe``), behind
-  Kora's envelope/legacy layer (:mod:`.legacy`). Errors are JSON-RPC error objects with HTTP 200.
+  Kora's envelope/legacy layer (:mod:`.legacy`). Errors are JSON-RPC error objects with HTTP 200, except a
+  credential that fails (:mod:`kora.agent.identity`): 401 (or 400, 503) with the JSON-RPC error object.
+  A verified user owns the tasks they create: other users' ``tasks/get`` and ``tasks/cancel`` do not find them.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from a2a.auth.user import User
 from a2a.server.agent_execution import SimpleRequestContextBuilder
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from fastapi import APIRouter
 from starlette.requests import Request
@@ -26,13 +30,48 @@ from starlette.types import Message
 
 from kora.agent.a2a import legacy
 from kora.agent.a2a.card import AgentCardSource, public_base_url
-from kora.agent.a2a.executor import KoraAgentExecutor
+from kora.agent.a2a.executor import IDENTITY_STATE, KoraAgentExecutor
 from kora.agent.a2a.store import DEFAULT_MAX_TASKS, build_task_store
+from kora.agent.identity import ANONYMOUS, IdentityResolver, challenge
 from kora.agent.settings import AgentSettings
-from kora.core.errors import InvalidJSON, InvalidRPCRequest, RequestError
+from kora.core.errors import InvalidJSON, InvalidRPCRequest, KoraError, RequestError
 
 if TYPE_CHECKING:
     from kora.agent.runtime import AgentRuntime
+
+
+class IdentityContextBuilder(DefaultServerCallContextBuilder):
+    """The SDK's call context, with the request's :class:`~kora.agent.identity.Identity` (resolved by
+    :meth:`A2AServer.rpc_endpoint`) in ``state[IDENTITY_STATE]`` for the executor, and as the context's
+    ``user``, which the SDK's task store uses as the task's owner: a user sees and cancels only their own tasks
+    (anonymous requests share the anonymous owner, as before)."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        """The call context of ``request`` (see the class docstring)."""
+        context = super().build(request)
+        identity = getattr(request.state, "kora_identity", ANONYMOUS)
+        context.state[IDENTITY_STATE] = identity
+        if identity.user_id is not None:
+            context.user = VerifiedUser(identity.user_id)
+        return context
+
+
+class VerifiedUser(User):
+    """A user whose identity the agent verified, as the SDK's ``User``."""
+
+    def __init__(self, user_id: str) -> None:
+        self._user_id = user_id
+
+    @property
+    def is_authenticated(self) -> bool:
+        """Always True."""
+        return True
+
+    @property
+    def user_name(self) -> str:
+        """The verified user id."""
+        return self._user_id
+
 
 #: Paths the card is served at: the spec's, the SDK's default, and the one the gateway example uses.
 CARD_PATHS = ("/.well-known/agent.json", "/.well-known/agent-card.json", "/.well-known/agent")
@@ -42,7 +81,8 @@ class A2AServer:
     """The A2A pieces of one agent: card source, task store, SDK request handler and the ``POST /`` endpoint.
 
     ``runtime`` awaits the agent runtime (raising when it cannot start); ``tools`` returns the runtime's tool
-    definitions without waiting (empty while it loads). ``max_tasks`` bounds the ``local`` task store.
+    definitions without waiting (empty while it loads); ``identity`` resolves each request's user.
+    ``max_tasks`` bounds the ``local`` task store.
     """
 
     def __init__(
@@ -50,9 +90,11 @@ class A2AServer:
         settings: AgentSettings,
         runtime: Callable[[], Awaitable[AgentRuntime]],
         tools: Callable[[], list[dict[str, Any]]],
+        identity: IdentityResolver,
         max_tasks: int = DEFAULT_MAX_TASKS,
     ) -> None:
         self.settings = settings
+        self.identity = identity
         self.cards = AgentCardSource(settings, tools)
         self.store = build_task_store(settings.task_store_type, max_tasks)
         self.handler = DefaultRequestHandler(
@@ -62,7 +104,9 @@ class A2AServer:
             agent_card=self.cards.card(settings.agent_public_url or "/"),
             request_context_builder=SimpleRequestContextBuilder(task_id_generator=legacy.RequestedTaskIdGenerator()),
         )
-        self.dispatcher = JsonRpcDispatcher(self.handler, enable_v0_3_compat=True)
+        self.dispatcher = JsonRpcDispatcher(
+            self.handler, context_builder=IdentityContextBuilder(), enable_v0_3_compat=True
+        )
 
     def add_routes(self, router: APIRouter) -> None:
         """Add the card routes and ``POST /`` to ``router``, outside the OpenAPI document (they are A2A's)."""
@@ -79,7 +123,17 @@ class A2AServer:
         return JSONResponse(self.cards.card_dict(public_base_url(self.settings, request)))
 
     async def rpc_endpoint(self, request: Request) -> Response:
-        """``POST /``: one JSON-RPC request or a batch (see :mod:`.legacy` for the rules)."""
+        """``POST /``: one JSON-RPC request or a batch (see :mod:`.legacy` for the rules).
+
+        The request's identity is resolved first: a credential that fails answers its HTTP status (401 for a
+        bearer token, 400 for a trusted header, 503 when the keys cannot be fetched) with a JSON-RPC error
+        object, echoing the request's ``id`` when the body is a single request.
+        """
+        try:
+            identity = await self.identity.resolve(request.headers)
+        except KoraError as error:
+            return await self._refused(request, error)
+        request.state.kora_identity = identity
         try:
             payload = legacy.parse_body(await request.body())
         except InvalidJSON as error:
@@ -93,11 +147,20 @@ class A2AServer:
         response = await self._single(request, payload)
         return response if response is not None else Response(status_code=204)
 
+    async def _refused(self, request: Request, error: KoraError) -> JSONResponse:
+        try:
+            request_id = legacy.request_id_of(legacy.parse_body(await request.body()))
+        except InvalidJSON:
+            request_id = None
+        return JSONResponse(
+            legacy.error_response(request_id, error), status_code=error.status, headers=challenge(error)
+        )
+
     async def _single(self, request: Request, payload: object) -> Response | None:
         notification = legacy.is_notification(payload)
         try:
             prepared = legacy.prepare(payload)
-            await self._check_free_task_id(prepared, request)
+            self._check_free_task_id(prepared)
         except RequestError as error:
             if notification:
                 return None
@@ -123,11 +186,9 @@ class A2AServer:
         answer: dict[str, Any] = json.loads(bytes(response.body))
         return answer
 
-    async def _check_free_task_id(self, prepared: legacy.Prepared, request: Request) -> None:
-        if prepared.task_id is None:
-            return
-        context = ServerCallContext(state={"headers": dict(request.headers)})
-        if await self.store.get(prepared.task_id, context) is not None:
+    def _check_free_task_id(self, prepared: legacy.Prepared) -> None:
+        # Every user's tasks count: a task id names one running task in the SDK, whoever owns it.
+        if prepared.task_id is not None and self.store.holds(prepared.task_id):
             raise RequestError(f"Invalid params: task id {prepared.task_id!r} is in use")
 
     async def _dispatch(self, request: Request, prepared: legacy.Prepared) -> Response:

@@ -36,7 +36,16 @@ def is_finished(task: Task) -> bool:
     return task.status.state in FINISHED_STATES
 
 
-class BoundedTaskStore(InMemoryTaskStore):
+class KoraTaskStore(InMemoryTaskStore):
+    """The SDK's in-memory store (tasks filed per owner, the call context's user) that also knows every task id
+    it holds, whoever owns it: the SDK runs tasks by id alone, so a client-chosen id must be free for all."""
+
+    def holds(self, task_id: str) -> bool:
+        """True when some owner's task has id ``task_id``."""
+        raise NotImplementedError
+
+
+class BoundedTaskStore(KoraTaskStore):
     """In-memory store keeping at most ``max_tasks`` tasks; finished ones are evicted oldest first.
 
     "Oldest" is by first save (submission order). Running tasks are never evicted, so the store may hold
@@ -53,6 +62,10 @@ class BoundedTaskStore(InMemoryTaskStore):
 
     def __len__(self) -> int:
         return len(self._order)
+
+    def holds(self, task_id: str) -> bool:
+        """True when some owner's task has id ``task_id``."""
+        return task_id in self._order
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         """Save ``task``, then evict finished tasks while over the bound."""
@@ -75,18 +88,32 @@ class BoundedTaskStore(InMemoryTaskStore):
             await self.delete(task_id, context)
 
 
-class RunningOnlyTaskStore(InMemoryTaskStore):
+class RunningOnlyTaskStore(KoraTaskStore):
     """The ``null`` store: holds a task only while it runs and drops it when it finishes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._running: set[str] = set()
+
+    def holds(self, task_id: str) -> bool:
+        """True when some owner's running task has id ``task_id``."""
+        return task_id in self._running
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         """Save a running task; delete a finished one."""
         if is_finished(task):
-            await super().delete(task.id, context)
+            await self.delete(task.id, context)
         else:
+            self._running.add(task.id)
             await super().save(task, context)
 
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        """Delete ``task_id`` (no error when it is unknown)."""
+        self._running.discard(task_id)
+        await super().delete(task_id, context)
 
-def build_task_store(kind: str, max_tasks: int = DEFAULT_MAX_TASKS) -> InMemoryTaskStore:
+
+def build_task_store(kind: str, max_tasks: int = DEFAULT_MAX_TASKS) -> KoraTaskStore:
     """The store for ``task_store_type`` ``kind`` (``local`` or ``null``); raises ``ValueError`` otherwise."""
     if kind == "local":
         return BoundedTaskStore(max_tasks)

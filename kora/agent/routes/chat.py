@@ -1,8 +1,10 @@
 """``POST /v1/chat/completions``: one agent turn over OpenAI's chat completions format, streaming or not.
 
 The session is the ``X-Session-ID`` header, else the body's ``session_id``, else a new one; the answer
-carries it back in ``X-Session-ID``. Errors use OpenAI's body: 400 for a bad request, 502 when the model API
-fails, 504 when it times out, 503 while the agent is still starting.
+carries it back in ``X-Session-ID``. The turn's user is the request's verified identity
+(:mod:`kora.agent.identity`; anonymous without one). Errors use OpenAI's body: 400 for a bad request, 401 for a
+bearer token that does not verify, 502 when the model API fails, 504 when it times out, 503 while the agent is
+still starting.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from kora.agent.identity import open_session
 from kora.agent.openai_api import parse_chat_request
 from kora.agent.routes.errors import error_response
 from kora.agent.state import AgentState
@@ -40,16 +43,19 @@ def add_chat_routes(router: APIRouter, state: AgentState) -> None:
 
     @router.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
+        identity = await state.identity.resolve(request.headers)
         parsed = parse_chat_request(await request.body())
         runtime = await state.wait_runtime()
         requested = request.headers.get(SESSION_HEADER) or parsed.request.session_id
-        session_id = await state.memory.get_or_create_session(requested, agent_name)
+        session_id = await open_session(state.memory, requested, agent_name, identity)
         turn = TurnRequest(
             session_id=session_id,
             prompt=parsed.prompt,
             client_history=parsed.history,
             system=parsed.system,
             delegated_by=request.headers.get(DELEGATED_BY_HEADER),
+            user_id=identity.user_id,
+            credential=identity.credential,
         )
         headers = {SESSION_HEADER: session_id}
         model = parsed.request.model or agent_name

@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from kora.agent.identity import challenge
 from kora.agent.openai_api import invalid_request_message
 from kora.core.errors import KoraError, RequestError
 from kora.core.openai_wire import error_body, openai_error_body
@@ -22,8 +23,9 @@ log = logging.getLogger("kora.agent")
 
 
 def error_response(error: KoraError, headers: dict[str, str] | None = None) -> JSONResponse:
-    """``error`` as OpenAI's error body with the error's HTTP status (and ``headers``, if given)."""
-    return JSONResponse(error_body(error), status_code=error.status, headers=headers)
+    """``error`` as OpenAI's error body with the error's HTTP status (and ``headers``, if given; a 401 adds its
+    ``WWW-Authenticate`` challenge)."""
+    return JSONResponse(error_body(error), status_code=error.status, headers=challenge(error) | (headers or {}))
 
 
 def install_error_handlers(app: FastAPI) -> None:
