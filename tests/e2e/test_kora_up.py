@@ -260,3 +260,46 @@ async def test_the_a2a_sdk_client_reaches_the_agent_through_the_gateway(quicksta
     assert response.task.artifacts[0].parts[0].text == "20 plus 22 is 42."
     types = [event["event_type"] for event in quickstart.events("assistant", "a2a-ctx")]
     assert types == ["user_message", "tool_call", "tool_result", "agent_response"]
+
+
+def test_memory_example_recalls_across_sessions_and_keeps_its_data_across_kora_up(tmp_path: Path):
+    up = start_up("examples/memory", tmp_path)
+    try:
+        up.all_ready()
+        client = up.agent("assistant")
+        first = client.chat.completions.with_raw_response.create(
+            model="scripted", messages=[{"role": "user", "content": "Hello! I live in Lisbon."}]
+        )
+        session = first.headers["x-session-id"]
+        store = f"{up.gateway}/default/memorystore/memory"
+
+        def facts() -> list[str]:
+            return [fact["text"] for fact in httpx.get(f"{store}/v1/facts", timeout=10).json()["facts"]]
+
+        deadline = time.monotonic() + 60
+        while facts() != ["I live in Lisbon."]:
+            assert time.monotonic() < deadline, f"no fact extracted: {facts()}"
+            time.sleep(0.2)
+        assert [e["event_type"] for e in up.events("assistant", session)] == ["user_message", "agent_response"]
+    finally:
+        stop(up)
+    # The store's data lives in kora up's state directory: a new kora up finds it.
+    again = start_up("examples/memory", tmp_path)
+    try:
+        # The state file of the first run still says Ready: wait for this run's store to answer through its gateway.
+        again.wait(lambda s: s.pid == again.process.pid, what="this run's state")
+        again.all_ready()
+        url = f"{again.gateway}/default/memorystore/memory/v1/facts"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                response = httpx.get(url, timeout=10)
+                if response.status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the store did not come back"
+            time.sleep(0.2)
+        assert [fact["text"] for fact in response.json()["facts"]] == ["I live in Lisbon."]
+    finally:
+        stop(again)
