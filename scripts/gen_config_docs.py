@@ -30,6 +30,7 @@ from pydantic.json_schema import JsonSchemaValue
 
 from kora.agent.settings import NAMED_VARIABLES, AgentSettings
 from kora.core.env import VariableDoc
+from kora.hosted.cli import VARIABLES as HOSTED_VARIABLES
 from kora.mcp.settings import McpSettings
 from kora.proxy.model_proxy import VARIABLES as PROXY_VARIABLES
 
@@ -58,6 +59,7 @@ WORKLOADS = (
     Workload("agent", AgentSettings, NAMED_VARIABLES),
     Workload("mcp", McpSettings),
     Workload("model-proxy", None, PROXY_VARIABLES),
+    Workload("model-hosted", None, HOSTED_VARIABLES),
 )
 
 
