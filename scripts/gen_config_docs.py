@@ -30,6 +30,7 @@ from pydantic.json_schema import JsonSchemaValue
 
 from kora.agent.settings import NAMED_VARIABLES, AgentSettings
 from kora.core.env import VariableDoc
+from kora.hosted.cli import VARIABLES as HOSTED_VARIABLES
 from kora.mcp.settings import McpSettings
 from kora.memory.service.settings import ENV_PREFIX as MEMORY_PREFIX
 from kora.memory.service.settings import MemoryServiceSettings
@@ -62,6 +63,7 @@ WORKLOADS = (
     Workload("mcp", McpSettings),
     Workload("model-proxy", None, PROXY_VARIABLES),
     Workload("memory", MemoryServiceSettings, prefix=MEMORY_PREFIX),
+    Workload("model-hosted", None, HOSTED_VARIABLES),
 )
 
 

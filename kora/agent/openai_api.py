@@ -6,14 +6,12 @@ themselves are :mod:`kora.core.openai_wire`'s. Pure functions, no I/O.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import ValidationError
 
 from kora.core.errors import InvalidJSON, RequestError
-from kora.core.openai_wire import ChatRequest
+from kora.core.openai_wire import ChatRequest, invalid_request_message
 
 
 @dataclass(frozen=True)
@@ -29,13 +27,6 @@ class ParsedChat:
     prompt: str
     history: list[tuple[str, str]] = field(default_factory=list)
     system: str = ""
-
-
-def invalid_request_message(errors: Sequence[Mapping[str, Any]]) -> str:
-    """``Invalid request: <dotted location>: <message>`` for the first of pydantic's validation ``errors``."""
-    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
-    where = ".".join(str(part) for part in first["loc"])
-    return f"Invalid request: {where}: {first['msg']}"
 
 
 def parse_chat_request(raw: bytes) -> ParsedChat:

@@ -51,7 +51,7 @@ MODEL_PROXY_API_BASE = "MODEL_PROXY_API_BASE"
 MODEL_PROXY_API_KEY = "MODEL_PROXY_API_KEY"
 #: Comma-separated model names the proxy offers (empty: any).
 MODEL_PROXY_MODELS = "MODEL_PROXY_MODELS"
-#: Exact name of the model a Hosted ModelAPI downloads and serves.
+#: Name of the model a Hosted ModelAPI serves (``kora.hosted.catalog`` lists the ones Kora hosts).
 MODEL_HOSTED_MODEL = "MODEL_HOSTED_MODEL"
 
 # Memory service (``kora memory``), the MemoryStore workload.

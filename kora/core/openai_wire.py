@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
@@ -41,6 +42,13 @@ def openai_error_body(message: str, type_: str, code: str | None = None, **extra
 def error_body(error: KoraError) -> JSONObject:
     """``error`` (see :mod:`kora.core.errors`) as OpenAI's error body."""
     return openai_error_body(error.message, error.openai_type, error.code)
+
+
+def invalid_request_message(errors: Sequence[Mapping[str, Any]]) -> str:
+    """``Invalid request: <dotted location>: <message>`` for the first of pydantic's validation ``errors``."""
+    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    where = ".".join(str(part) for part in first["loc"])
+    return f"Invalid request: {where}: {first['msg']}"
 
 
 # -- requests -----------------------------------------------------------------------------------------------------

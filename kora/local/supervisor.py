@@ -12,8 +12,9 @@ One asyncio task per workload (:class:`Supervisor`):
    (1 s, 2 s, 4 s, ... capped at 30 s; reset once a run lasted :data:`BACKOFF_RESET_SECONDS`), go to 1.
 
 :meth:`Supervisor.stop` ends every task: each process group gets SIGTERM, then SIGKILL after
-``grace_seconds``. Workloads that cannot run here (ModelAPI Hosted) go straight to ``Failed`` and are
-never started.
+``grace_seconds``. Workloads that cannot run here (a ModelAPI Hosted model Kora does not host, or whose
+optional extra is not installed: :func:`kora.hosted.catalog.hosted_problem`) go straight to ``Failed`` with
+the reason and are never started.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from typing import BinaryIO
 
 import httpx
 
+from kora.core.env import MODEL_HOSTED_MODEL
+from kora.hosted.catalog import hosted_problem
 from kora.local.state import FAILED, READY, WAITING, UpState, WorkloadState
-from kora.proxy.hosted import HOSTED_UNSUPPORTED
 from kora.resources import ResourceRef, WorkloadPlan
 
 __all__ = ["BACKOFF_RESET_SECONDS", "MAX_BACKOFF_SECONDS", "PROBE_INTERVAL", "Supervisor", "backoff_delays"]
@@ -122,8 +124,10 @@ class Supervisor:
 
     async def _supervise(self, ref: ResourceRef, client: httpx.AsyncClient) -> None:
         plan = self.plans[ref]
-        if plan.args[0] == "model-hosted":
-            self._set(ref, FAILED, HOSTED_UNSUPPORTED)
+        problem = hosted_problem(plan.env_value(MODEL_HOSTED_MODEL) or "") if plan.args[0] == "model-hosted" else None
+        if problem is not None:
+            # Restarting would only repeat it: the model is not one Kora hosts, or its extra is missing.
+            self._set(ref, FAILED, problem)
             return
         delays = backoff_delays()
         attempt = 0

@@ -33,6 +33,7 @@ import uvicorn
 
 from kora.core.command import run_command
 from kora.core.net import bind_socket, free_port
+from kora.hosted.catalog import find_hosted_model
 from kora.local.gateway import create_gateway_app, routes_from_plans
 from kora.local.state import (
     DEFAULT_STATE_DIR,
@@ -84,15 +85,16 @@ def plan_local(graph: ResourceGraph, gateway_url: str, state_dir: Path) -> dict[
 
 def describe(graph: ResourceGraph, ref: ResourceRef) -> str:
     """The NOTE column: what kind of model a ModelAPI is (``scripted (offline)``, ``proxy -> <base>``,
-    ``hosted: not supported``), empty otherwise."""
+    ``hosted: all-MiniLM-L6-v2 (embeddings)``, ``hosted: not supported``), empty otherwise."""
     resource = graph.get(ref)
     if not isinstance(resource, ModelAPI):
         return ""
     spec = resource.spec
     if spec.mode is ModelAPIMode.PROXY and spec.proxy_config is not None:
         return f"proxy -> {spec.proxy_config.api_base}"
-    if spec.mode is ModelAPIMode.HOSTED:
-        return "hosted: not supported"
+    if spec.mode is ModelAPIMode.HOSTED and spec.hosted_config is not None:
+        hosted = find_hosted_model(spec.hosted_config.model)
+        return f"hosted: {hosted.short_name} (embeddings)" if hosted is not None else "hosted: not supported"
     return "scripted (offline)"
 
 

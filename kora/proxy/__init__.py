@@ -4,5 +4,4 @@
   chunk by chunk (502/504 JSON when the upstream is down or slow). Used by the local gateway
   (:mod:`kora.local.gateway`) and by ``kora model-proxy``.
 - :mod:`kora.proxy.model_proxy`: ``kora model-proxy``, a ModelAPI in Proxy mode.
-- :mod:`kora.proxy.hosted`: ``kora model-hosted``, which says why Hosted mode cannot run here.
 """

@@ -457,10 +457,10 @@ class ProxyConfig(WireModel):
 
 
 class HostedConfig(WireModel):
-    """``Hosted`` mode: serve a downloaded model."""
+    """``Hosted`` mode: the workload serves the model's weights itself."""
 
     model: str = Field(min_length=1)
-    """Exact name of the model to download and serve."""
+    """Model to serve: ``all-MiniLM-L6-v2`` (embeddings; needs ``kora[embeddings]``). Others fail at run time."""
 
 
 class ScriptedConfig(WireModel):

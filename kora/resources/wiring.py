@@ -32,7 +32,8 @@ Per kind (non-agent workloads take ``--host H --port P`` arguments; the agent re
   path on the machine that loaded the manifests, so it suits the local runtime only.
 - ModelAPI Proxy: ``kora model-proxy --host H --port P`` with ``MODEL_PROXY_API_BASE``,
   ``MODEL_PROXY_API_KEY`` (when given) and ``MODEL_PROXY_MODELS`` (comma-separated, when given).
-- ModelAPI Hosted: ``kora model-hosted --host H --port P`` with ``MODEL_HOSTED_MODEL``.
+- ModelAPI Hosted: ``kora model-hosted --host H --port P`` with ``MODEL_HOSTED_MODEL``; readiness ``/ready``
+  (503 until the model has loaded).
 - MemoryStore: ``kora memory --host H --port P`` with ``MEMORY_SERVICE_STORAGE_MODE`` (``storage.type``),
   ``MEMORY_SERVICE_DATABASE_URL`` (external, from the Secret), ``MEMORY_SERVICE_DATA_DIR`` (local storage,
   only when the runner gives a ``data_root``: ``<data_root>/<namespace>/<name>``),
@@ -307,7 +308,7 @@ def _model_api_command(
     spec = model.spec
     env: list[EnvEntry] = []
     files: dict[str, str] = {}
-    # The scripted model and the proxies answer /health only; it doubles as readiness.
+    # The scripted model and the proxy answer /health only; it doubles as readiness.
     probes = Probes(liveness="/health", readiness="/health")
     if spec.mode is ModelAPIMode.SCRIPTED:
         args = _listen_args("model", host, port)
@@ -329,6 +330,8 @@ def _model_api_command(
         assert spec.hosted_config is not None  # guaranteed by ModelAPISpec's mode/config check
         args = _listen_args("model-hosted", host, port)
         env.append(EnvEntry(names.MODEL_HOSTED_MODEL, spec.hosted_config.model))
+        # Loading the weights takes seconds; /ready says when requests can be served.
+        probes = Probes(liveness="/health", readiness="/ready")
     env.append(EnvEntry(names.OTEL_SERVICE_NAME, model.service_name))
     return args, env, files, probes
 

@@ -231,6 +231,25 @@ def test_invalid_manifest_prints_the_loader_message_and_exits_2(tmp_path: Path):
     assert "missing" in done.stderr
 
 
+@pytest.mark.embeddings
+def test_a_hosted_minilm_serves_embeddings_through_the_gateway(tmp_path: Path):
+    manifest = tmp_path / "embedder.yaml"
+    manifest.write_text(
+        "apiVersion: kora.dev/v1alpha1\nkind: ModelAPI\nmetadata: {name: embedder}\n"
+        "spec: {mode: Hosted, hostedConfig: {model: all-MiniLM-L6-v2}}\n"
+    )
+    up = start_up(str(manifest), tmp_path)
+    try:
+        # Ready only once the weights have loaded (its readiness probe is /ready).
+        state = up.wait(lambda s: s.workloads and s.workloads[0].phase == "Ready", within=180, what="Ready")
+        assert state.workloads[0].note == "hosted: all-MiniLM-L6-v2 (embeddings)"
+        client = openai.OpenAI(base_url=f"{up.gateway}/default/modelapi/embedder/v1", api_key="unused", max_retries=0)
+        response = client.embeddings.create(model="all-MiniLM-L6-v2", input=["memory", "recall"])
+        assert [len(item.embedding) for item in response.data] == [384, 384]
+    finally:
+        stop(up)
+
+
 def test_hosted_model_api_is_failed_with_what_is_missing(tmp_path: Path):
     manifest = tmp_path / "hosted.yaml"
     manifest.write_text(
@@ -240,8 +259,9 @@ def test_hosted_model_api_is_failed_with_what_is_missing(tmp_path: Path):
     up = start_up(str(manifest), tmp_path)
     try:
         state = up.wait(lambda s: s.workloads and s.workloads[0].phase == "Failed", within=30, what="Failed")
-        assert "Hosted is not supported" in state.workloads[0].message
+        assert "Hosted is not supported for model 'llama3'" in state.workloads[0].message
         assert "inference server" in state.workloads[0].message
+        assert state.workloads[0].note == "hosted: not supported"
     finally:
         stop(up)
 

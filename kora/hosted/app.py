@@ -1,0 +1,174 @@
+"""The HTTP face of a hosted embedding model: OpenAI's ``/v1/embeddings`` and ``/v1/models``, and probes.
+
+- ``GET /health``: 200 ``{"status": "ok"}`` from the first moment (the model loads in the background).
+- ``GET /ready``: 200 ``{"status": "ready", "model": ...}`` once the model is loaded; until then 503
+  ``{"status": "loading", ...}``, and 503 ``{"status": "failed", "reason": ...}`` if loading failed.
+- ``GET /v1/models``: the model under each of its names (OpenAI's list shape).
+- ``POST /v1/embeddings``: :mod:`kora.core.openai_embeddings`'s request and response. Errors use OpenAI's
+  error body: 400 for a malformed request (the message names the field), 404 ``model_not_found`` for a model
+  this server does not serve, 400 for ``dimensions`` other than the model's, 503 while loading.
+
+The model loads on, and every request is encoded on, one worker thread: encoding is CPU-bound and PyTorch
+already spreads one batch over every core, so taking requests one at a time loses nothing, and the event loop
+stays free to answer probes. A stop during loading waits for the load to end (it cannot be interrupted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import Protocol
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from kora.core.errors import KoraError, RequestError, Unavailable
+from kora.core.openai_embeddings import embedding_response_body, parse_embedding_request
+from kora.core.openai_wire import error_body, model_list_body, openai_error_body
+from kora.hosted.catalog import HostedModel
+from kora.hosted.embedder import Embeddings
+
+__all__ = ["Embedder", "create_hosted_app"]
+
+
+class Embedder(Protocol):
+    """A loaded embedding model (:class:`kora.hosted.embedder.MiniLMEmbedder` in production)."""
+
+    def embed(self, texts: Sequence[str]) -> Embeddings:
+        """Unit-length vectors for ``texts`` and the tokens read; blocking."""
+        ...
+
+
+class _Slot:
+    """The model's one worker thread, the model loading (then loaded) on it, and the encoding calls."""
+
+    def __init__(
+        self,
+        model: HostedModel,
+        load: Callable[[], Embedder],
+        on_loaded: Callable[[float], None],
+        on_load_failure: Callable[[str], None],
+    ) -> None:
+        self.model = model
+        self._load = load
+        self._on_loaded = on_loaded
+        self._on_load_failure = on_load_failure
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hosted-model")
+        self._loading: Future[Embedder] | None = None
+
+    def start(self) -> None:
+        """Begin loading on the worker thread (call from the event loop that serves the app)."""
+        loop = asyncio.get_running_loop()
+
+        def load_timed() -> Embedder:
+            started = time.monotonic()
+            embedder = self._load()
+            loop.call_soon_threadsafe(self._on_loaded, time.monotonic() - started)
+            return embedder
+
+        def report_failure(done: Future[Embedder]) -> None:
+            error = None if done.cancelled() else done.exception()
+            if error is not None:
+                loop.call_soon_threadsafe(self._on_load_failure, _reason(error))
+
+        self._loading = self._worker.submit(load_timed)
+        self._loading.add_done_callback(report_failure)
+
+    def stop(self) -> None:
+        """Wait for the worker's current call to end (a load cannot be interrupted) and stop it."""
+        self._worker.shutdown(wait=True, cancel_futures=True)
+
+    def status(self) -> tuple[str, str | None]:
+        """``("loading" | "ready" | "failed", reason of the failure or None)``."""
+        if self._loading is None or not self._loading.done():
+            return "loading", None
+        error = None if self._loading.cancelled() else self._loading.exception()
+        return ("failed", _reason(error)) if error is not None else ("ready", None)
+
+    async def embed(self, texts: list[str]) -> Embeddings:
+        """Encode ``texts`` on the worker thread; :class:`Unavailable` (503) while loading or after a failed
+        load."""
+        phase, reason = self.status()
+        if phase == "loading":
+            raise Unavailable(f"The model {self.model.name} is still loading; retry shortly.", code="model_loading")
+        if phase == "failed" or self._loading is None:
+            raise Unavailable(f"The model {self.model.name} failed to load: {reason}", code="model_failed")
+        embedder = self._loading.result()
+        return await asyncio.wrap_future(self._worker.submit(embedder.embed, texts))
+
+
+def create_hosted_app(
+    model: HostedModel,
+    load: Callable[[], Embedder],
+    *,
+    on_loaded: Callable[[float], None] = lambda seconds: None,
+    on_load_failure: Callable[[str], None] = lambda reason: None,
+) -> Starlette:
+    """The app serving ``model``, loaded by ``load`` on the worker thread when the app starts (serve it with
+    lifespan on). ``on_loaded(seconds)`` or ``on_load_failure(reason)`` is called on the event loop once
+    loading has ended, e.g. to log it or to stop the process."""
+    slot = _Slot(model, load, on_loaded, on_load_failure)
+    created = int(time.time())
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        slot.start()
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(slot.stop)
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def ready(request: Request) -> Response:
+        phase, reason = slot.status()
+        body: dict[str, str] = {"status": phase, "model": model.name}
+        if reason is not None:
+            body["reason"] = reason
+        return JSONResponse(body, status_code=200 if phase == "ready" else 503)
+
+    async def models(request: Request) -> Response:
+        return JSONResponse(model_list_body(list(model.names), "kora-hosted", created))
+
+    async def embeddings(request: Request) -> Response:
+        try:
+            body = parse_embedding_request(await request.body())
+            if not model.answers_to(body.model):
+                message = f"The model {body.model!r} does not exist here: this server hosts {model.name}."
+                return JSONResponse(
+                    openai_error_body(message, "invalid_request_error", "model_not_found"), status_code=404
+                )
+            if body.dimensions is not None and body.dimensions != model.dimensions:
+                raise RequestError(
+                    f"Invalid request: dimensions: {model.name} produces {model.dimensions} dimensions and "
+                    f"cannot shorten them; omit 'dimensions' or send {model.dimensions}.",
+                    code="invalid_dimensions",
+                )
+            result = await slot.embed(body.texts)
+        except KoraError as error:
+            return JSONResponse(error_body(error), status_code=error.status)
+        return JSONResponse(embedding_response_body(result.vectors, body.model, result.tokens, body.encoding_format))
+
+    return Starlette(
+        routes=[
+            Route("/health", health),
+            Route("/ready", ready),
+            Route("/v1/models", models),
+            Route("/v1/embeddings", embeddings, methods=["POST"]),
+        ],
+        lifespan=lifespan,
+    )
+
+
+def _reason(error: BaseException | None) -> str:
+    """One line saying what went wrong (no traceback: it is shown to clients and in ``kora up status``)."""
+    if error is None:
+        return "unknown error"
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__

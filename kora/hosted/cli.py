@@ -1,0 +1,96 @@
+"""``kora model-hosted``: a ModelAPI in Hosted mode, serving the model named by ``MODEL_HOSTED_MODEL``.
+
+    kora model-hosted [--host 127.0.0.1] [--port 8000]
+
+Serves the packaged embedding model all-MiniLM-L6-v2 (``MODEL_HOSTED_MODEL``: ``all-MiniLM-L6-v2`` or
+``sentence-transformers/all-MiniLM-L6-v2``) with the routes of :mod:`kora.hosted.app`; ``/health`` answers at
+once and ``/ready`` once the model has loaded (a few seconds). Exit codes: 0 after SIGINT/SIGTERM; 1 when the
+model fails to load (the reason is printed); 2 for a missing ``MODEL_HOSTED_MODEL``, an address in use or a
+bad option; 3 when Hosted mode cannot serve the model here: a model Kora does not host, or the ``embeddings``
+extra not installed (the message gives the pip command).
+"""
+
+# No ``from __future__ import annotations`` here: Typer reads the option annotations at run time.
+import os
+import signal
+import sys
+from typing import Annotated
+
+from kora.core import env as names
+from kora.core.command import run_command, serve_until_stopped
+from kora.hosted.catalog import HostedModel, find_hosted_model, missing_extra_message, unsupported_message
+
+__all__ = ["VARIABLES", "cli"]
+
+#: The variables ``kora model-hosted`` reads, as docs/configuration.md lists them.
+VARIABLES = (
+    names.VariableDoc(
+        names.MODEL_HOSTED_MODEL,
+        "string",
+        "The model to serve: `all-MiniLM-L6-v2` or `sentence-transformers/all-MiniLM-L6-v2` (any case), the "
+        "packaged 384-dimension embedding model (needs `pip install 'kora[embeddings]'`). Any other name: exit 3 "
+        "saying Hosted mode does not serve it.",
+        required="yes",
+    ),
+)
+
+_PROG = "kora model-hosted"
+
+
+def _say(message: str) -> None:
+    print(f"{_PROG}: {message}", file=sys.stderr, flush=True)
+
+
+def _serve(model: HostedModel, host: str, port: int) -> int:
+    from kora.core.net import bind_socket
+    from kora.hosted.app import create_hosted_app
+    from kora.hosted.embedder import MiniLMEmbedder
+
+    try:
+        sock = bind_socket(host, port)
+    except OSError as error:
+        _say(str(error))
+        return 2
+    failures: list[str] = []
+
+    def loaded(seconds: float) -> None:
+        print(f"{_PROG}: {model.short_name} loaded in {seconds:.1f} s; ready", flush=True)
+
+    def failed(reason: str) -> None:
+        failures.append(reason)
+        _say(f"cannot load {model.short_name}: {reason}")
+        # A model that cannot load will not load on its own later: stop the way SIGTERM does, and exit 1 so
+        # the runner (kubelet, kora up) shows the failure and restarts with back-off.
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    app = create_hosted_app(model, MiniLMEmbedder.load, on_loaded=loaded, on_load_failure=failed)
+    print(f"{_PROG}: serving {model.name} on port {sock.getsockname()[1]}; loading the model", flush=True)
+    serve_until_stopped(app, sock, lifespan="on")
+    return 1 if failures else 0
+
+
+def cli(argv: list[str]) -> int:
+    """``kora model-hosted [--host H] [--port P]``: serve ``MODEL_HOSTED_MODEL`` until SIGINT/SIGTERM; returns
+    the exit code."""
+    import typer
+
+    def model_hosted(
+        host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+        port: Annotated[int, typer.Option(help="TCP port (0: any free port).", min=0, max=65535)] = 8000,
+    ) -> int:
+        """Serve the model named by MODEL_HOSTED_MODEL (a ModelAPI in Hosted mode): all-MiniLM-L6-v2 embeddings."""
+        name = os.environ.get(names.MODEL_HOSTED_MODEL, "").strip()
+        if not name:
+            _say(f"{names.MODEL_HOSTED_MODEL} must name the model to serve (e.g. all-MiniLM-L6-v2)")
+            return 2
+        model = find_hosted_model(name)
+        if model is None:
+            _say(unsupported_message(name))
+            return 3
+        missing = missing_extra_message(model)
+        if missing is not None:
+            _say(missing)
+            return 3
+        return _serve(model, host, port)
+
+    return run_command(model_hosted, argv, _PROG)

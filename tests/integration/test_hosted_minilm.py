@@ -1,0 +1,147 @@
+"""``kora model-hosted`` serving the real all-MiniLM-L6-v2, called with the openai client: the shape of what it
+returns, that it is deterministic, that it means something (related sentences score higher than unrelated
+ones), and recall@3 on the labelled recall set in tests/data/recall_set.json.
+
+The recall set (see its ``readme``): 112 short facts about four fictional users over home, work, family, food,
+hobbies, travel, health, pets and schedule, and 64 questions that paraphrase them, each labelled with the id(s)
+of the fact(s) that answer it. Here every question is scored by plain cosine similarity against every fact;
+the memory service's tests run the same set through the service.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from kora.core.net import free_port
+
+pytestmark = pytest.mark.embeddings
+
+RECALL_SET = Path(__file__).resolve().parents[1] / "data" / "recall_set.json"
+MODEL = "all-MiniLM-L6-v2"
+#: Bound for importing torch and loading the weights on a slow, shared machine; never a measured duration.
+LOAD_WITHIN_SECONDS = 180.0
+
+
+@pytest.fixture(scope="module")
+def minilm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[openai.OpenAI]:
+    """A ``kora model-hosted`` process serving all-MiniLM-L6-v2 (loaded once for the module), as an openai
+    client on its ``/v1``."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("hosted") / "model-hosted.log"
+    env = {**os.environ, "MODEL_HOSTED_MODEL": MODEL}
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "kora.cli", "model-hosted", "--port", str(port)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + LOAD_WITHIN_SECONDS
+        while True:
+            assert process.poll() is None, f"kora model-hosted exited: {log.read_text()}"
+            assert time.monotonic() < deadline, f"kora model-hosted never became ready: {log.read_text()}"
+            try:
+                if httpx.get(base + "/ready").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        yield openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0)
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+def embed(client: openai.OpenAI, texts: Sequence[str], **options) -> list[list[float]]:
+    return [item.embedding for item in client.embeddings.create(model=MODEL, input=list(texts), **options).data]
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    return dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
+
+
+def test_the_response_has_openai_shape(minilm: openai.OpenAI):
+    texts = ["The cat sits on the mat.", "Stock markets fell sharply today.", "I like green tea."]
+    response = minilm.embeddings.create(model=MODEL, input=texts, encoding_format="float")
+    assert response.object == "list"
+    assert response.model == MODEL
+    assert [item.index for item in response.data] == [0, 1, 2]
+    for item in response.data:
+        assert item.object == "embedding"
+        assert len(item.embedding) == 384
+        assert math.sqrt(sum(x * x for x in item.embedding)) == pytest.approx(1.0, abs=1e-4)
+    # Word pieces plus [CLS] and [SEP] per sentence.
+    assert response.usage.prompt_tokens == response.usage.total_tokens >= 3 * 5
+    single = minilm.embeddings.create(model="sentence-transformers/all-MiniLM-L6-v2", input="one sentence")
+    assert len(single.data) == 1
+    assert len(single.data[0].embedding) == 384
+
+
+def test_the_model_list_names_it(minilm: openai.OpenAI):
+    assert [model.id for model in minilm.models.list()] == ["sentence-transformers/all-MiniLM-L6-v2", MODEL]
+
+
+def test_the_same_text_always_gets_the_same_vector(minilm: openai.OpenAI):
+    texts = ["Maya's cat is called Smulan.", "Daniel plays football on Wednesdays."]
+    first, again = embed(minilm, texts), embed(minilm, texts)
+    assert first == again
+    # Alone or in a batch (padded to a longer neighbour): the same vector to float32 precision.
+    alone = embed(minilm, texts[:1])[0]
+    assert alone == pytest.approx(first[0], abs=1e-5)
+    # ``embed`` takes the openai client's default, base64 float32, which it decodes: exactly the float vectors.
+    assert embed(minilm, texts, encoding_format="float") == first
+
+
+@pytest.mark.parametrize(
+    ("anchor", "related", "unrelated"),
+    [
+        ("How do I reset my password?", "I forgot my login credentials.", "The recipe needs two cups of flour."),
+        ("The dog chased the ball in the park.", "A puppy ran after a toy outside.", "Interest rates rose again."),
+        ("She is allergic to peanuts.", "Nuts give her a severe reaction.", "The train leaves at nine."),
+        ("Where does the user live?", "The user's home is in Lisbon.", "The user prefers tea to coffee."),
+    ],
+)
+def test_related_sentences_score_higher_than_unrelated_ones(
+    minilm: openai.OpenAI, anchor: str, related: str, unrelated: str
+):
+    a, r, u = embed(minilm, [anchor, related, unrelated])
+    assert cosine(a, r) > cosine(a, u) + 0.1, (cosine(a, r), cosine(a, u))
+
+
+def test_recall_at_3_on_the_recall_set_is_at_least_0_9(minilm: openai.OpenAI):
+    data = json.loads(RECALL_SET.read_text(encoding="utf-8"))
+    facts, queries = data["facts"], data["queries"]
+    assert len(facts) >= 100
+    assert len(queries) >= 50
+    ids = [fact["id"] for fact in facts]
+    assert len(set(ids)) == len(ids)
+    assert all(answer in ids for query in queries for answer in query["answers"])
+    fact_vectors = embed(minilm, [fact["text"] for fact in facts])
+    query_vectors = embed(minilm, [query["text"] for query in queries])
+    recalls = []
+    misses = []
+    for query, vector in zip(queries, query_vectors, strict=True):
+        scores = sorted(zip((cosine(vector, f) for f in fact_vectors), ids, strict=True), reverse=True)
+        top = {fact_id for _, fact_id in scores[:3]}
+        recall = len(top & set(query["answers"])) / len(query["answers"])
+        recalls.append(recall)
+        if recall < 1:
+            misses.append(f"{query['id']} {query['text']!r}: {recall:.2f}, top 3 {sorted(top)}")
+    recall_at_3 = sum(recalls) / len(recalls)
+    print(f"\nrecall@3 = {recall_at_3:.3f} over {len(queries)} questions and {len(facts)} facts (all-MiniLM-L6-v2)")
+    print("\n".join(misses))
+    assert recall_at_3 >= 0.9, misses
