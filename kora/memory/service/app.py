@@ -334,4 +334,3 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def unexpected(request: Request, error: Exception) -> JSONResponse:
         log.exception("unhandled error on %s", request.url.path)
         return JSONResponse(error_body(KoraError(f"Internal error: {type(error).__name__}")), status_code=500)
-
