@@ -30,6 +30,10 @@ from kora.memory.wire import EventList, Removed, SessionInfo
 #: Event types whose text says something about the user: the input of fact extraction.
 CONVERSATION_TYPES = (EventType.USER_MESSAGE, EventType.TASK_DELEGATION_RECEIVED, EventType.AGENT_RESPONSE)
 
+#: Characters of an event's text kept for full-text search: Postgres refuses a tsvector over 1 MB, which a long
+#: enough text reaches; the event itself (``content``) is stored whole, and its token estimate counts all of it.
+MAX_SEARCH_CHARS = 100_000
+
 _SESSION_COLUMNS = "sid, session_id, app_name, user_id, created_at, updated_at, event_count, rolling_summary"
 _EVENT_COLUMNS = "event_id, ts AS timestamp, event_type, content, metadata"
 
@@ -153,7 +157,7 @@ async def add_events(conn: Conn, session: Session, events: Sequence[MemoryEvent]
     """
     if not events:
         return Written(session, 0, None, None, False)
-    bodies = [event_text(event) for event in events]
+    texts = [event_text(event) for event in events]
     async with conn.cursor() as cur:
         await cur.execute(
             "INSERT INTO events (sid, event_id, ts, event_type, content, metadata, body, tokens) "
@@ -168,8 +172,8 @@ async def add_events(conn: Conn, session: Session, events: Sequence[MemoryEvent]
                 [str(event.event_type) for event in events],
                 [Jsonb(event.content) for event in events],
                 [Jsonb(event.metadata) for event in events],
-                bodies,
-                [estimate_tokens(body) for body in bodies],
+                [text[:MAX_SEARCH_CHARS] for text in texts],
+                [estimate_tokens(text) for text in texts],
             ),
         )
         rows = await cur.fetchall()
