@@ -14,6 +14,7 @@ Routes (all JSON; the OpenAPI document is at ``/openapi.json``):
 ``POST /v1/recall``                   facts (and events) matching a query within a scope
 ``POST /v1/facts``                    store a fact now (``save_memory``), deduplicated
 ``GET /v1/facts``                     list facts of a scope (``store``: all; ``include_invalid``)
+``GET /v1/facts/{id}/history``        what happened to a fact: ``created``, ``superseded`` (old/new text, why)
 ``POST /v1/forget``                   erase a user or a session across every tier
 ``GET /v1/jobs``                      background jobs (``status=failed``: what extraction could not do)
 ``GET /health``, ``GET /ready``       liveness; readiness (503 with the reason while the database is unusable)
@@ -21,7 +22,8 @@ Routes (all JSON; the OpenAPI document is at ``/openapi.json``):
 
 Errors are ``{"error": {"message", "type", "code"}}`` with the status of :mod:`kora.core.errors`: 400 for a
 malformed body or parameter (never FastAPI's 422) and for a value the database refuses, 403 for a scope above the
-store's ceiling or another user's session, 404 for an unknown session, 503 while the database is unusable.
+store's ceiling or another user's session, 404 for an unknown session or fact, 503 while the database is
+unusable.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from psycopg_pool import PoolTimeout
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from kora.core.errors import KoraError, RequestError, Unavailable
+from kora.core.errors import KoraError, NotFound, RequestError, Unavailable
 from kora.core.events import EventType
 from kora.core.openai_wire import error_body, openai_error_body
 from kora.memory.service import facts, jobs, recall, store
@@ -100,6 +102,12 @@ class JobList(BaseModel):
     """Background jobs, oldest first."""
 
     jobs: list[JobInfo]
+
+
+class FactHistory(BaseModel):
+    """``GET /v1/facts/{id}/history``: what happened to one fact, oldest first."""
+
+    history: list[facts.HistoryEntry]
 
 
 def create_app(settings: MemoryServiceSettings) -> FastAPI:
@@ -288,6 +296,14 @@ def _add_recall_routes(router: APIRouter, service: MemoryService) -> None:
             condition, params = where.sql("f")
         async with _connection(service) as conn:
             return FactList(facts=await facts.list_facts(conn, condition, params, include_invalid, limit))
+
+    @router.get("/v1/facts/{fact_id}/history")
+    async def fact_history(fact_id: Identifier) -> FactHistory:
+        async with _connection(service) as conn:
+            entries = await facts.history(conn, fact_id)
+        if not entries:
+            raise NotFound(f"no fact {fact_id!r}")
+        return FactHistory(history=entries)
 
 
 def _add_admin_routes(router: APIRouter, service: MemoryService) -> None:
