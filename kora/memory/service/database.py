@@ -10,7 +10,9 @@ opens.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,8 +32,39 @@ log = logging.getLogger("kora.memory")
 #: A pooled connection (autocommit; rows as tuples unless a cursor says otherwise).
 Conn = AsyncConnection[TupleRow]
 
-#: Connections in the pool: requests plus one per background worker.
-POOL_MAX_SIZE = 10
+#: Connections of the pool kept for requests, besides one per background worker: a worker holds its connection
+#: (and its job's open transaction) for as long as a model request takes, so workers must not starve requests.
+REQUEST_CONNECTIONS = 8
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    return True
+
+
+def forget_dead_holders(pgdata: Path) -> None:
+    """Drop the processes that are gone from pgserver's list of holders of the server in ``pgdata``.
+
+    pgserver stops the embedded Postgres when the last process holding it lets go, and keeps the holders' pids in
+    ``pgdata/.handle_pids.json``. A service killed with -9 never lets go: its pid would stay listed and no later
+    clean shutdown would ever stop Postgres again. A pid that no longer runs cannot hold anything.
+    """
+    path = pgdata / ".handle_pids.json"
+    try:
+        listed = json.loads(path.read_text() or "[]")
+    except (OSError, ValueError):
+        return  # no list yet, or not one pgserver wrote: leave it to pgserver
+    if not isinstance(listed, list):
+        return
+    holders = [pid for pid in listed if isinstance(pid, int) and _alive(pid)]
+    if holders != listed:
+        log.info("the embedded Postgres's holders %s are gone", sorted(set(listed) - set(holders)))
+        path.write_text(json.dumps(holders))
 
 
 def _start_local_server(data_dir: Path) -> tuple[str, PostgresServer]:
@@ -40,6 +73,7 @@ def _start_local_server(data_dir: Path) -> tuple[str, PostgresServer]:
 
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
+    forget_dead_holders(data_dir / "pgdata")
     # "stop": the server stops when this process lets go of it, and starts again on the same data next time.
     server = get_server(data_dir / "pgdata", cleanup_mode="stop")
     return server.get_uri(), server
@@ -73,7 +107,7 @@ class Database:
         pool: AsyncConnectionPool[AsyncConnection[TupleRow]] = AsyncConnectionPool(
             uri,
             min_size=1,
-            max_size=POOL_MAX_SIZE,
+            max_size=self.settings.workers + REQUEST_CONNECTIONS,
             kwargs={"autocommit": True},
             configure=_configure,
             open=False,

@@ -10,6 +10,9 @@ user is known, else the same session's):
 3. Otherwise the fact is stored (a ``created`` history row), and a conflict check may later **supersede** older
    facts it contradicts (:func:`supersede`): they get ``invalidated_at`` and ``superseded_by``, recall skips them,
    and a ``superseded`` history row records the old text, the new text and why. Nothing is deleted but by erasure.
+
+Writes of one dedupe scope are serialised by a transaction-scoped advisory lock, so two writers (a ``save_memory``
+and an extraction, or two replicas) that store the same fact at the same moment keep one, not two.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
-from pydantic import JsonValue
+from pydantic import BaseModel, JsonValue
 
 from kora.memory.service.database import Conn
 from kora.memory.text import words
@@ -34,6 +38,9 @@ NEAR_COSINE = 0.9
 NEAR_OVERLAP = 0.8
 #: Similar facts shown to the conflict check.
 CONFLICT_CANDIDATES = 5
+
+#: Namespace of the advisory locks serialising fact writes per dedupe scope (the second key hashes the scope).
+_FACT_WRITE_LOCK_SPACE = 7302
 
 _SPACE = re.compile(r"\s+")
 _FACT_COLUMNS = (
@@ -71,6 +78,12 @@ class Owner:
     user_id: str | None
     session_id: str | None
 
+    def lock_key(self) -> str:
+        """The text naming this owner's dedupe scope, hashed into the advisory lock that serialises its writes."""
+        if self.user_id is not None:
+            return f"user\x1f{self.user_id}"
+        return f"session\x1f{self.app_name}\x1f{self.session_id}"
+
     def dedupe_scope(self, alias: str = "f") -> tuple[str, dict[str, object]]:
         """The facts a new fact of this owner is compared with: the user's (any agent), else the session's."""
         if self.user_id is not None:
@@ -98,7 +111,11 @@ async def write_fact(
     attribution: dict[str, JsonValue] | None = None,
     source_event_ids: Sequence[str] = (),
 ) -> WriteResult:
-    """Store ``text`` as a fact of ``owner`` unless it duplicates a valid one (see the module docstring)."""
+    """Store ``text`` as a fact of ``owner`` unless it duplicates a valid one (see the module docstring).
+
+    Must run inside the caller's transaction: the scope's lock is held until it commits.
+    """
+    await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_FACT_WRITE_LOCK_SPACE, owner.lock_key()))
     condition, params = owner.dedupe_scope()
     digest = text_hash(text)
     cur = await conn.execute(
@@ -238,3 +255,26 @@ async def fact_owner(conn: Conn, fact_id: str) -> tuple[Owner, str, list[float] 
         str(row[3]),
         embedding,
     )
+
+
+class HistoryEntry(BaseModel):
+    """One event in a fact's life: ``created`` (``new_text``; ``reason`` is its origin) or ``superseded``
+    (``old_text`` replaced by ``new_text``, the fact ``new_fact_id``; ``reason`` says why)."""
+
+    action: str
+    old_text: str | None
+    new_text: str | None
+    new_fact_id: str | None
+    reason: str
+    created_at: datetime
+
+
+async def history(conn: Conn, fact_id: str) -> list[HistoryEntry]:
+    """The history rows of ``fact_id``, oldest first (empty when there is no such fact, or it was erased)."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            "SELECT action, old_text, new_text, new_fact_id, reason, created_at FROM fact_history "
+            "WHERE fact_id = %s ORDER BY id",
+            (fact_id,),
+        )
+        return [HistoryEntry.model_validate(row) for row in await cur.fetchall()]

@@ -24,17 +24,18 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
-from pydantic import BaseModel, Field, JsonValue
+from pydantic import AfterValidator, BaseModel, Field, JsonValue
 
 from kora.core.events import EventType, MemoryEvent
 from kora.memory.service import facts, store
 from kora.memory.service.database import Conn
 from kora.memory.service.models import InvalidAnswer, ModelUnreachable
 from kora.memory.text import event_text
+from kora.memory.wire import MAX_TEXT_CHARS, check_storable_json, strip_unstorable
 
 if TYPE_CHECKING:
     from kora.memory.service.service import MemoryService
@@ -71,14 +72,38 @@ FOLD_SYSTEM = (
 )
 
 
-class ExtractedFacts(BaseModel):
-    """The answer of a fact extraction (``response_format`` name ``extracted_facts``)."""
+def _string_list_schema(key: str) -> dict[str, object]:
+    """The strict JSON schema of ``{key: [str, ...]}`` (the wire form of the memory contract's answers)."""
+    return {
+        "type": "object",
+        "properties": {key: {"type": "array", "items": {"type": "string"}}},
+        "required": [key],
+        "additionalProperties": False,
+    }
 
-    facts: list[str] = Field(max_length=50)
+
+EXTRACTED_FACTS_SCHEMA = _string_list_schema("facts")
+FACT_CONFLICTS_SCHEMA = _string_list_schema("contradicted")
+
+
+def _storable(text: str) -> str:
+    check_storable_json(text)
+    return text
+
+
+#: A fact as the model may state it: storable text of at most :data:`~kora.memory.wire.MAX_TEXT_CHARS`.
+ModelFact = Annotated[str, Field(max_length=MAX_TEXT_CHARS), AfterValidator(_storable)]
+
+
+class ExtractedFacts(BaseModel):
+    """The answer of a fact extraction (``response_format`` name ``extracted_facts``, :data:`EXTRACTED_FACTS_SCHEMA`);
+    an answer with more than 50 facts, a fact over the length limit or text Postgres cannot store is invalid."""
+
+    facts: list[ModelFact] = Field(max_length=50)
 
 
 class FactConflicts(BaseModel):
-    """The answer of a conflict check (``response_format`` name ``fact_conflicts``)."""
+    """The answer of a conflict check (``response_format`` name ``fact_conflicts``, :data:`FACT_CONFLICTS_SCHEMA`)."""
 
     contradicted: list[str] = Field(max_length=50)
 
@@ -206,7 +231,9 @@ async def extract(service: MemoryService, conn: Conn, job: Job) -> None:
     if not events:
         return
     lines = "\n".join(f"{_speaker(event.event_type)}: {event_text(event)}" for event in events)
-    answer = await _ask_json(service, EXTRACTION_SYSTEM, lines, "extracted_facts", ExtractedFacts)
+    answer = await _ask_json(
+        service, EXTRACTION_SYSTEM, lines, "extracted_facts", EXTRACTED_FACTS_SCHEMA, ExtractedFacts
+    )
     texts = [text.strip() for text in answer.facts if text.strip()]
     if not texts:
         return
@@ -240,9 +267,8 @@ async def reconcile(service: MemoryService, conn: Conn, job: Job) -> None:
     if not candidates:
         return
     listing = "\n".join(f"{candidate.fact_id}: {candidate.text}" for candidate in candidates)
-    answer = await _ask_json(
-        service, CONFLICT_SYSTEM, f"New fact: {text}\nExisting facts:\n{listing}", "fact_conflicts", FactConflicts
-    )
+    question = f"New fact: {text}\nExisting facts:\n{listing}"
+    answer = await _ask_json(service, CONFLICT_SYSTEM, question, "fact_conflicts", FACT_CONFLICTS_SCHEMA, FactConflicts)
     known = {candidate.fact_id for candidate in candidates}
     contradicted = [old for old in answer.contradicted if old in known]
     if contradicted:
@@ -250,54 +276,71 @@ async def reconcile(service: MemoryService, conn: Conn, job: Job) -> None:
 
 
 async def fold(service: MemoryService, conn: Conn, job: Job) -> None:
-    """Fold the events that left the session's window into a new version of its rolling summary."""
-    cur = await conn.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", (_FOLD_LOCK_SPACE, job.sid))
+    """Fold the events that left the session's window into new versions of its rolling summary, oldest first,
+    :data:`FOLD_BATCH` events per model request, until every event out of the window is summarised."""
+    # One fold per session at a time, across replicas: two would both write "version n + 1" of the same summary.
+    cur = await conn.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", (_FOLD_LOCK_SPACE, job.sid % _INT4))
     locked = await cur.fetchone()
     if not locked or not locked[0]:
         raise Retry("another replica is folding this session")
-    session = await _session_of(conn, job.sid)
-    settings = service.settings
-    previous = await store.latest_summary(conn, session)
-    through = previous[1] if previous else 0
-    newest = await store.newest_events(conn, session, through, settings.short_term_hard_event_cap + FOLD_BATCH)
-    in_window = store.window_size(newest, settings.short_term_hard_event_cap, settings.short_term_token_budget)
-    leaving = list(reversed(newest[in_window:]))
-    if not leaving:
-        return
-    lines = "\n".join(f"{_speaker(row.event.event_type)}: {event_text(row.event)}" for row in leaving)
-    prior = f"Previous summary:\n{previous[0]}\n\n" if previous else ""
-    words = max(settings.compaction_target * 3 // 4, 12)
     if service.summary is None:
         raise Failed("no summary model is configured")
-    try:
-        summary = await service.summary.chat_text(FOLD_SYSTEM.format(words=words), f"{prior}Conversation:\n{lines}")
-    except InvalidAnswer as error:
-        raise Failed(str(error)) from error
-    version_row = await (
-        await conn.execute("SELECT coalesce(max(version), 0) + 1 FROM summaries WHERE sid = %s", (job.sid,))
+    session = await _session_of(conn, job.sid)
+    settings = service.settings
+    cap = settings.short_term_hard_event_cap
+    newest = await store.newest_events(conn, session, 0, cap)
+    in_window = store.window_size(newest, cap, settings.short_term_token_budget)
+    # Events older than the window's oldest are out of it; with nothing in the window (one event over the token
+    # budget), every event is.
+    window_start = newest[in_window - 1].seq if in_window else (newest[0].seq + 1 if newest else 0)
+    previous = await store.latest_summary(conn, session)
+    while True:
+        through = previous[1] if previous else 0
+        leaving = await store.oldest_events(conn, session, through, window_start, FOLD_BATCH)
+        if not leaving:
+            return
+        lines = "\n".join(f"{_speaker(row.event.event_type)}: {event_text(row.event)}" for row in leaving)
+        prior = f"Previous summary:\n{previous[0]}\n\n" if previous else ""
+        words = max(settings.compaction_target * 3 // 4, 12)
+        try:
+            answer = await service.summary.chat_text(FOLD_SYSTEM.format(words=words), f"{prior}Conversation:\n{lines}")
+        except InvalidAnswer as error:
+            raise Failed(str(error)) from error
+        summary = strip_unstorable(answer).strip()
+        if not summary:
+            raise Failed("the summary model answered no storable text")
+        previous = (summary, leaving[-1].seq)
+        await _store_summary(conn, job.sid, previous[0], previous[1], settings.digest_retention)
+
+
+async def _store_summary(conn: Conn, sid: int, body: str, through_seq: int, retention: int) -> None:
+    """Add the session's next summary version, keeping the newest ``retention`` versions."""
+    row = await (
+        await conn.execute("SELECT coalesce(max(version), 0) + 1 FROM summaries WHERE sid = %s", (sid,))
     ).fetchone()
-    version = int(str(version_row[0])) if version_row else 1
+    version = int(str(row[0])) if row else 1
     await conn.execute(
         "INSERT INTO summaries (sid, version, body, through_seq) VALUES (%s, %s, %s, %s)",
-        (job.sid, version, summary.strip(), leaving[-1].seq),
+        (sid, version, body, through_seq),
     )
-    await conn.execute(
-        "DELETE FROM summaries WHERE sid = %s AND version <= %s", (job.sid, version - settings.digest_retention)
-    )
+    await conn.execute("DELETE FROM summaries WHERE sid = %s AND version <= %s", (sid, version - retention))
 
 
-#: Namespace of the per-session advisory locks of folds (the second key is the session's row id).
+#: Namespace of the per-session advisory locks of folds (the second key is the session's row id, modulo 2**31).
 _FOLD_LOCK_SPACE = 7301
+_INT4 = 2**31
 
 
-async def _ask_json(service: MemoryService, system: str, user: str, name: str, shape: type[ShapeT]) -> ShapeT:
+async def _ask_json(
+    service: MemoryService, system: str, user: str, name: str, schema: dict[str, object], shape: type[ShapeT]
+) -> ShapeT:
     """Ask the summary model for ``shape``; up to ``extraction_attempts`` requests while answers are invalid."""
     if service.summary is None:
         raise Failed("no summary model is configured")
     problem = ""
     for _ in range(service.settings.extraction_attempts):
         try:
-            return await service.summary.chat_json(system, user, name, shape)
+            return await service.summary.chat_json(system, user, name, schema, shape)
         except InvalidAnswer as error:
             problem = str(error)
     raise Failed(f"{service.settings.extraction_attempts} answers were not valid {name} JSON; last: {problem}")

@@ -8,7 +8,7 @@ caller asks again, a bounded number of times).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 import httpx
@@ -41,12 +41,9 @@ class _EmbeddingResponse(BaseModel):
     data: list[_EmbeddingItem]
 
 
-def json_schema_format(name: str, model: type[BaseModel]) -> dict[str, object]:
-    """OpenAI's ``response_format`` asking for JSON matching ``model``'s schema under ``name``."""
-    schema = model.model_json_schema()
-    schema.pop("title", None)
-    schema["additionalProperties"] = False
-    return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}
+def json_schema_format(name: str, schema: Mapping[str, object]) -> dict[str, object]:
+    """OpenAI's ``response_format`` asking for JSON matching ``schema`` (strict mode) under ``name``."""
+    return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": dict(schema)}}
 
 
 class ModelClient:
@@ -63,14 +60,13 @@ class ModelClient:
         await self._client.aclose()
 
     async def _post(self, path: str, body: dict[str, object]) -> bytes:
+        url = f"{str(self._client.base_url).rstrip('/')}{path}"
         try:
             response = await self._client.post(path, json=body)
         except httpx.HTTPError as error:
-            raise ModelUnreachable(f"{self._client.base_url}{path}: {type(error).__name__}: {error}") from error
+            raise ModelUnreachable(f"{url}: {type(error).__name__}: {error}") from error
         if response.status_code >= 400:
-            raise ModelUnreachable(
-                f"{self._client.base_url}{path} answered {response.status_code}: {response.text[:300]}"
-            )
+            raise ModelUnreachable(f"{url} answered {response.status_code}: {response.text[:300]}")
         return response.content
 
     async def chat_text(self, system: str, user: str) -> str:
@@ -78,12 +74,15 @@ class ModelClient:
         :class:`InvalidAnswer` (no text in the answer)."""
         return await self._chat(system, user, None)
 
-    async def chat_json(self, system: str, user: str, name: str, shape: type[ModelT]) -> ModelT:
-        """The model's answer as ``shape``, asked for with ``response_format`` json_schema ``name``.
+    async def chat_json(
+        self, system: str, user: str, name: str, schema: Mapping[str, object], shape: type[ModelT]
+    ) -> ModelT:
+        """The model's answer as ``shape``, asked for with ``response_format`` json_schema ``name`` and ``schema``
+        (the wire form of ``shape``; ``shape`` may check more than strict mode can say, such as lengths).
 
         Raises :class:`InvalidAnswer` when the answer is not JSON of that shape, :class:`ModelUnreachable`.
         """
-        text = await self._chat(system, user, json_schema_format(name, shape))
+        text = await self._chat(system, user, json_schema_format(name, schema))
         try:
             return shape.model_validate_json(text)
         except ValidationError as error:

@@ -31,6 +31,10 @@ from kora.memory.wire import EventList, Removed
 #: Event types whose text says something about the user: the input of fact extraction.
 CONVERSATION_TYPES = (EventType.USER_MESSAGE, EventType.TASK_DELEGATION_RECEIVED, EventType.AGENT_RESPONSE)
 
+#: Characters of an event's text kept for full-text search: Postgres refuses a tsvector over 1 MB, which a long
+#: enough text reaches; the event itself (``content``) is stored whole, and its token estimate counts all of it.
+MAX_SEARCH_CHARS = 100_000
+
 _SESSION_COLUMNS = "sid, session_id, app_name, user_id, created_at, updated_at, event_count, rolling_summary"
 _EVENT_COLUMNS = "event_id, ts AS timestamp, event_type, content, metadata"
 
@@ -154,7 +158,7 @@ async def add_events(conn: Conn, session: Session, events: Sequence[MemoryEvent]
     """
     if not events:
         return Written(session, 0, None, None, False)
-    bodies = [event_text(event) for event in events]
+    texts = [event_text(event) for event in events]
     async with conn.cursor() as cur:
         await cur.execute(
             "INSERT INTO events (sid, event_id, ts, event_type, content, metadata, body, tokens) "
@@ -169,8 +173,8 @@ async def add_events(conn: Conn, session: Session, events: Sequence[MemoryEvent]
                 [str(event.event_type) for event in events],
                 [Jsonb(event.content) for event in events],
                 [Jsonb(event.metadata) for event in events],
-                bodies,
-                [estimate_tokens(body) for body in bodies],
+                [text[:MAX_SEARCH_CHARS] for text in texts],
+                [estimate_tokens(text) for text in texts],
             ),
         )
         rows = await cur.fetchall()
@@ -248,6 +252,18 @@ async def newest_events(conn: Conn, session: Session, after_seq: int, count: int
     return [WindowRow(int(str(row.pop("seq"))), int(str(row.pop("tokens"))), _event(row)) for row in rows]
 
 
+async def oldest_events(conn: Conn, session: Session, after_seq: int, before_seq: int, count: int) -> list[WindowRow]:
+    """The session's oldest ``count`` events with ``after_seq < seq < before_seq``, oldest first."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            f"SELECT seq, tokens, {_EVENT_COLUMNS} FROM events WHERE sid = %s AND seq > %s AND seq < %s "
+            f"ORDER BY seq LIMIT %s",
+            (session.sid, after_seq, before_seq, count),
+        )
+        rows = await cur.fetchall()
+    return [WindowRow(int(str(row.pop("seq"))), int(str(row.pop("tokens"))), _event(row)) for row in rows]
+
+
 def window_size(newest_first: Sequence[WindowRow], max_events: int, token_budget: int) -> int:
     """How many of ``newest_first`` fit the window: at most ``max_events``, their tokens within ``token_budget``."""
     used = 0
@@ -297,8 +313,10 @@ async def forget(conn: Conn, user_id: str | None, session_id: str | None) -> Rem
     """Erase one user's (every agent's sessions of theirs) or one session id's (in every agent) events, summaries,
     facts with their embeddings, fact history and queued jobs, in one transaction; the counts removed per tier.
 
-    A fact extraction running for those sessions holds its job's row lock: erasure waits for it to finish, then
-    removes what it stored, so a recall after this returns can never see an erased fact.
+    A background job running for those sessions holds its row lock: erasure first waits for such jobs to end
+    (their writes commit), then removes what they stored and the jobs they queued, so a recall after this returns
+    can never see an erased fact, and no job of an erased session runs afterwards. Erasure may thus wait as long
+    as a model request of a running job.
     """
     column, key = ("user_id", user_id) if user_id is not None else ("session_id", session_id)
     sessions_where = facts_where = f"{column} = %(key)s"
@@ -306,6 +324,9 @@ async def forget(conn: Conn, user_id: str | None, session_id: str | None) -> Rem
     removed: dict[str, int] = {}
     async with conn.transaction():
         sids = f"(SELECT sid FROM sessions WHERE {sessions_where})"
+        # Each statement below sees what had committed when it started (read committed): waiting here for the
+        # running jobs lets the deletes see their facts and the jobs they queued.
+        await conn.execute(f"SELECT 1 FROM jobs WHERE sid IN {sids} FOR UPDATE", params)
         for tier, statement in (
             ("jobs", f"DELETE FROM jobs WHERE sid IN {sids}"),
             ("events", f"DELETE FROM events WHERE sid IN {sids}"),

@@ -1,0 +1,138 @@
+"""The real ``kora memory`` command as a subprocess: what survives ``kill -9`` and restarts.
+
+A fact extraction cut short by ``kill -9`` (its model request in flight) is rolled back with the process and runs
+again after a restart, so the turn's facts still appear. With ``local`` storage the embedded Postgres and its data
+outlive the service: a clean stop, a ``kill -9`` and a start again find everything stored before, and a clean stop
+after a crash still stops the embedded Postgres.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+
+from kora.core.net import free_port
+from kora.scripted.script import Match, Rule, TextReply
+from tests.support.memory import eventually, model_env, service_env, start_memory_cli, wait_until_ready
+from tests.support.scripted_server import ScriptedModelServer
+
+pytestmark = pytest.mark.slow
+
+APP = "assistant"
+TURN = {
+    "app_name": APP,
+    "user_id": "alice",
+    "events": [
+        {"event_type": "user_message", "content": "I live in Paris."},
+        {"event_type": "agent_response", "content": "Lovely."},
+    ],
+}
+PARIS = TextReply('{"facts": ["The user lives in Paris."]}')
+
+
+@contextmanager
+def running(env: dict[str, str], log: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``kora memory`` on a free port, ready; stopped with SIGTERM at the end unless the test killed it."""
+    port = free_port()
+    process = start_memory_cli(port, env, log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_ready(url, timeout=120.0)
+        yield process, url
+    except BaseException:
+        print(log.read_text(errors="replace"))
+        raise
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=60)
+
+
+async def facts_of(url: str) -> list[str]:
+    async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+        response = await client.get("/v1/facts", params={"scope": "user", "user_id": "alice"})
+        assert response.status_code == 200, response.text
+        return [fact["text"] for fact in response.json()["facts"]]
+
+
+async def test_an_extraction_cut_by_kill_9_runs_again_after_restart(
+    memory_db: str, model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    # The first extraction's answer never comes in time: the process is killed while it waits for it.
+    model.enqueue(TextReply(PARIS.text, delay_seconds=120.0))
+    model.load_script(
+        [Rule(Match(user_matches="^New fact: "), TextReply('{"contradicted": []}')), Rule(Match(), PARIS)]
+    )
+    env = service_env(memory_db, **model_env(model.url), workers="1")
+    log = tmp_path / "memory.log"
+    with running(env, log) as (process, url):
+        async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+            response = await client.post("/v1/sessions/s1/events", json=TURN)
+            assert response.status_code == 200, response.text
+        assert await asyncio.to_thread(model.model.wait_for_requests, 1, 60.0)
+        process.kill()
+        process.wait(timeout=30)
+    async with await psycopg.AsyncConnection.connect(memory_db) as conn:
+        rows = await (await conn.execute("SELECT kind, status, attempts FROM jobs")).fetchall()
+        facts_stored = await (await conn.execute("SELECT count(*) FROM facts")).fetchone()
+    # The claim died with the process: the job is queued as if never tried, and it stored nothing.
+    assert rows == [("extract", "queued", 0)]
+    assert facts_stored == (0,)
+    with running(env, log) as (_, url):
+        assert await eventually(lambda: facts_of(url), "the fact, extracted after the restart") == [
+            "The user lives in Paris."
+        ]
+    extractions = [r for r in model.requests if r.get("response_format", {}).get("json_schema", {}).get("name")]
+    assert len([r for r in extractions if r["response_format"]["json_schema"]["name"] == "extracted_facts"]) == 2
+
+
+def _postgres_pid(pgdata: Path) -> int | None:
+    """The pid of the embedded Postgres running on ``pgdata``, or None when none runs."""
+    try:
+        pid = int((pgdata / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, 0)
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid
+
+
+async def test_local_storage_keeps_its_data_across_stops_and_kill_9(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    env = {"MEMORY_SERVICE_STORAGE_MODE": "local", "MEMORY_SERVICE_DATA_DIR": str(data)}
+    log = tmp_path / "memory.log"
+
+    async def stored(url: str) -> tuple[list[object], list[str]]:
+        async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+            events = (await client.get("/v1/sessions/s1/events", params={"app_name": APP})).json()["events"]
+        return [e["content"] for e in events], await facts_of(url)
+
+    try:
+        with running(env, log) as (_, url):
+            async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+                assert (await client.post("/v1/sessions/s1/events", json=TURN)).status_code == 200
+                fact = {"content": "The user lives in Paris.", "app_name": APP, "user_id": "alice"}
+                assert (await client.post("/v1/facts", json=fact)).status_code == 200
+        # A clean stop stops the embedded Postgres too.
+        assert _postgres_pid(data / "pgdata") is None
+        with running(env, log) as (process, url):
+            assert await stored(url) == (["I live in Paris.", "Lovely."], ["The user lives in Paris."])
+            process.kill()
+            process.wait(timeout=30)
+        # Killed, the service could not stop Postgres; the next start joins it, and finds the data.
+        assert _postgres_pid(data / "pgdata") is not None
+        with running(env, log) as (_, url):
+            assert await stored(url) == (["I live in Paris.", "Lovely."], ["The user lives in Paris."])
+        # And a clean stop after a crash still stops it.
+        assert _postgres_pid(data / "pgdata") is None
+    finally:
+        if (pid := _postgres_pid(data / "pgdata")) is not None:  # a failed test must not leave it running
+            os.kill(pid, signal.SIGTERM)
