@@ -38,7 +38,7 @@ async def supervise_until(model: str, tmp_path: Path, phase: str) -> tuple[Workl
     """Supervise the one-ModelAPI graph until its workload reaches ``phase``; returns it (as it was then) and
     its NOTE column, after stopping everything."""
     graph = load_text(hosted_manifest(model), "hosted.yaml")
-    plans = plan_local(graph, "http://127.0.0.1:1")
+    plans = plan_local(graph, "http://127.0.0.1:1", tmp_path / "state")
     ((ref, plan),) = plans.items()
     state = UpState(pid=0, gateway_url="http://127.0.0.1:1", started_at=0.0)
     workload = WorkloadState(ref.name, ref.kind, ref.namespace, plan.public_url, plan.direct_url, str(tmp_path / "log"))
