@@ -28,6 +28,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, JsonValue
 
+from kora.memory.service import vectors
 from kora.memory.service.database import Conn
 from kora.memory.text import words
 from kora.memory.wire import Fact
@@ -171,10 +172,12 @@ async def similar_facts(
     condition, params = owner.dedupe_scope()
     params |= {"exclude": exclude, "limit": CONFLICT_CANDIDATES, "emb": embedding}
     if embedding is not None:
+        indexed = await vectors.use_index(conn, condition, params, CONFLICT_CANDIDATES)
         statement = (
             f"SELECT f.fact_id, f.body, 1 - (f.embedding <=> %(emb)s::vector) AS cosine FROM facts f "
             f"WHERE f.invalidated_at IS NULL AND f.embedding IS NOT NULL AND {condition} "
-            f"AND f.fact_id IS DISTINCT FROM %(exclude)s ORDER BY f.embedding <=> %(emb)s::vector LIMIT %(limit)s"
+            f"AND f.fact_id IS DISTINCT FROM %(exclude)s "
+            f"ORDER BY {vectors.distance_order('f.embedding', '%(emb)s::vector', indexed)} LIMIT %(limit)s"
         )
     else:
         params["q"] = " or ".join(words(text))

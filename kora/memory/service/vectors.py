@@ -1,0 +1,52 @@
+"""Nearest facts within a filter: exact search or the HNSW index, whichever is cheaper for that filter.
+
+Every vector search of the service is filtered (a user's facts, a session's): Postgres's planner then picks the
+HNSW index with pgvector's iterative scan, which walks the graph until enough rows pass the filter. That costs
+about ``wanted / selectivity`` graph visits: at 100k facts, 10 neighbours among a user's 1% of them took ~54 ms,
+where reading that user's ~900 facts and sorting them exactly took ~3 ms; for a user with 10% of the facts the
+index won (~10 ms against ~21 ms). The planner cannot tell these apart, so :func:`use_index` decides from the
+filter's row count and the table's size, and :func:`distance_order` writes the ``ORDER BY`` that enforces it.
+
+Cost model (measured with ``bench/bench_memory_service.py``, 384 dimensions): an exact check costs ~3 µs per
+row of the filter; an HNSW visit ~70 µs (graph pages, many distances). With ``n`` rows in the filter out of
+``total``, the index visits ~``wanted * total / n`` nodes, so exact search is cheaper while
+``n**2 <= VISIT_COST * wanted * total``.
+"""
+
+from __future__ import annotations
+
+from kora.memory.service.database import Conn
+
+#: How many exact distance checks one HNSW graph visit costs (the ratio of the two per-row costs above).
+VISIT_COST = 25
+
+
+def exact_is_cheaper(rows: int, total: int, wanted: int) -> bool:
+    """True when sorting the filter's ``rows`` exactly costs less than finding ``wanted`` of them through the
+    index over ``total`` rows (see the module docstring)."""
+    return rows * rows <= VISIT_COST * wanted * max(total, rows)
+
+
+async def use_index(conn: Conn, condition: str, params: dict[str, object], wanted: int) -> bool:
+    """Whether a search for the ``wanted`` nearest facts matching ``condition`` (on alias ``f``, with ``params``)
+    should go through the HNSW index rather than sort the filter's facts exactly.
+
+    One query: the filter's count of valid facts and the planner's estimate of the table's size. The count leaves
+    out whether each fact has an embedding: so it is answered from the btree index alone (an index-only scan),
+    where reading every row of a large filter would cost as much as the search it is meant to spare.
+    """
+    cur = await conn.execute(
+        f"SELECT (SELECT count(*) FROM facts f WHERE f.invalidated_at IS NULL AND {condition}), "
+        f"(SELECT reltuples::bigint FROM pg_class WHERE oid = 'facts'::regclass)",
+        params,
+    )
+    row = await cur.fetchone()
+    rows, total = (int(row[0]), int(row[1])) if row else (0, 0)
+    return not exact_is_cheaper(rows, total, wanted)
+
+
+def distance_order(column: str, vector: str, indexed: bool) -> str:
+    """The ``ORDER BY`` expression by cosine distance of ``column`` to ``vector``: as pgvector's index matches it
+    when ``indexed``, else wrapped so that the planner cannot use the index (exact search)."""
+    distance = f"{column} <=> {vector}"
+    return distance if indexed else f"({distance}) + 0"

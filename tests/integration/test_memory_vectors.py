@@ -1,0 +1,125 @@
+"""Vector search within a scope, on a real Postgres with pgvector: exact or through the HNSW index, whichever the
+scope's size makes cheaper, with the same nearest facts either way.
+
+The facts and their vectors are written with SQL and the read path is called in process with a query vector, so
+no embedding model is involved (the service's own use of one is tested where a model serves embeddings).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import AsyncIterator
+
+import pytest
+
+from kora.memory.service import facts, recall, vectors
+from kora.memory.service.database import Conn, Database
+from kora.memory.service.schema import ensure_embedding_dimension
+from kora.memory.service.settings import load_memory_service_settings
+from tests.support.memory import service_env
+
+DIMENSION = 8
+APP = "assistant"
+
+
+def unit(values: list[float]) -> list[float]:
+    norm = math.sqrt(sum(v * v for v in values))
+    return [v / norm for v in values]
+
+
+@pytest.mark.parametrize(
+    ("rows", "total", "wanted", "exact"),
+    [
+        (900, 100_000, 10, True),  # a user with 0.9% of the facts: sorting 900 rows beats ~100k/90 graph visits
+        (10_000, 100_000, 10, False),  # a user with 10%: the index
+        (5, 5, 10, True),  # fewer rows than wanted
+        # A table never analysed has no size estimate: taken as the filter's rows (a lower bound).
+        (200, -1, 10, True),
+        (300, -1, 10, False),
+        (100_000, 100_000, 10, False),
+    ],
+)
+def test_exact_search_is_chosen_while_it_is_cheaper(rows: int, total: int, wanted: int, exact: bool) -> None:
+    assert vectors.exact_is_cheaper(rows, total, wanted) is exact
+
+
+@pytest.fixture
+async def conn(memory_db: str) -> AsyncIterator[Conn]:
+    """A connection of the service's own pool (pgvector registered, iterative index scans) on a store with 3 000
+    facts: 300 of user ``small``, 2 700 of user ``big``, random unit vectors, an HNSW index."""
+    database = Database(load_memory_service_settings(service_env(memory_db)))
+    await database.open()
+    assert database.pool is not None
+    rng = random.Random(3)
+    async with database.pool.connection() as connection:
+        await ensure_embedding_dimension(connection, DIMENSION)
+        async with connection.cursor() as cur:
+            await cur.executemany(
+                "INSERT INTO facts (fact_id, body, body_hash, app_name, user_id, origin, embedding) "
+                "VALUES (%s, %s, %s, %s, %s, 'saved', %s)",
+                [
+                    (
+                        f"fact_{n}",
+                        f"The user noted thing {n}.",
+                        f"h{n}",
+                        APP,
+                        "small" if n % 10 == 0 else "big",
+                        unit([rng.gauss(0, 1) for _ in range(DIMENSION)]),
+                    )
+                    for n in range(3000)
+                ],
+            )
+        await connection.execute("ANALYZE facts")
+        yield connection
+    await database.close()
+
+
+async def _vector_of(conn: Conn, fact_id: str) -> list[float]:
+    row = await (await conn.execute("SELECT embedding FROM facts WHERE fact_id = %s", (fact_id,))).fetchone()
+    assert row is not None
+    return [float(x) for x in row[0].to_list()]
+
+
+async def test_a_small_scope_is_searched_exactly_a_large_one_through_the_index(conn: Conn) -> None:
+    small, _ = recall.scope_filter("user", APP, "small", None, "user").sql("f")
+    big, _ = recall.scope_filter("user", APP, "big", None, "user").sql("f")
+    params: dict[str, object] = {"s_app": APP, "s_session": None}
+    assert await vectors.use_index(conn, small, params | {"s_user": "small"}, 10) is False  # 300 of 3000
+    assert await vectors.use_index(conn, big, params | {"s_user": "big"}, 10) is True  # 2700 of 3000
+
+
+@pytest.mark.parametrize(("user", "fact"), [("small", "fact_1230"), ("big", "fact_1231")])
+async def test_recall_by_vector_finds_the_nearest_fact_of_the_scope_only(conn: Conn, user: str, fact: str) -> None:
+    vector = await _vector_of(conn, fact)
+    where = recall.scope_filter("user", APP, user, None, "user")
+    hits = await recall.recall_facts(conn, where, "unrelated words", vector, top_k=5, threshold=0.0)
+    assert hits[0].id == fact
+    owners = await (
+        await conn.execute("SELECT DISTINCT user_id FROM facts WHERE fact_id = ANY(%s)", ([h.id for h in hits],))
+    ).fetchall()
+    assert owners == [(user,)]
+    # The index and the exact search agree on the nearest facts of the scope.
+    condition, params = where.sql("f")
+    nearest = {}
+    for indexed in (True, False):
+        order = vectors.distance_order("f.embedding", "%(emb)s::vector", indexed)
+        cur = await conn.execute(
+            f"SELECT f.fact_id FROM facts f WHERE {condition} ORDER BY {order} LIMIT 3", params | {"emb": vector}
+        )
+        nearest[indexed] = [row[0] for row in await cur.fetchall()]
+    assert nearest[True][0] == nearest[False][0] == fact
+
+
+async def test_near_duplicates_by_vector_and_words_are_kept_once(conn: Conn) -> None:
+    owner = facts.Owner(APP, "small", "s1")
+    base = await _vector_of(conn, "fact_1230")
+    nearby = unit([x + 0.01 for x in base])
+    first = await facts.write_fact(conn, "The user keeps three bees in Lyon.", owner, "saved", base)
+    assert first.status == "stored"
+    # Close vectors and the same words but one: the same fact said twice.
+    again = await facts.write_fact(conn, "The user keeps three bees in Lyon now.", owner, "saved", nearby)
+    assert again == facts.WriteResult(first.fact_id, "duplicate")
+    # Close vectors, but the words say something else: another fact.
+    other = await facts.write_fact(conn, "The user keeps three cats in Paris.", owner, "saved", nearby)
+    assert other.status == "stored"
