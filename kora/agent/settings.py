@@ -12,7 +12,6 @@ import os
 import re
 from collections.abc import Mapping
 from typing import Literal
-from urllib.parse import urlparse
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic.json_schema import SkipJsonSchema
@@ -20,6 +19,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kora.core import env as envnames
 from kora.core import protocol
+from kora.core.net import is_http_url
 from kora.core.settings_errors import SettingsError, describe_validation_error
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -27,12 +27,6 @@ LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 #: sessions) < the user's memories across every agent bound to the store. The store-wide scope ``store`` is for
 #: administrators only, so it is never an agent's ceiling.
 ReadScope = Literal["session", "agent", "user"]
-
-
-def is_http_url(value: str) -> bool:
-    """True when ``value`` is an absolute ``http``/``https`` URL with a host."""
-    parsed = urlparse(value)
-    return parsed.scheme in {"http", "https"} and bool(parsed.netloc)
 
 
 def parse_sub_agents(value: str) -> dict[str, str]:

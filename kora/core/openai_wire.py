@@ -44,10 +44,16 @@ def error_body(error: KoraError) -> JSONObject:
     return openai_error_body(error.message, error.openai_type, error.code)
 
 
+#: Longest field location an error message spells out whole.
+_MAX_LOCATION_CHARS = 160
+
+
 def invalid_request_message(errors: Sequence[Mapping[str, Any]]) -> str:
     """``Invalid request: <dotted location>: <message>`` for the first of pydantic's validation ``errors``."""
     first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
     where = ".".join(str(part) for part in first["loc"])
+    if len(where) > _MAX_LOCATION_CHARS:  # a deeply nested value: its start and end say where
+        where = f"{where[:60]}...{where[-60:]}"
     return f"Invalid request: {where}: {first['msg']}"
 
 

@@ -25,25 +25,10 @@ import pytest
 from kora.core.events import MemoryEvent
 from kora.core.net import free_port
 from kora.scripted.script import ErrorReply, Match, Rule, TextReply
-from tests.support.memory import eventually, memory_service, model_env, service_env
+from tests.support.memory import EXTRACTED_FACTS_FORMAT, eventually, memory_service, model_env, service_env
 from tests.support.scripted_server import ScriptedModelServer
 
 APP = "assistant"
-
-#: The extraction's response_format, as the memory contract fixes it.
-EXTRACTED_FACTS_FORMAT = {
-    "type": "json_schema",
-    "json_schema": {
-        "name": "extracted_facts",
-        "strict": True,
-        "schema": {
-            "type": "object",
-            "properties": {"facts": {"type": "array", "items": {"type": "string"}}},
-            "required": ["facts"],
-            "additionalProperties": False,
-        },
-    },
-}
 
 
 def event(event_type: str, content: object) -> dict[str, object]:

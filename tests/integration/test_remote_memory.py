@@ -7,7 +7,7 @@ replay when the service is killed and restarted, and strict mode's 503s.
 
 from __future__ import annotations
 
-import asyncio
+from pathlib import Path
 
 import httpx
 import openai
@@ -116,9 +116,9 @@ async def test_memory_tools_read_and_write_the_store(memory_db: str, model: Scri
 
 
 async def test_soft_mode_keeps_answering_and_replays_writes_when_the_store_returns(
-    memory_db: str, model: ScriptedModelServer
+    memory_db: str, model: ScriptedModelServer, tmp_path: Path
 ) -> None:
-    store = MemoryProcess(service_env(memory_db)).start()
+    store = MemoryProcess(service_env(memory_db), tmp_path / "memory.log").start()
     try:
         async with running_agent(model, "assistant", MEMORY_STORE_ENDPOINT=store.url) as agent:
             client = agent.async_openai()
@@ -151,8 +151,10 @@ async def test_soft_mode_keeps_answering_and_replays_writes_when_the_store_retur
         store.kill()
 
 
-async def test_strict_mode_answers_503_while_the_store_is_down(memory_db: str, model: ScriptedModelServer) -> None:
-    store = MemoryProcess(service_env(memory_db)).start()
+async def test_strict_mode_answers_503_while_the_store_is_down(
+    memory_db: str, model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    store = MemoryProcess(service_env(memory_db), tmp_path / "memory.log").start()
     try:
         async with running_agent(
             model, "assistant", MEMORY_STORE_ENDPOINT=store.url, MEMORY_FAILURE_MODE="strict"
@@ -183,6 +185,5 @@ async def test_closing_sends_what_is_queued(memory_db: str) -> None:
         await memory.start()
         await memory.add_events("s1", [memory.create_event("user_message", f"m{n}") for n in range(3)])
         await memory.close()
-        await asyncio.sleep(0)
         events = httpx.get(f"{store}/v1/sessions/s1/events", params={"app_name": "assistant"}).json()["events"]
         assert [e["content"] for e in events] == ["m0", "m1", "m2"]

@@ -16,21 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kora.scripted import load_script
+from tests.support.memory import EXTRACTED_FACTS_FORMAT
 from tests.support.scripted_server import ScriptedModelServer
 
-FACTS_FORMAT = {
-    "type": "json_schema",
-    "json_schema": {
-        "name": "extracted_facts",
-        "strict": True,
-        "schema": {
-            "type": "object",
-            "properties": {"facts": {"type": "array", "items": {"type": "string"}}},
-            "required": ["facts"],
-            "additionalProperties": False,
-        },
-    },
-}
 CONFLICTS_FORMAT = {
     "type": "json_schema",
     "json_schema": {
@@ -65,7 +53,7 @@ def cosine(a, b):
 
 def extract(client, turn):
     messages = [{"role": "system", "content": EXTRACT_SYSTEM}, {"role": "user", "content": turn}]
-    answer = client.chat.completions.create(model="summary", messages=messages, response_format=FACTS_FORMAT)
+    answer = client.chat.completions.create(model="summary", messages=messages, response_format=EXTRACTED_FACTS_FORMAT)
     return answer.choices[0].message.content
 
 
@@ -237,7 +225,7 @@ def test_rules_script_fact_extraction_including_an_invalid_answer(client, server
     assert json.loads(extract(client, turn)) == {"facts": ["The user lives in Paris"]}
     # A turn the rules do not match gets the default facts.
     assert json.loads(extract(client, "user: I have a dog called Rex")) == {"facts": ["I have a dog called Rex"]}
-    assert server.requests[0]["response_format"] == FACTS_FORMAT
+    assert server.requests[0]["response_format"] == EXTRACTED_FACTS_FORMAT
 
 
 async def test_default_facts_conflicts_and_json_object_with_the_async_client(server):
@@ -245,7 +233,7 @@ async def test_default_facts_conflicts_and_json_object_with_the_async_client(ser
     client = server.async_openai_client(max_retries=0)
     turn = "user: Hello! I'm allergic to peanuts. What should I cook?\nassistant: I suggest a curry.\nuser: ok"
     facts = await client.chat.completions.create(
-        model="summary", messages=[{"role": "user", "content": turn}], response_format=FACTS_FORMAT
+        model="summary", messages=[{"role": "user", "content": turn}], response_format=EXTRACTED_FACTS_FORMAT
     )
     assert json.loads(facts.choices[0].message.content) == {"facts": ["I'm allergic to peanuts."]}
     assert facts.choices[0].finish_reason == "stop"
@@ -286,7 +274,7 @@ async def test_streamed_structured_output_and_the_default_summary(server):
     stream = await client.chat.completions.create(
         model="s",
         messages=[{"role": "user", "content": "user: my name is Ada"}],
-        response_format=FACTS_FORMAT,
+        response_format=EXTRACTED_FACTS_FORMAT,
         stream=True,
     )
     text = "".join([chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices])

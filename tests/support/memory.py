@@ -30,6 +30,21 @@ from tests.support.threaded import ThreadedServer
 T = TypeVar("T")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
+#: The fact extraction's ``response_format``, as the memory contract fixes it (the service must send exactly this).
+EXTRACTED_FACTS_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "extracted_facts",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "properties": {"facts": {"type": "array", "items": {"type": "string"}}},
+            "required": ["facts"],
+            "additionalProperties": False,
+        },
+    },
+}
+
 
 @contextmanager
 def start_postgres(directory: Path) -> Iterator[str]:
@@ -86,12 +101,14 @@ async def memory_service(env: dict[str, str]) -> AsyncIterator[str]:
 
 class MemoryProcess:
     """``kora memory`` as a real process on 127.0.0.1:``port`` (a fixed port, so a restarted service is found at
-    the same URL). :meth:`start` waits until it is ready; :meth:`kill` ends it at once (SIGKILL)."""
+    the same URL), started by :func:`start_memory_cli` with its output in ``log``. :meth:`start` waits until it is
+    ready; :meth:`kill` ends it at once (SIGKILL)."""
 
-    def __init__(self, env: dict[str, str], port: int | None = None) -> None:
+    def __init__(self, env: dict[str, str], log: Path, port: int | None = None) -> None:
         from kora.core.net import free_port
 
         self.env = env
+        self.log = log
         self.port = port or free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -100,25 +117,16 @@ class MemoryProcess:
         """``http://127.0.0.1:<port>``."""
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, wait: bool = True) -> MemoryProcess:
-        """Start the process (and wait until ``/ready`` answers 200 unless ``wait`` is False)."""
-        command = [sys.executable, "-m", "kora.cli", "memory", "--host", "127.0.0.1", "--port", str(self.port)]
-        self.process = subprocess.Popen(command, env={**os.environ, **self.env})
-        if wait:
-            wait_until_ready(self.url)
+    def start(self) -> MemoryProcess:
+        """Start the process and wait until ``/ready`` answers 200."""
+        self.process = start_memory_cli(self.port, self.env, self.log)
+        wait_until_ready(self.url)
         return self
 
     def kill(self) -> None:
         """SIGKILL the process and reap it."""
         if self.process is not None:
             self.process.kill()
-            self.process.wait(timeout=30)
-            self.process = None
-
-    def stop(self) -> None:
-        """SIGTERM the process and wait for its clean exit."""
-        if self.process is not None:
-            self.process.terminate()
             self.process.wait(timeout=30)
             self.process = None
 

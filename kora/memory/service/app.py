@@ -45,7 +45,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kora.core.errors import KoraError, NotFound, RequestError, Unavailable
 from kora.core.events import EventType
-from kora.core.openai_wire import error_body, openai_error_body
+from kora.core.openai_wire import error_body, invalid_request_message, openai_error_body
 from kora.memory.base import SessionInfo
 from kora.memory.service import facts, jobs, recall, store
 from kora.memory.service.database import Conn
@@ -77,7 +77,6 @@ log = logging.getLogger("kora.memory")
 AppName = Annotated[Identifier, Query(description="The agent whose session it is.")]
 OptionalLimit = Annotated[int | None, Query(ge=0, le=MAX_LIMIT)]
 #: Longest field path quoted in a validation error (a value nested 200 deep has a path of ~1 400 characters).
-_MAX_LOCATION_CHARS = 160
 
 
 class Deleted(BaseModel):
@@ -340,7 +339,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, error: RequestValidationError) -> JSONResponse:
-        return JSONResponse(error_body(RequestError(_validation_message(error))), status_code=400)
+        return JSONResponse(error_body(RequestError(invalid_request_message(error.errors()))), status_code=400)
 
     @app.exception_handler(OperationalError)
     @app.exception_handler(DataError)
@@ -361,14 +360,3 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def unexpected(request: Request, error: Exception) -> JSONResponse:
         log.exception("unhandled error on %s", request.url.path)
         return JSONResponse(error_body(KoraError(f"Internal error: {type(error).__name__}")), status_code=500)
-
-
-def _validation_message(error: RequestValidationError) -> str:
-    """The first few problems of a rejected request, each as ``location: message``."""
-    parts = []
-    for item in error.errors()[:5]:
-        location = ".".join(str(part) for part in item.get("loc", ()) if part != "body")
-        if len(location) > _MAX_LOCATION_CHARS:  # a deeply nested value: its start and end say where
-            location = f"{location[:60]}...{location[-60:]}"
-        parts.append(f"{location}: {item.get('msg', 'invalid')}" if location else str(item.get("msg", "invalid")))
-    return "; ".join(parts) or "invalid request"
