@@ -118,6 +118,8 @@ class RemoteMemory(Memory):
         self._outbox: deque[_Batch] = deque()
         self._outbox_limit = outbox_limit
         self._pending = asyncio.Event()
+        # The background sender and close() both send: one at a time, so a batch is popped once and in order.
+        self._sending = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         #: Why the store is unusable now, or None while it answers.
         self.degraded: str | None = None
@@ -278,6 +280,10 @@ class RemoteMemory(Memory):
 
     async def _send_next(self) -> bool:
         """Send the oldest queued batch (or, with none, probe a degraded store); False when the store is away."""
+        async with self._sending:
+            return await self._send_head()
+
+    async def _send_head(self) -> bool:
         if not self._outbox:
             try:
                 await self._call("GET", "/health", _Health)

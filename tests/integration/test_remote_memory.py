@@ -7,6 +7,7 @@ replay when the service is killed and restarted, and strict mode's 503s.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import httpx
@@ -183,7 +184,10 @@ async def test_closing_sends_what_is_queued(memory_db: str) -> None:
     async with memory_service(service_env(memory_db)) as store:
         memory = RemoteMemory(store, "assistant")
         await memory.start()
-        await memory.add_events("s1", [memory.create_event("user_message", f"m{n}") for n in range(3)])
+        for n in range(5):
+            await memory.add_events("s1", [memory.create_event("user_message", f"m{n}")])
+        # Let the background sender take the first batch, so close() drains while a send is in flight.
+        await asyncio.sleep(0)
         await memory.close()
         events = httpx.get(f"{store}/v1/sessions/s1/events", params={"app_name": "assistant"}).json()["events"]
-        assert [e["content"] for e in events] == ["m0", "m1", "m2"]
+        assert [e["content"] for e in events] == [f"m{n}" for n in range(5)]
