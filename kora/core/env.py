@@ -93,6 +93,32 @@ GATEWAY_DEFAULT_MCP_TIMEOUT = "GATEWAY_DEFAULT_MCP_TIMEOUT"
 #: Kora: MemoryStore routes (the spec names no default; Kora uses 30s).
 GATEWAY_DEFAULT_MEMORYSTORE_TIMEOUT = "GATEWAY_DEFAULT_MEMORYSTORE_TIMEOUT"
 
+# Operator (``kora operator``) settings, set by the Helm chart (spec "Operator gateway configuration").
+#: Image of every Kora workload the operator creates (required).
+KORA_IMAGE = "KORA_IMAGE"
+#: ``Always`` | ``IfNotPresent`` | ``Never``: the workloads' imagePullPolicy (unset: Kubernetes' default).
+KORA_IMAGE_PULL_POLICY = "KORA_IMAGE_PULL_POLICY"
+#: ``true`` | ``false``: one HTTPRoute per resource on the configured Gateway (gatewayAPI.enabled).
+GATEWAY_API_ENABLED = "GATEWAY_API_ENABLED"
+#: Name of the Gateway the routes attach to (gatewayAPI.gatewayName).
+GATEWAY_NAME = "GATEWAY_NAME"
+#: Namespace of that Gateway (gatewayAPI.gatewayNamespace; default: the operator's namespace).
+GATEWAY_NAMESPACE = "GATEWAY_NAMESPACE"
+#: ``true`` | ``false``: the operator creates the Gateway itself (gatewayAPI.createGateway).
+GATEWAY_CREATE = "GATEWAY_CREATE"
+#: GatewayClass of a created Gateway (gatewayAPI.gatewayClassName; required with GATEWAY_CREATE).
+GATEWAY_CLASS_NAME = "GATEWAY_CLASS_NAME"
+#: HTTP listener port of a created Gateway (gatewayAPI.listenerPort, default 80).
+GATEWAY_LISTENER_PORT = "GATEWAY_LISTENER_PORT"
+#: Kora: in-cluster base URL of the Gateway, e.g. ``http://gw.gateway-system.svc.cluster.local``.
+GATEWAY_INTERNAL_URL = "GATEWAY_INTERNAL_URL"
+#: ``true`` | ``false``: strict gateway-only traffic (security.strictGatewayApi.enabled).
+STRICT_GATEWAY_API_ENABLED = "STRICT_GATEWAY_API_ENABLED"
+#: ``true`` | ``false``: one NetworkPolicy per workload (security.networkPolicy.enabled; strict mode implies it).
+NETWORK_POLICY_ENABLED = "NETWORK_POLICY_ENABLED"
+#: Namespace the operator runs in (default: its service account's namespace, else ``default``).
+OPERATOR_NAMESPACE = "OPERATOR_NAMESPACE"
+
 #: Path appended to a tool server's base URL: the Streamable HTTP endpoint (spec rule 3).
 MCP_PATH = "/mcp"
 

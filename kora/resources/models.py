@@ -89,6 +89,28 @@ def parse_duration(value: str) -> float:
     return sum(int(number) * _UNIT_SECONDS[unit] for number, unit in _DURATION_PART.findall(value))
 
 
+#: Longest duration the Gateway API format can write with one component per unit: 99999h59m59s999ms.
+MAX_DURATION_SECONDS = 99999 * 3600 + 59 * 60 + 59.999
+
+
+def format_duration(seconds: float) -> str:
+    """The Gateway API Duration (GEP-2257) of ``seconds``, rounded to the millisecond: greatest unit first, each
+    unit once, zero as ``"0s"``: ``120`` -> ``"2m"``, ``90`` -> ``"1m30s"``, ``0.5`` -> ``"500ms"``.
+
+    The inverse of :func:`parse_duration` up to spelling. Raises ``ValueError`` for a negative value or one above
+    :data:`MAX_DURATION_SECONDS`, which the format cannot express.
+    """
+    if not 0 <= seconds <= MAX_DURATION_SECONDS:
+        raise ValueError(f"{seconds!r} seconds is outside the Gateway API duration range 0s..99999h59m59s999ms")
+    millis = round(seconds * 1000)
+    parts = []
+    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1)):
+        count, millis = divmod(millis, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts) or "0s"
+
+
 DnsLabel = Annotated[str, AfterValidator(_check_dns_label)]
 Duration = Annotated[str, AfterValidator(_check_duration)]
 HttpUrl = Annotated[str, AfterValidator(_check_http_url)]

@@ -1,0 +1,234 @@
+"""Settings of ``kora operator``, read from the environment the Helm chart sets.
+
+Spec: "Operator gateway configuration (Helm values)", "Gateway routes", "Strict gateway-only traffic" and
+"Limits" (route timeouts). Each setting is read from the upper-case form of its field name
+(``gateway_api_enabled`` <- ``GATEWAY_API_ENABLED``; the names are in :mod:`kora.core.env`); the four
+``GATEWAY_DEFAULT_*_TIMEOUT`` durations are read by :meth:`kora.resources.wiring.RouteTimeouts.from_env`, the
+same parser ``kora up`` would use. :func:`load_operator_settings` validates everything at once and raises
+:class:`~kora.core.settings_errors.SettingsError` naming every bad variable.
+
+Chart value -> variable: ``gatewayAPI.enabled`` -> ``GATEWAY_API_ENABLED``, ``gatewayAPI.gatewayName`` ->
+``GATEWAY_NAME``, ``gatewayAPI.gatewayNamespace`` -> ``GATEWAY_NAMESPACE``, ``gatewayAPI.createGateway`` ->
+``GATEWAY_CREATE``, ``gatewayAPI.gatewayClassName`` -> ``GATEWAY_CLASS_NAME``, ``gatewayAPI.listenerPort`` ->
+``GATEWAY_LISTENER_PORT``, ``gateway.defaultTimeouts.*`` -> ``GATEWAY_DEFAULT_*_TIMEOUT``,
+``security.strictGatewayApi.enabled`` -> ``STRICT_GATEWAY_API_ENABLED``, ``security.networkPolicy.enabled`` ->
+``NETWORK_POLICY_ENABLED``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic.json_schema import SkipJsonSchema
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from kora.core import env as names
+from kora.core.net import is_http_url
+from kora.core.settings_errors import SettingsError, describe_validation_error
+from kora.resources.models import DnsLabel, format_duration
+from kora.resources.urls import ClusterDNS, GatewayRouted, UrlStrategy
+from kora.resources.wiring import DEFAULT_ROUTE_TIMEOUTS, RouteTimeouts
+
+__all__ = [
+    "COMPONENT",
+    "DEFAULT_GATEWAY_NAME",
+    "SERVICE_ACCOUNT_NAMESPACE_FILE",
+    "VARIABLES",
+    "OperatorSettings",
+    "load_operator_settings",
+]
+
+COMPONENT = "kora operator"
+#: Gateway name when ``GATEWAY_NAME`` is unset (the spec's chart default names KAOS; Kora's is neutral).
+DEFAULT_GATEWAY_NAME = "kora-gateway"
+#: Where Kubernetes mounts the pod's namespace for its service account (absent outside a cluster).
+SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+#: Namespace of an operator that runs outside a cluster and is given none.
+FALLBACK_NAMESPACE = "default"
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_TIMEOUT_VARIABLES = (
+    (names.GATEWAY_DEFAULT_AGENT_TIMEOUT, DEFAULT_ROUTE_TIMEOUTS.agent, "Agent"),
+    (names.GATEWAY_DEFAULT_MODELAPI_TIMEOUT, DEFAULT_ROUTE_TIMEOUTS.model_api, "ModelAPI"),
+    (names.GATEWAY_DEFAULT_MCP_TIMEOUT, DEFAULT_ROUTE_TIMEOUTS.mcp, "MCPServer"),
+    (names.GATEWAY_DEFAULT_MEMORYSTORE_TIMEOUT, DEFAULT_ROUTE_TIMEOUTS.memory_store, "MemoryStore"),
+)
+
+#: The variables read by :meth:`RouteTimeouts.from_env` rather than a field, as docs/configuration.md lists them.
+VARIABLES = tuple(
+    names.VariableDoc(
+        variable,
+        "duration",
+        f"Route timeout of {kind} HTTPRoutes without `spec.gatewayRoute.timeout` (Gateway API duration: "
+        "`30s`, `2m`, `1h30m`, `500ms`).",
+        f"`{format_duration(default)}`",
+    )
+    for variable, default, kind in _TIMEOUT_VARIABLES
+)
+
+
+class OperatorSettings(BaseSettings):
+    """Settings of the operator. Invariants after :func:`load_operator_settings`: ``operator_namespace`` and
+    ``gateway_namespace`` are set; strict mode implies Gateway API and a ``gateway_internal_url``;
+    ``gateway_create`` implies Gateway API and a ``gateway_class_name``.
+
+    Each field's ``description`` is its row in docs/configuration.md (``python scripts/gen_config_docs.py``).
+    """
+
+    model_config = SettingsConfigDict(case_sensitive=False, extra="ignore", frozen=True)
+
+    kora_image: str = Field(
+        min_length=1,
+        description="Image of every Kora workload (its entrypoint is `kora`).",
+        examples=["ghcr.io/example/kora:0.1.0"],
+    )
+    kora_image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = Field(
+        default=None, description="imagePullPolicy of the workloads; unset: Kubernetes' default for the tag."
+    )
+    operator_namespace: DnsLabel = Field(
+        default=FALLBACK_NAMESPACE,
+        description="Namespace the operator runs in; unset: its service account's namespace, else `default`.",
+    )
+    gateway_api_enabled: bool = Field(
+        default=False, description="Create one HTTPRoute per resource on the configured Gateway."
+    )
+    gateway_name: DnsLabel = Field(default=DEFAULT_GATEWAY_NAME, description="Name of the Gateway routes attach to.")
+    gateway_namespace: DnsLabel = Field(
+        default=FALLBACK_NAMESPACE, description="Namespace of the Gateway; unset: the operator's namespace."
+    )
+    gateway_internal_url: str = Field(
+        default="",
+        description="In-cluster base URL of the Gateway: agent cards and `status.endpoint` use it when Gateway API "
+        "is enabled; strict mode gives it to workloads. Required with `STRICT_GATEWAY_API_ENABLED`.",
+        json_schema_extra={"format": "uri"},
+    )
+    gateway_create: bool = Field(
+        default=False, description="Create the Gateway (needs `GATEWAY_API_ENABLED` and `GATEWAY_CLASS_NAME`)."
+    )
+    gateway_class_name: str = Field(default="", description="GatewayClass of a created Gateway.")
+    gateway_listener_port: int = Field(
+        default=80, ge=1, le=65535, description="HTTP listener port of a created Gateway."
+    )
+    strict_gateway_api_enabled: bool = Field(
+        default=False,
+        description="Strict gateway-only traffic: workloads reach each other through the Gateway and a "
+        "NetworkPolicy per workload admits only the Gateway's and the operator's namespaces (needs "
+        "`GATEWAY_API_ENABLED`).",
+    )
+    network_policy_enabled: bool = Field(
+        default=False,
+        description="One NetworkPolicy per workload (strict mode generates them even when this is false).",
+    )
+    # Read from GATEWAY_DEFAULT_*_TIMEOUT by RouteTimeouts.from_env (VARIABLES documents them).
+    route_timeouts: SkipJsonSchema[RouteTimeouts] = Field(default=DEFAULT_ROUTE_TIMEOUTS)
+
+    @field_validator("kora_image")
+    @classmethod
+    def _image_has_no_space(cls, value: str) -> str:
+        if any(character.isspace() for character in value):
+            raise ValueError("must be an image reference without spaces, such as registry/kora:0.1.0")
+        return value
+
+    @field_validator("gateway_internal_url")
+    @classmethod
+    def _internal_url(cls, value: str) -> str:
+        if value and not is_http_url(value):
+            raise ValueError("must be an http(s) URL such as http://gateway.gateway-system.svc.cluster.local")
+        return value.rstrip("/")
+
+    @field_validator("gateway_class_name")
+    @classmethod
+    def _class_name(cls, value: str) -> str:
+        if value and (len(value) > 253 or not _SUBDOMAIN.match(value)):
+            raise ValueError("must be a Kubernetes object name (lower-case letters, digits, '-' and '.')")
+        return value
+
+    @property
+    def network_policies(self) -> bool:
+        """True when every workload gets a NetworkPolicy: strict mode overrides the disabling switch."""
+        return self.strict_gateway_api_enabled or self.network_policy_enabled
+
+    def workload_strategy(self) -> UrlStrategy:
+        """How workloads reach each other: through the Gateway in strict mode, else cluster DNS."""
+        if self.strict_gateway_api_enabled:
+            return GatewayRouted(self.gateway_internal_url)
+        return ClusterDNS()
+
+    def public_strategy(self) -> UrlStrategy:
+        """The URLs clients are told (agent card ``url``, ``AGENT_PUBLIC_URL``, ``status.endpoint``): the Gateway's
+        when Gateway API is enabled and its internal URL is known, else cluster DNS."""
+        if self.gateway_api_enabled and self.gateway_internal_url:
+            return GatewayRouted(self.gateway_internal_url)
+        return ClusterDNS()
+
+
+def _service_account_namespace(path: Path) -> str | None:
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return text or None
+
+
+def _combination_problems(fields: Mapping[str, str]) -> list[str]:
+    """Settings that need others; checked on the raw text so they are reported with the type errors."""
+
+    def on(name: str) -> bool:
+        return fields.get(name, "").strip().lower() in {"1", "true", "yes", "on", "t", "y"}
+
+    problems = []
+    if on("strict_gateway_api_enabled"):
+        if not on("gateway_api_enabled"):
+            problems.append(f"{names.STRICT_GATEWAY_API_ENABLED}: needs {names.GATEWAY_API_ENABLED}=true")
+        if not fields.get("gateway_internal_url"):
+            problems.append(
+                f"{names.GATEWAY_INTERNAL_URL}: required with {names.STRICT_GATEWAY_API_ENABLED}=true "
+                "(workloads reach each other through it)"
+            )
+    if on("gateway_create"):
+        if not on("gateway_api_enabled"):
+            problems.append(f"{names.GATEWAY_CREATE}: needs {names.GATEWAY_API_ENABLED}=true")
+        if not fields.get("gateway_class_name"):
+            problems.append(f"{names.GATEWAY_CLASS_NAME}: required with {names.GATEWAY_CREATE}=true")
+    return problems
+
+
+def load_operator_settings(
+    environ: Mapping[str, str] | None = None,
+    *,
+    namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE_FILE,
+) -> OperatorSettings:
+    """Read and validate the operator's settings from ``environ`` (default: the process environment).
+
+    Blank values count as unset. ``OPERATOR_NAMESPACE`` defaults to the contents of ``namespace_file`` (the
+    service account's namespace in a pod), else ``default``; ``GATEWAY_NAMESPACE`` defaults to the operator's
+    namespace. Raises :class:`SettingsError` listing every bad or missing variable, each by name.
+    """
+    env = os.environ if environ is None else environ
+    lowered = {key.lower(): value.strip() for key, value in env.items() if value.strip()}
+    fields = {name: lowered[name] for name in OperatorSettings.model_fields if name in lowered}
+    fields.pop("route_timeouts", None)
+    namespace = fields.get("operator_namespace") or _service_account_namespace(namespace_file) or FALLBACK_NAMESPACE
+    fields.setdefault("operator_namespace", namespace)
+    fields.setdefault("gateway_namespace", fields["operator_namespace"])
+    problems = _combination_problems(fields)
+    upper = {key.upper(): value for key, value in env.items()}
+    for variable, _, _ in _TIMEOUT_VARIABLES:
+        # One variable at a time, so every malformed duration is named, not only the first.
+        try:
+            RouteTimeouts.from_env({variable: upper.get(variable, "")})
+        except ValueError as error:
+            problems.append(str(error))
+    settings: OperatorSettings | None = None
+    try:
+        settings = OperatorSettings.model_validate(fields)
+    except ValidationError as error:
+        problems = describe_validation_error(error) + problems
+    if problems or settings is None:
+        raise SettingsError(COMPONENT, problems)
+    return settings.model_copy(update={"route_timeouts": RouteTimeouts.from_env(upper)})
