@@ -11,4 +11,9 @@ ruff check .
 ruff format --check .
 mypy kora
 lint-imports --no-cache
+# The operator's tests run against a real Kubernetes API server built from source: once per machine (minutes,
+# then cached under ~/.cache/kora), so a fresh CI machine pays it here, visibly, not inside a test's timeout.
+started=$SECONDS
+bash scripts/k8s/build-control-plane.sh >/dev/null
+echo "test.sh: Kubernetes control plane ready (build or cache check) in $((SECONDS - started)) s" >&2
 exec pytest "$@"

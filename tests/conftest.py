@@ -40,6 +40,24 @@ def memory_db(postgres: str) -> str:
     return fresh_database(postgres)
 
 
+@pytest.fixture(scope="session")
+def kube_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """A real Kubernetes 1.20 API server (etcd + kube-apiserver + a controller-manager running only the garbage
+    collector and namespace controller) on 127.0.0.1 for the whole session, with Kora's and the Gateway API CRDs
+    installed: a ``tests.support.kube.KubeCluster``. Builds the binaries first when this machine has none (minutes,
+    once); fails, never skips, when that is impossible."""
+    from tests.support.kube import session_kube_cluster
+
+    with session_kube_cluster(tmp_path_factory.mktemp("kube")) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def kube_namespace(kube_cluster) -> str:
+    """A namespace of its own for one test, on ``kube_cluster``; its name."""
+    return kube_cluster.fresh_namespace()
+
+
 #: Set by scripts/test.sh (the suite CI runs): tests marked ``embeddings`` must run there, never be skipped.
 REQUIRE_EMBEDDINGS = "KORA_REQUIRE_EMBEDDINGS"
 

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Builds the Kubernetes control plane Kora's operator tests run against: kube-apiserver and
+# kube-controller-manager v1.20.2 compiled from Debian bookworm's `kubernetes` source package with Debian's
+# Go 1.19, plus Debian's etcd and kubectl binaries. No registry ships a usable apiserver binary, so this is
+# the one way to get a real one on a machine that can reach only Debian's archive.
+#
+# Output: $KORA_K8S_HOME/bin/{kube-apiserver,kube-controller-manager,etcd,kubectl}; the directory is printed
+# on stdout (the only stdout line). KORA_K8S_HOME defaults to ${XDG_CACHE_HOME:-$HOME/.cache}/kora/k8s-1.20.2.
+# Idempotent: a finished build is recognised by $KORA_K8S_HOME/bin/.complete, written only after every binary
+# has been installed and has run; anything else (an interrupted build) is finished or redone. Concurrent
+# callers wait on a lock instead of building twice. About 4 minutes on 2 cores, once per machine.
+#
+# Nothing is installed system-wide except, when missing, the few host tools the build needs (make, curl,
+# openssl, ...), through apt-get (as root or with sudo). The Debian packages themselves are unpacked with
+# `dpkg -x` under $KORA_K8S_HOME using a private apt configuration.
+# Limits of the result: Kubernetes 1.20 (no CEL validation rules in CRDs); no scheduler or kubelet, so pods
+# never run.
+set -euo pipefail
+
+home=${KORA_K8S_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/kora/k8s-1.20.2}
+bin=$home/bin
+log() { echo "build-control-plane: $*" >&2; }
+
+[ -f "$bin/.complete" ] && { echo "$bin"; exit 0; }
+
+# --- host tools -------------------------------------------------------------------------------------------
+need=()
+for tool in make:make curl:curl openssl:openssl tar:tar gzip:gzip xz:xz-utils flock:util-linux; do
+  command -v "${tool%%:*}" >/dev/null || need+=("${tool#*:}")
+done
+[ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
+[ -e /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
+if [ ${#need[@]} -gt 0 ]; then
+  command -v apt-get >/dev/null || { log "missing ${need[*]} and no apt-get to install them"; exit 1; }
+  sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+  log "installing ${need[*]} with apt-get"
+  $sudo apt-get -q update >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get -q install -y --no-install-recommends "${need[@]}" >&2
+fi
+
+mkdir -p "$home"
+exec 9>"$home/.lock"
+flock 9
+[ -f "$bin/.complete" ] && { echo "$bin"; exit 0; }   # another caller finished while we waited
+
+# --- Debian packages, through a private apt configuration --------------------------------------------------
+# The source list names bookworm explicitly so the result is the same whatever the host's release.
+mkdir -p "$home"/{debs,src,apt/lists/partial,apt/cache/archives/partial,shim,root}
+cat > "$home/apt/sources.list" <<LIST
+deb http://deb.debian.org/debian bookworm main
+deb http://deb.debian.org/debian-security bookworm-security main
+deb-src http://deb.debian.org/debian bookworm main
+deb-src http://deb.debian.org/debian-security bookworm-security main
+LIST
+cat > "$home/apt/apt.conf" <<CONF
+Dir::Etc::SourceList "$home/apt/sources.list";
+Dir::Etc::SourceParts "/nonexistent";
+Dir::State::Lists "$home/apt/lists";
+Dir::Cache "$home/apt/cache";
+Dir::Etc::Trusted "/usr/share/keyrings/debian-archive-keyring.gpg";
+Dir::Etc::TrustedParts "/nonexistent";
+CONF
+export APT_CONFIG=$home/apt/apt.conf
+log "fetching Debian package lists"
+apt-get -q update >&2
+if ! ls "$home"/debs/*.deb >/dev/null 2>&1 || [ ! -f "$home/debs/.complete" ]; then
+  rm -f "$home"/debs/*.deb
+  (cd "$home/debs" && apt-get -q download etcd-server kubernetes-client golang-1.19-go golang-1.19-src \
+     golang-github-modern-go-reflect2-dev >&2)
+  touch "$home/debs/.complete"
+fi
+rm -rf "$home/root" && mkdir -p "$home/root"
+for deb in "$home"/debs/*.deb; do dpkg -x "$deb" "$home/root"; done
+
+# A previous interrupted run may have left a half-unpacked tree: always start from the tarball.
+rm -rf "$home"/src/kubernetes-1.20*/
+if ! ls "$home"/src/kubernetes_1.20*.orig.tar.gz >/dev/null 2>&1; then
+  (cd "$home/src" && apt-get -q source --download-only kubernetes >&2)
+fi
+(cd "$home/src" && tar xzf kubernetes_1.20*.orig.tar.gz)
+src=$(ls -d "$home"/src/kubernetes-1.20*/ | head -1)
+
+# kubernetes 1.20 vendors reflect2 v1.0.1, which crashes under Go >= 1.18 (the first custom-resource create
+# segfaults the apiserver); Debian's reflect2 1.0.2 is API-compatible and fixed.
+rm -rf "$src/vendor/github.com/modern-go/reflect2"
+cp -a "$home/root/usr/share/gocode/src/github.com/modern-go/reflect2" "$src/vendor/github.com/modern-go/"
+rm -f "$src/vendor/github.com/modern-go/reflect2/go.mod"
+# Kubernetes' build scripts call rsync only as `rsync -pc SRC DST`; a copy does the same and spares a package.
+printf '#!/bin/sh\nshift; exec cp -p "$@"\n' > "$home/shim/rsync" && chmod +x "$home/shim/rsync"
+
+# --- compile -------------------------------------------------------------------------------------------
+log "compiling kube-apiserver and kube-controller-manager (several minutes)"
+(
+  export GOROOT=$home/root/usr/lib/go-1.19 GOCACHE=$home/gocache GOPROXY=off CGO_ENABLED=0 HOME=$home
+  export PATH=$home/shim:$GOROOT/bin:$PATH
+  unset GOPATH GOFLAGS GO111MODULE
+  cd "$src"
+  make WHAT="cmd/kube-apiserver cmd/kube-controller-manager" KUBE_GIT_VERSION=v1.20.2 KUBE_GIT_TREE_STATE=clean >&2
+)
+
+# --- install, then mark finished ------------------------------------------------------------------------
+rm -rf "$bin.tmp" && mkdir -p "$bin.tmp"
+cp "$src/_output/bin/kube-apiserver" "$src/_output/bin/kube-controller-manager" \
+   "$home/root/usr/bin/etcd" "$home/root/usr/bin/kubectl" "$bin.tmp/"
+for b in kube-apiserver kube-controller-manager etcd; do "$bin.tmp/$b" --version >/dev/null; done
+"$bin.tmp/kubectl" version --client >/dev/null
+rm -rf "$bin" && mv "$bin.tmp" "$bin"
+# The unpacked source tree and Go's build cache are large and not needed any more.
+rm -rf "$src" "$home/gocache"
+touch "$bin/.complete"
+log "done"
+echo "$bin"
