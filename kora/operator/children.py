@@ -274,7 +274,7 @@ def cluster_problems(resource: AnyResource) -> list[str]:
         config = resource.spec.scripted_config
         if config is not None and config.script_file is not None:
             return [
-                "spec.scriptedConfig.scriptFile names a file on the machine that ran kora up, which a pod "
+                "spec.scriptedConfig.scriptFile names a file on the machine that loaded the manifest, which a pod "
                 "cannot read: give the rules inline as spec.scriptedConfig.script"
             ]
     return []
