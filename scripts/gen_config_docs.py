@@ -34,6 +34,8 @@ from kora.hosted.cli import VARIABLES as HOSTED_VARIABLES
 from kora.mcp.settings import McpSettings
 from kora.memory.service.settings import ENV_PREFIX as MEMORY_PREFIX
 from kora.memory.service.settings import MemoryServiceSettings
+from kora.operator.settings import VARIABLES as OPERATOR_VARIABLES
+from kora.operator.settings import OperatorSettings
 from kora.proxy.model_proxy import VARIABLES as PROXY_VARIABLES
 
 #: The document this script maintains.
@@ -64,6 +66,7 @@ WORKLOADS = (
     Workload("model-proxy", None, PROXY_VARIABLES),
     Workload("memory", MemoryServiceSettings, prefix=MEMORY_PREFIX),
     Workload("model-hosted", None, HOSTED_VARIABLES),
+    Workload("operator", OperatorSettings, OPERATOR_VARIABLES),
 )
 
 

@@ -22,7 +22,9 @@ environment variable or a URL. Per resource (``<svc>`` is :func:`kora.resources.
   no capabilities, no service-account token and no service-link variables;
 - ``HTTPRoute <svc>`` (``gateway.networking.k8s.io/v1``) when Gateway API is enabled: PathPrefix
   :func:`kora.resources.urls.route_path` rewritten to ``/``, ``timeouts.request`` from the plan;
-- ``NetworkPolicy <svc>`` when strict mode or ``NETWORK_POLICY_ENABLED`` is on (see :func:`network_policy`).
+- ``NetworkPolicy <svc>`` when strict mode or ``NETWORK_POLICY_ENABLED`` is on: ingress on port 8000 only,
+  from the Gateway's and the operator's namespaces (strict mode), or from the operator's namespace, the
+  Gateway's when Gateway API is on, and Kora's workloads of the same namespace (``NETWORK_POLICY_ENABLED``).
 
 Every child carries the labels of :func:`child_labels`, an owner reference to the resource (so Kubernetes'
 garbage collector deletes it with the resource) and a :data:`SPEC_HASH_ANNOTATION` over everything Kora sets,
@@ -73,7 +75,6 @@ __all__ = [
     "cluster_problems",
     "desired_children",
     "gateway_manifest",
-    "network_policy",
     "owner_reference",
     "plan_for",
     "recorded_hash",
@@ -273,7 +274,7 @@ def cluster_problems(resource: AnyResource) -> list[str]:
         config = resource.spec.scripted_config
         if config is not None and config.script_file is not None:
             return [
-                "spec.scriptedConfig.scriptFile names a file on the machine that ran kora up, which a pod "
+                "spec.scriptedConfig.scriptFile names a file on the machine that loaded the manifest, which a pod "
                 "cannot read: give the rules inline as spec.scriptedConfig.script"
             ]
     return []
@@ -461,7 +462,7 @@ def _namespace_peer(namespace: str) -> JsonObject:
     return {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}}
 
 
-def network_policy(
+def _network_policy(
     resource: AnyResource, settings: OperatorSettings, plan: WorkloadPlan, labels: dict[str, str]
 ) -> JsonObject:
     """The NetworkPolicy of one workload: ingress to its pods only on TCP 8000, only from
@@ -520,7 +521,7 @@ def child_manifests(
     if settings.gateway_api_enabled:
         children.append(_http_route(resource, settings, plan, labels))
     if settings.network_policies:
-        children.append(network_policy(resource, settings, plan, labels))
+        children.append(_network_policy(resource, settings, plan, labels))
     return [_stamped(child) for child in children]
 
 

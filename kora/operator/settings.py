@@ -30,7 +30,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from kora.core import env as names
 from kora.core.net import is_http_url
 from kora.core.settings_errors import SettingsError, describe_validation_error
-from kora.resources.models import DnsLabel, format_duration
+from kora.resources.models import DnsLabel
 from kora.resources.urls import ClusterDNS, GatewayRouted, UrlStrategy
 from kora.resources.wiring import DEFAULT_ROUTE_TIMEOUTS, RouteTimeouts
 
@@ -66,7 +66,7 @@ VARIABLES = tuple(
         "duration",
         f"Route timeout of {kind} HTTPRoutes without `spec.gatewayRoute.timeout` (Gateway API duration: "
         "`30s`, `2m`, `1h30m`, `500ms`).",
-        f"`{format_duration(default)}`",
+        f"`{default:g}s`",
     )
     for variable, default, kind in _TIMEOUT_VARIABLES
 )

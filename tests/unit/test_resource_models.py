@@ -4,11 +4,14 @@ resource", "MCPServer resource", "Limits")."""
 from typing import get_args
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from kora.agent.settings import ReadScope as AgentReadScope
 from kora.resources.models import (
     API_VERSION,
+    MAX_DURATION_SECONDS,
     Agent,
     MCPServer,
     MemoryStore,
@@ -16,6 +19,7 @@ from kora.resources.models import (
     ModelAPIMode,
     Phase,
     ReadScope,
+    format_duration,
     parse_duration,
 )
 
@@ -374,3 +378,32 @@ def test_parse_duration(text, seconds):
 def test_parse_duration_rejects(text):
     with pytest.raises(ValueError, match="duration"):
         parse_duration(text)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "0s"),
+        (0.5, "500ms"),
+        (30, "30s"),
+        (90, "1m30s"),
+        (120, "2m"),
+        (3600, "1h"),
+        (5400.25, "1h30m250ms"),
+        (MAX_DURATION_SECONDS, "99999h59m59s999ms"),
+    ],
+)
+def test_format_duration_writes_the_gateway_api_form(seconds, text):
+    assert format_duration(seconds) == text
+
+
+@pytest.mark.parametrize("seconds", [-1, -0.001, MAX_DURATION_SECONDS + 1])
+def test_format_duration_refuses_what_the_format_cannot_hold(seconds):
+    with pytest.raises(ValueError, match="outside the Gateway API duration range"):
+        format_duration(seconds)
+
+
+@given(st.integers(min_value=0, max_value=round(MAX_DURATION_SECONDS * 1000)))
+def test_format_duration_round_trips_through_parse_duration(millis):
+    text = format_duration(millis / 1000)
+    assert round(parse_duration(text) * 1000) == millis
