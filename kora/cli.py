@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "memory": ("kora.memory.service.server", "cli", "Run the memory service (the MemoryStore workload)."),
     "model-proxy": ("kora.proxy.model_proxy", "cli", "Run a ModelAPI in Proxy mode (forwards /v1 to a backend)."),
     "model-hosted": ("kora.hosted.cli", "cli", "Run a ModelAPI in Hosted mode (all-MiniLM-L6-v2 embeddings)."),
+    "operator": ("kora.operator.cli", "cli", "Reconcile Kora's resources on a Kubernetes cluster (kopf)."),
     "up": ("kora.local.up", "cli", "Run manifests as local processes behind a local gateway."),
     "status": ("kora.local.commands", "status_cli", "Show the workloads of the running kora up."),
     "logs": ("kora.local.commands", "logs_cli", "Print (-f: follow) a workload's log."),

@@ -450,7 +450,8 @@ def _http_route(
                             "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}},
                         }
                     ],
-                    "backendRefs": [{"group": "", "kind": "Service", "name": plan.service_name, "port": DEFAULT_PORT}],
+                    # No "group": the core group is its default, and a 1.20 API server reads an explicit "" as null.
+                    "backendRefs": [{"kind": "Service", "name": plan.service_name, "port": DEFAULT_PORT}],
                     "timeouts": {"request": timeout},
                 }
             ],

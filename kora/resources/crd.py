@@ -35,6 +35,13 @@ _NAMES: dict[str, tuple[str, list[tuple[str, str]]]] = {
     Kind.MCP_SERVER.value: ("mcpservers", [("Type", ".spec.type")]),
     Kind.MEMORY_STORE.value: ("memorystores", [("Storage", ".spec.storage.type")]),
 }
+
+
+def plural(kind: str) -> str:
+    """The resource name (plural) of ``kind`` in the API, e.g. ``agents``. ``KeyError`` for an unknown kind."""
+    return _NAMES[kind][0]
+
+
 _DROPPED_KEYS = {"title", "examples", "discriminator"}
 _HEADER = "# Generated from kora/resources/models.py by `python -m kora.resources.crd`. Do not edit.\n"
 

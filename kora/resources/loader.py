@@ -52,7 +52,15 @@ from kora.resources.models import (
     ModelAPI,
 )
 
-__all__ = ["ManifestError", "Problem", "dependency_order", "load_path", "load_text"]
+__all__ = [
+    "ManifestError",
+    "Problem",
+    "dependency_order",
+    "describe_resource_error",
+    "load_path",
+    "load_text",
+    "resource_problems",
+]
 
 _SUFFIXES = (".yaml", ".yml")
 _CORE_KINDS: dict[str, type[Secret] | type[ConfigMap]] = {"Secret": Secret, "ConfigMap": ConfigMap}
@@ -156,6 +164,23 @@ def _validate_document(doc: _Document, problems: list[Problem]) -> AnyResource |
         for item in error.errors(include_url=False):
             problems.append(Problem(doc.source, doc.index, label, _field_path(item["loc"]), _reason(item)))
         return None
+
+
+def resource_problems(body: object, source: str = "request") -> list[Problem]:
+    """Every problem the models find in one resource ``body`` (a mapping as the API server holds it), worded as
+    ``kora up`` words them; ``[]`` when it is valid. Cross-resource rules (references, cycles) are not checked:
+    they need the whole graph (:func:`load_text`)."""
+    problems: list[Problem] = []
+    _validate_document(_Document(source, 0, Path.cwd(), body), problems)
+    return problems
+
+
+def describe_resource_error(error: ValidationError) -> str:
+    """A model's ``ValidationError`` for one resource as one line: ``field.path: reason; ...``."""
+    return "; ".join(
+        f"{_field_path(item['loc'])}: {_reason(item)}" if item["loc"] else _reason(item)
+        for item in error.errors(include_url=False)
+    )
 
 
 def _resolve_script_file(resource: ModelAPI, doc: _Document, problems: list[Problem]) -> None:

@@ -227,11 +227,10 @@ class KubeCluster:
         with self.client() as client:
             deployment = client.get(Deployment, name, namespace=namespace)
             return client.patch(
-                Deployment,
+                Deployment.Status,
                 name,
                 {"status": deployment_available_status(deployment)},
                 namespace=namespace,
-                subresource="status",
                 patch_type=PatchType.MERGE,
             )
 
@@ -241,11 +240,10 @@ class KubeCluster:
         try:
             deployment = await client.get(Deployment, name, namespace=namespace)
             return await client.patch(
-                Deployment,
+                Deployment.Status,
                 name,
                 {"status": deployment_available_status(deployment)},
                 namespace=namespace,
-                subresource="status",
                 patch_type=PatchType.MERGE,
             )
         finally:

@@ -663,7 +663,7 @@ def test_http_route(kind, name, env, path, timeout):
                         "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}},
                     }
                 ],
-                "backendRefs": [{"group": "", "kind": "Service", "name": item.service_name, "port": 8000}],
+                "backendRefs": [{"kind": "Service", "name": item.service_name, "port": 8000}],
                 "timeouts": {"request": timeout},
             }
         ],

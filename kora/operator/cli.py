@@ -1,0 +1,107 @@
+"""``kora operator``: reconcile Kora's resources on a Kubernetes cluster (issue "Operator").
+
+    kora operator [--namespace NS ...] [--webhook-port N] [--webhook-host H] [--webhook-service NS/NAME]
+                  [--no-webhook] [--liveness URL] [--log-level L]
+
+Credentials: the pod's service account in a cluster, else ``KUBECONFIG`` (or ``~/.kube/config``). Settings
+come from the environment (:mod:`kora.operator.settings`, as the Helm chart sets them). Exit codes: 0 after
+a clean shutdown (SIGTERM, Ctrl-C), 2 for bad settings or options (one message naming each bad variable).
+"""
+
+# No ``from __future__ import annotations``: Typer evaluates the option annotations, which name the ``typer``
+# imported inside ``cli`` (imported there to keep ``kora`` start-up light).
+import asyncio
+import logging
+import sys
+from enum import StrEnum
+from typing import Annotated
+
+from kora.core.command import run_command
+from kora.core.settings_errors import SettingsError
+
+#: Exit code for invalid settings or options.
+EXIT_SETTINGS_ERROR = 2
+
+
+class LogLevel(StrEnum):
+    """``--log-level`` values."""
+
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+
+
+def _service(value: str | None) -> tuple[str, str] | None:
+    if value is None:
+        return None
+    namespace, _, name = value.partition("/")
+    if not namespace or not name:
+        raise ValueError(f"--webhook-service must be NAMESPACE/NAME, got {value!r}")
+    return namespace, name
+
+
+def serve(
+    namespaces: list[str],
+    webhook: bool,
+    webhook_port: int,
+    webhook_host: str,
+    webhook_service: str | None,
+    liveness: str | None,
+    log_level: str,
+) -> int:
+    """Load the settings and run the operator until stopped; returns the exit code."""
+    from kora.operator.settings import load_operator_settings
+
+    try:
+        settings = load_operator_settings()
+        service = _service(webhook_service)
+    except SettingsError as error:
+        print(error, file=sys.stderr)
+        return EXIT_SETTINGS_ERROR
+    except ValueError as error:
+        print(f"kora operator: {error}", file=sys.stderr)
+        return EXIT_SETTINGS_ERROR
+    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    for noisy in ("httpx", "httpx2", "aiohttp.access", "kopf.objects", "kopf.activities.probe"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+    from kora.operator.main import WebhookOptions, run_operator
+
+    options = WebhookOptions(port=webhook_port, host=webhook_host, service=service) if webhook else None
+    try:
+        asyncio.run(run_operator(settings, namespaces=namespaces, webhook=options, liveness=liveness))
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+def cli(argv: list[str]) -> int:
+    """Parse ``kora operator`` options with Typer and run :func:`serve`; returns the exit code."""
+    import typer
+
+    def operator(
+        namespace: Annotated[
+            list[str] | None, typer.Option(help="Watch only this namespace (repeatable; default: all namespaces).")
+        ] = None,
+        webhook: Annotated[
+            bool, typer.Option(help="Serve the validating admission webhook and register it with the API server.")
+        ] = True,
+        webhook_port: Annotated[int, typer.Option(min=1, max=65535, help="Port of the admission webhook.")] = 9443,
+        webhook_host: Annotated[
+            str, typer.Option(help="Address the API server calls the webhook at (without --webhook-service).")
+        ] = "127.0.0.1",
+        webhook_service: Annotated[
+            str | None, typer.Option(help="NAMESPACE/NAME of the Service in front of the webhook (in a cluster).")
+        ] = None,
+        liveness: Annotated[
+            str | None, typer.Option(help="Liveness endpoint, e.g. http://0.0.0.0:8081/healthz.")
+        ] = None,
+        log_level: Annotated[
+            LogLevel, typer.Option(case_sensitive=False, help="Log level (DEBUG shows every reconcile).")
+        ] = LogLevel.INFO,
+    ) -> int:
+        """Reconcile Agents, ModelAPIs, MCPServers and MemoryStores (settings from the environment)."""
+        return serve(namespace or [], webhook, webhook_port, webhook_host, webhook_service, liveness, log_level.value)
+
+    return run_command(operator, argv, "kora operator")

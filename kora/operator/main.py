@@ -1,0 +1,159 @@
+"""The operator process: kopf watches feeding the reconciler, the admission webhook, start-up and shutdown.
+
+Issue "Operator", spec "What the service does" item 4. kopf does what it is good at: logging in (service
+account in a cluster, ``KUBECONFIG`` outside), watching (every namespace, or the ones given), serving the
+admission webhook and keeping its ValidatingWebhookConfiguration, and a liveness endpoint. Its handlers only
+hand what they see to :class:`kora.operator.reconciler.Reconciler`; the reconcile itself runs in the
+reconciler's work queue, so kopf's own progress annotations (which would be a write per change) are never
+used: Kora's handlers are ``on.event`` watchers, which store nothing on the resources.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+from lightkube import AsyncClient
+from lightkube.config.kubeconfig import KubeConfig
+
+from kora.operator.admission import WEBHOOK_CONFIGURATION, reference_warnings, validation_messages, webhook_server
+from kora.operator.children import KIND_LABEL, MANAGED_BY, NAME_LABEL
+from kora.operator.kube import Kube
+from kora.operator.reconciler import RESYNC_SECONDS, Reconciler
+from kora.operator.settings import OperatorSettings
+from kora.operator.status import JsonObject
+from kora.resources.crd import plural
+from kora.resources.graph import ResourceRef
+from kora.resources.models import GROUP, RESOURCE_CLASSES, VERSION
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WebhookOptions:
+    """Where the admission webhook listens and how the API server reaches it.
+
+    ``host``: the name or address in the certificate and (without ``service``) the URL; ``service``:
+    ``(namespace, name)`` of the operator's Service, which the API server then calls on ``port``.
+    """
+
+    listen: str = "0.0.0.0"
+    port: int = 9443
+    host: str = "127.0.0.1"
+    service: tuple[str, str] | None = None
+
+
+def _plain(body: Mapping[str, Any]) -> JsonObject:
+    # kopf hands out read-only views; the reconciler keeps plain copies.
+    return {key: _copy(value) for key, value in body.items()}
+
+
+def _copy(value: object) -> object:
+    if isinstance(value, Mapping):
+        return {key: _copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copy(item) for item in value]
+    return value
+
+
+def build_registry(reconciler: Reconciler, *, webhook: bool) -> kopf.OperatorRegistry:
+    """kopf handlers that feed ``reconciler``; with ``webhook``, the validating admission handlers too."""
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
+    for kind in RESOURCE_CLASSES:
+
+        def observe(event: Mapping[str, Any], body: Mapping[str, Any], kind: str = kind, **_: Any) -> None:
+            reconciler.observe(kind, _plain(body), deleted=event.get("type") == "DELETED")
+
+        kopf.on.event(GROUP, VERSION, plural(kind), registry=registry, id=f"observe-{plural(kind)}")(observe)
+
+        if webhook:
+
+            def validate(body: Mapping[str, Any], warnings: list[str], kind: str = kind, **_: Any) -> None:
+                messages = validation_messages(kind, body)
+                if messages:
+                    raise kopf.AdmissionError(f"invalid {kind}: " + "; ".join(messages), code=422)
+                warnings.extend(reference_warnings(kind, body, lambda ref: ref in reconciler.resources))
+
+            kopf.on.validate(
+                GROUP,
+                VERSION,
+                plural(kind),
+                registry=registry,
+                id=f"validate-{plural(kind)}",
+                operations=["CREATE", "UPDATE"],
+            )(validate)
+
+    @kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": MANAGED_BY}, registry=registry)
+    def observe_deployment(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
+        labels = body.get("metadata", {}).get("labels", {})
+        kind, name = labels.get(KIND_LABEL), labels.get(NAME_LABEL)
+        if kind not in RESOURCE_CLASSES or not name:
+            return
+        owner = ResourceRef(kind, body["metadata"]["namespace"], name)
+        deleted = event.get("type") == "DELETED"
+        reconciler.observe_deployment(owner, None if deleted else _plain(body.get("status") or {}))
+
+    return registry
+
+
+def kopf_settings(webhook: WebhookOptions | None) -> kopf.OperatorSettings:
+    """kopf's settings: no Kubernetes Events posted (a write per log line), only Kora's Deployments watched
+    (a server-side label selector), and the admission webhook when ``webhook`` is given."""
+    settings = kopf.OperatorSettings()
+    settings.posting.enabled = False
+    settings.watching.server_timeout = 300
+    if webhook is not None:
+        settings.admission.server = webhook_server(
+            listen=webhook.listen, port=webhook.port, host=webhook.host, service=webhook.service
+        )
+        settings.admission.managed = WEBHOOK_CONFIGURATION
+    return settings
+
+
+async def run_operator(
+    settings: OperatorSettings,
+    *,
+    namespaces: list[str],
+    webhook: WebhookOptions | None = None,
+    liveness: str | None = None,
+    resync_seconds: float = RESYNC_SECONDS,
+    stop: asyncio.Event | None = None,
+    ready: asyncio.Event | None = None,
+) -> None:
+    """Run the operator until ``stop`` is set (or the task is cancelled).
+
+    ``namespaces``: watch only these (empty: every namespace). ``liveness``: kopf's health endpoint
+    (``http://0.0.0.0:8081/healthz``). ``ready`` is set once the watches are running.
+    """
+    client = AsyncClient(config=KubeConfig.from_env(), field_manager="kora-operator")
+    reconciler = Reconciler(Kube(client), settings, resync_seconds=resync_seconds)
+    registry = build_registry(reconciler, webhook=webhook is not None)
+    stop_flag = stop or asyncio.Event()
+    try:
+        async with asyncio.TaskGroup() as group:
+            work = group.create_task(reconciler.run(), name="kora-reconciler")
+            await kopf.operator(
+                registry=registry,
+                settings=kopf_settings(webhook),
+                standalone=True,
+                clusterwide=not namespaces,
+                namespaces=namespaces,
+                liveness_endpoint=liveness,
+                stop_flag=stop_flag,
+                ready_flag=ready,
+            )
+            work.cancel()
+    finally:
+        reconciler.queue.close()
+        with contextlib.suppress(Exception):
+            await client.close()

@@ -1,0 +1,302 @@
+"""The reconcile loop: make each resource's children and status match its spec, writing only what differs.
+
+Issue "Operator" / spec "What the service does" item 4, "Resource phases". The kopf handlers of
+:mod:`kora.operator.main` feed :meth:`Reconciler.observe` (Kora resources) and
+:meth:`Reconciler.observe_deployment` (the Deployments the operator made) from their watches; both only
+update an in-memory view and queue keys (:class:`kora.operator.queue.WorkQueue`). A worker then reconciles
+one resource from that view:
+
+1. A spec the models refuse (a cluster without the admission webhook lets it through) gives phase ``Failed``
+   with the same message ``kora up`` prints; nothing else is touched.
+2. Its dependencies (:func:`kora.resources.graph.dependencies_of`) are looked up in the view. An Agent whose
+   dependencies are not all Ready and that has no Deployment yet stays ``Waiting`` with nothing created, so it
+   never starts without its model, tools, peers or (``waitForDependencies``) memory.
+3. Children (:func:`kora.operator.children.build_children`) are applied when their content hash differs from
+   the one the object carries; children the resource no longer needs are deleted.
+4. The status (:func:`kora.operator.status.compute_status`) is written when it differs from the one shown.
+
+Nothing is written when nothing changed: content hashes of children already checked are remembered (and read
+from the API server, not written, when not), and statuses are compared before writing. An index of who
+references whom (``dependants``) wakes exactly the resources waiting on one whose phase changed. A resync every
+``resync_seconds`` forgets what was remembered and reconciles everything, which repairs drift (a child edited or
+deleted by hand).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from kora.operator.children import (
+    PRUNABLE_KINDS,
+    SPEC_HASH_ANNOTATION,
+    ChildRef,
+    child_manifests,
+    cluster_problems,
+    plan_for,
+    recorded_hash,
+    stale_children,
+)
+from kora.operator.kube import Kube
+from kora.operator.queue import WorkQueue
+from kora.operator.settings import OperatorSettings
+from kora.operator.status import (
+    Dependency,
+    JsonObject,
+    WorkloadState,
+    compute_status,
+    failed_status,
+    parse_status,
+    status_body,
+)
+from kora.resources.graph import ResourceRef, dependencies_of, references_of
+from kora.resources.loader import describe_resource_error
+from kora.resources.models import RESOURCE_CLASSES, Agent, AnyResource, Kind, Phase
+from kora.resources.urls import service_name
+
+log = logging.getLogger(__name__)
+
+#: Default seconds between full resyncs (drift repair).
+RESYNC_SECONDS = 300.0
+
+
+@dataclass
+class Observed:
+    """A Kora resource as last seen: its raw ``body``, and its ``model`` or the ``error`` that refused it."""
+
+    body: JsonObject
+    model: AnyResource | None
+    error: str | None
+
+    @property
+    def phase(self) -> Phase | None:
+        """``status.phase`` as shown (None before the first status)."""
+        status = parse_status(self.body)
+        return status.phase if status is not None else None
+
+    @property
+    def exposed(self) -> bool:
+        """For an Agent: ``agentNetwork.expose``; True for other kinds."""
+        return not isinstance(self.model, Agent) or self.model.spec.agent_network.expose
+
+
+def _ref_of(kind: str, body: Mapping[str, object]) -> ResourceRef:
+    metadata = body.get("metadata")
+    assert isinstance(metadata, Mapping)
+    return ResourceRef(kind, str(metadata.get("namespace") or "default"), str(metadata.get("name")))
+
+
+def parse(kind: str, body: JsonObject) -> Observed:
+    """``body`` of a ``kind`` resource validated by Kora's models."""
+    try:
+        model = RESOURCE_CLASSES[kind].model_validate(body)
+    except ValidationError as error:
+        return Observed(body, None, describe_resource_error(error))
+    return Observed(body, model, None)
+
+
+class Reconciler:
+    """Reconciles Kora resources through ``kube`` under ``settings``; :meth:`run` until cancelled."""
+
+    def __init__(
+        self, kube: Kube, settings: OperatorSettings, *, workers: int = 4, resync_seconds: float = RESYNC_SECONDS
+    ) -> None:
+        self.kube = kube
+        self.settings = settings
+        self.resync_seconds = resync_seconds
+        self.queue: WorkQueue[ResourceRef] = WorkQueue(self.reconcile, workers=workers)
+        self.resources: dict[ResourceRef, Observed] = {}
+        #: Deployment status per owner (None: known absent); a missing key means "not known yet".
+        self.deployments: dict[ResourceRef, JsonObject | None] = {}
+        #: Content hash a child is known to carry ("" : present without a hash, None: known absent).
+        self.children: dict[ChildRef, str | None] = {}
+        self.dependants: dict[ResourceRef, set[ResourceRef]] = {}
+        self._references: dict[ResourceRef, set[ResourceRef]] = {}
+
+    # -- input from the watches -------------------------------------------------------------------------------
+
+    def observe(self, kind: str, body: JsonObject, *, deleted: bool = False) -> None:
+        """A Kora resource was listed, added, modified or (``deleted``) removed."""
+        ref = _ref_of(kind, body)
+        before = self.resources.get(ref)
+        if deleted:
+            self.resources.pop(ref, None)
+            self._set_references(ref, set())
+            self.deployments.pop(ref, None)
+            self.children = {key: value for key, value in self.children.items() if not _owned_by(key, ref)}
+            after = None
+        else:
+            after = parse(kind, body)
+            self.resources[ref] = after
+            references = {target for _, target in references_of(after.model)} if after.model is not None else set()
+            self._set_references(ref, references)
+            self.queue.add(ref)
+        # Those that wait on this resource only care about its phase, its existence and whether it is exposed.
+        signature_before = None if before is None else (before.phase, before.exposed)
+        signature_after = None if after is None else (after.phase, after.exposed)
+        if signature_before != signature_after:
+            for dependant in self.dependants.get(ref, ()):
+                self.queue.add(dependant)
+
+    def observe_deployment(self, owner: ResourceRef, status: JsonObject | None) -> None:
+        """The Deployment of ``owner`` changed (``status`` None: it was deleted)."""
+        if self.deployments.get(owner, ...) == status:
+            return
+        self.deployments[owner] = status
+        if status is None:
+            self.children.pop(
+                ChildRef("apps/v1", "Deployment", owner.namespace, service_name(owner.kind, owner.name)), None
+            )
+        self.queue.add(owner)
+
+    def _set_references(self, ref: ResourceRef, targets: set[ResourceRef]) -> None:
+        for old in self._references.get(ref, set()) - targets:
+            self.dependants.get(old, set()).discard(ref)
+        for new in targets:
+            self.dependants.setdefault(new, set()).add(ref)
+        self._references[ref] = targets
+
+    # -- running ------------------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Reconcile queued resources and resync every ``resync_seconds`` until cancelled."""
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self.queue.run(), name="reconcile-queue")
+            group.create_task(self._resync_forever(), name="reconcile-resync")
+
+    async def _resync_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.resync_seconds)
+            self.resync()
+
+    def resync(self) -> None:
+        """Forget remembered child hashes and Deployment states and reconcile every resource."""
+        self.children.clear()
+        self.deployments.clear()
+        for ref in self.resources:
+            self.queue.add(ref)
+
+    # -- one reconcile ------------------------------------------------------------------------------------------
+
+    async def reconcile(self, ref: ResourceRef) -> None:
+        """Make ``ref``'s children and status match its spec (module docstring)."""
+        observed = self.resources.get(ref)
+        if observed is None:
+            return  # deleted: the garbage collector removes its children through their owner references
+        writes = await self._reconcile(ref, observed)
+        log.debug("reconciled %s %s in %s: %d writes", ref.kind, ref.name, ref.namespace, writes)
+
+    async def _reconcile(self, ref: ResourceRef, observed: Observed) -> int:
+        previous = parse_status(observed.body)
+        if observed.model is None:
+            assert observed.error is not None
+            failed = failed_status(observed.error, _generation(observed.body), previous)
+            return await self._write_status(ref, observed, status_body(failed))
+        resource = observed.model
+        problems = cluster_problems(resource)
+        if problems:
+            failed = failed_status("; ".join(problems), _generation(observed.body), previous)
+            return await self._write_status(ref, observed, status_body(failed))
+        writes = 0
+        dependencies = [self._dependency(target) for target in dependencies_of(resource)]
+        deployment = await self._deployment(ref)
+        held = any(d.problem() for d in dependencies) and deployment is None and isinstance(resource, Agent)
+        plan = plan_for(resource, self.settings)
+        if not held:
+            for manifest in child_manifests(resource, self.settings, plan):
+                writes += await self._ensure(manifest)
+            # Every child is named after the workload's Service (the data claim, never pruned, aside).
+            possible = [ChildRef(api, kind, ref.namespace, plan.service_name) for api, kind in sorted(PRUNABLE_KINDS)]
+            for key in stale_children(resource, self.settings, possible):
+                writes += await self._remove(key)
+        replicas = resource.spec.replicas if isinstance(resource, Agent) else 1
+        status = compute_status(
+            resource,
+            endpoint=plan.public_url,
+            dependencies=dependencies,
+            workload=WorkloadState.of(deployment, replicas),
+            memory_store=self._memory_store(resource),
+            previous=previous,
+        )
+        return writes + await self._write_status(ref, observed, status_body(status))
+
+    def _dependency(self, target: ResourceRef) -> Dependency:
+        observed = self.resources.get(target)
+        if observed is None:
+            return Dependency(target, None)
+        return Dependency(target, observed.phase or Phase.PENDING, exposed=observed.exposed)
+
+    def _memory_store(self, resource: AnyResource) -> Dependency | None:
+        if not isinstance(resource, Agent):
+            return None
+        memory = resource.spec.config.memory
+        if not memory.enabled or memory.type != "remote" or memory.memory_store is None:
+            return None
+        return self._dependency(ResourceRef(Kind.MEMORY_STORE.value, resource.metadata.namespace, memory.memory_store))
+
+    async def _deployment(self, ref: ResourceRef) -> JsonObject | None:
+        if ref not in self.deployments:
+            # Not seen on the watch yet (the operator just started): read it rather than guess, so a restart
+            # neither re-creates nor re-reports what is already there.
+            self.deployments[ref] = await self.kube.deployment_status(ref.namespace, service_name(ref.kind, ref.name))
+        return self.deployments[ref]
+
+    async def _ensure(self, manifest: Mapping[str, object]) -> int:
+        key = ChildRef.of(manifest)
+        wanted = recorded_hash(manifest)
+        if key not in self.children:
+            self.children[key] = await self.kube.annotation(key, SPEC_HASH_ANNOTATION)
+        if self.children[key] == wanted:
+            return 0
+        log.info("applying %s", key)
+        await self.kube.apply(manifest)
+        self.children[key] = wanted
+        return 1
+
+    async def _remove(self, key: ChildRef) -> int:
+        if key not in self.children:
+            self.children[key] = await self.kube.annotation(key, SPEC_HASH_ANNOTATION)
+        if self.children[key] is None:
+            return 0
+        log.info("deleting %s, which its resource no longer needs", key)
+        await self.kube.delete(key)
+        self.children[key] = None
+        return 1
+
+    async def _write_status(self, ref: ResourceRef, observed: Observed, status: JsonObject) -> int:
+        shown = observed.body.get("status")
+        current: JsonObject = dict(shown) if isinstance(shown, Mapping) else {}
+        if _canonical(current) == _canonical(status):
+            return 0
+        # A merge patch keeps keys it does not mention: clear those Kora no longer sets.
+        patch: JsonObject = {**{key: None for key in current if key not in status}, **status}
+        if await self.kube.write_status(ref.kind, ref.namespace, ref.name, patch):
+            # Until the watch brings the new version, remember what was written, so a reconcile in between
+            # does not write it again.
+            observed.body = {**observed.body, "status": status}
+            log.info("%s is %s: %s", ref, status.get("phase"), status.get("message", ""))
+            if current.get("phase") != status.get("phase"):
+                # The watch event of this write will find the phase already remembered: wake those waiting
+                # on this resource now.
+                for dependant in self.dependants.get(ref, ()):
+                    self.queue.add(dependant)
+        return 1
+
+
+def _owned_by(key: ChildRef, ref: ResourceRef) -> bool:
+    return key.namespace == ref.namespace and key.name == service_name(ref.kind, ref.name)
+
+
+def _generation(body: Mapping[str, object]) -> int | None:
+    metadata = body.get("metadata")
+    generation = metadata.get("generation") if isinstance(metadata, Mapping) else None
+    return generation if isinstance(generation, int) else None
+
+
+def _canonical(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))

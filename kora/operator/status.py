@@ -1,0 +1,220 @@
+"""What a resource's ``status`` should say: phase, message, endpoint and conditions (pure functions).
+
+Spec "Resource phases": an Agent is ``Waiting`` while its ModelAPI, MCPServers, peers in
+``agentNetwork.access`` or (with ``waitForDependencies``) its bound MemoryStore are not Ready; it reports the
+``MemoryDegraded`` condition while its bound MemoryStore is not Ready. Every kind is ``Pending`` until its
+Deployment is available, then ``Ready``; ``Failed`` when the resource cannot be run as written (a spec the
+models refuse, a peer that is not exposed) or its Deployment gave up (``ProgressDeadlineExceeded``).
+
+The reconciler (:mod:`kora.operator.reconciler`) gathers the facts (:class:`Dependency`,
+:class:`WorkloadState`) and writes :func:`status_body`'s result through the status subresource only when it
+differs from what the resource already shows, so an unchanged resource costs no write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from kora.resources.graph import ResourceRef
+from kora.resources.models import (
+    CONDITION_MEMORY_DEGRADED,
+    CONDITION_READY,
+    Agent,
+    AnyResource,
+    Condition,
+    Phase,
+    ResourceStatus,
+)
+
+#: Agent condition: ``spec.replicas`` above 1 with pod-local memory, so each pod keeps its own sessions.
+CONDITION_SESSIONS_SPLIT = "SessionsSplitAcrossReplicas"
+
+JsonObject = dict[str, object]
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """What the operator knows of one resource another waits for. ``phase`` None: it does not exist."""
+
+    ref: ResourceRef
+    phase: Phase | None
+    exposed: bool = True
+    """For a peer Agent: whether it sets ``agentNetwork.expose: true``."""
+
+    def problem(self) -> str | None:
+        """Why this dependency holds its dependant back (None when it is Ready)."""
+        label = f"{self.ref.kind} {self.ref.name}"
+        if self.phase is None:
+            return f"{label} does not exist"
+        if not self.exposed:
+            return f"{label} does not set agentNetwork.expose: true"
+        if self.phase is not Phase.READY:
+            return f"{label} is {self.phase.value}"
+        return None
+
+
+@dataclass(frozen=True)
+class WorkloadState:
+    """The resource's Deployment as its status shows it. ``exists`` False: not created (yet)."""
+
+    exists: bool
+    replicas: int = 0
+    ready_replicas: int = 0
+    available: bool = False
+    failure: str | None = None
+    """The Deployment's reason for giving up (``ProgressDeadlineExceeded``), if it did."""
+
+    @classmethod
+    def of(cls, deployment_status: Mapping[str, object] | None, replicas: int) -> WorkloadState:
+        """From a Deployment's ``status`` (None: no Deployment); ``replicas`` is the wanted count."""
+        if deployment_status is None:
+            return cls(exists=False, replicas=replicas)
+        conditions = deployment_status.get("conditions")
+        available = False
+        failure = None
+        for condition in conditions if isinstance(conditions, list) else []:
+            if not isinstance(condition, Mapping):
+                continue
+            if condition.get("type") == "Available" and condition.get("status") == "True":
+                available = True
+            if condition.get("type") == "Progressing" and condition.get("reason") == "ProgressDeadlineExceeded":
+                failure = str(condition.get("message") or "ProgressDeadlineExceeded")
+        ready = deployment_status.get("readyReplicas")
+        ready_count = ready if isinstance(ready, int) else 0
+        return cls(
+            exists=True,
+            replicas=replicas,
+            ready_replicas=ready_count,
+            # A Deployment scaled to 0 is "available" with nothing to serve; it is not Ready.
+            available=(available or ready_count >= 1) and replicas > 0,
+            failure=failure,
+        )
+
+
+def _condition(
+    type_: str, ok: bool, reason: str, message: str, previous: Sequence[Condition], now: datetime
+) -> Condition:
+    status = "True" if ok else "False"
+    # The transition time moves only when the status does (Kubernetes convention), so an unchanged
+    # condition re-computed by a resync does not turn into a write.
+    since = next((c.last_transition_time for c in previous if c.type == type_ and c.status == status), None)
+    return Condition(type=type_, status=status, reason=reason, message=message, last_transition_time=since or now)
+
+
+def compute_status(
+    resource: AnyResource,
+    *,
+    endpoint: str,
+    dependencies: Sequence[Dependency],
+    workload: WorkloadState,
+    memory_store: Dependency | None = None,
+    previous: ResourceStatus | None = None,
+    now: datetime | None = None,
+) -> ResourceStatus:
+    """The status ``resource`` should show.
+
+    ``dependencies`` are those that gate it (:func:`kora.resources.graph.dependencies_of`); ``memory_store`` is an
+    Agent's bound MemoryStore (remote memory) whether or not it gates, for ``MemoryDegraded``; ``previous`` is
+    the status it shows now (transition times are kept for unchanged conditions).
+    """
+    now = now or datetime.now(UTC).replace(microsecond=0)
+    before = previous.conditions if previous is not None else []
+    problems = [problem for problem in (d.problem() for d in dependencies) if problem is not None]
+    unexposed = [d for d in dependencies if d.phase is not None and not d.exposed]
+    if unexposed:
+        phase, message = Phase.FAILED, "; ".join(p for d in unexposed if (p := d.problem()))
+    elif workload.failure is not None:
+        phase, message = Phase.FAILED, f"the Deployment failed: {workload.failure}"
+    elif problems:
+        phase, message = Phase.WAITING, "waiting for " + "; ".join(problems)
+    elif not workload.available:
+        phase = Phase.PENDING
+        message = f"waiting for the Deployment: {workload.ready_replicas}/{workload.replicas} replicas ready"
+        if workload.replicas == 0:
+            message = "scaled to 0 replicas"
+    else:
+        phase, message = Phase.READY, f"{workload.ready_replicas}/{workload.replicas} replicas ready"
+    conditions = [
+        _condition(CONDITION_READY, phase is Phase.READY, phase.value, message, before, now),
+    ]
+    if memory_store is not None:
+        store_problem = memory_store.problem()
+        conditions.append(
+            _condition(
+                CONDITION_MEMORY_DEGRADED,
+                store_problem is not None,
+                "MemoryStoreNotReady" if store_problem else "MemoryStoreReady",
+                f"{store_problem}: the agent serves the short-term window only"
+                if store_problem
+                else f"MemoryStore {memory_store.ref.name} is Ready",
+                before,
+                now,
+            )
+        )
+    if isinstance(resource, Agent):
+        memory = resource.spec.config.memory
+        if memory.enabled and memory.type == "local" and resource.spec.replicas > 1:
+            conditions.append(
+                _condition(
+                    CONDITION_SESSIONS_SPLIT,
+                    True,
+                    "PodLocalMemory",
+                    f"{resource.spec.replicas} replicas each keep their own local memory, so a session's history "
+                    "is only on the pod that served it; bind a MemoryStore (memory.type: remote) to share it",
+                    before,
+                    now,
+                )
+            )
+    return ResourceStatus(
+        phase=phase,
+        message=message,
+        endpoint=endpoint,
+        observed_generation=resource.metadata.generation,
+        conditions=conditions,
+    )
+
+
+def failed_status(message: str, generation: int | None, previous: ResourceStatus | None = None) -> ResourceStatus:
+    """The status of a resource the operator cannot run as written (``message`` says why)."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    before = previous.conditions if previous is not None else []
+    return ResourceStatus(
+        phase=Phase.FAILED,
+        message=message,
+        observed_generation=generation,
+        conditions=[_condition(CONDITION_READY, False, Phase.FAILED.value, message, before, now)],
+    )
+
+
+def status_body(status: ResourceStatus) -> JsonObject:
+    """``status`` as the JSON the API server stores: camelCase, no nulls and no empty strings (a 1.20 API
+    server refuses an empty ``message``)."""
+    return _prune(status.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def _prune(value: object) -> JsonObject:
+    assert isinstance(value, dict)
+    result: JsonObject = {}
+    for key, item in value.items():
+        if item == "":
+            continue
+        if isinstance(item, list):
+            result[key] = [_prune(entry) if isinstance(entry, dict) else entry for entry in item]
+        elif isinstance(item, dict):
+            result[key] = _prune(item)
+        else:
+            result[key] = item
+    return result
+
+
+def parse_status(body: Mapping[str, object]) -> ResourceStatus | None:
+    """The ``status`` of a resource body as Kora's model (None when absent or unreadable)."""
+    raw = body.get("status")
+    if not isinstance(raw, Mapping) or not raw:
+        return None
+    try:
+        return ResourceStatus.model_validate(raw)
+    except ValueError:
+        return None

@@ -1,0 +1,307 @@
+"""``kora operator`` on a real kube-apiserver: examples applied with kubectl become Deployments, Services,
+routes and policies; phases move Waiting -> Pending -> Ready as dependencies and Deployments become
+available; MemoryDegraded is set and cleared; deletion cleans up; invalid resources are refused by the
+admission webhook with ``kora up``'s messages; a restarted operator converges without writing anything.
+
+No kubelet runs, so the tests mark Deployments available the way a kubelet and the deployment controller
+would (tests/support/kube.py), and the control plane runs only the garbage-collector and namespace
+controllers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from lightkube import ApiError
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.core_v1 import ConfigMap, Service
+from lightkube.resources.networking_v1 import NetworkPolicy
+
+from kora.operator.kube import HTTPRoute
+from tests.support.kube import KubeCluster, KubectlError, kora_resource
+from tests.support.operator import environment_of, phase_is, resource_status, running_operator, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+
+pytestmark = pytest.mark.slow
+
+
+def _exists(cluster: KubeCluster, resource: type, name: str, namespace: str) -> bool:
+    with cluster.client() as client:
+        try:
+            client.get(resource, name, namespace=namespace)
+        except ApiError as error:
+            if error.status.code == 404:
+                return False
+            raise
+    return True
+
+
+def _deployment(cluster: KubeCluster, name: str, namespace: str) -> Deployment:
+    with cluster.client() as client:
+        return client.get(Deployment, name, namespace=namespace)
+
+
+def test_quickstart_goes_from_waiting_to_ready_with_every_child_wired(kube_cluster: KubeCluster, tmp_path: Path):
+    namespace = kube_cluster.fresh_namespace("quickstart")
+    with running_operator(kube_cluster, namespace, tmp_path / "operator.log"):
+        kube_cluster.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "quickstart" / "kora.yaml"))
+        with kube_cluster.client() as client:
+            # The agent waits for its model and its tool server, and names both; nothing of it exists yet.
+            waiting = wait_for("agent Waiting", phase_is(client, "Agent", "assistant", namespace, "Waiting"))
+            assert "ModelAPI scripted is Pending" in str(waiting["message"])
+            assert "MCPServer tools is Pending" in str(waiting["message"])
+            assert not _exists(kube_cluster, Deployment, "agent-assistant", namespace)
+
+            # The tool server and the model run as soon as they are created.
+            model = _deployment(kube_cluster, "modelapi-scripted", namespace)
+            container = model.spec.template.spec.containers[0]
+            assert container.image == "registry.example/kora:test"
+            assert container.args[:1] == ["model"]
+            assert "--script" in container.args
+            # The inline script is a file from a ConfigMap in the container's working directory.
+            assert _exists(kube_cluster, ConfigMap, "modelapi-scripted", namespace)
+            tools = _deployment(kube_cluster, "mcpserver-tools", namespace)
+            tools_env = environment_of(tools.spec.template.spec.containers[0].to_dict())
+            assert "def add(a: int, b: int) -> int:" in str(tools_env["MCP_TOOLS_STRING"])
+            for workload in ("modelapi-scripted", "mcpserver-tools"):
+                owner = _deployment(kube_cluster, workload, namespace).metadata.ownerReferences[0]
+                assert owner.apiVersion == "kora.dev/v1alpha1"
+                assert owner.controller is True
+                service = client.get(Service, workload, namespace=namespace)
+                assert [p.port for p in service.spec.ports] == [8000]
+
+            kube_cluster.mark_deployment_available("modelapi-scripted", namespace)
+            waiting = wait_for(
+                "agent waiting on the tools only",
+                lambda: (
+                    (s := resource_status(client, "Agent", "assistant", namespace))
+                    and "ModelAPI" not in str(s.get("message"))
+                    and s
+                ),
+            )
+            assert waiting["phase"] == "Waiting"
+            assert "MCPServer tools is Pending" in str(waiting["message"])
+
+            kube_cluster.mark_deployment_available("mcpserver-tools", namespace)
+            wait_for("agent Deployment", lambda: _exists(kube_cluster, Deployment, "agent-assistant", namespace))
+            pending = wait_for("agent Pending", phase_is(client, "Agent", "assistant", namespace, "Pending"))
+            assert "0/1" in str(pending["message"])
+
+            agent = _deployment(kube_cluster, "agent-assistant", namespace)
+            container = agent.spec.template.spec.containers[0]
+            env = environment_of(container.to_dict())
+            assert env["AGENT_NAME"] == "assistant"
+            assert env["MODEL_API_URL"] == f"http://modelapi-scripted.{namespace}.svc.cluster.local:8000/v1"
+            assert env["MODEL_NAME"] == "scripted"
+            assert env["MCP_SERVERS"] == "tools"
+            assert env["MCP_SERVER_TOOLS_URL"] == f"http://mcpserver-tools.{namespace}.svc.cluster.local:8000"
+            assert container.readinessProbe.httpGet.path == "/ready"
+            assert container.livenessProbe.httpGet.path == "/health"
+
+            kube_cluster.mark_deployment_available("agent-assistant", namespace)
+            ready = wait_for("agent Ready", phase_is(client, "Agent", "assistant", namespace, "Ready"))
+            assert ready["endpoint"] == f"http://agent-assistant.{namespace}.svc.cluster.local:8000"
+            assert ready["observedGeneration"] == 1
+            assert {c["type"]: c["status"] for c in ready["conditions"]}["Ready"] == "True"
+            printed = kube_cluster.kubectl("get", "agents", "-n", namespace).stdout
+            assert "Ready" in printed
+
+
+def test_memory_degraded_is_set_while_the_store_is_not_ready_and_cleared_after(
+    kube_cluster: KubeCluster, tmp_path: Path
+):
+    namespace = kube_cluster.fresh_namespace("memory")
+    with running_operator(kube_cluster, namespace, tmp_path / "operator.log"):
+        kube_cluster.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "memory" / "kora.yaml"))
+        with kube_cluster.client() as client:
+            agents = client.list(kora_resource("Agent"), namespace=namespace)
+            agent_name = next(iter(agents)).metadata.name
+            stores = client.list(kora_resource("MemoryStore"), namespace=namespace)
+            store_name = next(iter(stores)).metadata.name
+            models = [m.metadata.name for m in client.list(kora_resource("ModelAPI"), namespace=namespace)]
+            for model in models:
+                wait_for(
+                    "model Deployment", lambda m=model: _exists(kube_cluster, Deployment, f"modelapi-{m}", namespace)
+                )
+                kube_cluster.mark_deployment_available(f"modelapi-{model}", namespace)
+            # The MemoryStore runs from the start; the agent waits for it (waitForDependencies).
+            wait_for(
+                "store Deployment", lambda: _exists(kube_cluster, Deployment, f"memorystore-{store_name}", namespace)
+            )
+            waiting = wait_for("agent Waiting", phase_is(client, "Agent", agent_name, namespace, "Waiting"))
+            conditions = {c["type"]: c for c in waiting["conditions"]}
+            assert conditions["MemoryDegraded"]["status"] == "True"
+            assert conditions["MemoryDegraded"]["reason"] == "MemoryStoreNotReady"
+
+            kube_cluster.mark_deployment_available(f"memorystore-{store_name}", namespace)
+            wait_for("agent Deployment", lambda: _exists(kube_cluster, Deployment, f"agent-{agent_name}", namespace))
+            env = environment_of(
+                _deployment(kube_cluster, f"agent-{agent_name}", namespace).spec.template.spec.containers[0].to_dict()
+            )
+            assert env["MEMORY_STORE_ENDPOINT"] == f"http://memorystore-{store_name}.{namespace}.svc.cluster.local:8000"
+            kube_cluster.mark_deployment_available(f"agent-{agent_name}", namespace)
+            ready = wait_for("agent Ready", phase_is(client, "Agent", agent_name, namespace, "Ready"))
+            assert {c["type"]: c["status"] for c in ready["conditions"]}["MemoryDegraded"] == "False"
+
+            # The store's Deployment going away degrades the agent, which keeps running (short-term window).
+            client.delete(Deployment, f"memorystore-{store_name}", namespace=namespace)
+            degraded = wait_for(
+                "MemoryDegraded again",
+                lambda: (
+                    (s := resource_status(client, "Agent", agent_name, namespace))
+                    and {c["type"]: c["status"] for c in s.get("conditions", [])}.get("MemoryDegraded") == "True"
+                    and s
+                ),
+            )
+            assert "MemoryStore" in next(c["message"] for c in degraded["conditions"] if c["type"] == "MemoryDegraded")
+            assert _exists(kube_cluster, Deployment, f"agent-{agent_name}", namespace)
+            # ... and the operator puts the store's Deployment back.
+            wait_for(
+                "store Deployment back",
+                lambda: _exists(kube_cluster, Deployment, f"memorystore-{store_name}", namespace),
+            )
+
+
+def test_gateway_routes_and_strict_network_policies(kube_cluster: KubeCluster, tmp_path: Path):
+    namespace = kube_cluster.fresh_namespace("strict")
+    settings = {
+        "GATEWAY_API_ENABLED": "true",
+        "GATEWAY_NAME": "edge",
+        "GATEWAY_NAMESPACE": "kora-system",
+        "GATEWAY_DEFAULT_MCP_TIMEOUT": "45s",
+        "GATEWAY_INTERNAL_URL": "http://edge.kora-system.svc.cluster.local",
+        "STRICT_GATEWAY_API_ENABLED": "true",
+        "OPERATOR_NAMESPACE": "kora-system",
+    }
+    with running_operator(kube_cluster, namespace, tmp_path / "operator.log", settings):
+        kube_cluster.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "quickstart" / "kora.yaml"))
+        with kube_cluster.client() as client:
+            for workload in ("modelapi-scripted", "mcpserver-tools"):
+                wait_for(workload, lambda w=workload: _exists(kube_cluster, Deployment, w, namespace))
+                kube_cluster.mark_deployment_available(workload, namespace)
+            wait_for("agent Deployment", lambda: _exists(kube_cluster, Deployment, "agent-assistant", namespace))
+
+            route = client.get(HTTPRoute, "mcpserver-tools", namespace=namespace)
+            spec = route["spec"]
+            assert spec["parentRefs"][0]["name"] == "edge"
+            assert spec["parentRefs"][0]["namespace"] == "kora-system"
+            rule = spec["rules"][0]
+            assert rule["matches"][0]["path"] == {"type": "PathPrefix", "value": f"/{namespace}/mcp/tools"}
+            assert rule["filters"][0]["urlRewrite"]["path"]["replacePrefixMatch"] == "/"
+            assert rule["timeouts"]["request"] == "45s"
+            assert rule["backendRefs"][0]["name"] == "mcpserver-tools"
+            agent_route = client.get(HTTPRoute, "agent-assistant", namespace=namespace)
+            assert agent_route["spec"]["rules"][0]["timeouts"]["request"] == "2m"
+
+            # Strict mode: workloads call each other through the gateway, and each admits only the gateway's
+            # and the operator's namespaces.
+            env = environment_of(
+                _deployment(kube_cluster, "agent-assistant", namespace).spec.template.spec.containers[0].to_dict()
+            )
+            gateway = "http://edge.kora-system.svc.cluster.local"
+            assert env["MODEL_API_URL"] == f"{gateway}/{namespace}/modelapi/scripted/v1"
+            assert env["MCP_SERVER_TOOLS_URL"] == f"{gateway}/{namespace}/mcp/tools"
+            policy = client.get(NetworkPolicy, "agent-assistant", namespace=namespace)
+            allowed = {
+                peer.namespaceSelector.matchLabels["kubernetes.io/metadata.name"]
+                for rule in policy.spec.ingress
+                for peer in rule.from_
+            }
+            assert allowed == {"kora-system"}
+            kube_cluster.mark_deployment_available("agent-assistant", namespace)
+            ready = wait_for("agent Ready", phase_is(client, "Agent", "assistant", namespace, "Ready"))
+            assert ready["endpoint"] == f"{gateway}/{namespace}/agent/assistant"
+
+
+def test_invalid_resources_are_refused_with_readable_messages(kube_cluster: KubeCluster, tmp_path: Path):
+    namespace = kube_cluster.fresh_namespace("invalid")
+    with running_operator(kube_cluster, namespace, tmp_path / "operator.log"):
+        # A cross-field rule the schema cannot express: Proxy mode without its proxyConfig.
+        manifest = """
+apiVersion: kora.dev/v1alpha1
+kind: ModelAPI
+metadata: {name: broken}
+spec: {mode: Proxy}
+"""
+        with pytest.raises(KubectlError) as refused:
+            kube_cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=manifest)
+        assert "proxyConfig" in refused.value.stderr
+        assert "Traceback" not in refused.value.stderr
+        # Reserved environment names are refused too (the agent sets them itself).
+        agent = """
+apiVersion: kora.dev/v1alpha1
+kind: Agent
+metadata: {name: clash}
+spec:
+  modelAPI: m
+  model: m
+  config: {env: [{name: MODEL_NAME, value: other}]}
+"""
+        with pytest.raises(KubectlError) as refused:
+            kube_cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=agent)
+        assert "MODEL_NAME" in refused.value.stderr
+        # A reference to something that does not exist yet is accepted with a warning.
+        accepted = kube_cluster.kubectl(
+            "apply", "-n", namespace, "-f", "-", stdin=agent.replace("MODEL_NAME", "MY_SETTING")
+        )
+        assert "ModelAPI m does not exist" in accepted.stderr
+
+
+def test_deleting_a_resource_removes_what_it_created(kube_cluster: KubeCluster, tmp_path: Path):
+    namespace = kube_cluster.fresh_namespace("delete")
+    with running_operator(kube_cluster, namespace, tmp_path / "operator.log"):
+        kube_cluster.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "quickstart" / "kora.yaml"))
+        wait_for("model Deployment", lambda: _exists(kube_cluster, Deployment, "modelapi-scripted", namespace))
+        kube_cluster.kubectl("delete", "-n", namespace, "modelapi", "scripted")
+        for resource in (Deployment, Service, ConfigMap):
+            wait_for(
+                f"{resource.__name__} gone",
+                lambda r=resource: not _exists(kube_cluster, r, "modelapi-scripted", namespace),
+            )
+        with kube_cluster.client() as client:
+            waiting = wait_for(
+                "agent Waiting on a missing model", phase_is(client, "Agent", "assistant", namespace, "Waiting")
+            )
+            wait_for(
+                "message names the missing model",
+                lambda: (
+                    "ModelAPI scripted does not exist"
+                    in str(resource_status(client, "Agent", "assistant", namespace).get("message"))
+                ),
+            )
+            assert waiting
+
+
+def test_a_restarted_operator_converges_without_writing(kube_cluster: KubeCluster, tmp_path: Path):
+    namespace = kube_cluster.fresh_namespace("restart")
+    log = tmp_path / "operator.log"
+    with running_operator(kube_cluster, namespace, log):
+        kube_cluster.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "quickstart" / "kora.yaml"))
+        with kube_cluster.client() as client:
+            for workload in ("modelapi-scripted", "mcpserver-tools"):
+                wait_for(workload, lambda w=workload: _exists(kube_cluster, Deployment, w, namespace))
+                kube_cluster.mark_deployment_available(workload, namespace)
+            wait_for("agent Deployment", lambda: _exists(kube_cluster, Deployment, "agent-assistant", namespace))
+            kube_cluster.mark_deployment_available("agent-assistant", namespace)
+            wait_for("agent Ready", phase_is(client, "Agent", "assistant", namespace, "Ready"))
+
+    def versions() -> dict[str, str]:
+        listed = kube_cluster.kubectl(
+            "get",
+            "deployments,services,configmaps,agents,modelapis,mcpservers",
+            "-n",
+            namespace,
+            "-o",
+            'jsonpath={range .items[*]}{.kind}/{.metadata.name}={.metadata.resourceVersion}{"\\n"}{end}',
+        ).stdout
+        return dict(line.split("=", 1) for line in listed.splitlines() if line)
+
+    before = versions()
+    with running_operator(kube_cluster, namespace, tmp_path / "restarted.log", None, "--log-level", "debug") as again:
+        # Wait until the new operator has reconciled each of the three resources once; nothing may change.
+        for ref in ("ModelAPI scripted", "MCPServer tools", "Agent assistant"):
+            wait_for(f"{ref} reconciled", lambda r=ref: f"reconciled {r} in {namespace}: 0 writes" in again.output())
+        assert versions() == before

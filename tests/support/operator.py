@@ -1,0 +1,160 @@
+"""``kora operator`` as a real process against the test control plane (tests/support/kube.py).
+
+:func:`running_operator` starts the CLI with the cluster's kubeconfig, waits for its liveness endpoint, and
+stops it (SIGTERM) on exit; its log is kept in the test's temporary directory and printed on failure.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from lightkube import ApiError, Client
+
+from kora.core.net import free_port
+from tests.support.kube import KubeCluster, kora_resource
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: Settings every test operator gets unless a test overrides them.
+OPERATOR_ENV: dict[str, str] = {"KORA_IMAGE": "registry.example/kora:test"}
+
+JsonObject = dict[str, object]
+
+
+@dataclass
+class OperatorProcess:
+    """A running ``kora operator``; ``log`` is its output file."""
+
+    process: subprocess.Popen[bytes]
+    log: Path
+    liveness: str
+
+    def output(self) -> str:
+        """Everything the operator printed so far."""
+        return self.log.read_text(errors="replace")
+
+    def stop(self) -> int:
+        """SIGTERM, then wait (SIGKILL after 20 s); the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+
+def start_operator(
+    cluster: KubeCluster, namespace: str, log: Path, env: Mapping[str, str] | None = None, *args: str
+) -> OperatorProcess:
+    """Start ``kora operator --namespace NAMESPACE ARGS`` (webhook on a free 127.0.0.1 port) and wait until its
+    liveness endpoint answers. Raises ``AssertionError`` with its log if it exits or does not come up."""
+    liveness = f"http://127.0.0.1:{free_port()}/healthz"
+    command = [
+        sys.executable,
+        "-m",
+        "kora.cli",
+        "operator",
+        "--namespace",
+        namespace,
+        "--webhook-port",
+        str(free_port()),
+        "--liveness",
+        liveness,
+        *args,
+    ]
+    environment = {**cluster.env(), **OPERATOR_ENV, **(env or {}), "PYTHONPATH": str(REPO)}
+    with log.open("ab") as sink:
+        process = subprocess.Popen(command, env=environment, stdout=sink, stderr=subprocess.STDOUT, cwd=REPO)
+    running = OperatorProcess(process, log, liveness)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"kora operator exited with {process.returncode}:\n{running.output()}")
+        try:
+            if httpx.get(liveness, timeout=1).status_code == 200:
+                return running
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    running.stop()
+    raise AssertionError(f"kora operator did not answer {liveness} within 60 s:\n{running.output()}")
+
+
+@contextmanager
+def running_operator(
+    cluster: KubeCluster, namespace: str, log: Path, env: Mapping[str, str] | None = None, *args: str
+) -> Iterator[OperatorProcess]:
+    """:func:`start_operator` (``args``: more ``kora operator`` options), stopped on exit (its log printed
+    when the block failed)."""
+    operator = start_operator(cluster, namespace, log, env, *args)
+    try:
+        yield operator
+    except BaseException:
+        print(operator.output()[-20_000:], file=sys.stderr)
+        raise
+    finally:
+        operator.stop()
+
+
+def resource_status(client: Client, kind: str, name: str, namespace: str) -> JsonObject:
+    """``status`` of Kora resource ``kind/name`` (``{}`` when it has none or does not exist)."""
+    try:
+        found = client.get(kora_resource(kind), name, namespace=namespace)
+    except ApiError as error:
+        if error.status.code == 404:
+            return {}
+        raise
+    status = found.get("status")
+    return dict(status) if isinstance(status, dict) else {}
+
+
+def wait_for(what: str, probe: Callable[[], object], within: float = 60.0) -> object:
+    """Poll ``probe`` every 100 ms until it returns something truthy (returned); ``AssertionError`` naming
+    ``what`` with the last value seen after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    last: object = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.1)
+    raise AssertionError(f"{what} not reached within {within} s; last seen: {last!r}")
+
+
+def phase_is(client: Client, kind: str, name: str, namespace: str, phase: str) -> Callable[[], JsonObject | None]:
+    """A probe for :func:`wait_for`: the status once its phase is ``phase``."""
+
+    def probe() -> JsonObject | None:
+        status = resource_status(client, kind, name, namespace)
+        return status if status.get("phase") == phase else None
+
+    return probe
+
+
+def environment_of(container: Mapping[str, object]) -> dict[str, object]:
+    """A container's ``env`` as ``name -> value`` (or ``name -> valueFrom`` mapping)."""
+    entries = container.get("env") or []
+    assert isinstance(entries, list)
+    return {str(e["name"]): e.get("value", e.get("valueFrom")) for e in entries}
+
+
+__all__ = [
+    "OPERATOR_ENV",
+    "OperatorProcess",
+    "environment_of",
+    "phase_is",
+    "resource_status",
+    "running_operator",
+    "start_operator",
+    "wait_for",
+]
