@@ -5,7 +5,9 @@ server cannot check the models' cross-field rules (mode/config consistency, ``me
 ``memoryStore``, reserved environment names, ...). The operator serves a validating webhook that runs the
 same models as ``kora up`` (:func:`kora.resources.loader.resource_problems`) and refuses with HTTP 422 and one
 line per problem. References to resources that do not exist (yet) are *warnings*, not refusals: ``kubectl
-apply -f`` of a folder creates resources in any order.
+apply -f`` of a folder creates resources in any order. The webhook's failure policy is ``Ignore``: while the
+operator is down resources are still accepted, and the reconciler reports any problem as phase ``Failed`` with
+the same message, so nothing invalid ever runs.
 
 The webhook is served over HTTPS by kopf's webhook server with a certificate the operator makes for itself at
 start (:func:`self_signed_certificate`); kopf writes the ``ValidatingWebhookConfiguration`` (named

@@ -91,6 +91,9 @@ def build_registry(reconciler: Reconciler, *, webhook: bool) -> kopf.OperatorReg
                 registry=registry,
                 id=f"validate-{plural(kind)}",
                 operations=["CREATE", "UPDATE"],
+                # While the operator is down, resources are still accepted; the reconciler then reports any
+                # problem as phase Failed with the same message, so nothing invalid ever runs.
+                ignore_failures=True,
             )(validate)
 
     @kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": MANAGED_BY}, registry=registry)

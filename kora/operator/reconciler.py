@@ -30,6 +30,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from lightkube import ApiError
 from pydantic import ValidationError
 
 from kora.operator.children import (
@@ -38,6 +39,7 @@ from kora.operator.children import (
     ChildRef,
     child_manifests,
     cluster_problems,
+    gateway_manifest,
     plan_for,
     recorded_hash,
     stale_children,
@@ -164,7 +166,14 @@ class Reconciler:
     # -- running ------------------------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Reconcile queued resources and resync every ``resync_seconds`` until cancelled."""
+        """Create the Gateway (``GATEWAY_CREATE``), then reconcile queued resources and resync every
+        ``resync_seconds`` until cancelled."""
+        gateway = gateway_manifest(self.settings)
+        if gateway is not None:
+            try:
+                await self._ensure(gateway)
+            except ApiError as error:
+                log.error("cannot create the Gateway %s: %s", ChildRef.of(gateway), error)
         async with asyncio.TaskGroup() as group:
             group.create_task(self.queue.run(), name="reconcile-queue")
             group.create_task(self._resync_forever(), name="reconcile-resync")

@@ -13,12 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from lightkube import ApiError
+from lightkube import ApiError, Client
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import ConfigMap, Service
 from lightkube.resources.networking_v1 import NetworkPolicy
 
-from kora.operator.kube import HTTPRoute
+from kora.operator.kube import Gateway, HTTPRoute
 from tests.support.kube import KubeCluster, KubectlError, kora_resource
 from tests.support.operator import environment_of, phase_is, resource_status, running_operator, wait_for
 
@@ -37,6 +37,15 @@ def _exists(cluster: KubeCluster, resource: type, name: str, namespace: str) -> 
                 return False
             raise
     return True
+
+
+def _get_or_none(client: Client, resource: type, name: str, namespace: str) -> object | None:
+    try:
+        return client.get(resource, name, namespace=namespace)
+    except ApiError as error:
+        if error.status.code == 404:
+            return None
+        raise
 
 
 def _deployment(cluster: KubeCluster, name: str, namespace: str) -> Deployment:
@@ -175,10 +184,16 @@ def test_gateway_routes_and_strict_network_policies(kube_cluster: KubeCluster, t
         "GATEWAY_INTERNAL_URL": "http://edge.kora-system.svc.cluster.local",
         "STRICT_GATEWAY_API_ENABLED": "true",
         "OPERATOR_NAMESPACE": "kora-system",
+        "GATEWAY_CREATE": "true",
+        "GATEWAY_CLASS_NAME": "envoy",
     }
+    kube_cluster.kubectl("create", "namespace", "kora-system", check=False)
     with running_operator(kube_cluster, namespace, tmp_path / "operator.log", settings):
         kube_cluster.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "quickstart" / "kora.yaml"))
         with kube_cluster.client() as client:
+            gateway = wait_for("the Gateway", lambda: _get_or_none(client, Gateway, "edge", "kora-system"))
+            assert gateway["spec"]["gatewayClassName"] == "envoy"
+            assert gateway["spec"]["listeners"][0]["allowedRoutes"] == {"namespaces": {"from": "All"}}
             for workload in ("modelapi-scripted", "mcpserver-tools"):
                 wait_for(workload, lambda w=workload: _exists(kube_cluster, Deployment, w, namespace))
                 kube_cluster.mark_deployment_available(workload, namespace)

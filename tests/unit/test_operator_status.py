@@ -1,0 +1,138 @@
+"""kora.operator.status: phases, messages and conditions as a table; transition times kept when unchanged."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from kora.operator.status import (
+    CONDITION_SESSIONS_SPLIT,
+    Dependency,
+    WorkloadState,
+    compute_status,
+    failed_status,
+    parse_status,
+    status_body,
+)
+from kora.resources.graph import ResourceRef
+from kora.resources.models import Agent, ModelAPI, Phase
+
+T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+T1 = datetime(2026, 11, 22, 11, 0, tzinfo=UTC)
+
+
+def _agent(**spec: object) -> Agent:
+    return Agent.model_validate(
+        {
+            "metadata": {"name": "helper", "namespace": "team", "generation": 3},
+            "spec": {"modelAPI": "m", "model": "gpt", **spec},
+        }
+    )
+
+
+MODEL = ResourceRef("ModelAPI", "team", "m")
+TOOLS = ResourceRef("MCPServer", "team", "tools")
+PEER = ResourceRef("Agent", "team", "peer")
+STORE = ResourceRef("MemoryStore", "team", "store")
+AVAILABLE = WorkloadState.of({"readyReplicas": 1, "conditions": [{"type": "Available", "status": "True"}]}, 1)
+
+
+@pytest.mark.parametrize(
+    ("dependencies", "workload", "phase", "message"),
+    [
+        ([Dependency(MODEL, Phase.READY)], AVAILABLE, Phase.READY, "1/1 replicas ready"),
+        (
+            [Dependency(MODEL, None)],
+            WorkloadState(exists=False),
+            Phase.WAITING,
+            "waiting for ModelAPI m does not exist",
+        ),
+        (
+            [Dependency(MODEL, Phase.PENDING), Dependency(TOOLS, Phase.FAILED)],
+            WorkloadState(exists=False),
+            Phase.WAITING,
+            "waiting for ModelAPI m is Pending; MCPServer tools is Failed",
+        ),
+        (
+            [Dependency(MODEL, Phase.READY), Dependency(PEER, Phase.READY, exposed=False)],
+            WorkloadState(exists=False),
+            Phase.FAILED,
+            "Agent peer does not set agentNetwork.expose: true",
+        ),
+        (
+            [Dependency(MODEL, Phase.READY)],
+            WorkloadState.of({}, 1),
+            Phase.PENDING,
+            "waiting for the Deployment: 0/1 replicas ready",
+        ),
+        ([Dependency(MODEL, Phase.READY)], WorkloadState.of({}, 0), Phase.PENDING, "scaled to 0 replicas"),
+        (
+            [Dependency(MODEL, Phase.READY)],
+            WorkloadState.of(
+                {"conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]}, 1
+            ),
+            Phase.FAILED,
+            "the Deployment failed: ProgressDeadlineExceeded",
+        ),
+    ],
+)
+def test_phase_and_message(dependencies, workload, phase, message):
+    status = compute_status(_agent(), endpoint="http://e", dependencies=dependencies, workload=workload, now=T0)
+    assert (status.phase, status.message) == (phase, message)
+    assert status.observed_generation == 3
+    assert status.endpoint == "http://e"
+    ready = next(c for c in status.conditions if c.type == "Ready")
+    assert ready.status == ("True" if phase is Phase.READY else "False")
+
+
+def test_memory_degraded_follows_the_bound_store():
+    degraded = compute_status(
+        _agent(), endpoint="e", dependencies=[], workload=AVAILABLE, memory_store=Dependency(STORE, Phase.PENDING)
+    )
+    condition = next(c for c in degraded.conditions if c.type == "MemoryDegraded")
+    assert (condition.status, condition.reason) == ("True", "MemoryStoreNotReady")
+    assert "MemoryStore store is Pending" in condition.message
+    healthy = compute_status(
+        _agent(), endpoint="e", dependencies=[], workload=AVAILABLE, memory_store=Dependency(STORE, Phase.READY)
+    )
+    assert next(c for c in healthy.conditions if c.type == "MemoryDegraded").status == "False"
+
+
+def test_replicas_with_local_memory_are_reported():
+    agent = _agent(replicas=3, config={"memory": {"enabled": True, "type": "local"}})
+    status = compute_status(agent, endpoint="e", dependencies=[], workload=AVAILABLE)
+    split = next(c for c in status.conditions if c.type == CONDITION_SESSIONS_SPLIT)
+    assert split.status == "True"
+    assert split.reason == "PodLocalMemory"
+    single = compute_status(_agent(), endpoint="e", dependencies=[], workload=AVAILABLE)
+    assert all(c.type != CONDITION_SESSIONS_SPLIT for c in single.conditions)
+
+
+def test_an_unchanged_condition_keeps_its_transition_time_so_a_resync_writes_nothing():
+    first = compute_status(_agent(), endpoint="e", dependencies=[], workload=AVAILABLE, now=T0)
+    again = compute_status(_agent(), endpoint="e", dependencies=[], workload=AVAILABLE, previous=first, now=T1)
+    assert status_body(again) == status_body(first)
+    changed = compute_status(
+        _agent(), endpoint="e", dependencies=[], workload=WorkloadState.of({}, 1), previous=first, now=T1
+    )
+    assert changed.conditions[0].last_transition_time == T1
+
+
+def test_status_body_is_camel_case_without_empty_strings_and_round_trips():
+    body = status_body(failed_status("spec.mode: bad", 2))
+    assert body["phase"] == "Failed"
+    assert body["observedGeneration"] == 2
+    assert "endpoint" not in body
+    for condition in body["conditions"]:
+        assert "" not in condition.values()
+    assert parse_status({"status": body}) == parse_status({"status": status_body(parse_status({"status": body}))})
+
+
+def test_parse_status_tolerates_what_it_cannot_read():
+    assert parse_status({}) is None
+    assert parse_status({"status": "nonsense"}) is None
+    assert parse_status({"status": {"phase": "Sleeping"}}) is None
+    model = ModelAPI.model_validate({"metadata": {"name": "m"}, "spec": {"mode": "Scripted"}})
+    status = compute_status(model, endpoint="e", dependencies=[], workload=AVAILABLE)
+    assert parse_status({"status": status_body(status)}) is not None
