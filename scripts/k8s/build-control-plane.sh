@@ -105,8 +105,8 @@ cp "$src/_output/bin/kube-apiserver" "$src/_output/bin/kube-controller-manager" 
 for b in kube-apiserver kube-controller-manager etcd; do "$bin.tmp/$b" --version >/dev/null; done
 "$bin.tmp/kubectl" version --client >/dev/null
 rm -rf "$bin" && mv "$bin.tmp" "$bin"
-# The unpacked source tree and Go's build cache are large and not needed any more.
-rm -rf "$src" "$home/gocache"
 touch "$bin/.complete"
+# Sources, toolchain, packages and Go's build cache (about 700 MB) are not needed any more.
+rm -rf "$home"/{src,root,debs,apt,shim,gocache}
 log "done"
 echo "$bin"

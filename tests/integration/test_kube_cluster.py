@@ -145,31 +145,56 @@ def test_the_status_subresource_takes_a_status_patch_and_nothing_else(kube_clust
     }
     with kube_cluster.client(namespace=kube_namespace) as client:
         created = client.create(resource.from_dict(scripted_model_api("m")))  # type: ignore[arg-type]
-        patched = client.patch(resource, "m", {"status": status}, subresource="status", patch_type=PatchType.MERGE)
+        patched = client.patch(resource.Status, "m", {"status": status}, patch_type=PatchType.MERGE)
         assert patched.status == status
         assert patched.metadata.generation == created.metadata.generation  # a status write is no new generation
         # Through the main resource, status is ignored; the spec change bumps the generation.
         client.patch(
-            resource, "m", {"spec": {"mode": "Hosted"}, "status": {"phase": "Failed"}}, patch_type=PatchType.MERGE
+            resource,
+            "m",
+            {"spec": {"scriptedConfig": {"script": []}}, "status": {"phase": "Failed"}},
+            patch_type=PatchType.MERGE,
         )
         served = client.get(resource, "m")
     assert served.status["phase"] == "Ready"
+    assert served.spec["scriptedConfig"] == {"script": []}
     assert served.metadata.generation == created.metadata.generation + 1
     assert ModelAPI.model_validate(served.to_dict()).status == ResourceStatus.model_validate(status)
     row = kube_cluster.kubectl("get", "modelapi", "m", "-n", kube_namespace, "-o", "wide").stdout.splitlines()[1]
-    assert row.split()[:4] == ["m", "Hosted", "Ready", "http://modelapi-m.ns.svc:8000"]
+    assert row.split()[:4] == ["m", "Scripted", "Ready", "http://modelapi-m.ns.svc:8000"]
 
 
-def test_status_as_the_models_serialise_it_is_accepted(kube_cluster: KubeCluster, kube_namespace: str):
-    """What the operator will write: ``ResourceStatus`` dumped by the models (including their defaults)."""
+def without_empty_strings(value: object) -> object:
+    """``value`` with every ``""`` member of a mapping left out, at any depth."""
+    if isinstance(value, dict):
+        return {key: without_empty_strings(item) for key, item in value.items() if item != ""}
+    if isinstance(value, list):
+        return [without_empty_strings(item) for item in value]
+    return value
+
+
+def test_status_from_the_models_is_accepted_once_empty_strings_are_left_out(
+    kube_cluster: KubeCluster, kube_namespace: str
+):
+    """What the operator will write: ``ResourceStatus`` as the models dump it. Its defaults include ``message: ""``
+    (status and conditions), and this 1.20 server refuses an empty string anywhere in a status write (merge patch,
+    JSON patch, server-side apply or update alike; the same value in ``spec`` is accepted) with a 422 that calls it
+    "null". Leaving empty strings out round-trips to the same ``ResourceStatus``, since ``""`` is the default."""
     resource = kora_resource("ModelAPI")
-    status = ResourceStatus.model_validate(
+    model = ResourceStatus.model_validate(
         {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False", "reason": "Starting"}]}
-    ).model_dump(mode="json", by_alias=True, exclude_none=True)
+    )
+    status = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    assert status["message"] == ""
     with kube_cluster.client(namespace=kube_namespace) as client:
         client.create(resource.from_dict(scripted_model_api("m")))  # type: ignore[arg-type]
-        patched = client.patch(resource, "m", {"status": status}, subresource="status", patch_type=PatchType.MERGE)
-    assert ResourceStatus.model_validate(patched.status) == ResourceStatus.model_validate(status)
+        error = api_error(lambda: client.patch(resource.Status, "m", {"status": status}, patch_type=PatchType.MERGE))
+        assert error.status.code == 422
+        assert "status.message" in error.status.message
+        patched = client.patch(
+            resource.Status, "m", {"status": without_empty_strings(status)}, patch_type=PatchType.MERGE
+        )
+    assert ResourceStatus.model_validate(patched.status) == model
 
 
 # --- invalid resources --------------------------------------------------------------------------------------
@@ -200,11 +225,11 @@ def test_an_invalid_resource_is_refused_with_a_readable_422(
     assert error.status.reason == "Invalid"
     assert field in error.status.message, error.status.message
     assert reason in error.status.message, error.status.message
-    # kubectl shows the same message to a user applying the manifest.
+    # A user applying the manifest is told which field is wrong (by kubectl's own validation against the schema the
+    # server publishes, for a wrong type; by the server's message, for a value outside an enum).
     applied = kube_cluster.kubectl("apply", "-n", kube_namespace, "-f", "-", stdin=yaml.safe_dump(body), check=False)
     assert applied.returncode != 0
     assert field in applied.stderr, applied.stderr
-    assert reason in applied.stderr, applied.stderr
 
 
 def test_a_resource_without_spec_is_refused(kube_cluster: KubeCluster, kube_namespace: str):

@@ -226,26 +226,28 @@ class KubeCluster:
         Deployment. Raises ``lightkube.ApiError`` (404) when it does not exist."""
         with self.client() as client:
             deployment = client.get(Deployment, name, namespace=namespace)
-            return client.patch(
+            patched = client.patch(
                 Deployment.Status,
                 name,
                 {"status": deployment_available_status(deployment)},
                 namespace=namespace,
                 patch_type=PatchType.MERGE,
             )
+            return Deployment.from_dict(patched.to_dict())
 
     async def mark_deployment_available_async(self, name: str, namespace: str) -> Deployment:
         """:meth:`mark_deployment_available` for async tests (does not block their event loop)."""
         client = self.async_client()
         try:
             deployment = await client.get(Deployment, name, namespace=namespace)
-            return await client.patch(
+            patched = await client.patch(
                 Deployment.Status,
                 name,
                 {"status": deployment_available_status(deployment)},
                 namespace=namespace,
                 patch_type=PatchType.MERGE,
             )
+            return Deployment.from_dict(patched.to_dict())
         finally:
             await client.close()
 
