@@ -32,7 +32,8 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
-import httpx
+import httpx2
+from httpx_aiohttp.httpx2 import Httpx2AiohttpClient
 from pydantic import BaseModel, JsonValue, ValidationError
 
 from kora.core.errors import Unavailable
@@ -103,7 +104,7 @@ class RemoteMemory(Memory):
         local_sessions: int = 1000,
         local_session_events: int = 500,
         outbox_limit: int = 10_000,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
         self.endpoint = endpoint.rstrip("/")
         self.app_name = app_name
@@ -111,7 +112,11 @@ class RemoteMemory(Memory):
         self.failure_mode = failure_mode
         self.rolling_summary = rolling_summary
         self.token_budget = token_budget
-        self._client = httpx.AsyncClient(base_url=self.endpoint, timeout=READ_TIMEOUT_SECONDS, transport=transport)
+        # httpx2 over aiohttp, the agent's model transport: a request costs the agent ~0.2 ms of CPU against ~0.6 ms
+        # over httpx's own transport, and a remote turn makes two (its context, then its write).
+        self._client: httpx2.AsyncClient = Httpx2AiohttpClient(
+            base_url=self.endpoint, timeout=httpx2.Timeout(READ_TIMEOUT_SECONDS), transport=transport
+        )
         self._local = LocalMemory(local_sessions, local_session_events, app_name)
         self._users: OrderedDict[str, str | None] = OrderedDict()
         self._users_limit = local_sessions
@@ -178,7 +183,7 @@ class RemoteMemory(Memory):
             response = await self._client.request(
                 method, path, content=content, params=params, headers={"content-type": "application/json"}
             )
-        except httpx.HTTPError as error:
+        except httpx2.HTTPError as error:
             self._mark_degraded(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__)
             raise StoreUnreachable(self.degraded) from error
         if response.status_code >= 500:
@@ -472,7 +477,7 @@ def _merged(stored: list[MemoryEvent], pending: list[MemoryEvent], limit: int | 
     return stored if limit is None else stored[-limit:] if limit else []
 
 
-def _error_message(response: httpx.Response) -> str:
+def _error_message(response: httpx2.Response) -> str:
     try:
         body = response.json()
         return str(body["error"]["message"])
