@@ -118,6 +118,9 @@ class RemoteMemory(Memory):
             base_url=self.endpoint, timeout=httpx2.Timeout(READ_TIMEOUT_SECONDS), transport=transport
         )
         self._local = LocalMemory(local_sessions, local_session_events, app_name)
+        #: The window of the last turn's context request (events, tokens), sent with writes: the store folds what
+        #: leaves this window into the rolling summary.
+        self._window: tuple[int | None, int] = (None, token_budget)
         self._users: OrderedDict[str, str | None] = OrderedDict()
         self._users_limit = local_sessions
         self._outbox: deque[_Batch] = deque()
@@ -300,6 +303,8 @@ class RemoteMemory(Memory):
             app_name=self.app_name,
             user_id=batch.user_id,
             rolling_summary=self.rolling_summary,
+            window_events=self._window[0],
+            window_tokens=self._window[1],
             events=batch.events,
         )
         try:
@@ -373,6 +378,7 @@ class RemoteMemory(Memory):
     async def turn_context(self, session_id: str, prompt: str, limit: int, user_id: str | None = None) -> TurnContext:
         """Summary, window and recalled facts from the store in one request (module docstring for failures)."""
         self._remember_user(session_id, user_id)
+        self._window = (limit, self.token_budget)
         request = ContextRequest(
             app_name=self.app_name,
             user_id=user_id,
@@ -387,9 +393,10 @@ class RemoteMemory(Memory):
             if self.failure_mode == "strict":
                 raise self._unavailable(error) from error
             return TurnContext(events=await self._local.get_session_events(session_id, limit=limit))
+        # With a rolling summary the store's window reaches back to what the summary covers: keep all of it.
         return TurnContext(
             summary=context.summary,
-            events=_merged(context.window, self._pending_events(session_id), limit),
+            events=_merged(context.window, self._pending_events(session_id), None if self.rolling_summary else limit),
             facts=[_hit(fact) for fact in context.facts],
         )
 
