@@ -35,6 +35,7 @@ from pathlib import Path
 
 import httpx
 import psycopg
+from bench_memory_service import cpu_seconds, percentiles, wait_ready  # this directory, first on sys.path
 
 from kora.core.net import free_port
 
@@ -43,30 +44,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SESSIONS = 20
 WARMUP = 100
 GOAL_MS = 2.0
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 #: The pid of each server started by :func:`kora`, by base URL.
 PIDS: dict[str, int] = {}
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of ``pid`` (all its threads), in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def wait_ready(url: str, process: subprocess.Popen[bytes], within: float = 120.0) -> None:
-    """Poll ``url`` until it answers 200; raises when ``process`` exits or ``within`` seconds pass."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{process.args} exited with {process.returncode}")
-        try:
-            if httpx.get(url, timeout=2.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise TimeoutError(f"{url} did not answer 200 within {within} s")
 
 
 @contextmanager
@@ -155,12 +134,6 @@ def context_request(client: httpx.Client, n: int) -> float:
     if response.status_code != 200 or len(response.json()["window"]) != 6:
         raise RuntimeError(f"context request {n} failed: {response.status_code} {response.text[:300]}")
     return elapsed
-
-
-def percentiles(samples: list[float]) -> tuple[float, float]:
-    """p50 and p95 of ``samples`` (seconds), in milliseconds."""
-    ordered = sorted(samples)
-    return 1000 * statistics.median(ordered), 1000 * ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
 
 
 def bench(turns: int, summary: bool, profile: str | None) -> None:
