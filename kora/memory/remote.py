@@ -32,7 +32,8 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
-import httpx
+import httpx2
+from httpx_aiohttp.httpx2 import Httpx2AiohttpClient
 from pydantic import BaseModel, JsonValue, ValidationError
 
 from kora.core.errors import Unavailable
@@ -103,7 +104,7 @@ class RemoteMemory(Memory):
         local_sessions: int = 1000,
         local_session_events: int = 500,
         outbox_limit: int = 10_000,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
         self.endpoint = endpoint.rstrip("/")
         self.app_name = app_name
@@ -111,8 +112,15 @@ class RemoteMemory(Memory):
         self.failure_mode = failure_mode
         self.rolling_summary = rolling_summary
         self.token_budget = token_budget
-        self._client = httpx.AsyncClient(base_url=self.endpoint, timeout=READ_TIMEOUT_SECONDS, transport=transport)
+        # httpx2 over aiohttp, the agent's model transport: a request costs the agent ~0.2 ms of CPU against ~0.6 ms
+        # over httpx's own transport, and a remote turn makes two (its context, then its write).
+        self._client: httpx2.AsyncClient = Httpx2AiohttpClient(
+            base_url=self.endpoint, timeout=httpx2.Timeout(READ_TIMEOUT_SECONDS), transport=transport
+        )
         self._local = LocalMemory(local_sessions, local_session_events, app_name)
+        #: The window of the last turn's context request (events, tokens), sent with writes: the store folds what
+        #: leaves this window into the rolling summary.
+        self._window: tuple[int | None, int] = (None, token_budget)
         self._users: OrderedDict[str, str | None] = OrderedDict()
         self._users_limit = local_sessions
         self._outbox: deque[_Batch] = deque()
@@ -178,7 +186,7 @@ class RemoteMemory(Memory):
             response = await self._client.request(
                 method, path, content=content, params=params, headers={"content-type": "application/json"}
             )
-        except httpx.HTTPError as error:
+        except httpx2.HTTPError as error:
             self._mark_degraded(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__)
             raise StoreUnreachable(self.degraded) from error
         if response.status_code >= 500:
@@ -295,6 +303,8 @@ class RemoteMemory(Memory):
             app_name=self.app_name,
             user_id=batch.user_id,
             rolling_summary=self.rolling_summary,
+            window_events=self._window[0],
+            window_tokens=self._window[1],
             events=batch.events,
         )
         try:
@@ -368,6 +378,7 @@ class RemoteMemory(Memory):
     async def turn_context(self, session_id: str, prompt: str, limit: int, user_id: str | None = None) -> TurnContext:
         """Summary, window and recalled facts from the store in one request (module docstring for failures)."""
         self._remember_user(session_id, user_id)
+        self._window = (limit, self.token_budget)
         request = ContextRequest(
             app_name=self.app_name,
             user_id=user_id,
@@ -382,9 +393,10 @@ class RemoteMemory(Memory):
             if self.failure_mode == "strict":
                 raise self._unavailable(error) from error
             return TurnContext(events=await self._local.get_session_events(session_id, limit=limit))
+        # With a rolling summary the store's window reaches back to what the summary covers: keep all of it.
         return TurnContext(
             summary=context.summary,
-            events=_merged(context.window, self._pending_events(session_id), limit),
+            events=_merged(context.window, self._pending_events(session_id), None if self.rolling_summary else limit),
             facts=[_hit(fact) for fact in context.facts],
         )
 
@@ -472,7 +484,7 @@ def _merged(stored: list[MemoryEvent], pending: list[MemoryEvent], limit: int | 
     return stored if limit is None else stored[-limit:] if limit else []
 
 
-def _error_message(response: httpx.Response) -> str:
+def _error_message(response: httpx2.Response) -> str:
     try:
         body = response.json()
         return str(body["error"]["message"])

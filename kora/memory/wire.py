@@ -139,12 +139,16 @@ class SessionList(BaseModel):
 class EventsWrite(_Body):
     """``POST /v1/sessions/{id}/events``: append ``events`` in order, creating the session when needed.
 
-    ``rolling_summary`` asks for the medium-term tier on this session (folds of turns that leave the window).
+    ``rolling_summary`` asks for the medium-term tier on this session (folds of turns that leave the window);
+    ``window_events`` / ``window_tokens`` are the window the client asks for before a turn (its ``max_events`` and
+    ``token_budget``): the events that leave *that* window are folded (None: the store's own bounds).
     """
 
     app_name: Identifier
     user_id: Identifier | None = None
     rolling_summary: bool = False
+    window_events: Limit | None = None
+    window_tokens: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
     events: list[StoredEvent] = Field(max_length=MAX_EVENTS_PER_WRITE)
 
 
@@ -208,7 +212,9 @@ class ContextRequest(_Body):
 
     The window is the session's newest events, at most ``max_events`` and within ``token_budget`` (and the
     store's own short-term bounds); the summary is the latest rolling summary; the facts are those recalled for
-    ``query`` within ``scope`` (none when ``query`` is None).
+    ``query`` within ``scope`` (none when ``query`` is None). On a session with a rolling summary the window
+    reaches back to the first event the summary does not cover (within the store's hard event cap and the token
+    budget), so summary and window together leave no turn out while a fold is pending.
     """
 
     app_name: Identifier

@@ -1,9 +1,8 @@
-"""The real ``kora memory`` command as a subprocess: what survives ``kill -9`` and restarts.
-
-A fact extraction cut short by ``kill -9`` (its model request in flight) is rolled back with the process and runs
-again after a restart, so the turn's facts still appear. With ``local`` storage the embedded Postgres and its data
-outlive the service: a clean stop, a ``kill -9`` and a start again find everything stored before, and a clean stop
-after a crash still stops the embedded Postgres.
+"""The real ``kora memory`` command as a subprocess: what survives ``kill -9`` and restarts. A fact extraction cut
+short by ``kill -9`` (its model request in flight) has written nothing and runs again after a restart, once the dead
+worker's lease on it has passed, so the turn's facts still appear. With ``local`` storage the embedded Postgres and
+its data outlive the service: a clean stop, a ``kill -9`` and a start again find everything stored before, and a
+clean stop after a crash still stops the embedded Postgres.
 """
 
 from __future__ import annotations
@@ -72,7 +71,8 @@ async def test_an_extraction_cut_by_kill_9_runs_again_after_restart(
     model.load_script(
         [Rule(Match(user_matches="^New fact: "), TextReply('{"contradicted": []}')), Rule(Match(), PARIS)]
     )
-    env = service_env(memory_db, **model_env(model.url), workers="1")
+    # A short lease: the job claimed by the killed process is due again 3 s after its last renewal.
+    env = service_env(memory_db, **model_env(model.url), workers="1", job_lease_seconds="3")
     log = tmp_path / "memory.log"
     with running(env, log) as (process, url):
         async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
@@ -84,7 +84,8 @@ async def test_an_extraction_cut_by_kill_9_runs_again_after_restart(
     async with await psycopg.AsyncConnection.connect(memory_db) as conn:
         rows = await (await conn.execute("SELECT kind, status, attempts FROM jobs")).fetchall()
         facts_stored = await (await conn.execute("SELECT count(*) FROM facts")).fetchone()
-    # The claim died with the process: the job is queued as if never tried, and it stored nothing.
+    # The claim died with the process: the job is still queued, not counted as tried, and it stored nothing; it is
+    # due again once its lease has passed.
     assert rows == [("extract", "queued", 0)]
     assert facts_stored == (0,)
     with running(env, log) as (_, url):

@@ -15,18 +15,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx
 import psycopg
 import pytest
+from starlette.types import Receive, Scope, Send
 
 from kora.core.events import MemoryEvent
 from kora.core.net import free_port
+from kora.scripted.model import ScriptedModel
+from kora.scripted.model import create_app as create_model_app
 from kora.scripted.script import ErrorReply, Match, Rule, TextReply
 from tests.support.memory import EXTRACTED_FACTS_FORMAT, eventually, memory_service, model_env, service_env
 from tests.support.scripted_server import ScriptedModelServer
+from tests.support.threaded import ThreadedServer
 
 APP = "assistant"
 
@@ -255,6 +260,35 @@ async def test_a_fact_is_kept_once_across_save_and_extraction(memory_db: str, mo
         assert len(await facts_of(client)) == 2
 
 
+async def test_without_embeddings_only_facts_sharing_their_words_get_a_conflict_check(
+    memory_db: str, model: ScriptedModelServer
+) -> None:
+    """Every fact about the user matches "user" in full text; a conflict check (a model request) is made only for a
+    new fact sharing at least half of its content words with an older one, and only those are listed to it."""
+    model.load_script(
+        [
+            extracts("I have a dog", "The user has a dog.", "The user likes jazz.", "The user lives in Lyon."),
+            NO_CONFLICT,
+            NO_FACTS,
+        ]
+    )
+    async with service(memory_db, model) as client:
+        await save(client, "The user lives in Paris.")
+        await save(client, "The user owns a bicycle.")
+        await eventually(lambda: idle(client), "the saves' conflict checks")
+        # Neither saved fact shares enough words with the other: no conflict check was asked for.
+        assert requests_of(model, "conflict") == []
+        await write(client, "s1", turn("I have a dog", "Nice"))
+        await eventually(lambda: idle(client), "the extraction and its conflict checks")
+        assert len(await facts_of(client)) == 5
+        # One extraction; of its 3 new facts only "lives in Lyon" shares words ("lives") with an older fact.
+        assert len(requests_of(model, "extract")) == 1
+        checks = [user_text(request) for request in requests_of(model, "conflict")]
+        assert len(checks) == 1
+        assert checks[0].startswith("New fact: The user lives in Lyon.\nExisting facts:\n")
+        assert checks[0].endswith(": The user lives in Paris.")
+
+
 async def test_concurrent_saves_of_one_fact_keep_one(memory_db: str) -> None:
     async with service(memory_db, None, workers="0") as client:
         results = await asyncio.gather(*(save(client, "The user likes green tea.") for _ in range(8)))
@@ -401,33 +435,58 @@ async def test_two_replicas_never_fold_one_session_at_once(memory_db: str, model
 # -- erasure ----------------------------------------------------------------------------------------------------
 
 
+class HeldModel:
+    """The scripted model behind a gate the test holds: a chat request waits at the gate (``arrived`` is set) until
+    the test opens it (``gate``); only then does the scripted model see and answer it."""
+
+    def __init__(self, model: ScriptedModel) -> None:
+        self.model = model
+        self.app = create_model_app(model)
+        self.arrived = threading.Event()
+        self.gate = threading.Event()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].endswith("/chat/completions"):
+            self.arrived.set()
+            await asyncio.to_thread(self.gate.wait, 60.0)
+        await self.app(scope, receive, send)
+
+
 @pytest.mark.parametrize("key", ["user_id", "session_id"])
-async def test_forget_while_an_extraction_runs_leaves_no_fact(
-    memory_db: str, model: ScriptedModelServer, key: str
+async def test_forget_returns_while_an_extraction_waits_on_the_model_and_its_facts_are_dropped(
+    memory_db: str, key: str
 ) -> None:
-    model.load_script([extracts("I live in Paris", "The user lives in Paris.", delay=2.0), NO_CONFLICT])
-    async with service(memory_db, model) as client:
-        await write(client, "s1", turn("I live in Paris", "Nice"))
-        await write(client, "other", [event("tool_call", {"tool_name": "t", "args": {}, "tool_call_id": "c"})], "bob")
-        # The extraction is running (its model request is in flight) when the erasure comes.
-        assert await asyncio.to_thread(model.model.wait_for_requests, 1, 30.0)
-        response = await client.post("/v1/forget", json={key: "alice" if key == "user_id" else "s1"})
-        assert response.status_code == 200, response.text
-        removed = response.json()["removed"]
-        # Erasure waited for the extraction, then removed what it stored.
-        assert {tier: removed[tier] for tier in ("sessions", "events", "facts", "fact_history", "summaries")} == {
-            "sessions": 1,
-            "events": 2,
-            "facts": 1,
-            "fact_history": 1,
-            "summaries": 0,
-        }
-        assert await recall(client, "where does the user live") == []
-        assert await facts_of(client, include_invalid=True) == []
-        # Nothing of alice's is left to run, so nothing can bring the fact back.
-        assert await jobs(client) == []
-        kept = (await client.get("/v1/sessions/other/events", params={"app_name": APP})).json()
-        assert kept["total"] == 1
+    scripted = ScriptedModel()
+    scripted.load_script([extracts("I live in Paris", "The user lives in Paris."), NO_CONFLICT])
+    held = HeldModel(scripted)
+    async with ThreadedServer(held, name="held-model", lifespan="off") as model_server:
+        env = service_env(memory_db, workers="1", **model_env(f"{model_server.root_url}/v1"))
+        async with memory_service(env) as url, httpx.AsyncClient(base_url=url, timeout=60.0) as client:
+            await write(client, "s1", turn("I live in Paris", "Nice"))
+            await write(
+                client, "other", [event("tool_call", {"tool_name": "t", "args": {}, "tool_call_id": "c"})], "bob"
+            )
+            # The extraction's model request is in flight, held at the gate, when the erasure comes.
+            assert await asyncio.to_thread(held.arrived.wait, 30.0)
+            response = await client.post("/v1/forget", json={key: "alice" if key == "user_id" else "s1"})
+            assert response.status_code == 200, response.text
+            # The erasure answered while the model request is still held at the gate (the model has not seen it).
+            assert scripted.requests == []
+            removed = response.json()["removed"]
+            assert {tier: removed[tier] for tier in ("sessions", "events", "facts", "jobs")} == {
+                "sessions": 1,
+                "events": 2,
+                "facts": 0,
+                "jobs": 1,
+            }
+            held.gate.set()
+            # The model answers; the job's commit finds its session gone and drops the fact.
+            assert await asyncio.to_thread(scripted.wait_for_requests, 1, 30.0)
+            await eventually(lambda: idle(client), "the extraction's end")
+            assert await recall(client, "where does the user live") == []
+            assert await facts_of(client, include_invalid=True) == []
+            kept = (await client.get("/v1/sessions/other/events", params={"app_name": APP})).json()
+            assert kept["total"] == 1
 
 
 async def test_forget_removes_queued_jobs_and_counts_every_tier(memory_db: str, model: ScriptedModelServer) -> None:

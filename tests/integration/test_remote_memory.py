@@ -8,16 +8,18 @@ replay when the service is killed and restarted, and strict mode's 503s.
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import httpx
 import openai
 import pytest
 
+from kora.memory.base import TurnContext
 from kora.memory.remote import RemoteMemory
 from kora.scripted.script import Match, Rule, TextReply, ToolCall, ToolCallReply
 from tests.support.agent import running_agent, wait_until
-from tests.support.memory import MemoryProcess, memory_service, service_env
+from tests.support.memory import MemoryProcess, eventually, memory_service, model_env, service_env
 from tests.support.scripted_server import ScriptedModelServer
 
 
@@ -191,3 +193,50 @@ async def test_closing_sends_what_is_queued(memory_db: str) -> None:
         await memory.close()
         events = httpx.get(f"{store}/v1/sessions/s1/events", params={"app_name": "assistant"}).json()["events"]
         assert [e["content"] for e in events] == [f"m{n}" for n in range(5)]
+
+
+async def test_rolling_summary_and_window_leave_no_turn_out(memory_db: str, model: ScriptedModelServer) -> None:
+    """20 turns through RemoteMemory with a rolling summary and the default window of 6 events: before every turn,
+    the summary covers turns 1..k and the window holds exactly turns k+1.. up to the last, whether a fold is
+    pending or done; once the folds are done, the window is short again (what left it was folded)."""
+    # The fold's answer names the last turn it read: "Summary to k."
+    model.load_script(
+        [Rule(Match(user_matches=r"(?s)Conversation:\n.*assistant: answer (?P<n>\d+)"), TextReply("Summary to {n}."))]
+    )
+    env = service_env(memory_db, **model_env(model.url), long_term_enabled="false", compaction_trigger="4", workers="1")
+    async with memory_service(env) as store:
+        memory = RemoteMemory(store, "assistant", rolling_summary=True)
+        await memory.start()
+        try:
+
+            async def covered(context: TurnContext, last: int) -> int:
+                """k, after checking that summary (turns 1..k) and window (k+1..last) leave nothing out."""
+                summary = re.fullmatch(r"Summary to (\d+)\.", context.summary or "Summary to 0.")
+                assert summary is not None, context.summary
+                k = int(summary.group(1))
+                expected = [text for n in range(k + 1, last + 1) for text in (f"turn {n} question", f"answer {n}")]
+                assert [event.content for event in context.events] == expected, (k, last)
+                return k
+
+            for n in range(1, 21):
+                await covered(await memory.turn_context("s1", f"turn {n} question", 6), n - 1)
+                await memory.add_events(
+                    "s1",
+                    [
+                        memory.create_event("user_message", f"turn {n} question"),
+                        memory.create_event("agent_response", f"answer {n}"),
+                    ],
+                )
+
+            async def folded() -> TurnContext | None:
+                jobs = httpx.get(f"{store}/v1/jobs", timeout=10).json()["jobs"]
+                context = await memory.turn_context("s1", "next", 6)
+                return None if jobs or memory._outbox else context
+
+            final = await eventually(folded, "the folds of 20 turns")
+            k = await covered(final, 20)
+            # Folds run once 4 events left the client's 6-event window: at most 3 unfolded events besides it.
+            assert k >= 15
+            assert 6 <= len(final.events) < 6 + 4
+        finally:
+            await memory.close()

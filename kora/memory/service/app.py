@@ -36,7 +36,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from psycopg import DataError, OperationalError
 from psycopg.rows import dict_row
 from psycopg_pool import PoolTimeout
@@ -193,7 +193,12 @@ def _add_session_routes(router: APIRouter, service: MemoryService) -> None:
         queued = False
         async with _connection(service) as conn, conn.transaction():
             session = await store.get_or_create_session(
-                conn, session_id, body.app_name, body.user_id, body.rolling_summary
+                conn,
+                session_id,
+                body.app_name,
+                body.user_id,
+                body.rolling_summary,
+                (body.window_events, body.window_tokens),
             )
             written = await store.add_events(conn, session, body.events)
             if written.added and written.conversation and settings.long_term_enabled and service.summary:
@@ -229,25 +234,28 @@ def _add_session_routes(router: APIRouter, service: MemoryService) -> None:
         async with _connection(service) as conn:
             return await store.app_events(conn, app_name, limit)
 
-    @router.post("/v1/sessions/{session_id}/context")
-    async def context(session_id: Identifier, body: ContextRequest) -> MemoryContext:
+    @router.post("/v1/sessions/{session_id}/context", response_model=MemoryContext)
+    async def context(session_id: Identifier, body: ContextRequest) -> Response:
+        recall_query = body.query is not None and settings.long_term_enabled
+        where = (
+            recall.scope_filter(body.scope, body.app_name, body.user_id, session_id, settings.max_read_scope)
+            if recall_query
+            else None
+        )
+        embedding = await service.embed_one(body.query) if body.query is not None and where is not None else None
+        facts_found: list[RecallHit] = []
         async with _connection(service) as conn:
-            session = await store.find_session(conn, session_id, body.app_name)
-            facts_found: list[RecallHit] = []
-            if body.query is not None and settings.long_term_enabled:
-                where = recall.scope_filter(
-                    body.scope, body.app_name, body.user_id, session_id, settings.max_read_scope
-                )
+            if body.query is not None and where is not None:
                 top_k = body.top_k or settings.default_top_k
-                embedding = await service.embed_one(body.query)
                 facts_found = await recall.recall_facts(
                     conn, where, body.query, embedding, top_k, settings.score_threshold
                 )
-            if session is None:
-                return MemoryContext(facts=facts_found)
-            summary = await store.latest_summary(conn, session) if settings.medium_term_enabled else None
-            window = await store.window(conn, session, settings, body.max_events, body.token_budget)
-        return MemoryContext(summary=summary[0] if summary else None, window=window, facts=facts_found)
+            turn = await store.turn_window(
+                conn, body.app_name, session_id, settings, body.max_events, body.token_budget
+            )
+        # Serialised here, once: this is on every turn's path, and FastAPI would validate the model again first.
+        answer = MemoryContext(summary=turn.summary, window=turn.events, facts=facts_found)
+        return Response(answer.model_dump_json(), media_type="application/json")
 
 
 def _add_recall_routes(router: APIRouter, service: MemoryService) -> None:

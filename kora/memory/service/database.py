@@ -32,8 +32,8 @@ log = logging.getLogger("kora.memory")
 #: A pooled connection (autocommit; rows as tuples unless a cursor says otherwise).
 Conn = AsyncConnection[TupleRow]
 
-#: Connections of the pool kept for requests, besides one per background worker: a worker holds its connection
-#: (and its job's open transaction) for as long as a model request takes, so workers must not starve requests.
+#: Connections of the pool kept for requests, besides one per background worker: a fold holds its connection (and
+#: the session's advisory lock, no transaction) for as long as its model requests take.
 REQUEST_CONNECTIONS = 8
 
 

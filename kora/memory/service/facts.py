@@ -30,7 +30,7 @@ from pydantic import BaseModel, JsonValue
 
 from kora.memory.service import vectors
 from kora.memory.service.database import Conn
-from kora.memory.text import words
+from kora.memory.text import query_terms, words
 from kora.memory.wire import Fact
 
 #: Cosine similarity above which two facts may be the same fact said twice.
@@ -39,6 +39,10 @@ NEAR_COSINE = 0.9
 NEAR_OVERLAP = 0.8
 #: Similar facts shown to the conflict check.
 CONFLICT_CANDIDATES = 5
+#: Without embeddings, a fact is a conflict candidate only when more than this share of the content words of the
+#: shorter of the two facts is in both ("The user lives in Paris" and "The user lives in Lyon": 2 of 3; "The user
+#: has a dog" and "The user lives in Paris": 1 of 2, "user", which every fact about the user has).
+CONFLICT_MIN_SHARED = 0.5
 
 #: Namespace of the advisory locks serialising fact writes per dedupe scope (the second key hashes the scope).
 _FACT_WRITE_LOCK_SPACE = 7302
@@ -192,6 +196,25 @@ async def similar_facts(
         Similar(str(row[0]), str(row[1]), None if row[2] is None else float(str(row[2])))
         for row in await cur.fetchall()
     ]
+
+
+def shared_share(a: str, b: str) -> float:
+    """Share of the content words (:func:`~kora.memory.text.query_terms`) of the shorter of ``a`` and ``b`` that
+    both contain, in ``[0, 1]`` (0 when either has none)."""
+    ta, tb = query_terms(a), query_terms(b)
+    return len(ta & tb) / min(len(ta), len(tb)) if ta and tb else 0.0
+
+
+async def conflict_candidates(
+    conn: Conn, text: str, owner: Owner, embedding: list[float] | None, exclude: str | None
+) -> list[Similar]:
+    """The valid facts a new fact ``text`` may contradict, for the conflict check: the nearest by embedding when it
+    has one; without, only the full-text matches sharing more than :data:`CONFLICT_MIN_SHARED` of their content
+    words, since every fact about the user matches on "user" alone and each would cost a model request."""
+    candidates = await similar_facts(conn, text, owner, embedding, exclude)
+    if embedding is not None:
+        return candidates
+    return [candidate for candidate in candidates if shared_share(text, candidate.text) > CONFLICT_MIN_SHARED]
 
 
 async def supersede(conn: Conn, old_fact_ids: Sequence[str], new_fact_id: str, reason: str) -> int:

@@ -6,12 +6,22 @@ may be killed the moment after it answers), and the three job kinds are short fu
 its own workers. The table and the claim query are a dozen lines; a queue library would add its own schema,
 worker process model and migrations for what one indexed table does here.
 
-How a job runs: a worker claims the oldest due job with ``FOR UPDATE SKIP LOCKED`` and keeps the row locked in an
-open transaction while the job runs; the job's writes and the job's removal commit together. If the process dies
-mid-job, its transaction is rolled back and the job is due again, so nothing is lost and nothing is half-done. A
-model that cannot be reached makes the job wait and try again (back-off up to 5 minutes, for
-:data:`MAX_ATTEMPTS` tries); an answer that stays invalid after ``extraction_attempts`` requests is recorded as
-``failed`` with its reason (``GET /v1/jobs``), never dropped silently.
+How a job runs, in three steps so that no transaction stays open across a model request (an erasure would wait
+for it):
+
+1. **Claim**, one short statement: the oldest due job without a live lease (``FOR UPDATE SKIP LOCKED``) gets a
+   lease, ``locked_until`` = now + ``job_lease_seconds``, and the claim's token in ``locked_by``. While the job runs
+   the worker renews the lease every third of that time.
+2. **Work**: the job reads what it needs (short reads), then calls the models with no connection held.
+3. **Commit**, one short transaction: it locks the job's session (share lock; an erasure locks the sessions it
+   removes first, so one waits for the other) and checks the job is still its own; then the job's writes and the
+   job's removal commit together. A session erased meanwhile, or a job whose lease another worker took over, drops
+   the results.
+
+If the process dies mid-job, nothing of the job was written, and the job is due again once its lease has
+passed: nothing is lost and nothing is half-done. A model that cannot be reached makes the job wait and try
+again (back-off up to 5 minutes, for :data:`MAX_ATTEMPTS` tries); an answer that stays invalid after
+``extraction_attempts`` requests is recorded as ``failed`` with its reason (``GET /v1/jobs``), never dropped silently.
 
 Kinds (payloads): ``extract`` (``{"first_seq", "last_seq"}``: events of one write), ``fold`` (``{}``: summarise the
 events that left the window), ``reconcile`` (``{"fact_id"}``: supersede the facts a new fact contradicts).
@@ -22,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, TypeVar
@@ -119,6 +130,10 @@ class Job:
     attempts: int
 
 
+#: The writes of a job, run in its commit transaction on the connection given.
+Commit = Callable[[Conn], Awaitable[None]]
+
+
 class Retry(Exception):
     """The job cannot run now (a model API is unreachable, a fold of the session is running): try again later."""
 
@@ -131,9 +146,10 @@ async def enqueue(conn: Conn, kind: str, sid: int, payload: dict[str, object] | 
     """Queue a job (inside the caller's transaction, with the write it is about). A ``fold`` already queued for
     the session is not queued twice."""
     if kind == "fold":
+        # A fold already running (claimed) read the session before this write: queue another one after it.
         await conn.execute(
             "INSERT INTO jobs (kind, sid, payload) SELECT 'fold', %s, '{}' WHERE NOT EXISTS "
-            "(SELECT 1 FROM jobs WHERE kind = 'fold' AND sid = %s AND status = 'queued')",
+            "(SELECT 1 FROM jobs WHERE kind = 'fold' AND sid = %s AND status = 'queued' AND locked_by IS NULL)",
             (sid, sid),
         )
         return
@@ -141,50 +157,94 @@ async def enqueue(conn: Conn, kind: str, sid: int, payload: dict[str, object] | 
 
 
 async def run_one(service: MemoryService) -> bool:
-    """Claim and run the oldest due job; False when none was due."""
+    """Claim and run the oldest due job (module docstring); False when none was due."""
     assert service.db.pool is not None
-    async with service.db.pool.connection() as conn, conn.transaction():
-        async with conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute(
-                "SELECT id, kind, sid, payload, attempts FROM jobs WHERE status = 'queued' AND run_after <= now() "
-                "ORDER BY run_after, id LIMIT 1 FOR UPDATE SKIP LOCKED"
-            )
-            row = await cur.fetchone()
-        if row is None:
-            return False
-        job = Job(**row)
+    token = uuid.uuid4().hex
+    lease = service.settings.job_lease_seconds
+    async with service.db.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            "UPDATE jobs SET locked_until = now() + make_interval(secs => %(lease)s), locked_by = %(token)s "
+            "WHERE id = (SELECT id FROM jobs WHERE status = 'queued' AND run_after <= now() "
+            "AND (locked_until IS NULL OR locked_until < now()) ORDER BY run_after, id LIMIT 1 "
+            "FOR UPDATE SKIP LOCKED) RETURNING id, kind, sid, payload, attempts",
+            {"lease": lease, "token": token},
+        )
+        row = await cur.fetchone()
+    if row is None:
+        return False
+    job = Job(**row)
+    renewing = asyncio.create_task(_renew(service, job, token), name=f"memory-job-{job.id}-lease")
+    try:
         handler = HANDLERS.get(job.kind)
-        try:
-            if handler is None:
-                raise Failed(f"unknown job kind {job.kind!r}")
-            async with conn.transaction():  # a savepoint: a failed job's partial writes go, the claim stays
-                await handler(service, conn, job)
-            await conn.execute("DELETE FROM jobs WHERE id = %s", (job.id,))
-        except Failed as failure:
-            log.warning("memory job %s %d failed: %s", job.kind, job.id, failure)
-            await _record(conn, job, "failed", str(failure), 0)
-        except (Retry, ModelUnreachable) as error:
-            await _retry(conn, job, str(error))
-        except Exception as error:  # a bug or a database error: keep the job, try later, say so
-            log.exception("memory job %s %d raised", job.kind, job.id)
-            await _retry(conn, job, f"{type(error).__name__}: {error}")
+        if handler is None:
+            raise Failed(f"unknown job kind {job.kind!r}")
+        await _commit(service, job, token, await handler(service, job))
+    except Failed as failure:
+        log.warning("memory job %s %d failed: %s", job.kind, job.id, failure)
+        await _record(service, job, token, "failed", str(failure), 0)
+    except (Retry, ModelUnreachable) as error:
+        await _retry(service, job, token, str(error))
+    except Exception as error:  # a bug or a database error: keep the job, try later, say so
+        log.exception("memory job %s %d raised", job.kind, job.id)
+        await _retry(service, job, token, f"{type(error).__name__}: {error}")
+    finally:
+        renewing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await renewing
     return True
 
 
-async def _retry(conn: Conn, job: Job, reason: str) -> None:
+async def _renew(service: MemoryService, job: Job, token: str) -> None:
+    """Extend the job's lease every third of its length while it runs (a failed renewal is tried again)."""
+    assert service.db.pool is not None
+    lease = service.settings.job_lease_seconds
+    while True:
+        await asyncio.sleep(lease / 3)
+        try:
+            async with service.db.pool.connection() as conn:
+                await conn.execute(
+                    "UPDATE jobs SET locked_until = now() + make_interval(secs => %s) WHERE id = %s AND locked_by = %s",
+                    (lease, job.id, token),
+                )
+        except Exception as error:  # the database is away: the commit will tell whether the job is still ours
+            log.warning("memory job %s %d: cannot renew its lease: %s", job.kind, job.id, error)
+
+
+async def _commit(service: MemoryService, job: Job, token: str, commit: Commit | None) -> None:
+    """The job's writes and its removal, in one short transaction, if its session still exists and the job is
+    still this claim's; otherwise the results are dropped."""
+    assert service.db.pool is not None
+    async with service.db.pool.connection() as conn, conn.transaction():
+        # Session first, then the job: erasure locks in that order too.
+        if await store.session_by_sid(conn, job.sid, lock=True) is None:
+            log.info("memory job %s %d: its session was erased meanwhile; results dropped", job.kind, job.id)
+            return
+        cur = await conn.execute("SELECT 1 FROM jobs WHERE id = %s AND locked_by = %s FOR UPDATE", (job.id, token))
+        if await cur.fetchone() is None:
+            log.warning("memory job %s %d: its lease passed to another worker; results dropped", job.kind, job.id)
+            return
+        if commit is not None:
+            await commit(conn)
+        await conn.execute("DELETE FROM jobs WHERE id = %s", (job.id,))
+
+
+async def _retry(service: MemoryService, job: Job, token: str, reason: str) -> None:
     if job.attempts + 1 >= MAX_ATTEMPTS:
         log.warning("memory job %s %d failed after %d tries: %s", job.kind, job.id, job.attempts + 1, reason)
-        await _record(conn, job, "failed", reason, 0)
+        await _record(service, job, token, "failed", reason, 0)
         return
-    await _record(conn, job, "queued", reason, min(2.0**job.attempts, 300.0))
+    await _record(service, job, token, "queued", reason, min(2.0**job.attempts, 300.0))
 
 
-async def _record(conn: Conn, job: Job, status: str, reason: str, delay: float) -> None:
-    await conn.execute(
-        "UPDATE jobs SET status = %s, attempts = attempts + 1, last_error = %s, "
-        "run_after = now() + make_interval(secs => %s) WHERE id = %s",
-        (status, reason[:2000], delay, job.id),
-    )
+async def _record(service: MemoryService, job: Job, token: str, status: str, reason: str, delay: float) -> None:
+    """Release the claim with the job's new status, its reason and when it is due again."""
+    assert service.db.pool is not None
+    async with service.db.pool.connection() as conn:
+        await conn.execute(
+            "UPDATE jobs SET status = %s, attempts = attempts + 1, last_error = %s, locked_until = NULL, "
+            "locked_by = NULL, run_after = now() + make_interval(secs => %s) WHERE id = %s AND locked_by = %s",
+            (status, reason[:2000], delay, job.id, token),
+        )
 
 
 async def worker(service: MemoryService, wake: asyncio.Event) -> None:
@@ -205,38 +265,35 @@ async def worker(service: MemoryService, wake: asyncio.Event) -> None:
 
 
 async def _session_of(conn: Conn, sid: int) -> store.Session:
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(
-            "SELECT sid, session_id, app_name, user_id, created_at, updated_at, event_count, rolling_summary "
-            "FROM sessions WHERE sid = %s",
-            (sid,),
-        )
-        row = await cur.fetchone()
-    if row is None:
+    session = await store.session_by_sid(conn, sid)
+    if session is None:
         raise Failed("the session no longer exists")
-    return store.Session(**row)
+    return session
 
 
-async def extract(service: MemoryService, conn: Conn, job: Job) -> None:
-    """Extract facts from the events of one write and store them (deduplicated), queueing a conflict check each."""
-    session = await _session_of(conn, job.sid)
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(
-            "SELECT event_id, ts AS timestamp, event_type, content, metadata FROM events "
-            "WHERE sid = %s AND seq BETWEEN %s AND %s AND event_type = ANY(%s) ORDER BY seq",
-            (job.sid, job.payload["first_seq"], job.payload["last_seq"], list(store.CONVERSATION_TYPES)),
-        )
-        rows = await cur.fetchall()
+async def extract(service: MemoryService, job: Job) -> Commit | None:
+    """Extract facts from the events of one write; the commit stores them (deduplicated), queueing a conflict check
+    for each new one."""
+    assert service.db.pool is not None
+    async with service.db.pool.connection() as conn:
+        session = await _session_of(conn, job.sid)
+        async with conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(
+                "SELECT event_id, ts AS timestamp, event_type, content, metadata FROM events "
+                "WHERE sid = %s AND seq BETWEEN %s AND %s AND event_type = ANY(%s) ORDER BY seq",
+                (job.sid, job.payload["first_seq"], job.payload["last_seq"], list(store.CONVERSATION_TYPES)),
+            )
+            rows = await cur.fetchall()
     events = [MemoryEvent.model_validate(row) for row in rows]
     if not events:
-        return
+        return None
     lines = "\n".join(f"{_speaker(event.event_type)}: {event_text(event)}" for event in events)
     answer = await _ask_json(
         service, EXTRACTION_SYSTEM, lines, "extracted_facts", EXTRACTED_FACTS_SCHEMA, ExtractedFacts
     )
     texts = [text.strip() for text in answer.facts if text.strip()]
     if not texts:
-        return
+        return None
     vectors = await service.embed_texts(texts)
     owner = facts.Owner(session.app_name, session.user_id, session.session_id)
     source_ids = [event.event_id for event in events]
@@ -245,56 +302,82 @@ async def extract(service: MemoryService, conn: Conn, job: Job) -> None:
         "session_id": session.session_id,
         "user_id": session.user_id,
     }
-    for text, vector in zip(texts, vectors, strict=True):
-        written = await facts.write_fact(conn, text, owner, "extracted", vector, attribution, source_ids)
-        if written.status == "stored" and service.settings.has_summary_model:
-            await enqueue(conn, "reconcile", job.sid, {"fact_id": written.fact_id})
-    service.wake_workers()
+
+    async def commit(conn: Conn) -> None:
+        for text, vector in zip(texts, vectors, strict=True):
+            written = await facts.write_fact(conn, text, owner, "extracted", vector, attribution, source_ids)
+            if written.status == "stored" and service.settings.has_summary_model:
+                await enqueue(conn, "reconcile", job.sid, {"fact_id": written.fact_id})
+        service.wake_workers()
+
+    return commit
 
 
 def _speaker(event_type: str) -> str:
     return "assistant" if event_type == EventType.AGENT_RESPONSE else "user"
 
 
-async def reconcile(service: MemoryService, conn: Conn, job: Job) -> None:
-    """Supersede the older facts that a new fact contradicts, as the summary model judges."""
+async def reconcile(service: MemoryService, job: Job) -> Commit | None:
+    """Ask the summary model which older facts a new fact contradicts; the commit supersedes them. Without a
+    candidate (:func:`~kora.memory.service.facts.conflict_candidates`) no model request is made."""
+    assert service.db.pool is not None
     fact_id = str(job.payload["fact_id"])
-    found = await facts.fact_owner(conn, fact_id)
-    if found is None:
-        return
-    owner, text, embedding = found
-    candidates = await facts.similar_facts(conn, text, owner, embedding, exclude=fact_id)
+    async with service.db.pool.connection() as conn:
+        found = await facts.fact_owner(conn, fact_id)
+        if found is None:
+            return None
+        owner, text, embedding = found
+        candidates = await facts.conflict_candidates(conn, text, owner, embedding, exclude=fact_id)
     if not candidates:
-        return
+        return None
     listing = "\n".join(f"{candidate.fact_id}: {candidate.text}" for candidate in candidates)
     question = f"New fact: {text}\nExisting facts:\n{listing}"
     answer = await _ask_json(service, CONFLICT_SYSTEM, question, "fact_conflicts", FACT_CONFLICTS_SCHEMA, FactConflicts)
     known = {candidate.fact_id for candidate in candidates}
     contradicted = [old for old in answer.contradicted if old in known]
-    if contradicted:
+    if not contradicted:
+        return None
+
+    async def commit(conn: Conn) -> None:
         await facts.supersede(conn, contradicted, fact_id, "contradicted by a newer fact")
 
+    return commit
 
-async def fold(service: MemoryService, conn: Conn, job: Job) -> None:
+
+async def fold(service: MemoryService, job: Job) -> Commit | None:
     """Fold the events that left the session's window into new versions of its rolling summary, oldest first,
-    :data:`FOLD_BATCH` events per model request, until every event out of the window is summarised."""
-    # One fold per session at a time, across replicas: two would both write "version n + 1" of the same summary.
-    cur = await conn.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", (_FOLD_LOCK_SPACE, job.sid % _INT4))
-    locked = await cur.fetchone()
-    if not locked or not locked[0]:
-        raise Retry("another replica is folding this session")
+    :data:`FOLD_BATCH` events per model request, until every event out of the window is summarised. Each version
+    commits on its own (in a short transaction that checks the session still exists)."""
+    assert service.db.pool is not None
     if service.summary is None:
         raise Failed("no summary model is configured")
-    session = await _session_of(conn, job.sid)
+    async with service.db.pool.connection() as conn:
+        # One fold per session at a time, across replicas: two would both write "version n + 1" of the same summary.
+        # A session-level lock on this connection (no transaction is open across the model requests); a process
+        # that dies lets go of it with its connection.
+        cur = await conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (_FOLD_LOCK_SPACE, job.sid % _INT4))
+        locked = await cur.fetchone()
+        if not locked or not locked[0]:
+            raise Retry("another replica is folding this session")
+        try:
+            await _fold_locked(service, conn, job)
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(%s, %s)", (_FOLD_LOCK_SPACE, job.sid % _INT4))
+    return None
+
+
+async def _fold_locked(service: MemoryService, conn: Conn, job: Job) -> None:
+    assert service.summary is not None
     settings = service.settings
-    cap = settings.short_term_hard_event_cap
-    newest = await store.newest_events(conn, session, 0, cap)
-    in_window = store.window_size(newest, cap, settings.short_term_token_budget)
-    # Events older than the window's oldest are out of it; with nothing in the window (one event over the token
-    # budget), every event is.
-    window_start = newest[in_window - 1].seq if in_window else (newest[0].seq + 1 if newest else 0)
-    previous = await store.latest_summary(conn, session)
     while True:
+        session = await _session_of(conn, job.sid)
+        cap, budget = session.window_bounds(settings)
+        newest = await store.newest_events(conn, session, 0, cap)
+        in_window = store.window_size(newest, cap, budget)
+        # Events older than the window's oldest are out of it; with nothing in the window (one event over the token
+        # budget), every event is.
+        window_start = newest[in_window - 1].seq if in_window else (newest[0].seq + 1 if newest else 0)
+        previous = await store.latest_summary(conn, session)
         through = previous[1] if previous else 0
         leaving = await store.oldest_events(conn, session, through, window_start, FOLD_BATCH)
         if not leaving:
@@ -309,8 +392,10 @@ async def fold(service: MemoryService, conn: Conn, job: Job) -> None:
         summary = strip_unstorable(answer).strip()
         if not summary:
             raise Failed("the summary model answered no storable text")
-        previous = (summary, leaving[-1].seq)
-        await _store_summary(conn, job.sid, previous[0], previous[1], settings.digest_retention)
+        async with conn.transaction():
+            if await store.session_by_sid(conn, job.sid, lock=True) is None:
+                raise Failed("the session no longer exists")
+            await _store_summary(conn, job.sid, summary, leaving[-1].seq, settings.digest_retention)
 
 
 async def _store_summary(conn: Conn, sid: int, body: str, through_seq: int, retention: int) -> None:
@@ -346,7 +431,8 @@ async def _ask_json(
     raise Failed(f"{service.settings.extraction_attempts} answers were not valid {name} JSON; last: {problem}")
 
 
-HANDLERS: dict[str, Callable[[MemoryService, Conn, Job], Awaitable[None]]] = {
+#: The job kinds: each does its reads and model requests, and returns its writes for the commit (None: nothing).
+HANDLERS: dict[str, Callable[[MemoryService, Job], Awaitable[Commit | None]]] = {
     "extract": extract,
     "reconcile": reconcile,
     "fold": fold,

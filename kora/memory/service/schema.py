@@ -9,7 +9,9 @@ key ``sid``; owner: ``app_name`` and, when verified, ``user_id``), ``events`` (v
 ``body`` and its token estimate, full-text indexed), ``summaries`` (rolling summaries, versioned per session),
 ``facts`` (long-term facts with their embedding, full-text indexed, superseded facts kept with
 ``invalidated_at``), ``fact_history`` (created / superseded rows: old text, new text and why), ``jobs`` (the
-durable background queue) and ``store_meta`` (the embedding dimension in use).
+durable background queue; a claimed job has a lease, ``locked_until``) and ``store_meta`` (the embedding dimension
+in use). A session keeps the window its client asked for last (``window_events``, ``window_tokens``; None: the
+store's bounds), which decides what the rolling summary folds.
 
 The vector column's dimension follows the embedding model (:func:`ensure_embedding_dimension`); until one is known
 the column has no dimension and no vector index.
@@ -125,8 +127,15 @@ CREATE INDEX jobs_session ON jobs (sid);
 CREATE TABLE store_meta (key text PRIMARY KEY, value text NOT NULL);
 """
 
+#: Version 2: the client's window per session (the medium tier folds what leaves *that* window, so the summary and
+#: the window a turn sees leave no gap), and job leases (a job is claimed for a while, not held in a transaction).
+_V2 = """
+ALTER TABLE sessions ADD COLUMN window_events integer, ADD COLUMN window_tokens integer;
+ALTER TABLE jobs ADD COLUMN locked_until timestamptz, ADD COLUMN locked_by text;
+"""
+
 #: Migrations in order: ``MIGRATIONS[i]`` brings the schema from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[str, ...] = (_V1,)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

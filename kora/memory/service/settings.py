@@ -91,6 +91,13 @@ class MemoryServiceSettings(BaseSettings):
         default=3, ge=1, le=10, description="Model requests per extraction before the job is recorded as failed."
     )
     workers: int = Field(default=2, ge=0, le=32, description="Background workers (fact extraction, summary folds).")
+    job_lease_seconds: float = Field(
+        default=30.0,
+        ge=1.0,
+        le=3600.0,
+        description="A claimed background job is renewed every third of this while it runs; a job whose worker "
+        "died is run again once this has passed.",
+    )
     log_level: LogLevel = Field(default="INFO", description="Log level (any case).")
 
     @field_validator("summary_model_api_url", "embedding_model_api_url")

@@ -35,7 +35,10 @@ CONVERSATION_TYPES = (EventType.USER_MESSAGE, EventType.TASK_DELEGATION_RECEIVED
 #: enough text reaches; the event itself (``content``) is stored whole, and its token estimate counts all of it.
 MAX_SEARCH_CHARS = 100_000
 
-_SESSION_COLUMNS = "sid, session_id, app_name, user_id, created_at, updated_at, event_count, rolling_summary"
+_SESSION_COLUMNS = (
+    "sid, session_id, app_name, user_id, created_at, updated_at, event_count, rolling_summary, window_events, "
+    "window_tokens"
+)
 _EVENT_COLUMNS = "event_id, ts AS timestamp, event_type, content, metadata"
 
 
@@ -56,6 +59,17 @@ class Session:
     updated_at: datetime
     event_count: int
     rolling_summary: bool
+    window_events: int | None = None
+    window_tokens: int | None = None
+
+    def window_bounds(self, settings: MemoryServiceSettings) -> tuple[int, int]:
+        """The window whose leavers the rolling summary folds: the client's (as its last write said), within the
+        store's ``short_term_hard_event_cap`` and ``short_term_token_budget``; (events, tokens)."""
+        cap = settings.short_term_hard_event_cap
+        budget = settings.short_term_token_budget
+        events = cap if self.window_events is None else min(self.window_events, cap)
+        tokens = budget if self.window_tokens is None else min(self.window_tokens, budget)
+        return events, tokens
 
     def info(self) -> SessionInfo:
         """As the API lists it."""
@@ -78,20 +92,28 @@ def _event(row: dict[str, Any]) -> MemoryEvent:
 
 
 async def get_or_create_session(
-    conn: Conn, session_id: str, app_name: str, user_id: str | None, rolling_summary: bool = False
+    conn: Conn,
+    session_id: str,
+    app_name: str,
+    user_id: str | None,
+    rolling_summary: bool = False,
+    window: tuple[int | None, int | None] = (None, None),
 ) -> Session:
-    """The session ``session_id`` of ``app_name``, created when missing.
+    """The session ``session_id`` of ``app_name``, created when missing; ``window`` (events, tokens) records the
+    client's window when given.
 
     Raises :class:`~kora.core.errors.Forbidden` when it belongs to another verified user: a session id never
     opens another user's memory.
     """
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(
-            f"INSERT INTO sessions (session_id, app_name, user_id, rolling_summary) VALUES (%s, %s, %s, %s) "
-            f"ON CONFLICT (app_name, session_id) DO UPDATE "
-            f"SET rolling_summary = sessions.rolling_summary OR excluded.rolling_summary "
+            f"INSERT INTO sessions (session_id, app_name, user_id, rolling_summary, window_events, window_tokens) "
+            f"VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (app_name, session_id) DO UPDATE "
+            f"SET rolling_summary = sessions.rolling_summary OR excluded.rolling_summary, "
+            f"window_events = coalesce(excluded.window_events, sessions.window_events), "
+            f"window_tokens = coalesce(excluded.window_tokens, sessions.window_tokens) "
             f"RETURNING {_SESSION_COLUMNS}",
-            (session_id, app_name, user_id, rolling_summary),
+            (session_id, app_name, user_id, rolling_summary, *window),
         )
         row = await cur.fetchone()
     assert row is not None  # INSERT ... RETURNING always returns the row
@@ -106,6 +128,18 @@ async def find_session(conn: Conn, session_id: str, app_name: str) -> Session | 
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(
             f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE app_name = %s AND session_id = %s", (app_name, session_id)
+        )
+        row = await cur.fetchone()
+    return None if row is None else _session(row)
+
+
+async def session_by_sid(conn: Conn, sid: int, lock: bool = False) -> Session | None:
+    """The session of row ``sid``, or None when it is gone. ``lock`` takes a share lock on its row until the
+    caller's transaction ends, so an erasure (which locks the sessions it removes first) cannot remove it
+    meanwhile, and waits for a locker that came first."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE sid = %s{' FOR SHARE' if lock else ''}", (sid,)
         )
         row = await cur.fetchone()
     return None if row is None else _session(row)
@@ -283,26 +317,70 @@ async def latest_summary(conn: Conn, session: Session) -> tuple[str, int] | None
     return None if row is None else (str(row[0]), int(str(row[1])))
 
 
-async def window(
-    conn: Conn, session: Session, settings: MemoryServiceSettings, max_events: int, token_budget: int
-) -> list[MemoryEvent]:
-    """The session's short-term window, oldest first: its newest events within the client's and the store's bounds."""
-    cap = min(max_events, settings.short_term_hard_event_cap)
-    budget = min(token_budget, settings.short_term_token_budget)
-    if cap == 0:
-        return []
-    newest = await newest_events(conn, session, 0, cap)
-    size = window_size(newest, cap, budget)
-    return [row.event for row in reversed(newest[:size])]
+@dataclass(frozen=True)
+class TurnWindow:
+    """What the short- and medium-term tiers put before a turn: the ``session`` (None when unknown), its newest
+    rolling ``summary`` (None when there is none, or the tier is off) and the ``events`` of its window, oldest
+    first."""
+
+    session: Session | None
+    summary: str | None
+    events: list[MemoryEvent]
+
+
+async def turn_window(
+    conn: Conn, app_name: str, session_id: str, settings: MemoryServiceSettings, max_events: int, token_budget: int
+) -> TurnWindow:
+    """The session, its summary and its window for a turn, in two queries.
+
+    The window is the newest ``max_events`` events within ``token_budget`` (both within the store's bounds). On a
+    session with a rolling summary it reaches back to the first event the summary does not cover yet (still
+    within the store's hard event cap and the token budget): the summary covers what the window leaves out, even
+    while a fold is pending or before the first one.
+    """
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            f"SELECT {', '.join(f's.{c.strip()}' for c in _SESSION_COLUMNS.split(','))}, "
+            f"sm.body AS summary, sm.through_seq FROM sessions s LEFT JOIN LATERAL (SELECT body, through_seq "
+            f"FROM summaries WHERE sid = s.sid ORDER BY version DESC LIMIT 1) sm ON true "
+            f"WHERE s.app_name = %s AND s.session_id = %s",
+            (app_name, session_id),
+        )
+        row = await cur.fetchone()
+        if row is None:
+            return TurnWindow(None, None, [])
+        summary, through = row.pop("summary"), row.pop("through_seq")
+        session = _session(row)
+        rolling = settings.medium_term_enabled and session.rolling_summary
+        hard_cap = settings.short_term_hard_event_cap
+        cap = min(max_events, hard_cap)
+        budget = min(token_budget, settings.short_term_token_budget)
+        # Without the medium tier nothing is summarised, so the window never reaches back past ``cap``.
+        reach = (int(str(through)) if through is not None else 0) if rolling else None
+        await cur.execute(
+            f"SELECT seq, tokens, {_EVENT_COLUMNS} FROM (SELECT seq, tokens, event_id, ts, event_type, content, "
+            f"metadata, row_number() OVER (ORDER BY seq DESC) AS n FROM events WHERE sid = %(sid)s "
+            f"ORDER BY seq DESC LIMIT %(hard)s) e "
+            f"WHERE n <= %(cap)s OR seq > %(reach)s ORDER BY seq DESC",
+            {"sid": session.sid, "hard": hard_cap if rolling else cap, "cap": cap, "reach": reach},
+        )
+        newest = [WindowRow(int(str(r.pop("seq"))), int(str(r.pop("tokens"))), _event(r)) for r in await cur.fetchall()]
+    size = window_size(newest, len(newest), budget)
+    return TurnWindow(
+        session,
+        str(summary) if rolling and summary is not None else None,
+        [r.event for r in reversed(newest[:size])],
+    )
 
 
 async def needs_fold(conn: Conn, session: Session, settings: MemoryServiceSettings) -> bool:
-    """True when ``compaction_trigger`` or more events have left the store's window and are not yet summarised."""
+    """True when ``compaction_trigger`` or more events have left the session's window (the client's, within the
+    store's bounds: :meth:`Session.window_bounds`) and are not yet summarised."""
     summary = await latest_summary(conn, session)
     through = summary[1] if summary else 0
-    cap = settings.short_term_hard_event_cap
+    cap, budget = session.window_bounds(settings)
     newest = await newest_events(conn, session, through, cap + settings.compaction_trigger)
-    in_window = window_size(newest, cap, settings.short_term_token_budget)
+    in_window = window_size(newest, cap, budget)
     return len(newest) - in_window >= settings.compaction_trigger
 
 
@@ -313,10 +391,11 @@ async def forget(conn: Conn, user_id: str | None, session_id: str | None) -> Rem
     """Erase one user's (every agent's sessions of theirs) or one session id's (in every agent) events, summaries,
     facts with their embeddings, fact history and queued jobs, in one transaction; the counts removed per tier.
 
-    A background job running for those sessions holds its row lock: erasure first waits for such jobs to end
-    (their writes commit), then removes what they stored and the jobs they queued, so a recall after this returns
-    can never see an erased fact, and no job of an erased session runs afterwards. Erasure may thus wait as long
-    as a model request of a running job.
+    Erasure first locks the sessions it removes. A background job commits its results only while holding a share
+    lock on its session and after checking the session still exists (:mod:`kora.memory.service.jobs`): so a job
+    that committed first has its writes removed here, and one that commits after finds its session gone and drops
+    them. A recall after this returns can never see an erased fact, and erasure never waits for a model request,
+    only for a job's short commit.
     """
     column, key = ("user_id", user_id) if user_id is not None else ("session_id", session_id)
     sessions_where = facts_where = f"{column} = %(key)s"
@@ -324,9 +403,9 @@ async def forget(conn: Conn, user_id: str | None, session_id: str | None) -> Rem
     removed: dict[str, int] = {}
     async with conn.transaction():
         sids = f"(SELECT sid FROM sessions WHERE {sessions_where})"
-        # Each statement below sees what had committed when it started (read committed): waiting here for the
-        # running jobs lets the deletes see their facts and the jobs they queued.
-        await conn.execute(f"SELECT 1 FROM jobs WHERE sid IN {sids} FOR UPDATE", params)
+        # Each statement below sees what had committed when it started (read committed): once these locks are held,
+        # no job commit on these sessions is under way, and none can start before this transaction ends.
+        await conn.execute(f"SELECT 1 FROM sessions WHERE {sessions_where} FOR UPDATE", params)
         for tier, statement in (
             ("jobs", f"DELETE FROM jobs WHERE sid IN {sids}"),
             ("events", f"DELETE FROM events WHERE sid IN {sids}"),
