@@ -22,7 +22,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import mcp.types as mcp_types
 from mcp.shared.exceptions import MCPError
@@ -53,6 +53,24 @@ class LostCallGuard(WrapperToolset[Any]):
     server: str = ""
     on_lost: Callable[[str, str], None] | None = None
 
+    async def __aenter__(self) -> Self:
+        """Enter the server's session for a run (the supervisor holds it open); a server that cannot be reached
+        now offers no tools to this run rather than failing it."""
+        try:
+            await self.wrapped.__aenter__()
+        except Exception as error:
+            self._lost(f"cannot connect: {_describe(error)}")
+        return self
+
+    async def __aexit__(self, *args: Any) -> bool | None:
+        """Leave the session at the end of a run; a session that died with its server fails to close with the
+        transport's error, which is no failure of the turn."""
+        try:
+            return await self.wrapped.__aexit__(*args)
+        except Exception as error:
+            log.debug("mcp server %r: closing a run's session: %s", self.server, _describe(error))
+            return None
+
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         """The server's tools; none for this step when it cannot list them (it went away during the turn)."""
         try:
@@ -72,8 +90,8 @@ class LostCallGuard(WrapperToolset[Any]):
         except Exception as error:
             reason = error.message if isinstance(error, ModelRetry) else _describe(error)
             self._lost(f"tool call {name!r} failed: {reason}")
-            raise ToolFailed(f"Error: the tool server {self.server!r} failed during the call to {name!r}: {reason}") from error
-
+            message = f"Error: the tool server {self.server!r} failed during the call to {name!r}: {reason}"
+            raise ToolFailed(message) from error
 
     def _lost(self, reason: str) -> None:
         log.warning("mcp server %r: %s", self.server, reason)

@@ -129,7 +129,7 @@ class ModelClient:
         except httpx2.HTTPError as error:
             raise ModelError(f"The model API stream failed: {error}") from None
         if not finished:
-            raise ModelError("The model API's stream ended before the answer was complete (no finish_reason, no [DONE]).")
+            raise ModelError("The model API's stream ended before the answer was complete (no finish_reason, [DONE]).")
 
     async def _send(self, body: JSONObject, *, stream: bool) -> httpx2.Response:
         """POST ``body`` with the retry policy; the response with a 2xx status (unread when ``stream``)."""

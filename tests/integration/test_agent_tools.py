@@ -178,7 +178,8 @@ async def test_the_step_budget_ends_the_turn_with_a_clear_message_and_an_error_e
         assert "limit of 2 model requests" in answer.choices[0].message.content
         assert len(model.requests) == 2
         # Usage is what the two requests really cost (the scripted model counts words).
-        assert answer.usage.prompt_tokens > 0 and answer.usage.completion_tokens > 0
+        assert answer.usage.prompt_tokens > 0
+        assert answer.usage.completion_tokens > 0
         events = agent.events("b")
         # Both steps that ran are kept, then the error event says why the turn ended.
         assert [e["event_type"] for e in events] == [
