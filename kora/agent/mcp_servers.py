@@ -89,7 +89,12 @@ class LostCallGuard(WrapperToolset[Any]):
             raise
         except Exception as error:
             reason = error.message if isinstance(error, ModelRetry) else _describe(error)
-            self._lost(f"tool call {name!r} failed: {reason}")
+            if isinstance(error, RuntimeError):
+                # The MCP client's verdict on the result (structured content that breaks the tool's output
+                # schema): the session is sound, only this call failed.
+                log.warning("mcp server %r: tool call %r failed: %s", self.server, name, reason)
+            else:
+                self._lost(f"tool call {name!r} failed: {reason}")
             message = f"Error: the tool server {self.server!r} failed during the call to {name!r}: {reason}"
             raise ToolFailed(message) from error
 
@@ -264,7 +269,8 @@ class McpServers:
 
 
 def _describe(error: BaseException) -> str:
+    """The first line of ``error``'s message (a schema validator's report spans many), at most 300 characters."""
     if isinstance(error, BaseExceptionGroup) and error.exceptions:
         return _describe(error.exceptions[0])
-    text = str(error) or type(error).__name__
+    text = (str(error).strip().splitlines() or [""])[0] or type(error).__name__
     return text if len(text) < 300 else text[:300] + "..."

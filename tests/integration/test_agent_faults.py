@@ -204,3 +204,46 @@ async def test_a_tool_server_killed_mid_call_gives_a_failed_result_and_comes_bac
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=10)
+
+
+def not_a_number() -> float:
+    """Promises a float and returns NaN."""
+    return float("nan")
+
+
+def boom() -> str:
+    """Raises."""
+    raise RuntimeError("tool exploded")
+
+
+@pytest.mark.parametrize(
+    ("tool", "expected"),
+    [
+        (
+            not_a_number,
+            "Error: the tool server 'odd' failed during the call to 'not_a_number': "
+            "Invalid structured content returned by tool not_a_number: None is not of type 'number'",
+        ),
+        (boom, "Error executing tool boom"),
+    ],
+)
+async def test_a_third_party_tool_server_breaking_its_schema_or_raising_gives_error_text(model, tool, expected):
+    """A tool server Kora does not run (the official SDK's): its own failures reach the model as error text, the
+    turn goes on, no validator internals reach the client."""
+    from tests.support.agent import mcp_app
+    from tests.support.threaded import ThreadedServer
+
+    model.enqueue(ToolCallReply([ToolCall(tool.__name__, {})]), TextReply("the tool failed"))
+    async with (
+        ThreadedServer(mcp_app("odd", [tool]), name="odd", lifespan="on") as odd,
+        running_agent(model, MCP_SERVERS="odd", MCP_SERVER_ODD_URL=odd.root_url) as agent,
+    ):
+        answer = agent.openai().chat.completions.create(
+            model="a", messages=[{"role": "user", "content": "go"}], extra_headers={"X-Session-ID": "odd"}
+        )
+        assert answer.choices[0].message.content == "the tool failed"
+        events = agent.events("odd")
+        assert [e["event_type"] for e in events] == ["user_message", "tool_call", "tool_result", "agent_response"]
+        assert events[2]["content"]["content"] == expected
+        assert events[2]["metadata"]["outcome"] == "failed"
+        still_serves(agent, model)
