@@ -4,7 +4,8 @@ agent keeps serving afterwards.
 
 Drills covered elsewhere (not repeated here): model down / 500 / 503 mid-stream / slow beyond its timeout and a
 client leaving mid-stream (``test_agent_chat.py``), a peer down during delegation and the step budget
-(``test_agent_tools.py``), a peer that hangs (``test_a2a_delegation.py``).
+(``test_agent_tools.py``), a failing peer task (``test_a2a_delegation.py``), tools raising, hanging, exiting
+and returning values JSON cannot carry (``test_mcp_server.py``).
 """
 
 import asyncio
