@@ -13,7 +13,8 @@ pydantic-ai's failures become Kora's (:func:`turn_error`): a spent step budget i
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
+from contextlib import aclosing, contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -29,9 +30,10 @@ from pydantic_ai import (
     TextPart,
     TextPartDelta,
     UsageLimits,
+    capture_run_messages,
 )
 from pydantic_ai.exceptions import UnexpectedModelBehavior, UsageLimitExceeded
-from pydantic_ai.messages import InstructionPart
+from pydantic_ai.messages import InstructionPart, ModelResponse, repair_messages
 from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
@@ -75,6 +77,38 @@ def text_delta(event: object) -> str:
     if isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
         return event.delta.content_delta
     return ""
+
+
+def steps_usage(usage: RunUsage, steps: Sequence[ModelMessage]) -> RunUsage:
+    """``usage`` (what the turn spent before the loop) plus the requests and tokens of the model responses in
+    ``steps``: what a turn that stopped in the loop really spent."""
+    total = RunUsage(requests=usage.requests, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
+    for message in steps:
+        if isinstance(message, ModelResponse):
+            total.requests += 1
+            total.input_tokens += message.usage.input_tokens
+            total.output_tokens += message.usage.output_tokens
+    return total
+
+
+@contextmanager
+def _recording_steps(history: Sequence[ModelMessage], steps: list[ModelMessage]) -> Iterator[None]:
+    """Fill ``steps`` with the messages the run inside the block added after ``history``, when the block ends
+    however it ends: model responses cut before they were complete (``state == "interrupted"``: a stream cut or
+    cancelled mid-answer) are left out, being no answer; tool returns are kept with their outcome.
+
+    ``history`` is already repaired as pydantic-ai repairs it (:func:`repair_messages` is idempotent), so the
+    run's messages start at ``len(history)``.
+    """
+    with capture_run_messages() as captured:
+        try:
+            yield
+        finally:
+            steps[:] = [
+                message
+                for message in captured[len(history) :]
+                if not (isinstance(message, ModelResponse) and message.state == "interrupted")
+            ]
 
 
 def turn_error(error: BaseException) -> KoraError:
@@ -178,27 +212,49 @@ class AgenticLoop:
         parts = [InstructionPart(text) for text in texts if text]
         return replace(parameters, instruction_parts=parts)
 
-    async def run(self, turn: TurnRequest, messages: list[ModelMessage], usage: RunUsage) -> LoopResult:
+    async def run(
+        self, turn: TurnRequest, messages: list[ModelMessage], usage: RunUsage, steps: list[ModelMessage]
+    ) -> LoopResult:
         """Continue a turn from ``messages``, which end with its prompt request (the loop sends it) or with the
         first answer's tool calls (the loop runs them). ``usage`` is what the turn has spent so far.
 
+        ``steps`` is filled with the messages of the steps that ran (model responses, tool returns) however the
+        run ends, so a turn that fails or is cancelled can still store them (spec "Events" rule 1).
+
         Raises :class:`~kora.core.errors.KoraError` (see :func:`turn_error`).
         """
-        try:
-            result = await self.agent.run(None, **self._run_args(turn, messages, usage))
-        except Exception as error:
-            raise turn_error(error) from error
+        history = repair_messages(messages, repair_last_response=False)
+        with _recording_steps(history, steps):
+            try:
+                result = await self.agent.run(None, **self._run_args(turn, history, usage))
+            except Exception as error:
+                raise turn_error(error) from error
         return self._result(result)
 
     async def stream(
-        self, turn: TurnRequest, messages: list[ModelMessage], usage: RunUsage, *, said_text: bool
+        self,
+        turn: TurnRequest,
+        messages: list[ModelMessage],
+        usage: RunUsage,
+        steps: list[ModelMessage],
+        *,
+        said_text: bool,
     ) -> AsyncGenerator[str | LoopResult]:
         """Like :meth:`run`, yielding the answer's text deltas as the model streams them, then the result.
 
         Text of a later model response (after tools ran) starts a new paragraph, so a plain client never sees
         "Let me check." run into the answer (``said_text``: the turn already streamed text). Closing the
-        iterator cancels the model request and tool calls.
+        iterator cancels the model request and tool calls; ``steps`` then holds the steps that ran.
         """
+        history = repair_messages(messages, repair_last_response=False)
+        with _recording_steps(history, steps):
+            async with aclosing(self._stream(turn, history, usage, said_text=said_text)) as items:
+                async for item in items:
+                    yield item
+
+    async def _stream(
+        self, turn: TurnRequest, messages: list[ModelMessage], usage: RunUsage, *, said_text: bool
+    ) -> AsyncGenerator[str | LoopResult]:
         tools_ran = False
         result = None
         try:

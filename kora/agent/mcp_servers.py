@@ -7,6 +7,11 @@ reconnect, so a server that comes back with new tools is picked up. Tool names s
 and Kora's own tools: a name offered by two sources is renamed ``<server>_<tool>`` on the MCP side.
 
 Readiness: :meth:`McpServers.problems` names each server that cannot be listed now; ``/ready`` reports them.
+
+A call lost to its server (the server died or the connection dropped mid-call) does not end the turn: it
+becomes a failed tool result whose text starts with ``Error:`` (spec "Errors" item 1), stored as the call's
+``tool_result`` (metadata ``outcome: "failed"``), and the model decides what to do next. The supervisor notices
+the server is gone at its next ping and reconnects when it is back.
 """
 
 from __future__ import annotations
@@ -15,16 +20,88 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import mcp.types as mcp_types
 from mcp.shared.exceptions import MCPError
+from pydantic_ai import RunContext
+from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, ToolFailed
 from pydantic_ai.mcp import MCPToolset
-from pydantic_ai.toolsets import AbstractToolset
+from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
+from pydantic_ai.toolsets.abstract import ToolsetTool
 
 log = logging.getLogger("kora.agent.mcp")
+
+
+#: What a tool call raises to steer pydantic-ai (a failed result, deferral): passed on as it is.
+_TOOL_CONTROL = (ToolFailed, CallDeferred, ApprovalRequired)
+
+
+@dataclass
+class LostCallGuard(WrapperToolset[Any]):
+    """A tool server's toolset whose calls cannot end the turn by failing in transport: any exception other
+    than pydantic-ai's own tool control flow becomes :class:`~pydantic_ai.exceptions.ToolFailed` with
+    ``Error: ...`` text naming the server and the tool (what the model then sees as the call's result).
+
+    That includes ``ModelRetry``: with ``tool_error_behavior="failed"`` the MCP toolset raises it only for a
+    protocol-level error (a connection closed mid-call among them), and a retried call is stored nowhere (call
+    and return are both dropped), so the lost call would vanish from the session's events.
+    """
+
+    server: str = ""
+    on_lost: Callable[[str, str], None] | None = None
+
+    async def __aenter__(self) -> Self:
+        """Enter the server's session for a run (the supervisor holds it open); a server that cannot be reached
+        now offers no tools to this run rather than failing it."""
+        try:
+            await self.wrapped.__aenter__()
+        except Exception as error:
+            self._lost(f"cannot connect: {_describe(error)}")
+        return self
+
+    async def __aexit__(self, *args: Any) -> bool | None:
+        """Leave the session at the end of a run; a session that died with its server fails to close with the
+        transport's error, which is no failure of the turn."""
+        try:
+            return await self.wrapped.__aexit__(*args)
+        except Exception as error:
+            log.debug("mcp server %r: closing a run's session: %s", self.server, _describe(error))
+            return None
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        """The server's tools; none for this step when it cannot list them (it went away during the turn)."""
+        try:
+            return await self.wrapped.get_tools(ctx)
+        except Exception as error:
+            self._lost(f"cannot list tools: {_describe(error)}")
+            return {}
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        """Call ``name`` on the wrapped toolset; a transport failure is a failed tool result."""
+        try:
+            return await self.wrapped.call_tool(name, tool_args, ctx, tool)
+        except _TOOL_CONTROL:
+            raise
+        except Exception as error:
+            reason = error.message if isinstance(error, ModelRetry) else _describe(error)
+            if isinstance(error, RuntimeError):
+                # The MCP client's verdict on the result (structured content that breaks the tool's output
+                # schema): the session is sound, only this call failed.
+                log.warning("mcp server %r: tool call %r failed: %s", self.server, name, reason)
+            else:
+                self._lost(f"tool call {name!r} failed: {reason}")
+            message = f"Error: the tool server {self.server!r} failed during the call to {name!r}: {reason}"
+            raise ToolFailed(message) from error
+
+    def _lost(self, reason: str) -> None:
+        log.warning("mcp server %r: %s", self.server, reason)
+        if self.on_lost is not None:
+            self.on_lost(self.server, reason)
 
 
 @dataclass
@@ -61,6 +138,9 @@ class McpServers:
         self._renames: dict[str, dict[str, str]] = {}
         self._task: asyncio.Task[None] | None = None
         self._first_pass = asyncio.Event()
+        # Servers that lost a call since the supervisor's last pass: it reconnects them at once.
+        self._lost: dict[str, str] = {}
+        self._wake = asyncio.Event()
 
     async def start(self) -> None:
         """Start supervising; returns once every server has been tried once (connected or not)."""
@@ -105,10 +185,20 @@ class McpServers:
                 )
         return result
 
+    def report_lost(self, name: str, reason: str) -> None:
+        """A call to server ``name`` failed in transport (``reason``): the supervisor drops its session and
+        reconnects now, rather than at its next ping. Called from turns; the supervisor task does the work, as an
+        MCP session must be closed by the task that opened it."""
+        self._lost[name] = reason
+        self._wake.set()
+
     async def _supervise(self) -> None:
         backoff = 0.5
         while True:
             for server in self._servers.values():
+                if server.name in self._lost and server.toolset is not None:
+                    await self._disconnect(server, self._lost[server.name])
+                self._lost.pop(server.name, None)
                 if server.toolset is None:
                     await self._connect(server)
                 else:
@@ -116,7 +206,10 @@ class McpServers:
             self._first_pass.set()
             down = any(s.toolset is None for s in self._servers.values())
             backoff = min(backoff * 2, self._max_backoff) if down else 0.5
-            await asyncio.sleep(backoff if down else self._ping_interval)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(backoff if down else self._ping_interval):
+                    await self._wake.wait()
+            self._wake.clear()
 
     async def _connect(self, server: _Server) -> None:
         toolset: MCPToolset[Any] = MCPToolset(
@@ -170,12 +263,14 @@ class McpServers:
                 if counts[tool.name] > 1 or tool.name in self._reserved
             }
             self._renames[server.name] = renames
-            toolsets.append(server.toolset.renamed(renames) if renames else server.toolset)
+            toolset = server.toolset.renamed(renames) if renames else server.toolset
+            toolsets.append(LostCallGuard(toolset, server=server.name, on_lost=self.report_lost))
         self._toolsets = toolsets
 
 
 def _describe(error: BaseException) -> str:
+    """The first line of ``error``'s message (a schema validator's report spans many), at most 300 characters."""
     if isinstance(error, BaseExceptionGroup) and error.exceptions:
         return _describe(error.exceptions[0])
-    text = str(error) or type(error).__name__
+    text = (str(error).strip().splitlines() or [""])[0] or type(error).__name__
     return text if len(text) < 300 else text[:300] + "..."

@@ -95,7 +95,8 @@ class ModelClient:
 
     @asynccontextmanager
     async def stream(self, body: JSONObject) -> AsyncIterator[AsyncIterator[ChatCompletionChunk]]:
-        """Send ``body`` (``stream`` true); yields an iterator of its chunks, ending at ``[DONE]``.
+        """Send ``body`` (``stream`` true); yields an iterator of its chunks, ending at ``[DONE]`` (or at the end
+        of a stream whose last choice gave a ``finish_reason``; a stream with neither is cut: ``ModelError``).
 
         Leaving the block early closes the connection, which tells the model API to stop. Raises
         ``ModelError``, also while iterating.
@@ -109,18 +110,26 @@ class ModelClient:
             await response.aclose()
 
     async def _chunks(self, response: httpx2.Response) -> AsyncGenerator[ChatCompletionChunk]:
+        """The stream's chunks up to ``[DONE]``. A stream that ends with neither ``[DONE]`` nor a chunk with a
+        ``finish_reason`` was cut mid-answer (a proxy or model server that went away and closed the response
+        cleanly): :class:`~kora.core.errors.ModelError`, never a silent end that would pass for a whole answer."""
+        finished = False
         try:
             async for event in httpx2.EventSource(response):
                 if event.data == "[DONE]":
                     return
                 if event.data:
-                    yield ChatCompletionChunk.model_validate_json(event.data)
+                    chunk = ChatCompletionChunk.model_validate_json(event.data)
+                    finished = finished or any(choice.finish_reason for choice in chunk.choices or [])
+                    yield chunk
         except pydantic.ValidationError as error:
             raise ModelError(f"The model API sent an invalid chunk: {_first(error)}") from None
         except httpx2.TimeoutException:
             raise ModelTimeout("The model API's stream stalled for longer than the timeout.") from None
         except httpx2.HTTPError as error:
             raise ModelError(f"The model API stream failed: {error}") from None
+        if not finished:
+            raise ModelError("The model API's stream ended before the answer was complete (no finish_reason, [DONE]).")
 
     async def _send(self, body: JSONObject, *, stream: bool) -> httpx2.Response:
         """POST ``body`` with the retry policy; the response with a 2xx status (unread when ``stream``)."""

@@ -28,7 +28,7 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing, asynccontextmanager
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic_ai import ModelMessage, ModelResponse
@@ -36,7 +36,7 @@ from pydantic_ai.usage import RunUsage
 
 from kora.agent.chat_model import KoraChatModel
 from kora.agent.history import events_to_messages, memory_instructions, replay_to_messages
-from kora.agent.loop import AgenticLoop, text_delta, turn_error
+from kora.agent.loop import AgenticLoop, steps_usage, text_delta, turn_error
 from kora.agent.recorder import TurnRecorder, prompt_request
 from kora.agent.settings import AgentSettings
 from kora.agent.turn import TurnOutcome, TurnRequest
@@ -80,8 +80,9 @@ class AgentRuntime:
 
     Errors: :meth:`run` and :meth:`stream` raise :class:`~kora.core.errors.TurnError` (``ModelError``,
     ``ModelTimeout``, or an internal error) after storing the turn's ``error`` event. A spent step budget is
-    not an error of the request: the turn ends with ``finish_reason = "length"`` and a message saying so (also
-    stored as an ``error`` event).
+    not an error of the request: the turn ends with ``finish_reason = "length"``, a message saying so and the
+    usage really spent (also stored as an ``error`` event); A2A ends its task ``failed``. However a turn ends,
+    the events of every step that ran (tool calls and results) are stored before its ``error`` event.
     """
 
     def __init__(self, settings: AgentSettings, memory: Memory) -> None:
@@ -119,10 +120,11 @@ class AgentRuntime:
     async def run(self, turn: TurnRequest) -> TurnOutcome:
         """Run a turn to its end and return the answer (the model is asked for whole responses)."""
         async with self._locks.hold(turn.session_id):
+            progress = _Progress()
             try:
                 turn, messages = await self._prepare(turn)
-                usage = RunUsage()
                 prompt_at = len(messages) - 1
+                progress.messages = messages[prompt_at:]
                 if self._direct:
                     parameters = self.loop.request_parameters(turn)
                     # Prepared as the Agent prepares every request (pydantic-ai's notes on framing lookalikes).
@@ -130,24 +132,28 @@ class AgentRuntime:
                     first = await self.model.request(sent, None, parameters)
                     if ends_turn(first):
                         return await self._ended(turn, [messages[-1], first], first.text or "", _usage_of(first))
-                    messages, usage = _hand_over(messages, first)
-                result = await self.loop.run(turn, messages, usage)
+                    messages, progress.usage = _hand_over(messages, first)
+                    progress.messages = messages[prompt_at:]
+                result = await self.loop.run(turn, messages, progress.usage, progress.steps)
                 return await self._ended(turn, [*messages[prompt_at:], *result.new_messages], result.text, result.usage)
             except (Exception, asyncio.CancelledError) as error:
-                return await self._failed(turn, error)
+                return await self._failed(turn, error, progress)
 
     async def stream(self, turn: TurnRequest) -> AsyncGenerator[str | TurnOutcome]:
         """Run a turn, yielding answer text deltas as the model streams them, then the :class:`TurnOutcome`.
 
         Tool calls and delegation happen inside the turn and yield no text. Closing the iterator early
-        (a client that went away) cancels the model request and tool calls in flight.
+        (a client that went away) cancels the model request and tool calls in flight; the steps that ran are
+        stored with a ``cancelled`` error event.
         """
         async with self._locks.hold(turn.session_id):
             recorded = False
+            progress = _Progress()
             try:
                 turn, messages = await self._prepare(turn)
                 prompt_at = len(messages) - 1
-                usage, said_text = RunUsage(), False
+                progress.messages = messages[prompt_at:]
+                said_text = False
                 if self._direct:
                     parameters = self.loop.request_parameters(turn)
                     sent = self.model.prepare_messages(messages, parameters)
@@ -162,8 +168,10 @@ class AgentRuntime:
                         recorded = True
                         yield outcome
                         return
-                    messages, usage = _hand_over(messages, first)
-                async with aclosing(self.loop.stream(turn, messages, usage, said_text=said_text)) as items:
+                    messages, progress.usage = _hand_over(messages, first)
+                    progress.messages = messages[prompt_at:]
+                loop_stream = self.loop.stream(turn, messages, progress.usage, progress.steps, said_text=said_text)
+                async with aclosing(loop_stream) as items:
                     async for item in items:
                         if isinstance(item, str):
                             yield item
@@ -176,10 +184,11 @@ class AgentRuntime:
                 # The consumer stopped reading (aclose): the requests above are already cancelled. Keep the record,
                 # unless the turn had ended and was stored before the consumer left.
                 if not recorded:
-                    await self.recorder.record(turn, [], TurnCancelled("The turn was stopped before it finished."))
+                    stopped = TurnCancelled("The turn was stopped before it finished.")
+                    await self.recorder.record(turn, progress.ran(), stopped)
                 raise
             except (Exception, asyncio.CancelledError) as error:
-                outcome = await self._failed(turn, error)
+                outcome = await self._failed(turn, error, progress)
                 yield outcome.text
                 yield outcome
 
@@ -212,11 +221,13 @@ class AgentRuntime:
         await self.recorder.record(turn, messages)
         return TurnOutcome(text, "stop", usage.input_tokens, usage.output_tokens, usage.requests)
 
-    async def _failed(self, turn: TurnRequest, error: BaseException) -> TurnOutcome:
-        """Store the turn's ``error`` event; the outcome of a spent step budget, else raise the error as a
+    async def _failed(self, turn: TurnRequest, error: BaseException, progress: _Progress) -> TurnOutcome:
+        """Store the turn as far as it went (the steps that ran, then its ``error`` event); the outcome of a spent
+        step budget (``finish_reason`` ``length``, the usage really spent), else raise the error as a
         :class:`~kora.core.errors.TurnError` (cancellation is re-raised)."""
         if isinstance(error, asyncio.CancelledError):
-            await asyncio.shield(self.recorder.record(turn, [], TurnCancelled("The turn was cancelled.")))
+            stopped = TurnCancelled("The turn was cancelled.")
+            await asyncio.shield(self.recorder.record(turn, progress.ran(), stopped))
             raise error
         failure = turn_error(error)
         if isinstance(failure, StepLimitReached):
@@ -224,14 +235,30 @@ class AgentRuntime:
                 f"I stopped before finishing: this turn reached its limit of "
                 f"{self.settings.agentic_loop_max_steps} model requests."
             )
-            await self.recorder.record(turn, [], failure)
-            return TurnOutcome(failure.message, "length", 0, 0, self.settings.agentic_loop_max_steps)
+            await self.recorder.record(turn, progress.ran(), failure)
+            usage = steps_usage(progress.usage, progress.steps)
+            return TurnOutcome(failure.message, "length", usage.input_tokens, usage.output_tokens, usage.requests)
         if not isinstance(error, KoraError):
             log.error("turn failed in session %s", turn.session_id, exc_info=error)
-        await self.recorder.record(turn, [], failure)
+        await self.recorder.record(turn, progress.ran(), failure)
         if failure is error:
             raise failure
         raise failure from error
+
+
+@dataclass
+class _Progress:
+    """How far a turn got, so a turn that fails or is cancelled stores the steps that ran: ``messages`` from
+    its prompt request up to the loop (the first answer, when it called tools), ``usage`` spent before the loop,
+    and ``steps``, the loop's messages (filled by :class:`~kora.agent.loop.AgenticLoop` however it ends)."""
+
+    messages: list[ModelMessage] = field(default_factory=list)
+    usage: RunUsage = field(default_factory=RunUsage)
+    steps: list[ModelMessage] = field(default_factory=list)
+
+    def ran(self) -> list[ModelMessage]:
+        """The turn's messages so far, from its prompt request on (empty before it was prepared)."""
+        return [*self.messages, *self.steps]
 
 
 def _hand_over(messages: list[ModelMessage], first: ModelResponse) -> tuple[list[ModelMessage], RunUsage]:

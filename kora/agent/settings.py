@@ -20,7 +20,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from kora.core import env as envnames
 from kora.core import protocol
 from kora.core.net import is_http_url
-from kora.core.settings_errors import SettingsError, describe_validation_error
+from kora.core.settings_errors import SettingsError, describe_validation_error, settings_fields
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 #: Scopes an agent may read, narrowest first: this session < this agent's memories of the user (across
@@ -343,10 +343,9 @@ def load_agent_settings(environ: Mapping[str, str] | None = None) -> AgentSettin
     in ``PEER_AGENTS`` (orchestrator format). Raises ``SettingsError`` listing every bad variable.
     """
     env = dict(os.environ if environ is None else environ)
-    lowered = {key.lower(): value for key, value in env.items()}
     settings: AgentSettings | None = None
     # Pass the mapping explicitly so callers (tests, the local runtime) need not touch os.environ.
-    fields = {name: lowered[name] for name in AgentSettings.model_fields if name in lowered}
+    fields = settings_fields(env, AgentSettings.model_fields)
     fields.pop("mcp_server_urls", None)
     fields.pop("sub_agent_urls", None)
     problems = _auth_problems(fields)

@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as StarletteRoute
 
 from kora.core.openai_wire import openai_error_body
-from kora.proxy.forward import error_response, forward
+from kora.proxy.forward import error_response, forward, raw_path
 from kora.resources import WorkloadPlan
 from kora.resources.urls import route_path
 
@@ -85,7 +85,7 @@ def create_gateway_app(routes: Mapping[str, GatewayRoute], *, max_connections: i
             yield
 
     async def proxy(request: Request) -> Response:
-        matched = match_route(routes, request.url.path)
+        matched = match_route(routes, raw_path(request))
         if matched is None:
             body = openai_error_body(
                 f"no route for {request.url.path}", "not_found", "not_found", routes=list[JsonValue](sorted(routes))

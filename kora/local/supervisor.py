@@ -25,7 +25,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
@@ -42,8 +42,19 @@ PROBE_INTERVAL = 0.2
 MAX_BACKOFF_SECONDS = 30.0
 #: A run that lasted this long counts as healthy: the next crash restarts after 1 s again.
 BACKOFF_RESET_SECONDS = 60.0
-#: Inherited variables with these prefixes are dropped: a workload sees only its plan's settings, as in a pod.
-_PRIVATE_PREFIXES = ("AGENT_", "MODEL_", "MCP_", "MEMORY_", "PEER_AGENT", "OTEL_", "TASK_STORE")
+#: What a workload inherits from the shell that runs ``kora up``, as a pod gets from its image: where programs,
+#: the home and temporary directories are, the locale and time zone, where Python finds Kora (a source
+#: checkout) and CA certificates, where caches live (``XDG_*``; the hosted model's ``HF_HOME``, ``HF_HUB_*``
+#: cache and offline switches). Never credentials: a key exported in the shell (``OPENAI_API_KEY``) stays there,
+#: out of reach of inline tools; name it with ``kora up --pass-env NAME`` to hand it on.
+INHERITED_NAMES = frozenset(
+    {
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP",
+        "PYTHONPATH", "SSL_CERT_FILE", "SSL_CERT_DIR", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE",
+    }
+)  # fmt: skip
+#: Name prefixes inherited as well: locale categories and the XDG base directories.
+INHERITED_PREFIXES = ("LC_", "XDG_")
 
 
 def backoff_delays(first: float = 1.0, cap: float = MAX_BACKOFF_SECONDS) -> list[float]:
@@ -54,9 +65,15 @@ def backoff_delays(first: float = 1.0, cap: float = MAX_BACKOFF_SECONDS) -> list
     return delays
 
 
-def child_environment(base: Mapping[str, str], plan_env: Mapping[str, str]) -> dict[str, str]:
-    """``base`` without Kora's own variables, plus ``plan_env``, plus unbuffered output (logs appear at once)."""
-    env = {k: v for k, v in base.items() if not k.startswith(_PRIVATE_PREFIXES)}
+def child_environment(
+    base: Mapping[str, str], plan_env: Mapping[str, str], pass_env: Collection[str] = ()
+) -> dict[str, str]:
+    """A workload's environment: the minimal part of ``base`` (:data:`INHERITED_NAMES`,
+    :data:`INHERITED_PREFIXES`) and the variables of ``base`` named in ``pass_env`` (``kora up --pass-env``),
+    then ``plan_env`` (the wiring and the workload's own settings, which win), then unbuffered output (logs
+    appear at once). Nothing else of ``base`` reaches the workload."""
+    passed = set(pass_env)
+    env = {k: v for k, v in base.items() if k in INHERITED_NAMES or k in passed or k.startswith(INHERITED_PREFIXES)}
     return env | dict(plan_env) | {"PYTHONUNBUFFERED": "1"}
 
 
@@ -65,7 +82,8 @@ class Supervisor:
 
     ``environments`` maps each ref to its resolved environment; ``on_change`` is called (in the event loop)
     after every phase change, e.g. to rewrite the state file. :meth:`run` returns after :meth:`stop` once
-    every process is gone.
+    every process is gone. ``pass_env`` names variables of this process's environment every workload gets
+    besides the minimal set (see :func:`child_environment`).
     """
 
     def __init__(
@@ -77,8 +95,10 @@ class Supervisor:
         *,
         on_change: Callable[[], None] = lambda: None,
         grace_seconds: float = 5.0,
+        pass_env: Collection[str] = (),
     ) -> None:
         self.plans = plans
+        self.pass_env = tuple(pass_env)
         self.environments = environments
         self.state = state
         self.work_dirs = work_dirs
@@ -181,7 +201,7 @@ class Supervisor:
                 "kora.cli",
                 *plan.args,
                 cwd=work_dir,
-                env=child_environment(os.environ, self.environments[ref]),
+                env=child_environment(os.environ, self.environments[ref], self.pass_env),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,
                 stderr=asyncio.subprocess.STDOUT,

@@ -124,8 +124,10 @@ class _LocalRun:
         plans: dict[ResourceRef, WorkloadPlan],
         gateway_sock: socket.socket,
         state_dir: Path,
+        pass_env: tuple[str, ...] = (),
     ) -> None:
         self._graph = graph
+        self._pass_env = pass_env
         self._plans = plans
         self._gateway_sock = gateway_sock
         self._state_dir = state_dir
@@ -152,6 +154,7 @@ class _LocalRun:
             {ref: self._state_dir / "work" / _slug(ref) for ref in self._plans},
             on_change=self._on_change,
             grace_seconds=grace,
+            pass_env=self._pass_env,
         )
         loop = asyncio.get_running_loop()
         for stop_signal in (signal.SIGINT, signal.SIGTERM):
@@ -236,6 +239,14 @@ def _up(
         Path, typer.Option(help="Directory of the state file, logs and work dirs.")
     ] = DEFAULT_STATE_DIR,
     grace: Annotated[float, typer.Option(help="Seconds between a workload's SIGTERM and its SIGKILL.", min=0)] = 5.0,
+    pass_env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--pass-env",
+            help="Hand this variable of your shell on to every workload (repeatable); by default they get only "
+            "PATH, HOME, locale, TZ, temp dirs and what their manifests set.",
+        ),
+    ] = None,
 ) -> int:
     """Run Kora manifests as local processes."""
     try:
@@ -264,7 +275,7 @@ def _up(
         print(f"kora up: {error}", file=sys.stderr)
         return 2
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        return runner.run(_LocalRun(graph, plans, gateway_sock, state_dir).run(grace))
+        return runner.run(_LocalRun(graph, plans, gateway_sock, state_dir, tuple(pass_env or ())).run(grace))
 
 
 def cli(argv: list[str]) -> int:

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from kora.core.settings_errors import SettingsError, describe_validation_error
+from kora.core.settings_errors import SettingsError, describe_validation_error, settings_fields
 
 COMPONENT = "kora mcp"
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -142,8 +142,7 @@ def load_mcp_settings(environ: Mapping[str, str] | None = None, **overrides: Any
     given" and "more than one source of tools given".
     """
     env = os.environ if environ is None else environ
-    lowered = {key.lower(): value for key, value in env.items()}
-    fields: dict[str, Any] = {name: lowered[name] for name in McpSettings.model_fields if name in lowered}
+    fields: dict[str, Any] = dict(settings_fields(env, McpSettings.model_fields))
     fields.update({name: value for name, value in overrides.items() if value is not None})
     try:
         settings = McpSettings.model_validate(fields)

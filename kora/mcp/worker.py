@@ -13,7 +13,9 @@ many bytes of UTF-8 JSON. Requests and replies:
 - ``{"op": "call", "tool": str, "args": {...}}`` -> ``{"ok": true, "value": <JSON>}`` or
   ``{"ok": false, "error": "<ExceptionType>: <message>", "traceback": str}``.
 
-Error texts and tracebacks are redacted (:mod:`kora.mcp.redact`) with the variables the tools read.
+Error texts and tracebacks are redacted (:mod:`kora.mcp.redact`) with the variables the tools read. Values are
+strict JSON (no NaN or infinity: such a result is the tool's error) and every string is valid UTF-8 (a lone
+surrogate is sent as its backslash escape as text, see :func:`encodable`).
 Anything the tools print goes to stderr (also redacted), never into the protocol stream. Standard
 library only, so a worker starts in well under a second.
 """
@@ -39,9 +41,30 @@ HEADER_SIZE = _HEADER.size
 
 
 def encode_frame(message: dict[str, Any]) -> bytes:
-    """One protocol frame: length prefix plus compact JSON. Raises ``TypeError``/``ValueError`` if not JSON."""
-    body = json.dumps(message, separators=(",", ":")).encode()
+    """One protocol frame: length prefix plus compact JSON. Raises ``TypeError``/``ValueError`` if not JSON:
+    NaN and infinities included (JSON has none; a ``-> float`` tool returning NaN would otherwise send content
+    that breaks its own output schema), ``RecursionError`` for a value nested too deep.
+
+    Strings are made encodable first (:func:`encodable`)."""
+    body = json.dumps(encodable(message), separators=(",", ":"), allow_nan=False).encode()
     return _HEADER.pack(len(body)) + body
+
+
+def encodable(value: Any) -> Any:
+    r"""``value`` with every string (dict keys included) encodable as UTF-8: a lone surrogate, as in a file name
+    ``os.listdir`` decoded from bytes that are not UTF-8 (``"\udc80"``), becomes its escape as text, the six
+    characters ``\udc80``, so the name stays readable and distinct. Other values are returned as they are."""
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode()
+        return value
+    if isinstance(value, dict):
+        return {encodable(key): encodable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [encodable(item) for item in value]
+    return value
 
 
 def frame_length(header: bytes) -> int:
@@ -122,7 +145,7 @@ class _Worker:
             return self._failure(exc)
         try:
             return encode_frame({"ok": True, "value": value})
-        except (TypeError, ValueError) as exc:  # a set, bytes, a cycle...: report it as the tool's error
+        except (TypeError, ValueError, RecursionError) as exc:  # a set, bytes, NaN, a cycle: the tool's error
             return self._failure(TypeError(f"the tool returned a value that cannot be sent as JSON: {exc}"))
 
     def serve(self) -> int:

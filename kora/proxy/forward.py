@@ -8,6 +8,12 @@ Timeouts: ``timeout_seconds`` bound the wait for the upstream's response headers
 two body chunks (so a slow first token is a 504, and a stream that stalls that long is cut). Connecting
 gets at most ``min(timeout, 5)`` seconds.
 
+The request goes on as it came: the same path as the client spelled it (percent-escapes kept, see
+:func:`raw_path`), the same query string (none when the client sent none: no trailing ``?``), and its body with
+the client's ``Content-Length`` when it sent one (chunked only when the client's body was chunked: servers built
+on Python's ``http.server`` reject chunked request bodies). The answer carries one ``date`` and one ``server``
+header, the proxy's own, as the upstream's are dropped.
+
 Errors (JSON bodies ``{"error": {"message", "type", "code"}}``, the OpenAI shape, which every Kora
 workload's clients already parse): 502 ``bad_gateway`` when the upstream cannot be reached or breaks the
 connection before the headers, 504 ``gateway_timeout`` when it does not answer within ``timeout_seconds``.
@@ -24,7 +30,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from kora.core.openai_wire import openai_error_body
 
-__all__ = ["HOP_BY_HOP", "error_response", "forward", "request_headers"]
+__all__ = ["HOP_BY_HOP", "error_response", "forward", "raw_path", "request_headers"]
 
 #: Headers that describe one connection, not the message (RFC 9110 section 7.6.1); never forwarded.
 HOP_BY_HOP = frozenset(
@@ -42,15 +48,26 @@ HOP_BY_HOP = frozenset(
 )
 
 
+#: Response headers the proxy's own HTTP server sets once for every answer; the upstream's would be a second copy.
+SERVER_SET = frozenset({"date", "server"})
+
+
+def raw_path(request: Request) -> str:
+    """The request's path as the client sent it (percent-escapes such as ``%2F`` kept), without the query."""
+    raw = request.scope.get("raw_path")
+    return raw.decode("latin-1") if isinstance(raw, bytes) and raw else request.url.path
+
+
 def error_response(status: int, code: str, message: str) -> JSONResponse:
     """An OpenAI-shaped JSON error: ``{"error": {"message": message, "type": code, "code": code}}``."""
     return JSONResponse(openai_error_body(message, code, code), status_code=status)
 
 
 def request_headers(request: Request, *, drop: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
-    """The request's end-to-end headers for the upstream: hop-by-hop, ``host``, ``content-length`` (httpx sets
-    it from the body it sends) and every lower-case name in ``drop`` removed; ``X-Forwarded-*`` added."""
-    skip = HOP_BY_HOP | {"host", "content-length"} | drop
+    """The request's end-to-end headers for the upstream: hop-by-hop, ``host`` and every lower-case name in
+    ``drop`` removed; ``X-Forwarded-*`` added. The client's ``content-length`` is kept (the body is relayed as it
+    streams in, and httpx sends a streamed body chunked unless its length is given)."""
+    skip = HOP_BY_HOP | {"host"} | drop
     headers = [(name, value) for name, value in request.headers.items() if name.lower() not in skip]
     client = request.client.host if request.client is not None else ""
     headers += [
@@ -78,15 +95,19 @@ async def forward(
 ) -> Response:
     """Send ``request`` (method, body streamed, query string kept) to ``upstream_url`` and stream the answer.
 
-    ``upstream_url`` is the full URL without the query string. ``extra_headers`` replace request headers of
+    ``upstream_url`` is the full URL without the query string, its path built from :func:`raw_path`.
+    ``extra_headers`` replace request headers of
     the same name (e.g. ``authorization`` for the model proxy). Returns the upstream's status, headers (minus
     hop-by-hop) and body as a :class:`StreamingResponse`, or a 502/504 :func:`error_response`. The upstream
     response is closed when the client has read it or gone away.
     """
     headers = request_headers(request, drop=drop_headers | {name.lower() for name in (extra_headers or {})})
     headers += list((extra_headers or {}).items())
-    url = httpx.URL(upstream_url, query=request.url.query.encode("latin-1"))
-    has_body = request.method not in {"GET", "HEAD", "DELETE", "OPTIONS"}
+    query = request.scope.get("query_string", b"")
+    # httpx writes a trailing "?" for an empty query it is given: give none.
+    url = httpx.URL(upstream_url, query=query) if query else httpx.URL(upstream_url)
+    # A body exactly when the client sent one (a length, or a chunked body); none is never turned into chunks.
+    has_body = "content-length" in request.headers or "transfer-encoding" in request.headers
     upstream_request = client.build_request(
         request.method,
         url,
@@ -100,7 +121,7 @@ async def forward(
         return error_response(504, "gateway_timeout", f"upstream did not answer within {timeout_seconds:g} s")
     except httpx.HTTPError as error:
         return error_response(502, "bad_gateway", f"upstream unreachable: {type(error).__name__}: {error}")
-    response_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in HOP_BY_HOP}
+    response_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in HOP_BY_HOP | SERVER_SET}
     return StreamingResponse(
         _relay(upstream),
         status_code=upstream.status_code,

@@ -32,7 +32,7 @@ from starlette.routing import Route
 from kora.core import env as names
 from kora.core.command import run_command, serve_until_stopped
 from kora.core.openai_wire import model_list_body
-from kora.proxy.forward import forward
+from kora.proxy.forward import forward, raw_path
 
 __all__ = ["VARIABLES", "ProxySettings", "cli", "create_proxy_app"]
 
@@ -104,7 +104,7 @@ def create_proxy_app(settings: ProxySettings) -> Starlette:
         return JSONResponse(model_list_body(list(settings.models), "kora-proxy", int(time.time())))
 
     async def v1(request: Request) -> Response:
-        rest = request.url.path.removeprefix("/v1")
+        rest = raw_path(request).removeprefix("/v1")
         # The client's own credentials are dropped even without a configured key: they were meant for Kora.
         return await forward(
             state["client"],

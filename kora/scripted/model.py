@@ -64,7 +64,9 @@ message), ``system_matches`` (regex searched in the system and developer message
 Reply fields (all kinds): ``delay_seconds`` (seconds before the response starts). Text and tool-call
 replies also take ``chunk_delay_seconds`` (seconds between streamed chunks) and
 ``disconnect_after_chunks`` (streaming only: the server drops the connection after that many content
-or tool-call chunks, simulating a crashed backend). ``text`` takes ``chunks`` (explicit stream pieces).
+or tool-call chunks, simulating a crashed backend) and ``end_after_chunks`` (streaming only: the response
+ends cleanly after that many chunks, with no finish chunk and no ``[DONE]``: an answer cut short).
+``text`` takes ``chunks`` (explicit stream pieces).
 
 Usage is deterministic: ``prompt_tokens`` counts whitespace-separated words over all message contents
 and tool-call argument strings, ``completion_tokens`` the words of the reply text plus those of the
@@ -551,6 +553,9 @@ class _ChatCompletions:
         for sent, delta in enumerate(deltas):
             if reply.disconnect_after_chunks is not None and sent >= reply.disconnect_after_chunks:
                 raise _SimulatedDisconnect
+            if reply.end_after_chunks is not None and sent >= reply.end_after_chunks:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return True
             if sent and await watch.sleep(reply.chunk_delay_seconds):
                 return False
             await send({"type": "http.response.body", "body": writer.chunk(delta), "more_body": True})

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -52,7 +52,9 @@ class TextReply:
     ``chunks`` are the streamed pieces; when ``None`` the text is split into word-ish tokens
     (:func:`split_chunks`). Explicit chunks must concatenate to ``text`` (else :class:`ScriptError`).
     ``delay_seconds`` delays the start of the response, ``chunk_delay_seconds`` separates streamed
-    chunks, ``disconnect_after_chunks`` drops a streamed response after that many content chunks.
+    chunks, ``disconnect_after_chunks`` drops a streamed response after that many content chunks, and
+    ``end_after_chunks`` ends it cleanly after that many, with no finish chunk and no ``[DONE]`` (an answer cut
+    by a proxy or a backend that closed the response as if it were whole).
     """
 
     text: str
@@ -60,6 +62,7 @@ class TextReply:
     delay_seconds: float = 0.0
     chunk_delay_seconds: float = 0.0
     disconnect_after_chunks: int | None = None
+    end_after_chunks: int | None = None
 
     def __post_init__(self) -> None:
         if self.chunks is not None and "".join(self.chunks) != self.text:
@@ -79,7 +82,7 @@ class ToolCallReply:
     """An assistant message asking for one or more tool calls (``finish_reason`` ``tool_calls``).
 
     ``text`` is optional content sent alongside the calls. Timing fields as in :class:`TextReply`;
-    ``disconnect_after_chunks`` counts text and tool-call chunks together.
+    ``disconnect_after_chunks`` and ``end_after_chunks`` count text and tool-call chunks together.
     """
 
     calls: list[ToolCall]
@@ -87,6 +90,7 @@ class ToolCallReply:
     delay_seconds: float = 0.0
     chunk_delay_seconds: float = 0.0
     disconnect_after_chunks: int | None = None
+    end_after_chunks: int | None = None
 
     def __post_init__(self) -> None:
         if not self.calls:
@@ -328,16 +332,14 @@ def instantiate(reply: Reply, values: Mapping[str, str], conversation: Conversat
     if isinstance(reply, TextReply):
         chunks = [_fill(chunk, values) for chunk in reply.chunks] if reply.chunks is not None else None
         text = "".join(chunks) if chunks is not None else _fill(reply.text, values)
-        return TextReply(text, chunks, reply.delay_seconds, reply.chunk_delay_seconds, reply.disconnect_after_chunks)
+        return replace(reply, text=text, chunks=chunks)
     calls = []
     for call in reply.calls:
         schema = {"type": "object", "properties": conversation.tool_schemas.get(call.name, {}).get("properties", {})}
         arguments = _fill_value(call.arguments, schema, values)
         calls.append(ToolCall(call.name, arguments if isinstance(arguments, dict) else {}))
     call_text = _fill(reply.text, values) if reply.text is not None else None
-    return ToolCallReply(
-        calls, call_text, reply.delay_seconds, reply.chunk_delay_seconds, reply.disconnect_after_chunks
-    )
+    return replace(reply, calls=calls, text=call_text)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -394,6 +396,7 @@ def reply_from_json(data: object) -> Reply:
         )
     chunk_delay = _number(data, "chunk_delay_seconds")
     disconnect = _optional_int(data, "disconnect_after_chunks")
+    end = _optional_int(data, "end_after_chunks")
     if kind == "text" and "json" in data:  # shorthand for a structured answer: the value as JSON text
         if "text" in data or "chunks" in data:
             raise ScriptError("give 'json' or 'text'/'chunks', not both")
@@ -401,7 +404,7 @@ def reply_from_json(data: object) -> Reply:
             json_text = json.dumps(data["json"], ensure_ascii=False)
         except (TypeError, ValueError) as exc:  # YAML dates and the like have no JSON form
             raise ScriptError(f"json must be plain JSON data: {exc}") from exc
-        return TextReply(json_text, None, delay, chunk_delay, disconnect)
+        return TextReply(json_text, None, delay, chunk_delay, disconnect, end)
     if kind == "text":
         chunks = data.get("chunks")
         if chunks is not None and not (isinstance(chunks, list) and all(isinstance(c, str) for c in chunks)):
@@ -409,7 +412,7 @@ def reply_from_json(data: object) -> Reply:
         text = _string(data, "text", required=chunks is None)
         if text is None:  # only chunks given: they define the text
             text = "".join(chunks or [])
-        return TextReply(text, chunks, delay, chunk_delay, disconnect)
+        return TextReply(text, chunks, delay, chunk_delay, disconnect, end)
     if kind == "tool_calls":
         raw_calls = data.get("calls")
         if not isinstance(raw_calls, list) or not raw_calls:
@@ -422,7 +425,7 @@ def reply_from_json(data: object) -> Reply:
             if not isinstance(arguments, dict):
                 raise ScriptError(f"arguments must be an object, got {arguments!r}")
             calls.append(ToolCall(_string(raw, "name") or "", arguments))
-        return ToolCallReply(calls, _string(data, "text", required=False), delay, chunk_delay, disconnect)
+        return ToolCallReply(calls, _string(data, "text", required=False), delay, chunk_delay, disconnect, end)
     raise ScriptError(f"unknown reply kind {kind!r} (expected text, tool_calls or error)")
 
 
@@ -441,6 +444,7 @@ def reply_to_json(reply: Reply) -> JSONObject:
         "delay_seconds": reply.delay_seconds,
         "chunk_delay_seconds": reply.chunk_delay_seconds,
         "disconnect_after_chunks": reply.disconnect_after_chunks,
+        "end_after_chunks": reply.end_after_chunks,
     }
     if isinstance(reply, TextReply):
         return {"kind": "text", "text": reply.text, "chunks": reply.chunks, **timing}

@@ -6,6 +6,7 @@ import httpx
 import pytest
 
 from kora.scripted import TextReply, ToolCall, ToolCallReply
+from tests.support.a2a import message_params, rpc_body
 from tests.support.agent import mcp_app, running_agent, wait_until
 from tests.support.threaded import ThreadedServer
 
@@ -163,7 +164,9 @@ async def test_a_peer_that_is_down_gives_the_model_error_text_not_a_crash(model)
 
 
 async def test_the_step_budget_ends_the_turn_with_a_clear_message_and_an_error_event(model):
-    model.enqueue(*[ToolCallReply([ToolCall("add", {"a": 1, "b": i})]) for i in range(5)])
+    """Over chat (``finish_reason: "length"``) and A2A (task ``failed``): both steps that ran are kept with
+    their usage, then the ``error`` event says why the turn ended."""
+    model.enqueue(*[ToolCallReply([ToolCall("add", {"a": 1, "b": i})]) for i in range(4)])
     async with (
         ThreadedServer(mcp_app("calc", [add]), name="calc", lifespan="on") as calc,
         running_agent(
@@ -176,9 +179,20 @@ async def test_the_step_budget_ends_the_turn_with_a_clear_message_and_an_error_e
         assert answer.choices[0].finish_reason == "length"
         assert "limit of 2 model requests" in answer.choices[0].message.content
         assert len(model.requests) == 2
+        # Usage is what the two requests really cost (the scripted model counts words).
+        assert answer.usage.prompt_tokens > 0
+        assert answer.usage.completion_tokens > 0
         events = agent.events("b")
-        assert events[-1]["event_type"] == "error"
+        assert [e["event_type"] for e in events] == ["user_message", *["tool_call", "tool_result"] * 2, "error"]
+        assert [e["content"]["content"] for e in events if e["event_type"] == "tool_result"] == [1, 2]
         assert events[-1]["content"]["error_type"] == "step_limit"
+
+        body = httpx.post(agent.url, json=rpc_body("message/send", message_params("loop", "t")), timeout=30).json()
+        task = body["result"]
+        assert task["status"]["state"] == "failed"
+        assert "limit of 2 model requests" in task["status"]["message"]["parts"][0]["text"]
+        assert not task.get("artifacts")
+        assert agent.event_types("t") == ["user_message", *["tool_call", "tool_result"] * 2, "error"]
 
 
 async def test_memory_tools_save_and_search_with_levels_up_to_the_read_scope(model):

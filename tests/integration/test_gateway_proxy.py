@@ -1,6 +1,8 @@
 """The local gateway and `kora model-proxy` over real HTTP: prefix stripping, streaming, 404/502/504, auth."""
 
 import asyncio
+import http.server
+import json
 import threading
 
 import httpx
@@ -24,6 +26,7 @@ async def echo(request: Request) -> JSONResponse:
         {
             "method": request.method,
             "path": request.url.path,
+            "raw_path": request.scope["raw_path"].decode(),
             "query": request.url.query,
             "body": body.decode(),
             "authorization": request.headers.get("authorization"),
@@ -86,6 +89,7 @@ def test_prefix_is_stripped_and_method_body_query_kept(gateway):
     assert response.json() == {
         "method": "POST",
         "path": "/v1/chat",
+        "raw_path": "/v1/chat",
         "query": "x=1&y=2",
         "body": "hello",
         "authorization": None,
@@ -151,3 +155,86 @@ def test_proxy_settings_name_the_missing_variable():
         {"MODEL_PROXY_API_BASE": "http://x/v1/", "MODEL_PROXY_API_KEY": "k", "MODEL_PROXY_MODELS": "a, b"}
     )
     assert settings == ProxySettings("http://x/v1", "k", ("a", "b"))
+
+
+class PlainBackend(http.server.BaseHTTPRequestHandler):
+    """An OpenAI-compatible backend on Python's ``http.server``: it reads a body by ``Content-Length`` only (no
+    chunked request bodies) and sends its own ``Server`` and ``Date`` headers."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        if "chunked" in self.headers.get("Transfer-Encoding", ""):
+            self.send_error(411, "chunked request bodies are not supported")
+            return
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        request = json.loads(body)
+        answer = {
+            "id": "chatcmpl-plain",
+            "object": "chat.completion",
+            "created": 0,
+            "model": request["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": f"path={self.path} length={len(body)}"},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+        data = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet."""
+
+
+@pytest.fixture(scope="module")
+def plain_backend():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), PlainBackend)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def plain_proxies(plain_backend):
+    """The model proxy and the gateway in front of the plain backend: ``{name: base URL ending in /v1}``."""
+    routes = {"/default/modelapi/plain": GatewayRoute("/default/modelapi/plain", plain_backend, 30)}
+    settings = ProxySettings(api_base=plain_backend + "/v1", api_key="sk-backend")
+    with (
+        ThreadedServer(create_gateway_app(routes), name="gateway", lifespan="on") as gateway,
+        ThreadedServer(create_proxy_app(settings), name="proxy", lifespan="on") as proxy,
+    ):
+        yield {"gateway": f"{gateway.root_url}/default/modelapi/plain/v1", "model-proxy": f"{proxy.root_url}/v1"}
+
+
+@pytest.mark.parametrize("through", ["gateway", "model-proxy"])
+def test_a_request_is_forwarded_as_it_came_to_an_http_server_backend(plain_proxies, through):
+    base = plain_proxies[through]
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    response = httpx.post(f"{base}/chat/completions", content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 200
+    # The same path (no trailing "?" for an empty query) and the body with its Content-Length, not chunked.
+    assert response.json()["choices"][0]["message"]["content"] == f"path=/v1/chat/completions length={len(body)}"
+    raw_headers = [name.lower() for name, _ in response.headers.raw]
+    assert raw_headers.count(b"date") == 1
+    assert raw_headers.count(b"server") == 1
+    with_query = httpx.post(f"{base}/chat/completions?api-version=1", content=body)
+    assert with_query.json()["choices"][0]["message"]["content"].startswith("path=/v1/chat/completions?api-version=1 ")
+    client = openai.OpenAI(base_url=base, api_key="client-key", max_retries=0)
+    answer = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hello"}])
+    assert answer.choices[0].message.content.startswith("path=/v1/chat/completions length=")
+
+
+def test_percent_escapes_in_the_path_reach_the_upstream_unchanged(gateway):
+    response = httpx.get(f"{gateway.root_url}/default/agent/a/files/a%2Fb")
+    assert response.json()["path"] == "/files/a/b"  # the backend (Starlette) decodes; it got the escaped form
+    assert response.json()["raw_path"] == "/files/a%2Fb"

@@ -115,6 +115,21 @@ def wrong_type() -> int:
     return "seven"
 
 
+def not_a_number() -> float:
+    """Promises a float and returns NaN, which JSON (and so its output schema) cannot carry."""
+    return float("nan")
+
+
+def odd_names() -> list[str]:
+    """File names as os.listdir gives them for bytes that are not UTF-8: lone surrogates."""
+    return ["caf\\udce9.txt", "ok.txt"]
+
+
+def odd_failure() -> str:
+    """Fails with a message carrying a lone surrogate."""
+    raise FileNotFoundError("no such file: caf\\udce9.txt")
+
+
 def third_party() -> str:
     """Imports a package that is installed in Kora's image but is not stdlib."""
     import httpx
@@ -123,7 +138,8 @@ def third_party() -> str:
 
 TOOL_NAMES = {
     "add", "describe", "words", "async_add", "fail", "leak", "needs_secret", "secret_length",
-    "with_default", "sleepy", "die", "not_json", "wrong_type", "third_party",
+    "with_default", "sleepy", "die", "not_json", "wrong_type", "third_party", "not_a_number", "odd_names",
+    "odd_failure",
 }  # fmt: skip
 
 
@@ -255,6 +271,26 @@ async def test_results_that_json_or_the_return_type_cannot_carry_are_errors(serv
     assert text_of(wrong_type).startswith(
         "Error: tool 'wrong_type' returned a value that does not match its return type"
     )
+
+
+async def test_a_result_that_breaks_its_own_output_schema_is_an_error_not_structured_content(server):
+    async with mcp_session(server.root_url + "/mcp") as session:
+        result = await session.call_tool("not_a_number", {})
+        assert result.is_error
+        assert result.structured_content is None
+        assert text_of(result).startswith("Error: TypeError: the tool returned a value that cannot be sent as JSON")
+        assert "not JSON compliant" in text_of(result)
+        assert (await session.call_tool("add", {"a": 1})).structured_content == {"result": 3}
+
+
+async def test_lone_surrogates_in_results_and_errors_come_back_as_escape_text(server):
+    async with mcp_session(server.root_url + "/mcp") as session:
+        names = await session.call_tool("odd_names", {})
+        failure = await session.call_tool("odd_failure", {})
+    assert not names.is_error
+    assert names.structured_content == {"result": ["caf\\udce9.txt", "ok.txt"]}
+    assert failure.is_error
+    assert "caf\\udce9.txt" in text_of(failure)
 
 
 async def test_a_third_party_import_inside_a_tool_is_refused_with_guidance(server):

@@ -145,3 +145,12 @@ def test_token_settings_without_a_key_set_are_each_named_with_the_other_problems
         "AGENT_PORT",
     ]
     assert "AUTH_JWT_JWKS_URL" in caught.value.problems[0]
+
+
+def test_empty_settings_count_as_unset_and_whitespace_is_trimmed():
+    load = load_agent_settings
+    base = {"AGENT_NAME": "a", "MODEL_API_URL": "http://127.0.0.1:1/v1", "MODEL_NAME": "m"}
+    settings = load({**base, "MEMORY_TOOLS": "", "MEMORY_ENABLED": " true", "AGENTIC_LOOP_MAX_STEPS": " 3 "})
+    assert settings.memory_enabled is True
+    assert settings.agentic_loop_max_steps == 3
+    assert settings.memory_tools == load(base).memory_tools

@@ -3,7 +3,8 @@
 :class:`KoraAgentExecutor` is the SDK's ``AgentExecutor`` for Kora: the SDK creates the task
 (``submitted``); the executor moves it to ``working``, runs one turn of :class:`~kora.agent.runtime.AgentRuntime`
 and ends it ``completed`` with the answer as an artifact and as the status message, or ``failed`` with the
-reason in the status message (the runtime has already stored the ``error`` memory event).
+reason in the status message (the runtime has already stored the ``error`` memory event): a turn error, or a
+turn that stopped short of an answer (``finish_reason`` other than ``stop``: the step budget ran out).
 
 * The task's ``contextId`` is the memory session, so a later task in the same context sees earlier turns.
 * ``tasks/cancel``: the SDK cancels the asyncio task running :meth:`KoraAgentExecutor.execute`; that closes
@@ -111,6 +112,11 @@ class KoraAgentExecutor(AgentExecutor):
             # On cancellation this closes the turn at once, aborting the model call (not at garbage collection).
             await stream.aclose()
         assert outcome is not None
+        if outcome.finish_reason != "stop":
+            # The turn stopped short (its step budget ran out): a failure of the task (spec "Errors" 3), with the
+            # reason as the status message; the runtime stored the steps that ran and the error event.
+            await updater.failed(updater.new_agent_message([new_text_part(outcome.text)]))
+            return
         await updater.add_artifact([new_text_part(outcome.text)], name=ANSWER_ARTIFACT, last_chunk=True)
         await updater.complete(updater.new_agent_message([new_text_part(outcome.text)]))
 

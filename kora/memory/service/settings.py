@@ -20,7 +20,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kora.core.net import is_http_url
-from kora.core.settings_errors import SettingsError, describe_validation_error
+from kora.core.settings_errors import SettingsError, describe_validation_error, settings_fields
 
 COMPONENT = "kora memory"
 ENV_PREFIX = "MEMORY_SERVICE_"
@@ -127,12 +127,7 @@ def load_memory_service_settings(environ: Mapping[str, str] | None = None) -> Me
     Raises :class:`SettingsError` listing every bad or missing ``MEMORY_SERVICE_*`` variable.
     """
     env = os.environ if environ is None else environ
-    prefix = ENV_PREFIX.lower()
-    fields = {
-        key.lower()[len(prefix) :]: value
-        for key, value in env.items()
-        if key.lower().startswith(prefix) and key.lower()[len(prefix) :] in MemoryServiceSettings.model_fields
-    }
+    fields = settings_fields(env, MemoryServiceSettings.model_fields, ENV_PREFIX)
     problems = _pairing_problems(fields)
     try:
         settings = MemoryServiceSettings.model_validate(fields)
