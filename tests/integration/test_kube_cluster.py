@@ -348,6 +348,7 @@ def test_owned_objects_are_garbage_collected(kube_cluster: KubeCluster, kube_nam
         eventually(gone)
 
 
+@pytest.mark.slow  # a second control plane of its own
 def test_stopping_a_control_plane_leaves_no_process(tmp_path: Path):
     with start_kube_cluster(tmp_path, controllers="namespace", install_crds=False) as cluster:
         pids = [int((tmp_path / f"{name}.pid").read_text()) for name in ("etcd", "apiserver", "kcm", "watcher")]
