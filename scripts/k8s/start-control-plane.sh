@@ -15,6 +15,10 @@
 #   KCM_CONTROLLERS  its --controllers list; tests use `garbagecollector,namespace`, which keeps owner-reference
 #                    cleanup and namespace deletion but not the deployment controller: with no kubelet no pod
 #                    ever runs, and that controller would overwrite a Deployment status a test sets.
+#   CRD_DIR          install the CRDs in this directory (server-side apply) and wait until they are Established
+#                    before the controller-manager starts: its garbage collector then knows their kinds at once
+#                    (it looks for new kinds only every 30 s, so owner references to a kind installed later are
+#                    not followed until then)
 #   OWNER_PID        stop the control plane by itself once this process is gone (a test run that crashed)
 #
 # Prints `export KUBECONFIG=DIR/kubeconfig` (the only stdout line). The kubeconfig authenticates with a random
@@ -93,6 +97,15 @@ contexts:
 current-context: kora-test
 KUBECONFIG
 chmod 600 kubeconfig.tmp && mv kubeconfig.tmp kubeconfig
+
+if [ -n "${CRD_DIR:-}" ]; then
+  kubectl=("$bin/kubectl" --kubeconfig="$dir/kubeconfig" --cache-dir="$dir/kubectl-cache")
+  # Server-side: client-side apply would store each CRD again in an annotation, too big for the Gateway API's.
+  "${kubectl[@]}" apply --server-side --force-conflicts --field-manager=kora-tests -f "$CRD_DIR" > crds.log 2>&1 \
+    || fail "installing the CRDs of $CRD_DIR failed" crds.log
+  "${kubectl[@]}" wait --for condition=established --timeout=60s crd --all >> crds.log 2>&1 \
+    || fail "the CRDs of $CRD_DIR were not Established within 60 s" crds.log
+fi
 
 if [ "${KCM:-1}" = 1 ]; then
   launch kcm "$bin/kube-controller-manager" --kubeconfig="$dir/kubeconfig" \

@@ -6,8 +6,10 @@ without a kubelet, owner references are garbage-collected, and stopping a contro
 
 from __future__ import annotations
 
+import asyncio
 import json
-import time
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,19 +34,10 @@ from tests.support.kube import (
     load_yaml_documents,
     start_kube_cluster,
 )
+from tests.support.memory import eventually
 
 EXAMPLES = sorted((REPO_ROOT / "examples").glob("*/kora.yaml"))
 HTTPRoute = create_namespaced_resource("gateway.networking.k8s.io", "v1", "HTTPRoute", "httproutes")
-
-
-def eventually(check, timeout: float = 30.0):
-    """Poll ``check()`` until it returns a truthy value (returned); fails the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := check():
-            return result
-        time.sleep(0.1)
-    pytest.fail(f"condition not met within {timeout} s")
 
 
 def api_error(call) -> ApiError:
@@ -329,29 +322,65 @@ async def test_a_deployment_can_be_marked_available_from_async_code(kube_cluster
     assert served.status.readyReplicas == 2
 
 
-def test_owned_objects_are_garbage_collected(kube_cluster: KubeCluster, kube_namespace: str):
-    """The controller-manager's garbage collector runs: what the operator creates goes with its owner."""
+async def test_owned_objects_are_garbage_collected(kube_cluster: KubeCluster, kube_namespace: str):
+    """The controller-manager's garbage collector runs and knows Kora's kinds: what the operator creates goes with
+    its owner."""
     resource = kora_resource("ModelAPI")
-    with kube_cluster.client(namespace=kube_namespace) as client:
-        owner = client.create(resource.from_dict(scripted_model_api("m")))  # type: ignore[arg-type]
+    client = kube_cluster.async_client(namespace=kube_namespace)
+    try:
+        owner = await client.create(resource.from_dict(scripted_model_api("m")))  # type: ignore[arg-type]
         reference = {"apiVersion": API_VERSION, "kind": "ModelAPI", "name": "m", "uid": owner.metadata.uid}
-        client.create(ConfigMap.from_dict({"metadata": {"name": "owned", "ownerReferences": [reference]}}))
-        client.delete(resource, "m")
+        await client.create(ConfigMap.from_dict({"metadata": {"name": "owned", "ownerReferences": [reference]}}))
+        await client.delete(resource, "m")
 
-        def gone() -> bool:
+        async def gone() -> bool:
             try:
-                client.get(ConfigMap, "owned")
+                await client.get(ConfigMap, "owned")
             except ApiError as error:
                 return error.status.code == 404
             return False
 
-        eventually(gone)
+        await eventually(gone, "the owned ConfigMap deleted", within=30.0)
+    finally:
+        await client.close()
 
 
+def alive(pid: int) -> bool:
+    """Is ``pid`` a running process (not a zombie waiting to be reaped)?"""
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    try:
+        return bool(cmdline.read_bytes())
+    except OSError:
+        return False
+
+
+def control_plane_pids(directory: Path) -> list[int]:
+    return [int((directory / f"{name}.pid").read_text()) for name in ("etcd", "apiserver", "kcm", "watcher")]
+
+
+@pytest.mark.slow  # a second control plane of its own
 def test_stopping_a_control_plane_leaves_no_process(tmp_path: Path):
     with start_kube_cluster(tmp_path, controllers="namespace", install_crds=False) as cluster:
-        pids = [int((tmp_path / f"{name}.pid").read_text()) for name in ("etcd", "apiserver", "kcm", "watcher")]
-        assert all(Path(f"/proc/{pid}").exists() for pid in pids)
+        pids = control_plane_pids(tmp_path)
+        assert all(alive(pid) for pid in pids)
         assert "kube-system" in cluster.kubectl("get", "namespaces", "-o", "name").stdout
-    left = [pid for pid in pids if Path(f"/proc/{pid}/cmdline").exists() and Path(f"/proc/{pid}/cmdline").read_bytes()]
-    assert left == []
+    assert [pid for pid in pids if alive(pid)] == []
+
+
+@pytest.mark.slow  # a second control plane of its own
+async def test_a_control_plane_whose_owner_dies_stops_by_itself(tmp_path: Path):
+    """A test run that crashes before its teardown leaves nothing running: the OWNER_PID watcher stops it."""
+    owner = (
+        "import sys; from pathlib import Path; "
+        "from tests.support.kube import build_control_plane, start_control_plane; "
+        "start_control_plane(Path(sys.argv[1]), build_control_plane(), controllers='namespace')"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    process = await asyncio.create_subprocess_exec(sys.executable, "-c", owner, str(tmp_path), cwd=REPO_ROOT, env=env)
+    assert await asyncio.wait_for(process.wait(), timeout=120) == 0
+    pids = control_plane_pids(tmp_path)
+
+    async def all_gone() -> bool:
+        return not any(alive(pid) for pid in pids)
+
+    await eventually(all_gone, "every process of the orphaned control plane gone", within=30.0)

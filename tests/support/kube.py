@@ -16,20 +16,18 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
 from lightkube import AsyncClient, Client, KubeConfig
 from lightkube.generic_resource import GenericNamespacedResource, create_namespaced_resource
-from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Namespace
 from lightkube.types import PatchType
@@ -233,7 +231,7 @@ class KubeCluster:
                 namespace=namespace,
                 patch_type=PatchType.MERGE,
             )
-            return Deployment.from_dict(patched.to_dict())
+            return cast(Deployment, Deployment.from_dict(patched.to_dict()))
 
     async def mark_deployment_available_async(self, name: str, namespace: str) -> Deployment:
         """:meth:`mark_deployment_available` for async tests (does not block their event loop)."""
@@ -247,40 +245,24 @@ class KubeCluster:
                 namespace=namespace,
                 patch_type=PatchType.MERGE,
             )
-            return Deployment.from_dict(patched.to_dict())
+            return cast(Deployment, Deployment.from_dict(patched.to_dict()))
         finally:
             await client.close()
 
-    def install(self, documents: list[JsonObject]) -> None:
-        """Server-side apply CRDs (as mappings) and wait until each is Established (:meth:`wait_established`)."""
-        with self.client() as client:
-            for document in documents:
-                client.apply(CustomResourceDefinition.from_dict(document), force=True)
-        for document in documents:
-            self.wait_established(document["metadata"]["name"])
 
-    def wait_established(self, name: str, timeout: float = 60.0) -> None:
-        """Wait until CRD ``name`` has condition ``Established`` true; ``TimeoutError`` (with its conditions) if not
-        within ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        conditions: list[JsonObject] = []
-        with self.client() as client:
-            while time.monotonic() < deadline:
-                crd = client.get(CustomResourceDefinition, name)
-                conditions = [
-                    condition.to_dict() for condition in (crd.status.conditions if crd.status else None) or []
-                ]
-                if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
-                    return
-                time.sleep(0.1)
-        raise TimeoutError(f"CRD {name} not Established after {timeout} s: {conditions}")
-
-
-def start_control_plane(directory: Path, bin_dir: Path, controllers: str | None = TEST_CONTROLLERS) -> KubeCluster:
+def start_control_plane(
+    directory: Path,
+    bin_dir: Path,
+    controllers: str | None = TEST_CONTROLLERS,
+    crds: list[JsonObject] | None = None,
+) -> KubeCluster:
     """Start etcd, kube-apiserver and, unless ``controllers`` is None, kube-controller-manager running only
     ``controllers`` (a ``--controllers`` list; ``"*"`` for all), on free ports; returns once the API server is
-    ready. Stop it with :func:`stop_control_plane`. Raises :class:`ControlPlaneUnavailable` (with the failing
-    component's log tail) when it does not come up."""
+    ready. ``crds`` are installed and Established before the controller-manager starts, so its garbage collector
+    follows owner references to their kinds from the first moment. Stop it with :func:`stop_control_plane`.
+
+    Raises :class:`ControlPlaneUnavailable` (with the failing component's log tail) when it does not come up.
+    """
     api_port = free_port()
     env = {
         **os.environ,
@@ -294,6 +276,13 @@ def start_control_plane(directory: Path, bin_dir: Path, controllers: str | None 
         # If this test process dies without stopping the cluster, the cluster stops itself.
         "OWNER_PID": str(os.getpid()),
     }
+    if crds:
+        crd_dir = directory / "crds"
+        crd_dir.mkdir(parents=True, exist_ok=True)
+        for index, document in enumerate(crds):
+            path = crd_dir / f"{index:02d}-{document['metadata']['name']}.yaml"
+            path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+        env["CRD_DIR"] = str(crd_dir)
     result = subprocess.run(
         ["bash", str(SCRIPTS / "start-control-plane.sh"), str(directory)],
         env=env,
@@ -326,10 +315,9 @@ def start_kube_cluster(
     Raises :class:`ControlPlaneUnavailable` when the control plane cannot be built or started.
     """
     bin_dir = build_control_plane()
-    cluster = start_control_plane(directory, bin_dir, controllers)
+    crds = kora_crd_documents() + gateway_api_crd_documents() if install_crds else None
+    cluster = start_control_plane(directory, bin_dir, controllers, crds)
     try:
-        if install_crds:
-            cluster.install(kora_crd_documents() + gateway_api_crd_documents())
         yield cluster
     finally:
         stop_control_plane(directory)
