@@ -225,7 +225,11 @@ def _check_schema(method: str, body: JsonObject) -> None:
 def _readable(error: ValidationError) -> str:
     """The first of pydantic's errors as ``Invalid params: <field path>: <what is wrong>``, without the SDK's
     model names (union members appear in pydantic's locations and messages)."""
-    first = error.errors(include_url=False)[0]
+    errors = error.errors(include_url=False)
+    # A part's union reports every member; the members whose ``kind`` does not match are not what was meant.
+    other_kinds = {tuple(e["loc"][:-1]) for e in errors if e["type"] == "literal_error" and e["loc"][-1:] == ("kind",)}
+    meant = [e for e in errors if not any(tuple(e["loc"][: len(kind)]) == kind for kind in other_kinds)]
+    first = (meant or errors)[0]
     where = ".".join(str(part) for part in first["loc"] if not _MODEL_NAME.fullmatch(str(part)))
     where = where.removeprefix("params.").removeprefix("params") or "params"
     what = str(first["msg"]).split(" or instance of ")[0]

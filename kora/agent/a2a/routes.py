@@ -245,7 +245,8 @@ class A2AServer:
         return answer
 
     async def _batch_entry(self, request: Request, entry: object) -> dict[str, Any] | None:
-        if isinstance(entry, dict) and entry.get("method") in legacy.STREAMING_METHODS and "id" in entry:
+        method = entry.get("method") if isinstance(entry, dict) else None
+        if isinstance(entry, dict) and isinstance(method, str) and method in legacy.STREAMING_METHODS and "id" in entry:
             message = "Invalid request: streaming methods cannot be sent in a batch"
             return legacy.error_response(legacy.request_id_of(entry), InvalidRPCRequest(message))
         response = await self._single(request, entry)
