@@ -127,7 +127,7 @@ class RequestLimits:
         if problem is not None:
             await self._refuse(scope, receive, send, InvalidJSON(f"Invalid JSON: {problem}"))
             return
-        await self.app(scope, _replay(body, receive), send)
+        await self.app(scope, replay_body(body, receive), send)
 
     def _too_large(self) -> PayloadTooLarge:
         return PayloadTooLarge(f"Request body is larger than the limit of {self.max_body_bytes} bytes.")
@@ -158,8 +158,9 @@ def _may_be_json(scope: Scope) -> bool:
     return True
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A receive channel giving ``body`` first, then the real one (disconnects)."""
+def replay_body(body: bytes, receive: Receive) -> Receive:
+    """A receive channel giving ``body`` as the whole request body first, then the real one (so the app still
+    sees the client disconnect)."""
     sent = False
 
     async def replay() -> Message:

@@ -36,7 +36,7 @@ from kora.agent.a2a.store import DEFAULT_MAX_TASKS, build_task_store
 from kora.agent.identity import ANONYMOUS, IdentityResolver, challenge
 from kora.agent.settings import AgentSettings
 from kora.core.errors import InvalidJSON, InvalidRPCRequest, KoraError, PayloadTooLarge, RequestError
-from kora.core.limits import openai_refusal
+from kora.core.limits import openai_refusal, replay_body
 
 if TYPE_CHECKING:
     from kora.agent.runtime import AgentRuntime
@@ -263,17 +263,8 @@ class A2AServer:
 
     async def _dispatch(self, request: Request, prepared: legacy.Prepared) -> Response:
         """Run ``prepared`` through the SDK dispatcher as if it were the request's body."""
-        body = json.dumps(prepared.body).encode()
-        sent = False
-
-        async def receive() -> Message:
-            # The rewritten body first; afterwards the real channel, so SSE responses still see disconnects.
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await request.receive()
-
+        # The rewritten body first; afterwards the real channel, so SSE responses still see disconnects.
+        receive = replay_body(json.dumps(prepared.body).encode(), request.receive)
         token = legacy.requested_task_id.set(prepared.task_id)
         try:
             return await self.dispatcher.handle_requests(Request(request.scope, receive))
