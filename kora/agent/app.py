@@ -10,7 +10,9 @@ has started and every configured tool server can be listed. Requests that need t
 
 Errors on ``/v1`` use OpenAI's body ``{"error": {"message", "type", "code"}}``: 400 for a bad request,
 502 when the model API fails, 504 when it times out, 503 while the agent is still starting; never a bare 500
-with a traceback (``kora.agent.routes.errors``).
+with a traceback (``kora.agent.routes.errors``). Every request passes :class:`kora.core.limits.RequestLimits`
+first (``AGENT_MAX_REQUEST_BYTES``, JSON depth and number limits): refused in OpenAI's shape, or as a JSON-RPC
+error on ``POST /`` (:func:`kora.agent.a2a.routes.a2a_refusal`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from kora.agent.a2a.routes import A2AServer
+from kora.agent.a2a.routes import A2AServer, a2a_refusal
 from kora.agent.routes.chat import add_chat_routes
 from kora.agent.routes.errors import install_error_handlers
 from kora.agent.routes.memory import add_memory_routes
@@ -29,6 +31,7 @@ from kora.agent.routes.probes import add_probe_routes
 from kora.agent.routes.tools import add_tool_routes
 from kora.agent.settings import AgentSettings
 from kora.agent.state import AgentState
+from kora.core.limits import RequestLimits
 from kora.memory import Memory, build_memory
 from kora.memory.factory import RemoteOptions
 
@@ -74,6 +77,7 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
     app.state.kora = state
     app.state.a2a = a2a
     install_error_handlers(app)
+    app.add_middleware(RequestLimits, max_body_bytes=settings.agent_max_request_bytes, refuse=a2a_refusal)
     # Added to the app's own router, not included: see kora.agent.routes on why the route table stays flat.
     a2a.add_routes(app.router)
     for add_routes in (add_probe_routes, add_tool_routes, add_memory_routes, add_chat_routes):

@@ -35,6 +35,7 @@ from kora.core.protocol import (
     DELEGATION_TASK_ARG,
     DELEGATION_TOOL_PREFIX,
     SESSION_HEADER,
+    child_session_id,
 )
 
 
@@ -91,7 +92,7 @@ class Delegation:
         """Send ``task`` to sub-agent ``name`` with the user's ``credential`` (headers, see
         :attr:`~kora.agent.turn.TurnRequest.credential`; none for an anonymous turn); returns its answer, or
         ``Error: ...`` text on any failure."""
-        session = f"{parent_session_id}.{self._agent_name}"
+        session = child_session_id(parent_session_id, self._agent_name)
         headers = dict(credential or {})
         try:
             client = await self._a2a_client(name)

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from kora.core.errors import InvalidJSON, RequestError
 from kora.core.openai_wire import ChatRequest, invalid_request_message
+from kora.core.text import UNSTORABLE_MESSAGE, unstorable_location
 
 
 @dataclass(frozen=True)
@@ -31,13 +32,19 @@ class ParsedChat:
 
 def parse_chat_request(raw: bytes) -> ParsedChat:
     """Parse and check a request body. Raises :class:`~kora.core.errors.RequestError` (400) for malformed JSON,
-    missing or empty ``messages``, or no user message with text."""
+    a string anywhere holding a NUL or a lone surrogate (no store could keep it), missing or empty ``messages``,
+    or no user message with text."""
     try:
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise InvalidJSON(f"Request body is not valid JSON: {error}") from None
+    except (ValueError, RecursionError):  # beyond the limits RequestLimits checks on the bytes
+        raise InvalidJSON("Request body is not valid JSON.") from None
     if not isinstance(data, dict):
         raise RequestError("Request body must be a JSON object.", code="invalid_json")
+    bad_text = unstorable_location(data)
+    if bad_text is not None:
+        raise RequestError(invalid_request_message([{"loc": bad_text.split("."), "msg": UNSTORABLE_MESSAGE}]))
     if not data.get("messages"):
         raise RequestError("'messages' is required and must be a non-empty array.", code="missing_messages")
     try:

@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kora.core import env as envnames
 from kora.core import protocol
+from kora.core.env import DEFAULT_MAX_REQUEST_BYTES, MIN_MAX_REQUEST_BYTES
 from kora.core.net import is_http_url
 from kora.core.settings_errors import SettingsError, describe_validation_error, settings_fields
 
@@ -101,6 +102,12 @@ class AgentSettings(BaseSettings):
     agent_port: int = Field(default=8000, ge=1, le=65535, description="Port to listen on.")
     agent_log_level: LogLevel = Field(default="INFO", description="Log level (any case).")
     agent_access_log: bool = Field(default=False, description="Write uvicorn's access log (a line per request).")
+    agent_max_request_bytes: int = Field(
+        default=DEFAULT_MAX_REQUEST_BYTES,
+        ge=MIN_MAX_REQUEST_BYTES,
+        description="Kora: largest request body accepted, in bytes; a larger one is refused with 413 before it is "
+        "read (see Request limits).",
+    )
     # Tools and delegation (spec).
     agent_sub_agents: str = Field(
         default="",

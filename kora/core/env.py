@@ -6,6 +6,7 @@ import the helpers here so the names can never drift apart.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 MCP_SERVERS = "MCP_SERVERS"
@@ -119,6 +120,20 @@ NETWORK_POLICY_ENABLED = "NETWORK_POLICY_ENABLED"
 #: Namespace the operator runs in (default: its service account's namespace, else ``default``).
 OPERATOR_NAMESPACE = "OPERATOR_NAMESPACE"
 
+# Request limits (kora.core.limits): the largest request body each workload accepts, in bytes (413 beyond it).
+AGENT_MAX_REQUEST_BYTES = "AGENT_MAX_REQUEST_BYTES"
+MCP_MAX_REQUEST_BYTES = "MCP_MAX_REQUEST_BYTES"
+MEMORY_SERVICE_MAX_REQUEST_BYTES = "MEMORY_SERVICE_MAX_REQUEST_BYTES"
+MODEL_PROXY_MAX_REQUEST_BYTES = "MODEL_PROXY_MAX_REQUEST_BYTES"
+MODEL_HOSTED_MAX_REQUEST_BYTES = "MODEL_HOSTED_MAX_REQUEST_BYTES"
+#: Default of the agent and the tool server (4 MiB).
+DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
+#: Default of the memory service and the model workloads (16 MiB): a batch of events, or a model request holding a
+#: long conversation with tool results, may be larger than a client's request to an agent.
+DEFAULT_MAX_LARGE_REQUEST_BYTES = 16 * 1024 * 1024
+#: Smallest value a ``*_MAX_REQUEST_BYTES`` setting may take.
+MIN_MAX_REQUEST_BYTES = 1024
+
 #: Path appended to a tool server's base URL: the Streamable HTTP endpoint (spec rule 3).
 MCP_PATH = "/mcp"
 
@@ -163,6 +178,18 @@ def mcp_endpoint(base_url: str) -> str:
     """The Streamable HTTP endpoint of a tool server: its base URL with ``/mcp`` appended once."""
     base = base_url.rstrip("/")
     return base if base.endswith(MCP_PATH) else base + MCP_PATH
+
+
+def byte_limit(environ: Mapping[str, str], name: str, default: int) -> int:
+    """The ``*_MAX_REQUEST_BYTES`` variable ``name`` of ``environ`` (``default`` when unset or blank), for the
+    workloads that read their variables by hand. ``ValueError`` naming the variable when it is not a whole number
+    of at least :data:`MIN_MAX_REQUEST_BYTES`."""
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < MIN_MAX_REQUEST_BYTES:
+        raise ValueError(f"{name} must be a whole number of bytes, at least {MIN_MAX_REQUEST_BYTES}; got {raw!r}")
+    return int(raw)
 
 
 def split_names(value: str) -> list[str]:

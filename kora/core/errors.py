@@ -18,6 +18,7 @@ with one function each: :func:`kora.core.openai_wire.error_body` (``/v1``) and :
     ├── RequestError              400 invalid_request_error  invalid_request      -32602   the client's mistake
     │   ├── InvalidJSON           400 invalid_request_error  invalid_json         -32700   the body is not JSON
     │   ├── InvalidRPCRequest     400 invalid_request_error  invalid_rpc_request  -32600   a bad JSON-RPC envelope
+    │   ├── PayloadTooLarge       413 invalid_request_error  payload_too_large    -32600   body over the size limit
     │   ├── Forbidden             403 permission_error       forbidden            -32602   beyond what it may read
     │   └── NotFound              404 not_found_error        not_found            -32602   no such session
     ├── Unauthenticated           401 invalid_request_error  invalid_token        -32000   a bearer token that fails
@@ -71,6 +72,15 @@ class InvalidRPCRequest(RequestError):
     """A JSON-RPC envelope that is not a valid request object (``jsonrpc``, ``method``, ``id``), or an empty batch."""
 
     default_code = "invalid_rpc_request"
+    jsonrpc_code = -32600
+
+
+class PayloadTooLarge(RequestError):
+    """The request body is larger than the workload's limit (``*_MAX_REQUEST_BYTES``): HTTP 413, refused before
+    the body is read further (:mod:`kora.core.limits`)."""
+
+    status = 413
+    default_code = "payload_too_large"
     jsonrpc_code = -32600
 
 

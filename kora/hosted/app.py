@@ -23,11 +23,14 @@ from contextlib import asynccontextmanager
 from typing import Protocol
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from kora.core.env import DEFAULT_MAX_LARGE_REQUEST_BYTES
 from kora.core.errors import KoraError, RequestError, Unavailable
+from kora.core.limits import RequestLimits
 from kora.core.openai_embeddings import embedding_response_body, parse_embedding_request
 from kora.core.openai_wire import error_body, model_list_body, openai_error_body
 from kora.hosted.catalog import HostedModel
@@ -108,10 +111,12 @@ def create_hosted_app(
     *,
     on_loaded: Callable[[float], None] = lambda seconds: None,
     on_load_failure: Callable[[str], None] = lambda reason: None,
+    max_request_bytes: int = DEFAULT_MAX_LARGE_REQUEST_BYTES,
 ) -> Starlette:
     """The app serving ``model``, loaded by ``load`` on the worker thread when the app starts (serve it with
     lifespan on). ``on_loaded(seconds)`` or ``on_load_failure(reason)`` is called on the event loop once
-    loading has ended, e.g. to log it or to stop the process."""
+    loading has ended, e.g. to log it or to stop the process. A body over ``max_request_bytes`` is a 413, JSON
+    beyond the limits of :mod:`kora.core.limits` a 400."""
     slot = _Slot(model, load, on_loaded, on_load_failure)
     created = int(time.time())
 
@@ -163,6 +168,7 @@ def create_hosted_app(
             Route("/v1/embeddings", embeddings, methods=["POST"]),
         ],
         lifespan=lifespan,
+        middleware=[Middleware(RequestLimits, max_body_bytes=max_request_bytes)],
     )
 
 

@@ -32,6 +32,13 @@ VARIABLES = (
         "saying Hosted mode does not serve it.",
         required="yes",
     ),
+    names.VariableDoc(
+        names.MODEL_HOSTED_MAX_REQUEST_BYTES,
+        f"int >= {names.MIN_MAX_REQUEST_BYTES}",
+        "Largest request body accepted, in bytes; a larger one is refused with 413 before it is read "
+        "(see Request limits).",
+        default=f"`{names.DEFAULT_MAX_LARGE_REQUEST_BYTES}`",
+    ),
 )
 
 _PROG = "kora model-hosted"
@@ -47,8 +54,11 @@ def _serve(model: HostedModel, host: str, port: int) -> int:
     from kora.hosted.embedder import MiniLMEmbedder
 
     try:
+        limit = names.byte_limit(
+            os.environ, names.MODEL_HOSTED_MAX_REQUEST_BYTES, names.DEFAULT_MAX_LARGE_REQUEST_BYTES
+        )
         sock = bind_socket(host, port)
-    except OSError as error:
+    except (ValueError, OSError) as error:
         _say(str(error))
         return 2
     failures: list[str] = []
@@ -63,7 +73,9 @@ def _serve(model: HostedModel, host: str, port: int) -> int:
         # the runner (kubelet, kora up) shows the failure and restarts with back-off.
         os.kill(os.getpid(), signal.SIGTERM)
 
-    app = create_hosted_app(model, MiniLMEmbedder.load, on_loaded=loaded, on_load_failure=failed)
+    app = create_hosted_app(
+        model, MiniLMEmbedder.load, on_loaded=loaded, on_load_failure=failed, max_request_bytes=limit
+    )
     print(f"{_PROG}: serving {model.name} on port {sock.getsockname()[1]}; loading the model", flush=True)
     serve_until_stopped(app, sock, lifespan="on")
     return 1 if failures else 0

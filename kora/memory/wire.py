@@ -18,14 +18,16 @@ for administrators, never offered to a model). ``agent`` and ``user`` need a ``u
 
 from __future__ import annotations
 
-import math
-import re
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from kora.core.events import MemoryEvent
+from kora.core.text import CONTROL, UNSTORABLE
+from kora.core.text import check_storable_json as check_storable_json  # re-exported: the memory service uses it
+from kora.core.text import check_storable_text as _storable_text
+from kora.core.text import strip_unstorable as strip_unstorable  # re-exported: the memory service uses it
 from kora.memory.base import SessionInfo
 
 #: Read scopes, narrowest first.
@@ -43,48 +45,16 @@ MAX_LIMIT = 10_000
 #: Longest identifier (session, agent, user, event ids), in characters.
 MAX_ID_CHARS = 256
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
-
 
 def scope_rank(scope: str) -> int:
     """Position of ``scope`` in :data:`SCOPES` (0 for ``session``); raises ``ValueError`` for an unknown scope."""
     return SCOPES.index(scope)
 
 
-def _storable_text(value: str) -> str:
-    if _UNSTORABLE.search(value):
-        raise ValueError("text must not contain NUL characters or unpaired surrogates")
-    return value
-
-
-def strip_unstorable(text: str) -> str:
-    """``text`` without the characters Postgres cannot store (NUL, unpaired surrogates)."""
-    return _UNSTORABLE.sub("", text)
-
-
 def _identifier(value: str) -> str:
-    if _CONTROL.search(value) or _UNSTORABLE.search(value):
+    if CONTROL.search(value) or UNSTORABLE.search(value):
         raise ValueError("must not contain control characters or unpaired surrogates")
     return value
-
-
-def check_storable_json(value: JsonValue, depth: int = 0) -> None:
-    """Raise ``ValueError`` when a string anywhere in ``value`` (keys included) holds a NUL or a lone surrogate,
-    when a number is NaN or infinite, or when it nests deeper than 64 levels."""
-    if depth > 64:
-        raise ValueError("JSON nests deeper than 64 levels")
-    if isinstance(value, str):
-        _storable_text(value)
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise ValueError("numbers must be finite (no NaN or Infinity)")
-    elif isinstance(value, list):
-        for item in value:
-            check_storable_json(item, depth + 1)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _storable_text(key)
-            check_storable_json(item, depth + 1)
 
 
 def _utc_timestamp(value: datetime) -> datetime:

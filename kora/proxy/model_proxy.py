@@ -25,12 +25,14 @@ from typing import Annotated, Self
 
 import httpx
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from kora.core import env as names
 from kora.core.command import run_command, serve_until_stopped
+from kora.core.limits import RequestLimits
 from kora.core.openai_wire import model_list_body
 from kora.proxy.forward import forward, raw_path
 
@@ -62,26 +64,36 @@ VARIABLES = (
         "Comma-separated model names: `GET /v1/models` lists exactly these; empty: the backend is asked.",
         default="empty",
     ),
+    names.VariableDoc(
+        names.MODEL_PROXY_MAX_REQUEST_BYTES,
+        f"int >= {names.MIN_MAX_REQUEST_BYTES}",
+        "Largest request body accepted, in bytes; a larger one is refused with 413 before it is read "
+        "(see Request limits).",
+        default=f"`{names.DEFAULT_MAX_LARGE_REQUEST_BYTES}`",
+    ),
 )
 
 
 @dataclass(frozen=True)
 class ProxySettings:
-    """``api_base`` without a trailing slash; ``api_key`` or None; ``models`` (empty: ask the backend)."""
+    """``api_base`` without a trailing slash; ``api_key`` or None; ``models`` (empty: ask the backend);
+    ``max_request_bytes``: the largest request body accepted (413 beyond it)."""
 
     api_base: str
     api_key: str | None = None
     models: tuple[str, ...] = ()
+    max_request_bytes: int = names.DEFAULT_MAX_LARGE_REQUEST_BYTES
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Self:
         """Read the ``MODEL_PROXY_*`` variables; ``ValueError`` naming the variable when the base is missing
-        or not http(s)."""
+        or not http(s), or the body limit is not a whole number of at least 1024 bytes."""
         base = environ.get(names.MODEL_PROXY_API_BASE, "").strip()
         if not base.startswith(("http://", "https://")):
             raise ValueError(f"{names.MODEL_PROXY_API_BASE} must be an http(s) URL, got {base!r}")
         models = tuple(m.strip() for m in environ.get(names.MODEL_PROXY_MODELS, "").split(",") if m.strip())
-        return cls(base.rstrip("/"), environ.get(names.MODEL_PROXY_API_KEY) or None, models)
+        limit = names.byte_limit(environ, names.MODEL_PROXY_MAX_REQUEST_BYTES, names.DEFAULT_MAX_LARGE_REQUEST_BYTES)
+        return cls(base.rstrip("/"), environ.get(names.MODEL_PROXY_API_KEY) or None, models, limit)
 
 
 def create_proxy_app(settings: ProxySettings) -> Starlette:
@@ -124,6 +136,7 @@ def create_proxy_app(settings: ProxySettings) -> Starlette:
             Route("/v1/{rest:path}", v1, methods=methods),
         ],
         lifespan=lifespan,
+        middleware=[Middleware(RequestLimits, max_body_bytes=settings.max_request_bytes)],
     )
 
 

@@ -1,7 +1,7 @@
 """``kora model``: run the scripted OpenAI-compatible model server (tests, offline demo).
 
     kora model [--host 127.0.0.1] [--port 8000] [--script FILE] [--model-name NAME] [--max-recorded N]
-               [--embedding-dimensions 384]
+               [--embedding-dimensions 384] [--max-request-bytes 16777216]
 
 Prints one line on start-up saying that this is a scripted offline model and the base URL it serves
 (``http://HOST:PORT/v1``; with ``--port 0`` the port the OS chose). Exit codes: 0 after a clean stop
@@ -20,7 +20,13 @@ __all__ = ["cli"]
 
 
 def _serve(
-    host: str, port: int, script: Path | None, model_name: str, max_recorded: int, embedding_dimensions: int
+    host: str,
+    port: int,
+    script: Path | None,
+    model_name: str,
+    max_recorded: int,
+    embedding_dimensions: int,
+    max_request_bytes: int,
 ) -> int:
     from kora.core.net import bind_socket
     from kora.scripted.model import ScriptedModel, ScriptError, create_app, load_script_file
@@ -45,7 +51,7 @@ def _serve(
         f"listening on http://{shown_host}:{bound_port}/v1",
         flush=True,
     )
-    serve_until_stopped(create_app(model), sock, lifespan="off")
+    serve_until_stopped(create_app(model, max_request_bytes), sock, lifespan="off")
     return 0
 
 
@@ -53,6 +59,7 @@ def cli(argv: list[str]) -> int:
     """Parse ``argv`` (the arguments after ``kora model``), serve until stopped; returns the exit code."""
     import typer
 
+    from kora.core.env import DEFAULT_MAX_LARGE_REQUEST_BYTES, MIN_MAX_REQUEST_BYTES
     from kora.scripted.embedding import DEFAULT_DIMENSIONS, MAX_DIMENSIONS
 
     def model(
@@ -73,8 +80,12 @@ def cli(argv: list[str]) -> int:
                 max=MAX_DIMENSIONS,
             ),
         ] = DEFAULT_DIMENSIONS,
+        max_request_bytes: Annotated[
+            int,
+            typer.Option(help="Largest request body accepted, in bytes (413 beyond it).", min=MIN_MAX_REQUEST_BYTES),
+        ] = DEFAULT_MAX_LARGE_REQUEST_BYTES,
     ) -> int:
         """Run the scripted OpenAI-compatible model server (offline stand-in for an LLM)."""
-        return _serve(host, port, script, model_name, max_recorded, embedding_dimensions)
+        return _serve(host, port, script, model_name, max_recorded, embedding_dimensions, max_request_bytes)
 
     return run_command(model, argv, "kora model")

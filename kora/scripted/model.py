@@ -109,6 +109,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from kora.core.env import DEFAULT_MAX_LARGE_REQUEST_BYTES
+from kora.core.limits import RequestLimits
 from kora.core.openai_wire import (
     DONE_EVENT,
     ChunkWriter,
@@ -714,14 +716,19 @@ class ScriptedModelApp:
     everything else, including lifespan, is served by a small Starlette app.
     """
 
-    def __init__(self, model: ScriptedModel) -> None:
+    def __init__(self, model: ScriptedModel, max_request_bytes: int = DEFAULT_MAX_LARGE_REQUEST_BYTES) -> None:
         self.model = model
         self._chat = _ChatCompletions(model)
         self._embeddings = _Embeddings(model)
         self._other = Starlette(routes=_control_routes(model))
+        self._limited = RequestLimits(self._route, max_body_bytes=max_request_bytes)
         _install_log_filter()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one request (after the request limits) or the lifespan."""
+        await self._limited(scope, receive, send)
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"].rstrip("/") if scope["type"] == "http" and scope["method"] == "POST" else None
         if path in CHAT_PATHS:
             await self._chat(scope, receive, send)
@@ -731,6 +738,9 @@ class ScriptedModelApp:
             await self._other(scope, receive, send)
 
 
-def create_app(model: ScriptedModel | None = None) -> ScriptedModelApp:
-    """The ASGI app serving ``model`` (a fresh :class:`ScriptedModel` if ``None``); see the module docstring."""
-    return ScriptedModelApp(model if model is not None else ScriptedModel())
+def create_app(
+    model: ScriptedModel | None = None, max_request_bytes: int = DEFAULT_MAX_LARGE_REQUEST_BYTES
+) -> ScriptedModelApp:
+    """The ASGI app serving ``model`` (a fresh :class:`ScriptedModel` if ``None``); see the module docstring. A
+    body over ``max_request_bytes`` is a 413, JSON beyond the limits of :mod:`kora.core.limits` a 400."""
+    return ScriptedModelApp(model if model is not None else ScriptedModel(), max_request_bytes)

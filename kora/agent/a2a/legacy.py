@@ -6,8 +6,13 @@ names.
   invalid request (-32600); a batch (JSON array) is answered with an array holding one response per request
   that has an ``id``; a notification (no ``id``) is executed and gets no response (HTTP 204 when nothing is
   left to answer). Streaming methods cannot be batched (their answer is an SSE stream): -32600 per entry.
-* Parameter checks: the SDK's 0.3 layer reports malformed params as -32600; Kora checks the shape first so
-  they are -32602 (invalid params) as JSON-RPC 2.0 defines.
+* Null ids: JSON-RPC 2.0 allows ``"id": null`` (answered with ``id`` null); the SDK's 0.3 layer refuses it, so
+  the SDK gets a placeholder id, swapped back in the answer. Notifications get one too: they are executed (a
+  send non-blocking, so the 204 does not wait for the turn), and their answer is dropped.
+* Parameter checks: the SDK reports malformed params as -32600 with a validation dump (or a 500 for some
+  wrongly typed fields); Kora checks params against the SDK's own schema first, so they are -32602 (invalid
+  params) as JSON-RPC 2.0 defines, with a short message naming the field. Strings must be storable text and a
+  ``contextId``/``sessionId`` a session id (:mod:`kora.core.protocol`), else -32602 before any work.
 * Legacy names: ``tasks/send`` is ``message/send`` with ``blocking`` false (it returns at once with the task
   ``submitted``/``working``) and ``tasks/sendSubscribe`` is ``message/stream``. Their params are translated:
   parts' ``type`` -> ``kind``, ``sessionId`` -> the message's ``contextId``, a ``messageId`` is added, and a
@@ -18,14 +23,22 @@ names.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from a2a.compat.v0_3.jsonrpc_adapter import JSONRPC03Adapter
 from a2a.server.id_generator import IDGenerator, IDGeneratorContext
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+from google.protobuf.json_format import ParseDict, ParseError  # type: ignore[import-untyped]
+from google.protobuf.message import Message as ProtoMessage  # type: ignore[import-untyped]
+from pydantic import BaseModel, ValidationError
 
 from kora.core.errors import InvalidJSON, InvalidRPCRequest, KoraError, RequestError, jsonrpc_error
+from kora.core.protocol import check_session_id
+from kora.core.text import UNSTORABLE, UNSTORABLE_MESSAGE, unstorable_location
 
 JsonObject = dict[str, Any]
 
@@ -36,7 +49,19 @@ LEGACY_METHODS: dict[str, tuple[str, bool]] = {
 }
 MESSAGE_METHODS = frozenset({"message/send", "message/stream"})
 TASK_ID_METHODS = frozenset({"tasks/get", "tasks/cancel", "tasks/resubscribe"})
-STREAMING_METHODS = frozenset({"message/stream", "tasks/resubscribe", "tasks/sendSubscribe"})
+STREAMING_METHODS = frozenset(
+    {"message/stream", "tasks/resubscribe", "tasks/sendSubscribe", "SendStreamingMessage", "SubscribeToTask"}
+)
+#: Methods whose notification has nothing to execute (they only subscribe to a task's events).
+SUBSCRIBE_METHODS = frozenset({"tasks/resubscribe", "SubscribeToTask"})
+#: A2A 1.0 method -> the protobuf message its params are parsed into (the SDK's own table).
+V1_MODELS: dict[str, type[ProtoMessage]] = JsonRpcDispatcher.METHOD_TO_MODEL
+V1_METHODS = frozenset(V1_MODELS)
+V1_SEND_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
+#: A2A 0.3 method -> the pydantic model of its whole request (the SDK's own table).
+V03_MODELS: dict[str, type[BaseModel]] = JSONRPC03Adapter.METHOD_TO_MODEL  # type: ignore[assignment]
+# pydantic puts union members' class names (TextPart, FilePart) in locations; JSON field names are camelCase.
+_MODEL_NAME = re.compile(r"[A-Z][A-Za-z0-9]*")
 
 #: Task id a legacy ``tasks/send`` asked for, read by :class:`RequestedTaskIdGenerator` in the same request.
 requested_task_id: ContextVar[str | None] = ContextVar("kora_a2a_requested_task_id", default=None)
@@ -56,18 +81,21 @@ def error_response(request_id: object, error: KoraError) -> JsonObject:
 
 
 def parse_body(body: bytes) -> object:
-    """The decoded JSON body; raises :class:`~kora.core.errors.InvalidJSON` (-32700) when it is not JSON."""
+    """The decoded JSON body; raises :class:`~kora.core.errors.InvalidJSON` (-32700) when it is not JSON. (Depth
+    and number limits were enforced on the bytes by :class:`kora.core.limits.RequestLimits`.)"""
     try:
         return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise InvalidJSON(f"Parse error: {error}") from None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise InvalidJSON("Parse error: the body is not valid JSON") from None
 
 
 def request_id_of(request: object) -> object:
-    """The ``id`` to echo in an error for ``request`` (``None`` when absent or not a valid id)."""
+    """The ``id`` to echo in an error for ``request`` (``None`` when absent, null or not a valid id)."""
     if isinstance(request, dict):
         value = request.get("id")
-        if isinstance(value, str | int) and not isinstance(value, bool):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and UNSTORABLE.search(value) is None:
             return value
     return None
 
@@ -79,59 +107,137 @@ def is_notification(request: object) -> bool:
 
 @dataclass(frozen=True)
 class Prepared:
-    """A request ready for the SDK: ``body`` (0.3 names), ``legacy`` (answer in legacy shape) and the task
-    id a legacy client chose (``None`` when it chose none)."""
+    """A request ready for the SDK: ``body`` (0.3 names), ``legacy`` (answer in legacy shape), the task id a
+    legacy client chose (``None`` when it chose none), ``answer_id`` (the id the answer carries) and
+    ``placeholder`` (the id the SDK was given instead of a null or missing one, else ``None``: the SDK's 0.3
+    layer refuses both). ``skip``: a notification with nothing to execute (subscribing to a task)."""
 
     body: JsonObject
     legacy: bool
     task_id: str | None
+    answer_id: object = None
+    placeholder: str | None = None
+    skip: bool = False
 
 
 def prepare(request: object) -> Prepared:
-    """Check one request and translate legacy names; raises :class:`~kora.core.errors.InvalidRPCRequest` (-32600) or
-    :class:`~kora.core.errors.RequestError` (-32602).
+    """Check one request and translate legacy names; raises :class:`~kora.core.errors.InvalidRPCRequest` (-32600)
+    for a bad envelope or :class:`~kora.core.errors.RequestError` (-32602) for bad params.
 
-    Unknown methods pass through: the SDK answers them with -32601.
+    Params of every method the SDK serves are checked against the SDK's own schema here, so a wrongly typed
+    field is -32602 with a short message naming it (the SDK would answer -32600 with a validation dump).
+    Strings anywhere in params must be storable (no NUL, no lone surrogate), and a message's ``contextId``
+    must be a session id (:func:`kora.core.protocol.check_session_id`). A notification of a send method runs
+    non-blocking, so its HTTP answer does not wait for the turn. Unknown methods pass through: the SDK answers
+    them with -32601.
     """
     if not isinstance(request, dict):
         raise InvalidRPCRequest("Invalid request: a request must be a JSON object")
     if request.get("jsonrpc") != "2.0":
         raise InvalidRPCRequest("Invalid request: 'jsonrpc' must be exactly '2.0'")
     method = request.get("method")
-    if not isinstance(method, str) or not method:
+    if not isinstance(method, str) or not method or UNSTORABLE.search(method):
         raise InvalidRPCRequest("Invalid request: 'method' must be a non-empty string")
-    if "id" in request and request_id_of(request) is None and request["id"] is not None:
+    if request.get("id") is not None and request_id_of(request) is None:
         raise InvalidRPCRequest("Invalid request: 'id' must be a string, an integer or null")
+    notification = "id" not in request
     params = request.get("params", {})
     legacy = method in LEGACY_METHODS
-    if (method in MESSAGE_METHODS or legacy or method in TASK_ID_METHODS) and not isinstance(params, dict):
+    if (method in MESSAGE_METHODS or legacy or method in TASK_ID_METHODS or method in V1_METHODS) and not isinstance(
+        params, dict
+    ):
         raise RequestError("Invalid params: 'params' must be an object")
+    bad_text = unstorable_location(params)
+    if bad_text is not None:
+        raise RequestError(f"Invalid params: {_shorten(bad_text) or 'params'}: {UNSTORABLE_MESSAGE}")
     task_id: str | None = None
     if legacy:
         params, task_id = _legacy_params(params, non_blocking=LEGACY_METHODS[method][1])
         method = LEGACY_METHODS[method][0]
-    if method in MESSAGE_METHODS:
+    if method in MESSAGE_METHODS or method in V1_SEND_METHODS:
         _check_message(params)
+        role = params["message"].get("role")
+        if method in MESSAGE_METHODS and not (isinstance(role, str) and role in {"user", "agent"}):
+            raise RequestError("Invalid params: 'message.role' must be 'user' or 'agent'")
     elif method in TASK_ID_METHODS and not (isinstance(params.get("id"), str) and params["id"]):
         raise RequestError("Invalid params: 'id' (task id string) is required")
-    body = {"jsonrpc": "2.0", "id": request.get("id"), "method": method, "params": params}
-    return Prepared(body, legacy, task_id)
+    if notification:
+        method, params = _run_without_answer(method, params)
+    placeholder = None if request.get("id") is not None else f"kora-unnamed-{uuid.uuid4().hex}"
+    body = {"jsonrpc": "2.0", "id": placeholder or request["id"], "method": method, "params": params}
+    _check_schema(method, body)
+    return Prepared(
+        body,
+        legacy,
+        task_id,
+        answer_id=request.get("id"),
+        placeholder=placeholder,
+        skip=notification and method in SUBSCRIBE_METHODS,
+    )
+
+
+def _run_without_answer(method: str, params: JsonObject) -> tuple[str, JsonObject]:
+    """A notification's method and params: a send runs non-blocking (nobody waits for its answer)."""
+    if method in {"message/send", "message/stream"}:
+        configuration = params.get("configuration") or {}
+        return "message/send", {**params, "configuration": {**configuration, "blocking": False}}
+    if method in V1_SEND_METHODS:
+        configuration = params.get("configuration") or {}
+        return "SendMessage", {**params, "configuration": {**configuration, "returnImmediately": True}}
+    return method, params
 
 
 def _check_message(params: JsonObject) -> None:
     message = params.get("message")
     if not isinstance(message, dict):
         raise RequestError("Invalid params: 'message' (object) is required")
-    if message.get("role") not in {"user", "agent"}:
-        raise RequestError("Invalid params: 'message.role' must be 'user' or 'agent'")
     parts = message.get("parts")
     if not isinstance(parts, list) or not parts or not all(isinstance(p, dict) for p in parts):
         raise RequestError("Invalid params: 'message.parts' must be a non-empty list of objects")
     if not isinstance(message.get("messageId"), str):
         raise RequestError("Invalid params: 'message.messageId' (string) is required")
+    context_id = message.get("contextId")
+    if context_id is not None:
+        check_session_id(context_id, "'message.contextId'")
     configuration = params.get("configuration")
     if configuration is not None and not isinstance(configuration, dict):
         raise RequestError("Invalid params: 'configuration' must be an object")
+
+
+def _check_schema(method: str, body: JsonObject) -> None:
+    """Validate ``body`` as the SDK will: its 0.3 pydantic model, or its 1.0 protobuf message for params."""
+    v03_model = V03_MODELS.get(method)
+    if v03_model is not None:
+        try:
+            v03_model.model_validate(body)
+        except ValidationError as error:
+            raise RequestError(_readable(error)) from None
+        return
+    v1_model = V1_MODELS.get(method)
+    if v1_model is not None:
+        try:
+            ParseDict(body["params"], v1_model(), ignore_unknown_fields=True)
+        except (ParseError, ValueError, TypeError) as error:
+            fields = ".".join(re.findall(r"Failed to parse (\w+) field", str(error)))
+            raise RequestError(f"Invalid params: {fields or 'params'}: wrong type or value") from None
+
+
+def _readable(error: ValidationError) -> str:
+    """The first of pydantic's errors as ``Invalid params: <field path>: <what is wrong>``, without the SDK's
+    model names (union members appear in pydantic's locations and messages)."""
+    errors = error.errors(include_url=False)
+    # A part's union reports every member; the members whose ``kind`` does not match are not what was meant.
+    other_kinds = {tuple(e["loc"][:-1]) for e in errors if e["type"] == "literal_error" and e["loc"][-1:] == ("kind",)}
+    meant = [e for e in errors if not any(tuple(e["loc"][: len(kind)]) == kind for kind in other_kinds)]
+    first = (meant or errors)[0]
+    where = ".".join(str(part) for part in first["loc"] if not _MODEL_NAME.fullmatch(str(part)))
+    where = where.removeprefix("params.").removeprefix("params") or "params"
+    what = str(first["msg"]).split(" or instance of ")[0]
+    return f"Invalid params: {_shorten(where)}: {what}"
+
+
+def _shorten(where: str) -> str:
+    return where if len(where) <= 120 else f"{where[:60]}...{where[-60:]}"
 
 
 def _legacy_params(params: JsonObject, non_blocking: bool) -> tuple[JsonObject, str | None]:
@@ -156,9 +262,7 @@ def _legacy_params(params: JsonObject, non_blocking: bool) -> tuple[JsonObject, 
     new_message.setdefault("kind", "message")
     context_id = params.get("sessionId") or params.get("contextId") or message.get("contextId")
     if context_id is not None:
-        if not isinstance(context_id, str):
-            raise RequestError("Invalid params: 'sessionId' must be a string")
-        new_message["contextId"] = context_id
+        new_message["contextId"] = check_session_id(context_id, "'sessionId'")
     task_id = params.get("id")
     if task_id is not None and not isinstance(task_id, str):
         raise RequestError("Invalid params: 'id' must be a string")

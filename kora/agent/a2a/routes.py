@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,7 @@ from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import Message
+from starlette.types import Message, Receive, Scope, Send
 
 from kora.agent.a2a import legacy
 from kora.agent.a2a.card import AgentCardSource, public_base_url
@@ -34,10 +35,63 @@ from kora.agent.a2a.executor import IDENTITY_STATE, KoraAgentExecutor
 from kora.agent.a2a.store import DEFAULT_MAX_TASKS, build_task_store
 from kora.agent.identity import ANONYMOUS, IdentityResolver, challenge
 from kora.agent.settings import AgentSettings
-from kora.core.errors import InvalidJSON, InvalidRPCRequest, KoraError, RequestError
+from kora.core.errors import InvalidJSON, InvalidRPCRequest, KoraError, PayloadTooLarge, RequestError
+from kora.core.limits import openai_refusal, replay_body
 
 if TYPE_CHECKING:
     from kora.agent.runtime import AgentRuntime
+
+
+log = logging.getLogger("kora.agent.a2a")
+
+#: JSON-RPC codes whose message the SDK fills with internals (exception text): the client reads a fixed one.
+_INTERNAL_CODES = frozenset({-32603})
+
+
+def a2a_refusal(path: str, error: KoraError) -> tuple[int, object]:
+    """How the agent refuses a request the limits stop (:class:`kora.core.limits.RequestLimits`): on ``POST /``
+    a JSON-RPC error object (HTTP 200 as every JSON-RPC error, 413 for a body over the size limit); elsewhere
+    OpenAI's error body."""
+    if path == "/":
+        return (error.status if isinstance(error, PayloadTooLarge) else 200), legacy.error_response(None, error)
+    return openai_refusal(path, error)
+
+
+def client_error(error: dict[str, Any]) -> dict[str, Any]:
+    """An SDK JSON-RPC error object as a client may read it: ``code`` and ``message`` kept, except that an
+    internal error says only "Internal error" (the SDK puts exception text there) and an SDK -32600 becomes
+    -32602 (the envelope was checked before the SDK saw it, so only params can be wrong); ``data`` is dropped
+    unless it is Kora's own ``{"type": code}`` (the SDK puts validation dumps there)."""
+    code = error.get("code")
+    message = error.get("message")
+    data = error.get("data")
+    if code in _INTERNAL_CODES or not isinstance(message, str):
+        log.error("A2A internal error answered: %r", error)
+        message = "Internal error"
+    elif code == InvalidRPCRequest.jsonrpc_code:
+        code, message = RequestError.jsonrpc_code, "Invalid params"
+    kept = data if isinstance(data, dict) and set(data) == {"type"} and isinstance(data["type"], str) else None
+    return {"code": code, "message": message[:300], "data": kept}
+
+
+class IdSwappingResponse(Response):
+    """A streamed (SSE) SDK response whose events carry ``placeholder`` as their id: sent with ``null`` instead,
+    the id the client asked with."""
+
+    def __init__(self, inner: Response, placeholder: str) -> None:
+        super().__init__(status_code=inner.status_code)
+        self.inner = inner
+        self.needle = json.dumps(placeholder).encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Send the inner response, with the placeholder id replaced in every body chunk."""
+
+        async def swapped(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": message.get("body", b"").replace(self.needle, b"null")}
+            await send(message)
+
+        await self.inner(scope, receive, swapped)
 
 
 class IdentityContextBuilder(DefaultServerCallContextBuilder):
@@ -157,26 +211,42 @@ class A2AServer:
         )
 
     async def _single(self, request: Request, payload: object) -> Response | None:
+        """One request's answer (``None`` for a notification). Whatever goes wrong is this request's JSON-RPC
+        error: in a batch, the other entries keep their answers."""
         notification = legacy.is_notification(payload)
         try:
             prepared = legacy.prepare(payload)
             self._check_free_task_id(prepared)
         except RequestError as error:
-            if notification:
-                return None
-            return JSONResponse(legacy.error_response(legacy.request_id_of(payload), error))
-        response = await self._dispatch(request, prepared)
+            return None if notification else JSONResponse(legacy.error_response(legacy.request_id_of(payload), error))
+        if prepared.skip:
+            return None
+        try:
+            response = await self._dispatch(request, prepared)
+        except Exception:  # the SDK raised instead of answering: an internal error of this request only
+            log.exception("A2A request %r failed", prepared.body.get("method"))
+            response = JSONResponse(legacy.error_response(None, KoraError("Internal error")))
         if notification:
             return None
-        if prepared.legacy and isinstance(response, JSONResponse):
-            answer = json.loads(bytes(response.body))
-            return JSONResponse(legacy.legacy_result(answer))
+        if isinstance(response, JSONResponse):
+            return JSONResponse(self._answer(json.loads(bytes(response.body)), prepared))
+        if prepared.placeholder is not None:
+            return IdSwappingResponse(response, prepared.placeholder)
         return response
 
+    def _answer(self, answer: dict[str, Any], prepared: legacy.Prepared) -> dict[str, Any]:
+        """The SDK's answer as the client gets it: its own id back, errors cleaned, legacy names added."""
+        if prepared.placeholder is not None:
+            answer["id"] = prepared.answer_id
+        if isinstance(answer.get("error"), dict):
+            answer["error"] = client_error(answer["error"])
+        elif prepared.legacy:
+            answer = legacy.legacy_result(answer)
+        return answer
+
     async def _batch_entry(self, request: Request, entry: object) -> dict[str, Any] | None:
-        if isinstance(entry, dict) and entry.get("method") in legacy.STREAMING_METHODS:
-            if legacy.is_notification(entry):
-                return None
+        method = entry.get("method") if isinstance(entry, dict) else None
+        if isinstance(entry, dict) and isinstance(method, str) and method in legacy.STREAMING_METHODS and "id" in entry:
             message = "Invalid request: streaming methods cannot be sent in a batch"
             return legacy.error_response(legacy.request_id_of(entry), InvalidRPCRequest(message))
         response = await self._single(request, entry)
@@ -193,17 +263,8 @@ class A2AServer:
 
     async def _dispatch(self, request: Request, prepared: legacy.Prepared) -> Response:
         """Run ``prepared`` through the SDK dispatcher as if it were the request's body."""
-        body = json.dumps(prepared.body).encode()
-        sent = False
-
-        async def receive() -> Message:
-            # The rewritten body first; afterwards the real channel, so SSE responses still see disconnects.
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await request.receive()
-
+        # The rewritten body first; afterwards the real channel, so SSE responses still see disconnects.
+        receive = replay_body(json.dumps(prepared.body).encode(), request.receive)
         token = legacy.requested_task_id.set(prepared.task_id)
         try:
             return await self.dispatcher.handle_requests(Request(request.scope, receive))

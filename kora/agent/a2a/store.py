@@ -6,8 +6,8 @@ what happens once a task is finished (completed, failed, canceled, rejected):
 
 * :class:`BoundedTaskStore` (``local``) keeps finished tasks too, at most ``max_tasks`` in all; when over
   the bound it evicts finished tasks oldest first and never evicts a running one.
-* :class:`RunningOnlyTaskStore` (``null``) forgets a task the moment it finishes, so ``tasks/get`` on it
-  answers task-not-found (-32001).
+* :class:`RunningOnlyTaskStore` (``null``) hides a task the moment it finishes, so ``tasks/get`` on it
+  answers task-not-found (-32001); only the cancel that finished it may still read it.
 """
 
 from __future__ import annotations
@@ -20,6 +20,10 @@ from a2a.types.a2a_pb2 import Task, TaskState
 
 #: Default bound of the ``local`` store (tasks, running and finished together).
 DEFAULT_MAX_TASKS = 10_000
+#: Finished tasks the ``null`` store keeps hidden for a cancel that is answering (see RunningOnlyTaskStore).
+FINISHED_KEPT = 256
+#: The cancel method's names (A2A 0.3 and 1.0), as the SDK puts them in the call context's ``state["method"]``.
+CANCEL_METHODS = frozenset({"tasks/cancel", "CancelTask"})
 
 FINISHED_STATES = frozenset(
     {
@@ -89,27 +93,46 @@ class BoundedTaskStore(KoraTaskStore):
 
 
 class RunningOnlyTaskStore(KoraTaskStore):
-    """The ``null`` store: holds a task only while it runs and drops it when it finishes."""
+    """The ``null`` store: clients see a task only while it runs; once finished, ``tasks/get`` finds nothing.
+
+    A finished task is still kept, hidden, for the request that cancels it: the SDK reads the task back after
+    cancelling it to answer ``tasks/cancel``, and would answer -32603 "Task should have been created" if it were
+    gone. At most :data:`FINISHED_KEPT` finished tasks are kept so; older ones are deleted.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self._running: set[str] = set()
+        # finished task id -> the context needed to delete it, oldest first.
+        self._finished: OrderedDict[str, ServerCallContext] = OrderedDict()
 
     def holds(self, task_id: str) -> bool:
         """True when some owner's running task has id ``task_id``."""
         return task_id in self._running
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
-        """Save a running task; delete a finished one."""
-        if is_finished(task):
-            await self.delete(task.id, context)
-        else:
+        """Save a task; a finished one is hidden from every request but a cancel."""
+        await super().save(task, context)
+        if not is_finished(task):
             self._running.add(task.id)
-            await super().save(task, context)
+            return
+        self._running.discard(task.id)
+        self._finished[task.id] = context
+        self._finished.move_to_end(task.id)
+        while len(self._finished) > FINISHED_KEPT:
+            old_id, old_context = self._finished.popitem(last=False)
+            await super().delete(old_id, old_context)
+
+    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        """The task while it runs; a finished one only to the request cancelling it."""
+        if task_id in self._finished and context.state.get("method") not in CANCEL_METHODS:
+            return None
+        return await super().get(task_id, context)
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         """Delete ``task_id`` (no error when it is unknown)."""
         self._running.discard(task_id)
+        self._finished.pop(task_id, None)
         await super().delete(task_id, context)
 
 

@@ -1,7 +1,9 @@
 """``POST /v1/chat/completions``: one agent turn over OpenAI's chat completions format, streaming or not.
 
 The session is the ``X-Session-ID`` header, else the body's ``session_id``, else a new one; the answer
-carries it back in ``X-Session-ID``. The turn's user is the request's verified identity
+carries it back in ``X-Session-ID``. A session id is 1-128 characters from ``A-Z a-z 0-9 . _ : -``
+(:mod:`kora.core.protocol`); another is a 400 before any work, and so is text no store can keep (a NUL or a lone
+surrogate anywhere in the body, :mod:`kora.core.text`). The turn's user is the request's verified identity
 (:mod:`kora.agent.identity`; anonymous without one). Errors use OpenAI's body: 400 for a bad request, 401 for a
 bearer token that does not verify, 502 when the model API fails, 504 when it times out, 503 while the agent is
 still starting.
@@ -31,7 +33,7 @@ from kora.core.openai_wire import (
     sse_error,
     usage_body,
 )
-from kora.core.protocol import DELEGATED_BY_HEADER, SESSION_HEADER
+from kora.core.protocol import DELEGATED_BY_HEADER, SESSION_HEADER, check_session_id
 
 if TYPE_CHECKING:
     from kora.agent.runtime import AgentRuntime
@@ -45,8 +47,8 @@ def add_chat_routes(router: APIRouter, state: AgentState) -> None:
     async def chat_completions(request: Request) -> Response:
         identity = await state.identity.resolve(request.headers)
         parsed = parse_chat_request(await request.body())
+        requested = requested_session(request.headers.get(SESSION_HEADER), parsed.request.session_id)
         runtime = await state.wait_runtime()
-        requested = request.headers.get(SESSION_HEADER) or parsed.request.session_id
         session_id = await open_session(state.memory, requested, agent_name, identity)
         turn = TurnRequest(
             session_id=session_id,
@@ -72,6 +74,17 @@ def add_chat_routes(router: APIRouter, state: AgentState) -> None:
         usage = usage_body(outcome.input_tokens, outcome.output_tokens)
         body = completion_body(completion_id(), model, assistant_message(outcome.text), outcome.finish_reason, usage)
         return JSONResponse(body, headers=headers)
+
+
+def requested_session(header: str | None, body: str | None) -> str | None:
+    """The session a chat request names: the ``X-Session-ID`` header, else the body's ``session_id``, else none.
+    Raises :class:`~kora.core.errors.RequestError` (400) when it breaks the session id rule
+    (:mod:`kora.core.protocol`), before the turn does any work."""
+    if header:
+        return check_session_id(header, SESSION_HEADER)
+    if body is not None:
+        return check_session_id(body, "'session_id'")
+    return None
 
 
 async def stream_chunks(

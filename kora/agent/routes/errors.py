@@ -2,7 +2,7 @@
 
 Under ``/v1`` every error is ``{"error": {"message", "type", "code"}}`` (``kora.core.openai_wire``);
 elsewhere it is ``{"detail": ...}``. Validation errors answer 400 (not FastAPI's 422), and an unexpected
-exception answers 500 with the exception's type name only, never a traceback.
+exception answers 500 "Internal error" (logged here), never a traceback or an internal type name.
 """
 
 from __future__ import annotations
@@ -52,4 +52,4 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def unexpected(request: Request, error: Exception) -> JSONResponse:
         log.exception("unhandled error on %s", request.url.path)
-        return error_response(KoraError(f"Internal error: {type(error).__name__}"))
+        return error_response(KoraError("Internal error"))

@@ -21,7 +21,8 @@ Routes (all JSON; the OpenAPI document is at ``/openapi.json``):
 ====================================  ================================================================
 
 Errors are ``{"error": {"message", "type", "code"}}`` with the status of :mod:`kora.core.errors`: 400 for a
-malformed body or parameter (never FastAPI's 422) and for a value the database refuses, 403 for a scope above the
+malformed body or parameter (never FastAPI's 422), for JSON beyond the limits of :mod:`kora.core.limits` and for
+a value the database refuses, 413 for a body over ``MEMORY_SERVICE_MAX_REQUEST_BYTES``, 403 for a scope above the
 store's ceiling or another user's session, 404 for an unknown session or fact, 503 while the database is
 unusable.
 """
@@ -45,6 +46,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kora.core.errors import KoraError, NotFound, RequestError, Unavailable
 from kora.core.events import EventType
+from kora.core.limits import RequestLimits
 from kora.core.openai_wire import error_body, invalid_request_message, openai_error_body
 from kora.memory.base import SessionInfo
 from kora.memory.service import facts, jobs, recall, store
@@ -125,6 +127,7 @@ def create_app(settings: MemoryServiceSettings) -> FastAPI:
     app = FastAPI(title="Kora memory service", version="v1", lifespan=lifespan)
     app.state.service = service
     _install_error_handlers(app)
+    app.add_middleware(RequestLimits, max_body_bytes=settings.max_request_bytes)
     router = APIRouter()
     _add_probes(router, service)
     _add_session_routes(router, service)

@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from kora.core.env import DEFAULT_MAX_LARGE_REQUEST_BYTES, MIN_MAX_REQUEST_BYTES
 from kora.core.net import is_http_url
 from kora.core.settings_errors import SettingsError, describe_validation_error, settings_fields
 
@@ -99,6 +100,12 @@ class MemoryServiceSettings(BaseSettings):
         "died is run again once this has passed.",
     )
     log_level: LogLevel = Field(default="INFO", description="Log level (any case).")
+    max_request_bytes: int = Field(
+        default=DEFAULT_MAX_LARGE_REQUEST_BYTES,
+        ge=MIN_MAX_REQUEST_BYTES,
+        description="Largest request body accepted, in bytes; a larger one is refused with 413 before it is read "
+        "(see Request limits).",
+    )
 
     @field_validator("summary_model_api_url", "embedding_model_api_url")
     @classmethod
