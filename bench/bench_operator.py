@@ -219,6 +219,7 @@ def main() -> None:
                 f"  every Agent Ready:                 {ready:6.2f} s  "
                 f"goal <= {GOAL_SECONDS:.0f} s: {verdict(ready <= GOAL_SECONDS)}"
             )
+            print(f"  ... of which after the last create: {ready - created:6.2f} s (the operator's own lag)")
             print(f"  kubelet loop's own API time:       {kubelet.busy:6.2f} s ({len(kubelet.marked)} marked)")
             print(
                 f"  operator RSS:                      {loaded:6.1f} MB  (+{loaded - idle:.1f} MB over idle)  "
