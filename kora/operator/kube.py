@@ -113,6 +113,18 @@ class Kube:
             raise
         return found.status.to_dict() if found.status is not None else {}
 
+    async def resource(self, kind: str, namespace: str, name: str) -> JsonObject | None:
+        """The body of Kora resource ``kind`` ``namespace/name`` as JSON, None when absent. Raises
+        ``lightkube.ApiError`` for other failures."""
+        try:
+            found = await self.client.get(KORA_RESOURCES[kind], name, namespace=namespace)
+        except ApiError as error:
+            if error.status.code == 404:
+                return None
+            raise
+        # A generic resource is the JSON object itself (a dict), metadata included, as read.
+        return dict(found)
+
     async def write_status(self, kind: str, namespace: str, name: str, status: JsonObject) -> bool:
         """Replace what Kora sets in ``status`` of a Kora resource (merge patch on the status subresource;
         ``null`` clears a field Kora no longer sets). False when the resource is gone."""

@@ -212,7 +212,7 @@ class Reconciler:
             failed = failed_status("; ".join(problems), _generation(observed.body), previous)
             return await self._write_status(ref, observed, status_body(failed))
         writes = 0
-        dependencies = [self._dependency(target) for target in dependencies_of(resource)]
+        dependencies = [await self._dependency(target) for target in dependencies_of(resource)]
         deployment = await self._deployment(ref)
         held = any(d.problem() for d in dependencies) and deployment is None and isinstance(resource, Agent)
         plan = plan_for(resource, self.settings)
@@ -229,24 +229,32 @@ class Reconciler:
             endpoint=plan.public_url,
             dependencies=dependencies,
             workload=WorkloadState.of(deployment, replicas),
-            memory_store=self._memory_store(resource),
+            memory_store=await self._memory_store(resource),
             previous=previous,
         )
         return writes + await self._write_status(ref, observed, status_body(status))
 
-    def _dependency(self, target: ResourceRef) -> Dependency:
+    async def _dependency(self, target: ResourceRef) -> Dependency:
         observed = self.resources.get(target)
         if observed is None:
-            return Dependency(target, None)
+            # Not on the watch (yet): each kind has its own watch, so just after a start an Agent can be
+            # reconciled before its ModelAPI was listed. Read it rather than report it missing (a status
+            # write, and a Ready Agent shown Waiting); the watch brings it into the view and wakes this one.
+            body = await self.kube.resource(target.kind, target.namespace, target.name)
+            if body is None:
+                return Dependency(target, None)
+            observed = parse(target.kind, body)
         return Dependency(target, observed.phase or Phase.PENDING, exposed=observed.exposed)
 
-    def _memory_store(self, resource: AnyResource) -> Dependency | None:
+    async def _memory_store(self, resource: AnyResource) -> Dependency | None:
         if not isinstance(resource, Agent):
             return None
         memory = resource.spec.config.memory
         if not memory.enabled or memory.type != "remote" or memory.memory_store is None:
             return None
-        return self._dependency(ResourceRef(Kind.MEMORY_STORE.value, resource.metadata.namespace, memory.memory_store))
+        return await self._dependency(
+            ResourceRef(Kind.MEMORY_STORE.value, resource.metadata.namespace, memory.memory_store)
+        )
 
     async def _deployment(self, ref: ResourceRef) -> JsonObject | None:
         if ref not in self.deployments:
