@@ -320,3 +320,31 @@ def test_a_restarted_operator_converges_without_writing(kube_cluster: KubeCluste
         for ref in ("ModelAPI scripted", "MCPServer tools", "Agent assistant"):
             wait_for(f"{ref} reconciled", lambda r=ref: f"reconciled {r} in {namespace}: 0 writes" in again.output())
         assert versions() == before
+
+
+def test_multi_agent_coordinator_waits_for_its_peers_and_is_wired_to_them(kube_cluster: KubeCluster, tmp_path: Path):
+    namespace = kube_cluster.fresh_namespace("multi")
+    with running_operator(kube_cluster, namespace, tmp_path / "operator.log"):
+        kube_cluster.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "multi-agent" / "kora.yaml"))
+        with kube_cluster.client() as client:
+            for workload in ("modelapi-scripted", "mcpserver-calculator", "mcpserver-clock-tools"):
+                wait_for(workload, lambda w=workload: _exists(kube_cluster, Deployment, w, namespace))
+                kube_cluster.mark_deployment_available(workload, namespace)
+            for specialist in ("math", "clock"):
+                wait_for(specialist, lambda s=specialist: _exists(kube_cluster, Deployment, f"agent-{s}", namespace))
+            # The coordinator delegates to both specialists: it waits until each is Ready, and says which.
+            waiting = wait_for("coordinator Waiting", phase_is(client, "Agent", "coordinator", namespace, "Waiting"))
+            assert "Agent math is Pending" in str(waiting["message"])
+            assert not _exists(kube_cluster, Deployment, "agent-coordinator", namespace)
+            kube_cluster.mark_deployment_available("agent-math", namespace)
+            kube_cluster.mark_deployment_available("agent-clock", namespace)
+            wait_for(
+                "coordinator Deployment", lambda: _exists(kube_cluster, Deployment, "agent-coordinator", namespace)
+            )
+            container = _deployment(kube_cluster, "agent-coordinator", namespace).spec.template.spec.containers[0]
+            env = environment_of(container.to_dict())
+            assert env["PEER_AGENTS"] == "math,clock"
+            assert env["PEER_AGENT_MATH_CARD_URL"] == f"http://agent-math.{namespace}.svc.cluster.local:8000"
+            assert "MCP_SERVERS" not in env  # tools are off for the coordinator
+            kube_cluster.mark_deployment_available("agent-coordinator", namespace)
+            wait_for("coordinator Ready", phase_is(client, "Agent", "coordinator", namespace, "Ready"))
