@@ -332,12 +332,14 @@ class RemoteMemory(Memory):
             params["event_type"] = [str(t) for t in event_types]
         if limit is not None:
             params["limit"] = limit
+        # Taken before the request: a write that lands while it is answered is in one or the other, never neither.
+        queued = self._pending_events(session_id)
         try:
             stored = await self._call("GET", f"/v1/sessions/{session_id}/events", EventList, params=params)
         except (StoreUnreachable, StoreRefused) as error:
             return await self._fallback(error, self._local.get_session_events(session_id, event_types, limit))
         wanted = {str(t) for t in event_types} if event_types else None
-        pending = [e for e in self._pending_events(session_id) if wanted is None or e.event_type in wanted]
+        pending = [e for e in queued if wanted is None or e.event_type in wanted]
         return _merged(stored.events, pending, limit)
 
     async def list_events(self, session_id: str | None = None, limit: int | None = None) -> list[MemoryEvent]:
@@ -387,6 +389,8 @@ class RemoteMemory(Memory):
             max_events=limit,
             token_budget=self.token_budget,
         )
+        # Taken before the request: a write that lands while it is answered is in one or the other, never neither.
+        queued = self._pending_events(session_id)
         try:
             context = await self._call("POST", f"/v1/sessions/{session_id}/context", MemoryContext, request)
         except (StoreUnreachable, StoreRefused) as error:
@@ -396,7 +400,7 @@ class RemoteMemory(Memory):
         # With a rolling summary the store's window reaches back to what the summary covers: keep all of it.
         return TurnContext(
             summary=context.summary,
-            events=_merged(context.window, self._pending_events(session_id), None if self.rolling_summary else limit),
+            events=_merged(context.window, queued, None if self.rolling_summary else limit),
             facts=[_hit(fact) for fact in context.facts],
         )
 

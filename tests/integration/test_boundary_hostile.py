@@ -421,7 +421,8 @@ def test_fuzz_json_rpc(agent, body):
 @FUZZ
 @given(session_id=any_text, limit=hostile_values)
 def test_fuzz_memory_reads(agent, session_id, limit):
-    params = {"session_id": session_id, "limit": render(limit)}
+    # Cut to what a URL can carry (the client refuses longer queries before sending anything).
+    params = {"session_id": session_id, "limit": render(limit)[:4000]}
     response = agent.client.get(
         "/memory/events", params={k: v.encode("utf-8", "surrogatepass") for k, v in params.items()}
     )

@@ -27,7 +27,8 @@ from tests.support.conversations import ANY_EVENT, TEXT, conversations
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
 
-AGENT_INSTRUCTIONS = ("You are a helpful assistant.", "")
+# Two different system prompts (an empty AGENT_INSTRUCTIONS counts as unset, so it means the default).
+AGENT_INSTRUCTIONS = ("You are a helpful assistant.", "Answer briefly.")
 
 
 def add(a: int, b: int) -> int:
