@@ -286,7 +286,10 @@ async def test_disconnect_after_chunks_drops_the_connection(server, caplog):
         await read_all()
     assert "".join(received) == "one two"
     assert server.aborted_requests == []  # the server dropped it, the client did not abort
-    assert not [r for r in caplog.records if r.levelname == "ERROR"]  # a drop on purpose is not logged as a crash
+    # A drop on purpose is not logged as a crash by the server (records from other tests' garbage, such as an
+    # unclosed client collected here, are not the server's).
+    server_errors = [r for r in caplog.records if r.levelname == "ERROR" and r.name.startswith(("kora", "uvicorn"))]
+    assert not server_errors
 
 
 async def test_async_context_manager_and_concurrent_requests():
