@@ -1,8 +1,7 @@
 """The operator's calls to the Kubernetes API: read a child's content hash, apply, delete, write a status.
 
 One thin layer over lightkube's async client, so the reconciler speaks in manifests (plain JSON objects as
-:mod:`kora.operator.children` builds them) and counts every write it makes (:attr:`Kube.writes`: the
-benchmark's "API writes per unchanged reconcile" and the tests' "no duplicate writes" read it).
+:mod:`kora.operator.children` builds them); the reconciler counts the writes of each reconcile and logs them.
 
 Children are applied with server-side apply under the field manager ``kora-operator`` (``force``: the operator
 owns the fields it sets; fields other managers own, such as an autoscaler's replicas, are left alone).
@@ -10,7 +9,6 @@ owns the fields it sets; fields other managers own, such as an autoscaler's repl
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 from typing import Final
 
@@ -24,10 +22,9 @@ from lightkube.resources.networking_v1 import NetworkPolicy
 from lightkube.types import PatchType
 
 from kora.operator.children import ChildRef
+from kora.operator.status import JsonObject
 from kora.resources.crd import plural
 from kora.resources.models import GROUP, RESOURCE_CLASSES, VERSION
-
-JsonObject = dict[str, object]
 
 #: Field manager of every write the operator makes (``kubectl get -o yaml --show-managed-fields`` shows it).
 FIELD_MANAGER: Final = "kora-operator"
@@ -58,12 +55,10 @@ def _resource(key: ChildRef) -> type[NamespacedResource]:
 
 
 class Kube:
-    """The operator's API calls through ``client``. ``writes`` counts them by verb (``apply``, ``delete``,
-    ``status``)."""
+    """The operator's API calls through ``client``."""
 
     def __init__(self, client: AsyncClient) -> None:
         self.client = client
-        self.writes: Counter[str] = Counter()
 
     async def annotation(self, key: ChildRef, name: str) -> str | None:
         """Annotation ``name`` of the child ``key``: its value, ``""`` when the child lacks it, None when the
@@ -81,7 +76,6 @@ class Kube:
     async def apply(self, manifest: Mapping[str, object]) -> None:
         """Create or update the child ``manifest`` (server-side apply). Raises ``lightkube.ApiError``."""
         key = ChildRef.of(manifest)
-        self.writes["apply"] += 1
         await self.client.patch(
             _resource(key),
             key.name,
@@ -94,7 +88,6 @@ class Kube:
 
     async def delete(self, key: ChildRef) -> bool:
         """Delete the child ``key``; False when it was already gone."""
-        self.writes["delete"] += 1
         try:
             await self.client.delete(_resource(key), key.name, namespace=key.namespace)
         except ApiError as error:
@@ -128,7 +121,6 @@ class Kube:
     async def write_status(self, kind: str, namespace: str, name: str, status: JsonObject) -> bool:
         """Replace what Kora sets in ``status`` of a Kora resource (merge patch on the status subresource;
         ``null`` clears a field Kora no longer sets). False when the resource is gone."""
-        self.writes["status"] += 1
         try:
             await self.client.patch(
                 KORA_RESOURCES[kind].Status,

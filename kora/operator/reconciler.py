@@ -119,6 +119,9 @@ class Reconciler:
         self.children: dict[ChildRef, str | None] = {}
         self.dependants: dict[ResourceRef, set[ResourceRef]] = {}
         self._references: dict[ResourceRef, set[ResourceRef]] = {}
+        #: Resources read from the API server because the watch had not shown them, and found absent: not read
+        #: again until the watch shows them or a resync forgets this (a missing dependency costs one read).
+        self._absent: set[ResourceRef] = set()
 
     # -- input from the watches -------------------------------------------------------------------------------
 
@@ -135,6 +138,7 @@ class Reconciler:
         else:
             after = parse(kind, body)
             self.resources[ref] = after
+            self._absent.discard(ref)
             references = {target for _, target in references_of(after.model)} if after.model is not None else set()
             self._set_references(ref, references)
             self.queue.add(ref)
@@ -187,6 +191,7 @@ class Reconciler:
         """Forget remembered child hashes and Deployment states and reconcile every resource."""
         self.children.clear()
         self.deployments.clear()
+        self._absent.clear()
         for ref in self.resources:
             self.queue.add(ref)
 
@@ -240,8 +245,11 @@ class Reconciler:
             # Not on the watch (yet): each kind has its own watch, so just after a start an Agent can be
             # reconciled before its ModelAPI was listed. Read it rather than report it missing (a status
             # write, and a Ready Agent shown Waiting); the watch brings it into the view and wakes this one.
+            if target in self._absent:
+                return Dependency(target, None)
             body = await self.kube.resource(target.kind, target.namespace, target.name)
             if body is None:
+                self._absent.add(target)
                 return Dependency(target, None)
             observed = parse(target.kind, body)
         return Dependency(target, observed.phase or Phase.PENDING, exposed=observed.exposed)

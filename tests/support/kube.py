@@ -27,13 +27,13 @@ from typing import Any, cast
 import pytest
 import yaml
 from lightkube import AsyncClient, Client, KubeConfig
-from lightkube.generic_resource import GenericNamespacedResource, create_namespaced_resource
+from lightkube.generic_resource import GenericNamespacedResource
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Namespace
 from lightkube.types import PatchType
 
 from kora.core.net import free_port
-from kora.resources.models import GROUP, VERSION
+from kora.operator.kube import KORA_RESOURCES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO_ROOT / "scripts" / "k8s"
@@ -117,15 +117,11 @@ def gateway_api_crd_documents() -> list[JsonObject]:
 
 
 def kora_resource(kind: str) -> type[GenericNamespacedResource]:
-    """A lightkube resource class for a Kora kind (``"Agent"``, ``"ModelAPI"``, ...), read from its generated CRD.
+    """The lightkube resource class of a Kora kind (``"Agent"``, ``"ModelAPI"``, ...), the operator's own.
 
-    Raises ``KeyError`` for a kind without a CRD in ``deploy/crds/``.
+    Raises ``KeyError`` for an unknown kind.
     """
-    for document in kora_crd_documents():
-        names = document["spec"]["names"]
-        if names["kind"] == kind:
-            return create_namespaced_resource(GROUP, VERSION, kind, names["plural"])
-    raise KeyError(kind)
+    return KORA_RESOURCES[kind]
 
 
 def deployment_available_status(deployment: Deployment, now: datetime | None = None) -> JsonObject:
