@@ -24,12 +24,16 @@ histories):
 Content Kora's agents never produce (files, images, thinking, provider-native tools) raises
 :class:`~kora.core.errors.RequestError` rather than being dropped silently.
 
+Every request's duration and token usage is recorded as the GenAI client metrics
+(:func:`kora.agent.telemetry.record_model_request`).
+
 Errors: :class:`~kora.core.errors.ModelError` (the model API failed or sent an invalid answer) and
 :class:`~kora.core.errors.ModelTimeout`.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -59,6 +63,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from kora.agent.model_client import ModelClient
+from kora.agent.telemetry import record_model_request
 from kora.core.errors import RequestError
 from kora.core.openai_wire import (
     ChatCompletionChunk,
@@ -143,7 +148,13 @@ class KoraChatModel(Model):
     ) -> ModelResponse:
         """One whole (non-streamed) model response for ``messages``. Raises ``ModelError``/``ModelTimeout``."""
         _, parameters = self.prepare_request(model_settings, model_request_parameters)
-        answer = await self.client.complete(self.request_body(messages, parameters, stream=False))
+        started = time.perf_counter()
+        try:
+            answer = await self.client.complete(self.request_body(messages, parameters, stream=False))
+        except BaseException as error:
+            record_model_request(self._name, time.perf_counter() - started, 0, 0, error)
+            raise
+        record_model_request(self._name, time.perf_counter() - started, answer.input_tokens, answer.output_tokens)
         return model_response(answer, self._name)
 
     @asynccontextmanager
@@ -157,8 +168,18 @@ class KoraChatModel(Model):
         """A streamed model response for ``messages``; leaving the block closes the connection (the model API
         stops). Raises ``ModelError``/``ModelTimeout``, also while iterating."""
         _, parameters = self.prepare_request(model_settings, model_request_parameters)
-        async with self.client.stream(self.request_body(messages, parameters, stream=True)) as chunks:
-            yield KoraStreamedResponse(model_request_parameters=parameters, _model_name=self._name, _chunks=chunks)
+        started = time.perf_counter()
+        try:
+            async with self.client.stream(self.request_body(messages, parameters, stream=True)) as chunks:
+                streamed = KoraStreamedResponse(
+                    model_request_parameters=parameters, _model_name=self._name, _chunks=chunks
+                )
+                yield streamed
+        except BaseException as error:
+            record_model_request(self._name, time.perf_counter() - started, 0, 0, error)
+            raise
+        usage = streamed.usage
+        record_model_request(self._name, time.perf_counter() - started, usage.input_tokens, usage.output_tokens)
 
     def request_body(
         self, messages: Sequence[ModelMessage], parameters: ModelRequestParameters, *, stream: bool

@@ -13,10 +13,15 @@ The user travels with the task as the credential the parent verified (:mod:`kora
 user's bearer token, or the trusted gateway's header under the same name. The peer verifies it by its own
 settings; an anonymous turn sends none. The credential comes from the turn's run context, never from the
 tool's arguments, so the model cannot choose whom a task is for.
+
+Each delegated task is an ``invoke_agent {peer}`` CLIENT span (``gen_ai.agent.name`` the peer, ``kora.a2a.task_id``
+the peer's task, an error status when the answer is ``Error: ...``) whose trace context travels to the peer on the
+HTTP request, and a ``kora.agent.delegation.duration`` measurement (:mod:`kora.agent.telemetry`).
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -26,8 +31,11 @@ from a2a.client import A2AClientError, AgentCardResolutionError, ClientConfig, c
 from a2a.client.client import Client, ClientCallContext
 from a2a.helpers.proto_helpers import get_message_text, new_text_part
 from a2a.types.a2a_pb2 import Message, Role, SendMessageRequest, Task, TaskState
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from pydantic_ai import FunctionToolset, RunContext, Tool
 
+from kora.agent.telemetry import SCOPE, record_delegation
 from kora.agent.turn import TurnDeps
 from kora.core.protocol import (
     DELEGATED_BY_HEADER,
@@ -37,6 +45,8 @@ from kora.core.protocol import (
     SESSION_HEADER,
     child_session_id,
 )
+
+_tracer = trace.get_tracer(SCOPE)
 
 
 def delegation_tool_name(agent: str) -> str:
@@ -93,11 +103,26 @@ class Delegation:
         :attr:`~kora.agent.turn.TurnRequest.credential`; none for an anonymous turn); returns its answer, or
         ``Error: ...`` text on any failure."""
         session = child_session_id(parent_session_id, self._agent_name)
-        headers = dict(credential or {})
+        attributes = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": name,
+            "gen_ai.conversation.id": session,
+            "server.address": self._sub_agents[name],
+        }
+        started = time.perf_counter()
+        with _tracer.start_as_current_span(f"invoke_agent {name}", kind=SpanKind.CLIENT, attributes=attributes) as span:
+            answer = await self._send(name, task, session, dict(credential or {}), span)
+            if answer.startswith("Error:"):
+                span.set_status(Status(StatusCode.ERROR, answer))
+        record_delegation(name, time.perf_counter() - started, ok=not answer.startswith("Error:"))
+        return answer
+
+    async def _send(self, name: str, task: str, session: str, headers: dict[str, str], span: Span) -> str:
+        """The peer's answer, or ``Error: ...`` text (see :meth:`delegate`)."""
         try:
             client = await self._a2a_client(name)
             if client is not None:
-                return await self._delegate_a2a(client, name, task, session, headers)
+                return await self._delegate_a2a(client, name, task, session, headers, span)
             return await self._delegate_chat(name, task, session, headers)
         except httpx.TimeoutException:
             return f"Error: agent '{name}' did not answer within {self._timeout:g} s."
@@ -121,7 +146,9 @@ class Delegation:
                 self._clients[name] = None
         return self._clients[name]
 
-    async def _delegate_a2a(self, client: Client, name: str, task: str, session: str, headers: dict[str, str]) -> str:
+    async def _delegate_a2a(
+        self, client: Client, name: str, task: str, session: str, headers: dict[str, str], span: Span
+    ) -> str:
         message = Message(
             role=Role.ROLE_USER, message_id=str(uuid.uuid4()), context_id=session, parts=[new_text_part(task)]
         )
@@ -133,6 +160,7 @@ class Delegation:
             if response.HasField("message"):
                 answer = get_message_text(response.message)
             elif response.HasField("task"):
+                span.set_attribute("kora.a2a.task_id", response.task.id)
                 answer = _task_answer(name, response.task)
         return answer
 

@@ -43,6 +43,7 @@ from kora.agent.chat_model import KoraChatModel
 from kora.agent.delegation import Delegation
 from kora.agent.memory_tools import MEMORY_TOOL_NAMES, memory_toolset
 from kora.agent.settings import AgentSettings
+from kora.agent.telemetry import AgentTracing
 from kora.agent.turn import TurnDeps, TurnRequest
 from kora.core.errors import KoraError, ModelError, StepLimitReached, internal_error
 from kora.memory import Memory
@@ -124,10 +125,13 @@ def turn_error(error: BaseException) -> KoraError:
 class AgenticLoop:
     """The pydantic-ai agent of one agent server. Create, ``await start()``, use, ``await close()``.
 
-    ``model`` is the agent's model adapter (shared with the runtime's first request; not closed here).
+    ``model`` is the agent's model adapter (shared with the runtime's first request; not closed here); ``tracing``
+    adds the step, model and tool spans (:mod:`kora.agent.telemetry`; default: none, tool metrics only).
     """
 
-    def __init__(self, settings: AgentSettings, memory: Memory, model: KoraChatModel) -> None:
+    def __init__(
+        self, settings: AgentSettings, memory: Memory, model: KoraChatModel, tracing: AgentTracing | None = None
+    ) -> None:
         self.settings = settings
         self._http = httpx.AsyncClient(timeout=settings.delegation_timeout_seconds)
         self.delegation = Delegation(
@@ -155,6 +159,7 @@ class AgenticLoop:
             deps_type=TurnDeps,
             name=settings.agent_name,
             toolsets=static,
+            capabilities=(tracing or AgentTracing(settings.agent_name, settings.model_name)).capabilities(),
         )
         self._limits = UsageLimits(request_limit=settings.agentic_loop_max_steps)
         self._parameters = ModelRequestParameters()

@@ -4,7 +4,8 @@ built and stored, whichever stage ended it.
 A turn's messages (its prompt request, the model's responses and the tool returns, as pydantic-ai messages)
 become events by :func:`kora.agent.history.messages_to_events`; a turn that failed adds one ``error`` event
 whose ``error_type`` is the error's code (:mod:`kora.core.errors`). The prompt is stored as ``user_message``,
-or ``task_delegation_received`` (metadata ``from_agent``) when a parent agent delegated the turn.
+or ``task_delegation_received`` (metadata ``from_agent``) when a parent agent delegated the turn. With tracing on,
+every event's metadata carries the turn's ``trace_id`` and ``span_id``, so a stored turn links to its trace.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
 from kora.agent.history import messages_to_events
+from kora.agent.telemetry import AgentTracing
 from kora.agent.turn import TurnRequest
 from kora.core.errors import KoraError
 from kora.core.events import EventType
@@ -29,9 +31,12 @@ class TurnRecorder:
     """Stores turns in ``memory``; ``delegation_agents`` maps delegation tool names to peer agent names, so their
     calls are stored as ``delegation_request`` / ``delegation_response``."""
 
-    def __init__(self, memory: Memory, delegation_agents: Mapping[str, str]) -> None:
+    def __init__(
+        self, memory: Memory, delegation_agents: Mapping[str, str], tracing: AgentTracing | None = None
+    ) -> None:
         self.memory = memory
         self._delegation_agents = dict(delegation_agents)
+        self._tracing = tracing or AgentTracing("", "")
 
     async def record(self, turn: TurnRequest, messages: Sequence[ModelMessage], error: KoraError | None = None) -> None:
         """Store the events of ``turn``: those of ``messages`` (which start with the prompt request; the prompt
@@ -46,4 +51,7 @@ class TurnRecorder:
             events.append(
                 self.memory.create_event(EventType.ERROR, {"error_type": error.code, "message": error.message})
             )
-        await self.memory.add_events(turn.session_id, events)
+        if trace_ids := self._tracing.event_metadata():
+            events = [event.model_copy(update={"metadata": {**event.metadata, **trace_ids}}) for event in events]
+        with self._tracing.memory("write", turn.session_id):
+            await self.memory.add_events(turn.session_id, events)

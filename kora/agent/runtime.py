@@ -39,6 +39,7 @@ from kora.agent.history import events_to_messages, memory_instructions, replay_t
 from kora.agent.loop import AgenticLoop, steps_usage, text_delta, turn_error
 from kora.agent.recorder import TurnRecorder, prompt_request
 from kora.agent.settings import AgentSettings
+from kora.agent.telemetry import AgentTracing, TurnSpan, active_sessions
 from kora.agent.turn import TurnOutcome, TurnRequest
 from kora.core.errors import KoraError, StepLimitReached, TurnCancelled
 from kora.core.events import MemoryEvent
@@ -49,7 +50,8 @@ log = logging.getLogger("kora.agent")
 
 
 class SessionLocks:
-    """One asyncio lock per session id, dropped when no turn holds or waits for it."""
+    """One asyncio lock per session id, dropped when no turn holds or waits for it. The number of locks is the
+    ``kora.agent.active_sessions`` metric."""
 
     def __init__(self) -> None:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
@@ -59,6 +61,8 @@ class SessionLocks:
         """Hold the session's lock for the duration of the ``async with`` block."""
         lock, users = self._locks.get(session_id, (asyncio.Lock(), 0))
         self._locks[session_id] = (lock, users + 1)
+        if users == 0:
+            active_sessions.add(1)
         try:
             async with lock:
                 yield
@@ -66,6 +70,7 @@ class SessionLocks:
             lock, users = self._locks[session_id]
             if users == 1:
                 del self._locks[session_id]
+                active_sessions.add(-1)
             else:
                 self._locks[session_id] = (lock, users - 1)
 
@@ -85,9 +90,10 @@ class AgentRuntime:
     the events of every step that ran (tool calls and results) are stored before its ``error`` event.
     """
 
-    def __init__(self, settings: AgentSettings, memory: Memory) -> None:
+    def __init__(self, settings: AgentSettings, memory: Memory, tracing: AgentTracing | None = None) -> None:
         self.settings = settings
         self.memory = memory
+        self.tracing = tracing or AgentTracing.from_env(settings.agent_name, settings.model_name)
         self.model = KoraChatModel(
             settings.model_api_url,
             settings.model_api_key,
@@ -95,8 +101,10 @@ class AgentRuntime:
             timeout=settings.model_timeout_seconds,
             max_retries=settings.model_max_retries,
         )
-        self.loop = AgenticLoop(settings, memory, self.model)
-        self.recorder = TurnRecorder(memory, self.loop.delegation.tool_agents)
+        self.loop = AgenticLoop(settings, memory, self.model, self.tracing)
+        self.recorder = TurnRecorder(memory, self.loop.delegation.tool_agents, self.tracing)
+        # The first request goes through pydantic-ai's model instrumentation, as the loop's requests do.
+        self._first_model = self.tracing.instrumented(self.model)
         self._direct = settings.agent_direct_first_request
         self._locks = SessionLocks()
 
@@ -119,6 +127,13 @@ class AgentRuntime:
 
     async def run(self, turn: TurnRequest) -> TurnOutcome:
         """Run a turn to its end and return the answer (the model is asked for whole responses)."""
+        with self.tracing.turn(turn.session_id) as span:
+            outcome = await self._run(turn, span)
+            if span is not None:
+                span.finish(outcome)
+            return outcome
+
+    async def _run(self, turn: TurnRequest, span: TurnSpan | None) -> TurnOutcome:
         async with self._locks.hold(turn.session_id):
             progress = _Progress()
             try:
@@ -129,7 +144,8 @@ class AgentRuntime:
                     parameters = self.loop.request_parameters(turn)
                     # Prepared as the Agent prepares every request (pydantic-ai's notes on framing lookalikes).
                     sent = self.model.prepare_messages(messages, parameters)
-                    first = await self.model.request(sent, None, parameters)
+                    with self.tracing.first_step(span):
+                        first = await self._first_model.request(sent, None, parameters)
                     if ends_turn(first):
                         return await self._ended(turn, [messages[-1], first], first.text or "", _usage_of(first))
                     messages, progress.usage = _hand_over(messages, first)
@@ -146,6 +162,14 @@ class AgentRuntime:
         (a client that went away) cancels the model request and tool calls in flight; the steps that ran are
         stored with a ``cancelled`` error event.
         """
+        with self.tracing.turn(turn.session_id) as span:
+            async with aclosing(self._stream(turn, span)) as items:
+                async for item in items:
+                    if span is not None and isinstance(item, TurnOutcome):
+                        span.finish(item)
+                    yield item
+
+    async def _stream(self, turn: TurnRequest, span: TurnSpan | None) -> AsyncGenerator[str | TurnOutcome]:
         async with self._locks.hold(turn.session_id):
             recorded = False
             progress = _Progress()
@@ -157,12 +181,13 @@ class AgentRuntime:
                 if self._direct:
                     parameters = self.loop.request_parameters(turn)
                     sent = self.model.prepare_messages(messages, parameters)
-                    async with self.model.request_stream(sent, None, parameters) as streamed:
-                        async for event in streamed:
-                            if text := text_delta(event):
-                                said_text = True
-                                yield text
-                        first = streamed.get()
+                    with self.tracing.first_step(span):
+                        async with self._first_model.request_stream(sent, None, parameters) as streamed:
+                            async for event in streamed:
+                                if text := text_delta(event):
+                                    said_text = True
+                                    yield text
+                            first = streamed.get()
                     if ends_turn(first):
                         outcome = await self._ended(turn, [messages[-1], first], first.text or "", _usage_of(first))
                         recorded = True
@@ -197,7 +222,8 @@ class AgentRuntime:
         first request: what the model is shown before the prompt (the session's window, else the history the client
         sent), then the prompt."""
         limit = self.settings.memory_context_limit
-        context = await self.memory.turn_context(turn.session_id, turn.prompt, limit, turn.user_id)
+        with self.tracing.memory("recall", turn.session_id):
+            context = await self.memory.turn_context(turn.session_id, turn.prompt, limit, turn.user_id)
         if note := memory_instructions(context):
             turn = replace(turn, system=f"{turn.system}\n\n{note}" if turn.system else note)
         return turn, [*self._history(turn, context.events, limit), prompt_request(turn)]
@@ -218,6 +244,7 @@ class AgentRuntime:
     async def _ended(self, turn: TurnRequest, messages: list[ModelMessage], text: str, usage: RunUsage) -> TurnOutcome:
         """Store a turn that reached its answer (``messages``: from its prompt request on, whichever stage ended
         it); the outcome."""
+        self.tracing.end_step()
         await self.recorder.record(turn, messages)
         return TurnOutcome(text, "stop", usage.input_tokens, usage.output_tokens, usage.requests)
 

@@ -27,6 +27,8 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import TaskState
+from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode
 
 from kora.agent.identity import ANONYMOUS, Identity, open_session
 from kora.agent.turn import TurnOutcome, TurnRequest
@@ -41,6 +43,8 @@ log = logging.getLogger("kora.agent.a2a")
 ANSWER_ARTIFACT = "answer"
 
 RuntimeGetter = Callable[[], Awaitable["AgentRuntime"]]
+
+_tracer = trace.get_tracer("kora.agent.a2a")
 
 #: Key of the request's :class:`~kora.agent.identity.Identity` in the SDK call context's ``state``.
 IDENTITY_STATE = "kora.identity"
@@ -74,7 +78,17 @@ class KoraAgentExecutor(AgentExecutor):
         self._agent_name = agent_name
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        """Run the task's turn: ``working``, then ``completed`` (artifact ``answer``) or ``failed``."""
+        """Run the task's turn: ``working``, then ``completed`` (artifact ``answer``) or ``failed``.
+
+        The task is an ``a2a task`` span (``kora.a2a.task_id``, ``kora.a2a.context_id``) with one
+        ``a2a.task.state`` event per state it enters; the turn's ``invoke_agent`` span is its child."""
+        assert context.task_id is not None
+        assert context.context_id is not None
+        attributes = {"kora.a2a.task_id": context.task_id, "kora.a2a.context_id": context.context_id}
+        with _tracer.start_as_current_span("a2a task", attributes=attributes) as span:
+            await self._execute(context, event_queue, span)
+
+    async def _execute(self, context: RequestContext, event_queue: EventQueue, span: Span) -> None:
         assert context.task_id is not None
         assert context.context_id is not None
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
@@ -84,11 +98,14 @@ class KoraAgentExecutor(AgentExecutor):
             await event_queue.enqueue_event(
                 new_task(context.task_id, context.context_id, TaskState.TASK_STATE_SUBMITTED, history=history)
             )
+            _entered(span, "submitted")
         await updater.start_work()
+        _entered(span, "working")
         try:
             runtime = await self._runtime()
         except Exception as error:  # the agent failed to start: a failed task, not a protocol error
             await updater.failed(updater.new_agent_message([new_text_part(str(error))]))
+            _entered(span, "failed", str(error))
             return
         identity = identity_of(context)
         turn = TurnRequest(
@@ -107,6 +124,7 @@ class KoraAgentExecutor(AgentExecutor):
                     outcome = item
         except KoraError as failure:
             await updater.failed(updater.new_agent_message([new_text_part(failure.message)]))
+            _entered(span, "failed", failure.message)
             return
         finally:
             # On cancellation this closes the turn at once, aborting the model call (not at garbage collection).
@@ -116,9 +134,11 @@ class KoraAgentExecutor(AgentExecutor):
             # The turn stopped short (its step budget ran out): a failure of the task (spec "Errors" 3), with the
             # reason as the status message; the runtime stored the steps that ran and the error event.
             await updater.failed(updater.new_agent_message([new_text_part(outcome.text)]))
+            _entered(span, "failed", outcome.text)
             return
         await updater.add_artifact([new_text_part(outcome.text)], name=ANSWER_ARTIFACT, last_chunk=True)
         await updater.complete(updater.new_agent_message([new_text_part(outcome.text)]))
+        _entered(span, "completed")
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Record ``canceled``; the SDK then cancels the asyncio task running :meth:`execute`."""
@@ -126,3 +146,15 @@ class KoraAgentExecutor(AgentExecutor):
         assert context.context_id is not None
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
         await updater.cancel(updater.new_agent_message([new_text_part("The task was canceled.")]))
+        _entered(trace.get_current_span(), "canceled", task_id=context.task_id)
+
+
+def _entered(span: Span, state: str, reason: str = "", task_id: str = "") -> None:
+    """Record on ``span`` that the task entered ``state`` (an ``a2a.task.state`` event; a failure also sets the
+    span's error status with ``reason``)."""
+    attributes = {"kora.a2a.task.state": state}
+    if task_id:
+        attributes["kora.a2a.task_id"] = task_id
+    span.add_event("a2a.task.state", attributes)
+    if state == "failed":
+        span.set_status(Status(StatusCode.ERROR, reason))

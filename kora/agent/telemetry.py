@@ -1,0 +1,402 @@
+"""The agent's spans and metrics, per the OpenTelemetry GenAI semantic conventions (spec: "What the service does"
+item 6, "Events" rule 4).
+
+**Spans** (only when tracing is on: ``OTEL_EXPORTER_OTLP_ENDPOINT`` set, see :mod:`kora.core.telemetry`; with it
+off, a turn makes no span objects at all):
+
+* ``invoke_agent {agent}`` (INTERNAL), one per turn: ``gen_ai.operation.name``, ``gen_ai.agent.name``,
+  ``gen_ai.conversation.id`` (the session id), ``gen_ai.request.model``, and at the end
+  ``gen_ai.usage.input_tokens`` / ``output_tokens``, ``gen_ai.response.finish_reasons`` and
+  ``kora.turn.model_requests``; an error status with the exception recorded when the turn fails.
+* ``step {n}`` (INTERNAL), one per loop step: one model request and the tool calls it asked for. The runtime
+  opens step 1 for a turn's direct first request; :class:`TurnSpans` (a pydantic-ai capability) opens the later
+  ones around pydantic-ai's model-request and tool-call nodes, and closes a step the runtime handed over.
+* ``chat {model}`` (CLIENT), one per model request, the first one included, and ``execute_tool {tool}``, one per
+  tool call: pydantic-ai's own instrumentation (``InstrumentedModel`` for the direct request, the
+  ``Instrumentation`` capability in the loop), so the GenAI attributes (usage, finish reasons, tool name and call
+  id) follow pydantic-ai's implementation of the conventions. Its ``invoke_agent`` run span is left out
+  (:class:`_ToolAndModelSpans`): the turn span above covers the whole turn, the direct request included.
+* ``memory recall`` and ``memory write`` (INTERNAL) around the memory client's calls; delegation spans are made by
+  :mod:`kora.agent.delegation`.
+
+Message contents, tool arguments and results are recorded only when
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
+
+**Metrics** (always: ``/metrics`` serves them whether or not an OTLP endpoint is set; recorded through the global
+meter, a no-op until :func:`kora.core.telemetry.setup_telemetry` installs one):
+
+* ``gen_ai.client.token.usage`` ({token}, histogram; ``gen_ai.token.type`` input/output) and
+  ``gen_ai.client.operation.duration`` (s, histogram) per model request, recorded by
+  :class:`~kora.agent.chat_model.KoraChatModel` (:func:`record_model_request`);
+* ``kora.agent.tool.duration`` (s, histogram: its count is the number of calls) per tool call, with
+  ``gen_ai.tool.name`` and ``kora.outcome`` (``ok`` / ``error``);
+* ``kora.agent.delegation.duration`` (s, histogram) per delegated task, with the peer's ``gen_ai.agent.name``;
+* ``kora.agent.active_sessions`` ({session}, up-down counter): sessions with a turn running or waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import os
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
+from pydantic_ai import CallToolsNode, ModelRequestNode, RunContext
+from pydantic_ai.capabilities import AbstractCapability, Instrumentation
+from pydantic_ai.capabilities.abstract import (
+    ValidatedToolArgs,
+    WrapNodeRunHandler,
+    WrapRunHandler,
+    WrapToolExecuteHandler,
+)
+from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.models import Model
+from pydantic_ai.models.instrumented import InstrumentationSettings, InstrumentedModel
+from pydantic_ai.run import AgentRunResult
+from pydantic_ai.tools import ToolDefinition
+
+from kora.agent.turn import TurnOutcome
+from kora.core.errors import KoraError
+
+#: The instrumentation scope of the agent's spans and metrics.
+SCOPE = "kora.agent"
+#: Duration buckets (s) for model requests, tool calls and delegations: from a cached answer to a slow tool.
+DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+#: Token-count buckets, as the GenAI conventions advise.
+TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
+
+_meter = metrics.get_meter(SCOPE)
+_token_usage = _meter.create_histogram(
+    "gen_ai.client.token.usage",
+    unit="{token}",
+    description="Tokens used per model request.",
+    explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+)
+_operation_duration = _meter.create_histogram(
+    "gen_ai.client.operation.duration",
+    unit="s",
+    description="Duration of each model request.",
+    explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+)
+_tool_duration = _meter.create_histogram(
+    "kora.agent.tool.duration",
+    unit="s",
+    description="Duration of each tool call (its count is the number of calls).",
+    explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+)
+_delegation_duration = _meter.create_histogram(
+    "kora.agent.delegation.duration",
+    unit="s",
+    description="Duration of each task delegated to a peer agent (its count is the number of delegations).",
+    explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+)
+active_sessions = _meter.create_up_down_counter(
+    "kora.agent.active_sessions", unit="{session}", description="Sessions with a turn running or waiting to run."
+)
+
+
+def tracing_on(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether spans are exported: ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or its traces variant) set and the SDK not
+    disabled."""
+    endpoint = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "") or environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+    return bool(endpoint.strip()) and environ.get("OTEL_SDK_DISABLED", "").strip().lower() != "true"
+
+
+def content_capture_on(environ: Mapping[str, str] = os.environ) -> bool:
+    """``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``: spans may carry messages, arguments, results."""
+    return environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "").strip().lower() == "true"
+
+
+# -- metrics ------------------------------------------------------------------------------------------------------
+
+
+def record_model_request(
+    model: str, seconds: float, input_tokens: int, output_tokens: int, error: BaseException | None = None
+) -> None:
+    """Record one model request: its duration (s) and, when it answered, the tokens the model reported."""
+    attributes: dict[str, str] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": model,
+    }
+    if error is not None:
+        attributes["error.type"] = _error_type(error)
+    _operation_duration.record(seconds, attributes)
+    if error is None:
+        if input_tokens:
+            _token_usage.record(input_tokens, {**attributes, "gen_ai.token.type": "input"})
+        if output_tokens:
+            _token_usage.record(output_tokens, {**attributes, "gen_ai.token.type": "output"})
+
+
+def record_delegation(peer: str, seconds: float, ok: bool) -> None:
+    """Record one delegated task to ``peer``: its duration (s) and whether the peer answered."""
+    _delegation_duration.record(seconds, {"gen_ai.agent.name": peer, "kora.outcome": "ok" if ok else "error"})
+
+
+def _error_type(error: BaseException) -> str:
+    """``error.type`` per the conventions: Kora's error code, ``cancelled`` for a request stopped by its caller,
+    else the exception's class name."""
+    if isinstance(error, KoraError):
+        return error.code
+    if isinstance(error, GeneratorExit | asyncio.CancelledError):
+        return "cancelled"
+    return type(error).__qualname__
+
+
+# -- spans ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class StepSpans:
+    """The loop steps of one turn: the open ``step {n}`` span, if any, and how many steps began."""
+
+    tracer: Tracer
+    count: int = 0
+    open: Span | None = None
+
+    def begin(self) -> Span:
+        """End the open step, if any, and start the next one (not made current: see :func:`trace.use_span`)."""
+        self.end()
+        self.count += 1
+        self.open = self.tracer.start_span(f"step {self.count}", attributes={"kora.turn.step": self.count})
+        return self.open
+
+    def end(self, error: BaseException | None = None) -> None:
+        """End the open step, marking it failed with ``error``."""
+        if self.open is not None:
+            if error is not None:
+                _fail(self.open, error)
+            self.open.end()
+            self.open = None
+
+
+#: The steps of the turn running in this context (set by :meth:`AgentTracing.turn`; None with tracing off).
+current_steps: contextvars.ContextVar[StepSpans | None] = contextvars.ContextVar("kora_turn_steps", default=None)
+
+
+@dataclass
+class TurnSpan:
+    """The ``invoke_agent`` span of a running turn; the runtime reports the outcome with :meth:`finish`."""
+
+    span: Span
+    steps: StepSpans
+
+    def finish(self, outcome: TurnOutcome) -> None:
+        """Record the turn's outcome on its span: finish reason, token usage summed over its model requests, and
+        an error status when the turn stopped short of an answer (its step budget ran out)."""
+        self.span.set_attributes(
+            {
+                "gen_ai.response.finish_reasons": [outcome.finish_reason],
+                "gen_ai.usage.input_tokens": outcome.input_tokens,
+                "gen_ai.usage.output_tokens": outcome.output_tokens,
+                "kora.turn.model_requests": outcome.model_requests,
+            }
+        )
+        if outcome.finish_reason != "stop":
+            self.span.set_status(Status(StatusCode.ERROR, outcome.text))
+
+
+@dataclass
+class AgentTracing:
+    """Spans of one agent (see the module docstring). ``tracer`` None: tracing off, every method a no-op that
+    allocates nothing."""
+
+    agent_name: str
+    model_name: str
+    tracer: Tracer | None = None
+    capture_content: bool = False
+    settings: InstrumentationSettings | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_env(cls, agent_name: str, model_name: str, environ: Mapping[str, str] = os.environ) -> AgentTracing:
+        """Tracing as the environment says (:func:`tracing_on`, :func:`content_capture_on`), on the global tracer
+        provider (installed by :func:`kora.core.telemetry.setup_telemetry`)."""
+        if not tracing_on(environ):
+            return cls(agent_name, model_name)
+        return cls.on(agent_name, model_name, trace.get_tracer_provider(), capture_content=content_capture_on(environ))
+
+    @classmethod
+    def on(
+        cls, agent_name: str, model_name: str, provider: trace.TracerProvider, *, capture_content: bool
+    ) -> AgentTracing:
+        """Tracing on ``provider``."""
+        settings = InstrumentationSettings(
+            tracer_provider=provider,
+            # Model metrics are Kora's own (record_model_request), recorded with tracing on or off.
+            meter_provider=metrics.NoOpMeterProvider(),
+            include_content=capture_content,
+            include_binary_content=capture_content,
+            include_model_request_parameters=capture_content,
+        )
+        return cls(agent_name, model_name, provider.get_tracer(SCOPE), capture_content, settings)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether spans are made."""
+        return self.tracer is not None
+
+    def capabilities(self) -> list[AbstractCapability[Any]]:
+        """pydantic-ai capabilities for the agent's ``Agent``: tool metrics always; with tracing on, step spans and
+        pydantic-ai's model and tool spans."""
+        if self.settings is None:
+            return [ToolMetrics()]
+        return [ToolMetrics(), _ToolAndModelSpans(settings=self.settings), TurnSteps()]
+
+    @contextmanager
+    def turn(self, session_id: str) -> Iterator[TurnSpan | None]:
+        """The ``invoke_agent`` span of a turn, current inside the block; None with tracing off. An exception
+        leaving the block marks it failed; cancellation too (``error.type`` ``cancelled``)."""
+        if self.tracer is None:
+            yield None
+            return
+        attributes = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": self.agent_name,
+            "gen_ai.conversation.id": session_id,
+            "gen_ai.request.model": self.model_name,
+            "gen_ai.provider.name": "openai",
+        }
+        with self.tracer.start_as_current_span(
+            f"invoke_agent {self.agent_name}",
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            steps = StepSpans(self.tracer)
+            token = current_steps.set(steps)
+            try:
+                yield TurnSpan(span, steps)
+            except BaseException as error:
+                steps.end(error)
+                _fail(span, error)
+                raise
+            finally:
+                steps.end()
+                # A streamed turn closed by its consumer from another context cannot reset its own token there.
+                with suppress(ValueError):
+                    current_steps.reset(token)
+
+    def instrumented(self, model: Model) -> Model:
+        """``model`` with pydantic-ai's model spans (``chat {model}``) when tracing is on, else ``model`` itself:
+        for the runtime's direct first request (the loop's requests get them from :meth:`capabilities`)."""
+        return InstrumentedModel(model, self.settings) if self.settings is not None else model
+
+    @contextmanager
+    def first_step(self, turn: TurnSpan | None) -> Iterator[None]:
+        """Step 1 of ``turn`` around its direct first request, current inside the block. It stays open after the
+        block so the loop's first tool-call node continues it (see :class:`TurnSteps`); :meth:`end_step` or the
+        turn's end closes it. An exception leaving the block ends it failed."""
+        if turn is None:
+            yield
+            return
+        step = turn.steps.begin()
+        try:
+            with trace.use_span(step, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+                yield
+        except BaseException as error:
+            turn.steps.end(error)
+            raise
+
+    def end_step(self) -> None:
+        """End the current turn's open step, if any (a turn whose answer came: nothing more runs in the step)."""
+        if self.tracer is not None and (steps := current_steps.get()) is not None:
+            steps.end()
+
+    @contextmanager
+    def memory(self, operation: str, session_id: str) -> Iterator[None]:
+        """A ``memory {operation}`` span (``recall``, ``write``) around a memory client call."""
+        if self.tracer is None:
+            yield
+            return
+        with self.tracer.start_as_current_span(
+            f"memory {operation}",
+            attributes={"kora.memory.operation": operation, "gen_ai.conversation.id": session_id},
+        ):
+            yield
+
+    def event_metadata(self) -> dict[str, str]:
+        """``trace_id`` and ``span_id`` (hex) of the current span, for a stored event to link to its trace; empty
+        with tracing off or outside a span."""
+        if self.tracer is None:
+            return {}
+        return span_ids(trace.get_current_span())
+
+
+def span_ids(span: Span) -> dict[str, str]:
+    """``{"trace_id": 32 hex digits, "span_id": 16 hex digits}`` of ``span``; empty when it is not valid."""
+    context = span.get_span_context()
+    if not context.is_valid:
+        return {}
+    return {"trace_id": trace.format_trace_id(context.trace_id), "span_id": trace.format_span_id(context.span_id)}
+
+
+def _fail(span: Span, error: BaseException) -> None:
+    """Mark ``span`` failed by ``error``: status ERROR with the message, the exception recorded, ``error.type``."""
+    message = error.message if isinstance(error, KoraError) else str(error)
+    span.set_attribute("error.type", _error_type(error))
+    span.record_exception(error)
+    span.set_status(Status(StatusCode.ERROR, message or type(error).__name__))
+
+
+class ToolMetrics(AbstractCapability[Any]):
+    """Records ``kora.agent.tool.duration`` for every tool call the loop runs."""
+
+    async def wrap_tool_execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: ValidatedToolArgs,
+        handler: WrapToolExecuteHandler,
+    ) -> Any:
+        """Time the call; ``kora.outcome`` is ``error`` when it raised (a retry asked of the model included)."""
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            result = await handler(args)
+            outcome = "ok"
+            return result
+        finally:
+            _tool_duration.record(
+                time.perf_counter() - started, {"gen_ai.tool.name": call.tool_name, "kora.outcome": outcome}
+            )
+
+
+class _ToolAndModelSpans(Instrumentation):
+    """pydantic-ai's instrumentation without its run span: the turn's ``invoke_agent`` span (made by the runtime,
+    covering the direct first request too) is the run span."""
+
+    async def wrap_run(self, ctx: RunContext[Any], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
+        """No span: see the class docstring."""
+        return await handler()
+
+
+class TurnSteps(AbstractCapability[Any]):
+    """Opens a ``step {n}`` span for each model-request node and keeps it open through the tool-call node that
+    follows (the calls that answer asked for), so a step holds its ``chat`` and ``execute_tool`` spans. A step the
+    runtime opened (the direct first request whose answer called tools) is continued by the loop's first tool-call
+    node."""
+
+    async def wrap_node_run(self, ctx: RunContext[Any], *, node: Any, handler: WrapNodeRunHandler[Any]) -> Any:
+        """Run ``node`` inside its step's span."""
+        steps = current_steps.get()
+        if steps is None or not isinstance(node, ModelRequestNode | CallToolsNode):
+            return await handler(node)
+        step = steps.begin() if isinstance(node, ModelRequestNode) or steps.open is None else steps.open
+        try:
+            with trace.use_span(step, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+                result = await handler(node)
+        except BaseException as error:
+            steps.end(error)
+            raise
+        if isinstance(node, CallToolsNode):
+            steps.end()
+        return result
