@@ -39,7 +39,7 @@ from kora.agent.history import events_to_messages, memory_instructions, replay_t
 from kora.agent.loop import AgenticLoop, steps_usage, text_delta, turn_error
 from kora.agent.recorder import TurnRecorder, prompt_request
 from kora.agent.settings import AgentSettings
-from kora.agent.telemetry import AgentTracing, TurnSpan, active_sessions
+from kora.agent.telemetry import AgentTracing, TurnSpan, active_sessions, observe_memory
 from kora.agent.turn import TurnOutcome, TurnRequest
 from kora.core.errors import KoraError, StepLimitReached, TurnCancelled
 from kora.core.events import MemoryEvent
@@ -94,6 +94,7 @@ class AgentRuntime:
         self.settings = settings
         self.memory = memory
         self.tracing = tracing or AgentTracing.from_env(settings.agent_name, settings.model_name)
+        observe_memory(memory, settings.agent_name)
         self.model = KoraChatModel(
             settings.model_api_url,
             settings.model_api_key,
@@ -266,7 +267,8 @@ class AgentRuntime:
             usage = steps_usage(progress.usage, progress.steps)
             return TurnOutcome(failure.message, "length", usage.input_tokens, usage.output_tokens, usage.requests)
         if not isinstance(error, KoraError):
-            log.error("turn failed in session %s", turn.session_id, exc_info=error)
+            # internal_error logged the exception under the reference its message names.
+            log.error("turn failed in session %s: %s", turn.session_id, failure.message)
         await self.recorder.record(turn, progress.ran(), failure)
         if failure is error:
             raise failure

@@ -31,7 +31,8 @@ meter, a no-op until :func:`kora.core.telemetry.setup_telemetry` installs one):
 * ``kora.agent.tool.duration`` (s, histogram: its count is the number of calls) per tool call, with
   ``gen_ai.tool.name`` and ``kora.outcome`` (``ok`` / ``error``);
 * ``kora.agent.delegation.duration`` (s, histogram) per delegated task, with the peer's ``gen_ai.agent.name``;
-* ``kora.agent.active_sessions`` ({session}, up-down counter): sessions with a turn running or waiting.
+* ``kora.agent.active_sessions`` ({session}, up-down counter): sessions with a turn running or waiting;
+* ``kora.memory.degraded`` (gauge, 0/1): the memory store is unreachable (:func:`observe_memory`).
 """
 
 from __future__ import annotations
@@ -40,12 +41,14 @@ import asyncio
 import contextvars
 import os
 import time
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import metrics, trace
+from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from pydantic_ai import CallToolsNode, ModelRequestNode, RunContext
 from pydantic_ai.capabilities import AbstractCapability, Instrumentation
@@ -63,6 +66,7 @@ from pydantic_ai.tools import ToolDefinition
 
 from kora.agent.turn import TurnOutcome
 from kora.core.errors import KoraError
+from kora.memory import Memory
 
 #: The instrumentation scope of the agent's spans and metrics.
 SCOPE = "kora.agent"
@@ -99,6 +103,30 @@ _delegation_duration = _meter.create_histogram(
 active_sessions = _meter.create_up_down_counter(
     "kora.agent.active_sessions", unit="{session}", description="Sessions with a turn running or waiting to run."
 )
+
+
+#: The memories whose state ``kora.memory.degraded`` reports (the agent's; weakly held, so tests may make many).
+_observed_memories: weakref.WeakKeyDictionary[Memory, str] = weakref.WeakKeyDictionary()
+
+
+def _memory_degradation(_options: CallbackOptions) -> Iterator[Observation]:
+    for memory, agent_name in list(_observed_memories.items()):
+        status = memory.status()
+        degraded = bool(status.problems) or "memory" in status.details
+        yield Observation(int(degraded), {"gen_ai.agent.name": agent_name})
+
+
+_meter.create_observable_gauge(
+    "kora.memory.degraded",
+    callbacks=[_memory_degradation],
+    unit="1",
+    description="1 while the agent's memory store is unreachable (serving degraded or not ready), else 0.",
+)
+
+
+def observe_memory(memory: Memory, agent_name: str) -> None:
+    """Report ``memory``'s degradation as ``kora.memory.degraded`` for ``agent_name``."""
+    _observed_memories[memory] = agent_name
 
 
 def tracing_on(environ: Mapping[str, str] = os.environ) -> bool:

@@ -34,7 +34,11 @@ Imports nothing but the standard library, so every layer may raise these.
 
 from __future__ import annotations
 
+import logging
+import uuid
 from typing import ClassVar
+
+_log = logging.getLogger("kora")
 
 
 class KoraError(Exception):
@@ -161,11 +165,14 @@ class TurnCancelled(TurnError):
 
 
 def internal_error(error: BaseException) -> KoraError:
-    """``error`` as Kora reports it: itself when it is a :class:`KoraError`, else an internal error naming its
-    type (never a traceback)."""
+    """``error`` as Kora reports it: itself when it is a :class:`KoraError`, else an internal error that names
+    nothing of the server's internals (no type, message or traceback, which may hold paths or data), only a
+    reference (``err_`` + 12 hex digits) under which the whole exception is logged (logger ``kora``)."""
     if isinstance(error, KoraError):
         return error
-    return TurnError(f"Internal error: {type(error).__name__}: {error}")
+    reference = f"err_{uuid.uuid4().hex[:12]}"
+    _log.error("internal error %s", reference, exc_info=error)
+    return TurnError(f"Internal error (reference {reference}): the server's log has the details.")
 
 
 def jsonrpc_error(error: KoraError) -> dict[str, object]:

@@ -44,7 +44,7 @@ from psycopg_pool import PoolTimeout
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from kora.core.errors import KoraError, NotFound, RequestError, Unavailable
+from kora.core.errors import KoraError, NotFound, RequestError, Unavailable, internal_error
 from kora.core.events import EventType
 from kora.core.limits import RequestLimits
 from kora.core.openai_wire import error_body, invalid_request_message, openai_error_body
@@ -369,5 +369,6 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, error: Exception) -> JSONResponse:
-        log.exception("unhandled error on %s", request.url.path)
-        return JSONResponse(error_body(KoraError(f"Internal error: {type(error).__name__}")), status_code=500)
+        failure = internal_error(error)  # logs the exception under the reference the answer names
+        log.error("unhandled error on %s: %s", request.url.path, failure.message)
+        return JSONResponse(error_body(failure), status_code=500)
