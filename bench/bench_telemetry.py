@@ -30,9 +30,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_agent import HERE, HOST, ROOT, Server, agent_env, run_load  # noqa: E402
+from bench_agent import HERE, HOST, ROOT, Server, agent_env, run_load
 
-from kora.core.net import free_port  # noqa: E402
+from kora.core.net import free_port
 
 #: The last commit before the agent had telemetry: the baseline of "off".
 DEFAULT_BASELINE = "72aed21"
@@ -43,7 +43,7 @@ class _Receiver(BaseHTTPRequestHandler):
 
     exports: dict[str, int] = {}
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         self.rfile.read(length)
         _Receiver.exports[self.path] = _Receiver.exports.get(self.path, 0) + 1
@@ -52,7 +52,7 @@ class _Receiver(BaseHTTPRequestHandler):
         self.send_header("content-length", "0")
         self.end_headers()
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (http.server's signature)
+    def log_message(self, format: str, *args: object) -> None:
         """Quiet."""
 
 
