@@ -178,6 +178,12 @@ def _run_kora_lines(block: Block, quickstart: Quickstart) -> None:
             assert "Ready" in printed
         if words[:2] == ["kora", "down"]:
             assert quickstart.process.wait(timeout=30) == 0
+            after = subprocess.run(
+                ["kora", "status"], cwd=quickstart.cwd, env=quickstart.env, capture_output=True, text=True, timeout=60
+            )
+            assert after.returncode == 1
+            assert "kora status: nothing runs" in after.stderr
+            assert "Ready" not in after.stdout
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=str)
