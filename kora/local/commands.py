@@ -183,6 +183,8 @@ def _chat(
             print("you > ", end="", flush=True)
         line = sys.stdin.readline()
         if not line:
+            if interactive:
+                print()  # Ctrl-D ends the prompt's line, so the shell's prompt starts on its own
             return 0
         text = line.strip()
         if not text:

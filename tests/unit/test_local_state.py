@@ -1,5 +1,6 @@
 """How `kora status | logs | chat | down` find the run they act on, and what they say when nothing runs."""
 
+import io
 import os
 import subprocess
 import sys
@@ -110,3 +111,18 @@ def test_bare_commands_find_the_run_and_say_when_nothing_runs(
     assert "kora down: nothing runs" in capsys.readouterr().err
     assert main(["chat", "assistant"]) == 1
     assert "kora chat: nothing runs" in capsys.readouterr().err
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_ctrl_d_in_chat_ends_the_prompt_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    _run(tmp_path / ".kora", alive=True)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "stdin", _Terminal(""))  # a terminal at once at end of input: Ctrl-D
+    assert main(["chat", "assistant"]) == 0
+    assert capsys.readouterr().out == "you > \n"
