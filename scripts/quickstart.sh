@@ -53,7 +53,10 @@ if ! python scripts/quickstart/wait_ready.py "$STATE" "$up"; then
   fi
   exit 1
 fi
-KORA_AGENT_URL="$agent" python scripts/quickstart/demo.py
+KORA_AGENT_URL="$agent" python scripts/quickstart/demo.py || {
+  echo "  The workloads' state: kora status; their logs: kora logs <name> (files in $STATE/logs/)." >&2
+  exit 1
+}
 cat <<MSG
 
 The agent answers through the gateway at $agent (OpenAI-compatible: $agent/v1). Try:

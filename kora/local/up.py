@@ -34,6 +34,7 @@ import uvicorn
 from kora.core.command import run_command
 from kora.core.net import bind_socket, free_port
 from kora.hosted.catalog import find_hosted_model
+from kora.local.backends import BackendWatch, proxy_backends
 from kora.local.gateway import create_gateway_app, routes_from_plans
 from kora.local.state import (
     DEFAULT_STATE_DIR,
@@ -165,7 +166,11 @@ class _LocalRun:
         print(f"kora up: gateway on {self._gateway_url}; state and logs in {self._state_dir}", flush=True)
         write_state(self._state_dir, self._state)
         self._on_change()
+        by_ref = {ResourceRef(w.kind, w.namespace, w.name): w for w in self._state.workloads}
+        watch = BackendWatch(proxy_backends(self._graph), by_ref, self._on_backend)
+        watch_task = asyncio.create_task(watch.run())
         await supervisor.run()
+        watch_task.cancel()
         gateway.should_exit = True
         await gateway_task
         self._state.stopped = True
@@ -212,6 +217,12 @@ class _LocalRun:
         write_state(self._state_dir, self._state)
         self._show_phase_changes()
         self._show_when_all_ready()
+
+    def _on_backend(self, workload: WorkloadState, reason: str | None) -> None:
+        """A Proxy ModelAPI's backend stopped or started answering: write the state, tell the user."""
+        write_state(self._state_dir, self._state)
+        news = f"backend unreachable ({reason}); requests through it answer 502" if reason else "backend answers"
+        print(f"[{time.strftime('%H:%M:%S')}] {workload.kind}/{workload.name}: {news}", flush=True)
 
     def _show_phase_changes(self) -> None:
         for workload in self._state.workloads:

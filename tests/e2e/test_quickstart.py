@@ -113,3 +113,23 @@ def test_quickstart_rejects_an_unknown_option():
     done = _quickstart("--prot", "1", env=dict(os.environ))
     assert done.returncode == 2
     assert "usage: bash scripts/quickstart.sh [--port N]" in done.stderr
+
+
+@pytest.mark.slow
+def test_an_unreachable_model_backend_is_shown_and_answered_with_a_502_not_a_traceback(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_", "MODEL_", "MCP_", "MEMORY_", "KORA_"))}
+    backend = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    env |= {
+        "KORA_QUICKSTART_EXIT": "1",
+        "KORA_STATE_DIR": str(tmp_path / "state"),
+        "MODEL_API_URL": backend,
+        "MODEL_NAME": "llm",
+    }
+    done = _quickstart("--port", str(free_port()), env=env)
+    assert done.returncode == 1, done.stdout
+    assert f"proxy -> {backend} (unreachable: ConnectError" in done.stdout  # kora up's table
+    assert "ModelAPI/scripted: backend unreachable" in done.stdout
+    assert "quickstart: the agent answered HTTP 502: The model API answered HTTP 502: upstream unreachable" in (
+        done.stderr
+    )
+    assert "Traceback" not in done.stdout + done.stderr
