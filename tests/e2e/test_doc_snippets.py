@@ -110,33 +110,24 @@ def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Quickstart]
         process.wait(timeout=30)
 
 
+def _run(command: list[str], block: Block, quickstart: Quickstart) -> str:
+    """``command`` run in the quickstart's directory; its output, after checking it exited 0."""
+    done = subprocess.run(command, cwd=quickstart.cwd, env=quickstart.env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, f"{block} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
 def _run_python(block: Block, quickstart: Quickstart) -> None:
     script = quickstart.cwd / "snippet.py"
     script.write_text(quickstart.rewrite(block.code), encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=quickstart.cwd,
-        env=quickstart.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, f"{block} failed:\n{done.stdout}\n{done.stderr}"
+    _run([sys.executable, str(script)], block, quickstart)
 
 
 def _run_script(block: Block, quickstart: Quickstart) -> None:
-    done = subprocess.run(
-        ["bash", "-c", "set -euo pipefail\n" + quickstart.rewrite(block.code)],
-        cwd=quickstart.cwd,
-        env=quickstart.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, f"{block} failed:\n{done.stdout}\n{done.stderr}"
+    out = _run(["bash", "-c", "set -euo pipefail\n" + quickstart.rewrite(block.code)], block, quickstart)
     # JSON-RPC's own errors (-32700 parse error ... -32600 invalid request, -32603 internal) mean the snippet is
     # wrong; an A2A answer such as -32002 (a finished task cannot be cancelled) is what the doc shows.
-    assert not re.search(r'"code":\s*-32[67]\d\d', done.stdout), f"{block} answered an error:\n{done.stdout}"
+    assert not re.search(r'"code":\s*-32[67]\d\d', out), f"{block} answered an error:\n{out}"
 
 
 def _command_lines(code: str) -> list[list[str]]:

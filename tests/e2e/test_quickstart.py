@@ -42,15 +42,7 @@ def test_quickstart_talks_to_any_openai_compatible_endpoint_when_given_one(tmp_p
             "MODEL_NAME": "external-llm",
             "MODEL_API_KEY": "sk-test",
         }
-        done = subprocess.run(
-            ["bash", "scripts/quickstart.sh"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        done = _quickstart(env=env)
         assert done.returncode == 0, done.stderr[-2000:]
         assert "Using the real model 'external-llm'" in done.stdout
         # The backend has no script: it echoes, proving the turn went through the Proxy ModelAPI to it.
