@@ -14,6 +14,8 @@ bound to exactly the chart's roles), reconciles the quickstart to Ready without 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import tomllib
 import uuid
 from pathlib import Path
@@ -34,6 +36,7 @@ from kora.operator.children import gateway_manifest
 from kora.operator.kube import Gateway, HTTPRoute
 from kora.operator.settings import VARIABLES, OperatorSettings, load_operator_settings
 from kora.resources import crd
+from kora.resources.loader import resource_problems
 from tests.support.helm import (
     CHART,
     HelmError,
@@ -431,3 +434,58 @@ def test_the_default_install_reconciles_every_namespace_and_serves_its_webhook(
         assert "denied the request" in refused.stderr, refused.stderr
         assert "proxyConfig" in refused.stderr
         assert not _refused_calls(operator.output()), operator.output()[-5000:]
+
+
+# -- docs/operator.md -------------------------------------------------------------------------------------------
+
+DOC = REPO / "docs" / "operator.md"
+
+
+def _documented_helm_commands() -> list[list[str]]:
+    """Every ``helm install|upgrade`` command of docs/operator.md's ```bash blocks, as arguments."""
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S):
+        for command in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(command)
+            if words[:1] == ["helm"] and words[1] in {"install", "upgrade"}:
+                commands.append(words)
+    return commands
+
+
+def test_the_documented_helm_commands_render():
+    """Each documented install/upgrade, run as ``helm template`` with the same chart and values (so a value the
+    chart does not have, or a combination it refuses, fails here)."""
+    commands = _documented_helm_commands()
+    assert len(commands) >= 5
+    for words in commands:
+        _, _, release, chart, *options = words
+        assert chart == "deploy/helm/kora"
+        # Flags that only mean something to a cluster.
+        options = [o for o in options if o not in {"--create-namespace", "--reuse-values"}]
+        result = helm("template", release, str(REPO / chart), *options)
+        assert "kind: Deployment" in result.stdout
+
+
+def test_the_documented_values_table_lists_every_value():
+    values = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
+    table = DOC.read_text(encoding="utf-8").split("### Values", 1)[1].split("###", 1)[0]
+
+    def leaves(node: object, prefix: str) -> list[str]:
+        if isinstance(node, dict) and node and prefix not in {"operator.resources"}:
+            return [leaf for key, value in node.items() for leaf in leaves(value, f"{prefix}.{key}".strip("."))]
+        return [prefix]
+
+    for leaf in leaves(values, ""):
+        head, _, last = leaf.rpartition(".")
+        assert f"`{leaf}`" in table or (head and f"`{head}." in table and f".{last}`" in table), leaf
+
+
+def test_the_documented_real_model_manifest_is_valid():
+    block = DOC.read_text(encoding="utf-8").split("### Pointing a ModelAPI at a real model", 1)[1]
+    manifest = re.search(r"```yaml\n(.*?)```", block, re.S)
+    assert manifest is not None
+    documents = [d for d in yaml.safe_load_all(manifest.group(1)) if d]
+    assert [d["kind"] for d in documents] == ["ModelAPI", "Agent"]
+    for document in documents:
+        document["metadata"]["namespace"] = "demo"
+        assert resource_problems(document) == [], document
