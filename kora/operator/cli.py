@@ -63,7 +63,8 @@ def serve(
         print(f"kora operator: {error}", file=sys.stderr)
         return EXIT_SETTINGS_ERROR
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    for noisy in ("httpx", "httpx2", "aiohttp.access", "kopf.objects", "kopf.activities.probe"):
+    quiet = ("httpx", "httpx2", "httpcore", "httpcore2", "aiohttp.access", "kopf.objects", "kopf.activities.probe")
+    for noisy in quiet:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
     from kora.operator.main import WebhookOptions, run_operator

@@ -37,7 +37,10 @@ from tests.support.doc_blocks import REPO, Block, blocks, documentation
 pytestmark = pytest.mark.slow
 
 #: Pages whose blocks other tests run: docs/operator.md's need a Kubernetes API server.
-RUN_ELSEWHERE = {"docs/operator.md": "tests/unit/test_operator_docs.py, tests/integration/test_operator_docs.py"}
+RUN_ELSEWHERE = {
+    "docs/operator.md": "tests/unit/test_operator_docs.py, tests/integration/test_operator_docs.py, "
+    "tests/integration/test_helm_chart.py"
+}
 QUESTION = "what is 2 plus 3\n"
 
 
