@@ -303,14 +303,14 @@ class GrpcOtlpReceiver(_Receiving):
         def metadata(context: grpc.ServicerContext) -> dict[str, str]:
             return {key: str(value) for key, value in context.invocation_metadata()}
 
-        class Traces(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignore[misc]
+        class Traces(trace_service_pb2_grpc.TraceServiceServicer):
             def Export(
                 self, request: ExportTraceServiceRequest, context: grpc.ServicerContext
             ) -> ExportTraceServiceResponse:
                 store.add(_spans_of(request), [], metadata(context))
                 return ExportTraceServiceResponse()
 
-        class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):  # type: ignore[misc]
+        class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
             def Export(
                 self, request: ExportMetricsServiceRequest, context: grpc.ServicerContext
             ) -> ExportMetricsServiceResponse:
@@ -318,8 +318,8 @@ class GrpcOtlpReceiver(_Receiving):
                 return ExportMetricsServiceResponse()
 
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), self._server)
-        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), self._server)
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), self._server)  # type: ignore[no-untyped-call]
+        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), self._server)  # type: ignore[no-untyped-call]
         self._port = self._server.add_insecure_port("127.0.0.1:0")
 
     @property

@@ -544,6 +544,7 @@ def test_proxy_model_keeps_its_key_in_the_secret():
         {"name": "MODEL_PROXY_API_KEY", "valueFrom": {"secretKeyRef": {"name": "openai", "key": "api-key"}}},
         {"name": "MODEL_PROXY_MODELS", "value": "gpt-4o,gpt-4o-mini"},
         {"name": "OTEL_SERVICE_NAME", "value": "modelapi-openai"},
+        {"name": "OTEL_RESOURCE_ATTRIBUTES", "value": "service.namespace=team,kora.resource.kind=ModelAPI,kora.resource.name=openai"},
     ]
     assert (main["livenessProbe"]["httpGet"]["path"], main["readinessProbe"]["httpGet"]["path"]) == (
         "/health",
@@ -568,6 +569,7 @@ def test_tool_servers():
         # Kubernetes reads $$ as $ and expands $(HOME): doubled, the source arrives as written.
         {"name": "MCP_TOOLS_STRING", "value": "def ping() -> str:\n    '''Ping.'''\n    return '$$(HOME) and $$$$'\n"},
         {"name": "OTEL_SERVICE_NAME", "value": "mcpserver-web-tools"},
+        {"name": "OTEL_RESOURCE_ATTRIBUTES", "value": "service.namespace=team,kora.resource.kind=MCPServer,kora.resource.name=web-tools"},
         {"name": "API_URL", "value": "http://api"},
         {"name": "API_KEY", "valueFrom": {"secretKeyRef": {"name": "keys", "key": "api"}}},
     ]
@@ -575,6 +577,7 @@ def test_tool_servers():
     assert package["env"] == [
         {"name": "MCP_PACKAGE", "value": "mcp-server-fetch"},
         {"name": "OTEL_SERVICE_NAME", "value": "mcpserver-fetcher"},
+        {"name": "OTEL_RESOURCE_ATTRIBUTES", "value": "service.namespace=team,kora.resource.kind=MCPServer,kora.resource.name=fetcher"},
     ]
 
 

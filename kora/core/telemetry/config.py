@@ -14,29 +14,36 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
+from kora.core.env import OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME
 from kora.core.settings_errors import SettingsError
 
 __all__ = [
+    "KORA_RESOURCE_KIND",
+    "KORA_RESOURCE_NAME",
     "OTEL_EXPORTER_OTLP_ENDPOINT",
     "OTEL_EXPORTER_OTLP_PROTOCOL",
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
     "OTEL_RESOURCE_ATTRIBUTES",
     "OTEL_SDK_DISABLED",
     "OTEL_SERVICE_NAME",
+    "SERVICE_NAMESPACE",
     "Protocol",
     "TelemetryConfig",
     "content_capture_enabled",
     "metrics_export_enabled",
     "read_telemetry_config",
+    "resource_attributes_value",
     "tracing_enabled",
 ]
 
+#: Resource attributes naming the Kora resource a workload runs (besides the semantic conventions' namespace).
+KORA_RESOURCE_KIND = "kora.resource.kind"
+KORA_RESOURCE_NAME = "kora.resource.name"
+SERVICE_NAMESPACE = "service.namespace"
+
 OTEL_SDK_DISABLED = "OTEL_SDK_DISABLED"
-OTEL_SERVICE_NAME = "OTEL_SERVICE_NAME"
-OTEL_RESOURCE_ATTRIBUTES = "OTEL_RESOURCE_ATTRIBUTES"
-OTEL_EXPORTER_OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 OTEL_EXPORTER_OTLP_METRICS_ENDPOINT = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
 OTEL_EXPORTER_OTLP_PROTOCOL = "OTEL_EXPORTER_OTLP_PROTOCOL"
@@ -158,3 +165,15 @@ def read_telemetry_config(environ: Mapping[str, str] = os.environ, component: st
         metrics_protocol=metrics_protocol,
         capture_content=content_capture_enabled(environ),
     )
+
+
+def resource_attributes_value(namespace: str, kind: str, name: str) -> str:
+    """The ``OTEL_RESOURCE_ATTRIBUTES`` value naming a workload's resource:
+    ``service.namespace=<namespace>,kora.resource.kind=<kind>,kora.resource.name=<name>``, values percent-encoded
+    as the SDK decodes them.
+
+    >>> resource_attributes_value("default", "Agent", "helper")
+    'service.namespace=default,kora.resource.kind=Agent,kora.resource.name=helper'
+    """
+    pairs = ((SERVICE_NAMESPACE, namespace), (KORA_RESOURCE_KIND, kind), (KORA_RESOURCE_NAME, name))
+    return ",".join(f"{key}={quote(value, safe='')}" for key, value in pairs)

@@ -21,7 +21,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kora.core.telemetry.config import Protocol, TelemetryConfig, read_telemetry_config
+from kora.core.telemetry.config import (
+    KORA_RESOURCE_KIND,
+    KORA_RESOURCE_NAME,
+    SERVICE_NAMESPACE,
+    Protocol,
+    TelemetryConfig,
+    read_telemetry_config,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics import MeterProvider
@@ -32,9 +39,6 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
 __all__ = [
-    "KORA_RESOURCE_KIND",
-    "KORA_RESOURCE_NAME",
-    "SERVICE_NAMESPACE",
     "Telemetry",
     "current_telemetry",
     "prefer_stable_http_conventions",
@@ -43,10 +47,6 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-#: Resource attributes naming the Kora resource a workload runs (the wiring writes them in OTEL_RESOURCE_ATTRIBUTES).
-KORA_RESOURCE_KIND = "kora.resource.kind"
-KORA_RESOURCE_NAME = "kora.resource.name"
-SERVICE_NAMESPACE = "service.namespace"
 _SEMCONV_OPT_IN = "OTEL_SEMCONV_STABILITY_OPT_IN"
 
 _lock = threading.Lock()
