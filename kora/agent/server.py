@@ -12,7 +12,7 @@ import sys
 import uvicorn
 
 from kora.agent.settings import load_agent_settings
-from kora.core.command import run_command
+from kora.core.command import run_command, survive_uvicorn_stop_signal
 from kora.core.settings_errors import SettingsError
 from kora.core.telemetry import instrument_app, setup_telemetry
 
@@ -36,6 +36,7 @@ def _serve() -> int:
     # One line per outbound request drowns the agent's own log; keep the HTTP clients' warnings only.
     for noisy in ("httpx", "httpx2", "mcp", "fastmcp"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    survive_uvicorn_stop_signal()
     try:
         uvicorn.run(
             app,

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-from kora.core.command import run_command
+from kora.core.command import run_command, survive_uvicorn_stop_signal
 from kora.core.settings_errors import SettingsError
 
 #: Exit code when the tools cannot be served.
@@ -71,6 +71,7 @@ def serve(
         lifespan="on",
     )
     server = uvicorn.Server(config)
+    survive_uvicorn_stop_signal()
     try:
         server.run()
     finally:

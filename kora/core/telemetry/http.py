@@ -1,13 +1,13 @@
 """Telemetry of a workload's HTTP surface: server spans and request metrics for inbound requests, ``GET /metrics``
 in Prometheus text, and client spans for outbound clients the global instrumentation cannot reach (issue 13).
 
-:func:`instrument_app` picks the middleware by what is exported, because the OpenTelemetry ASGI middleware is
-not free even when its tracer is a no-op. Measured per request on a one-route FastAPI app driven in-process
-(bench/bench_telemetry.py, 2-core machine): no middleware ~55 us CPU; the instrumentation with a no-op tracer
-+194 us; with spans +337 us; :class:`RequestMetrics` alone +10 us. With tracing off Kora therefore records the
-same ``http.server.request.duration`` histogram (stable HTTP conventions: ``http.request.method``,
-``http.response.status_code``, ``http.route``, ``url.scheme``; seconds) with its own small middleware; with
-tracing on, the instrumentation (spans, context extraction, and the same metrics) is installed instead.
+:func:`instrument_app` installs the OpenTelemetry ASGI middleware only when tracing is on, because it is not
+free even when its tracer is a no-op. Measured per request on a one-route FastAPI app driven in-process
+(bench/bench_telemetry.py, 2-core machine, CPU): no middleware ~55 us; the instrumentation with a no-op tracer
++~135 us; :class:`RequestMetrics` alone +~16 us. So the request metrics (``http.server.request.duration``, stable
+HTTP conventions: ``http.request.method``, ``http.response.status_code``, ``http.route``, ``url.scheme``;
+seconds) always come from :class:`RequestMetrics`, and the instrumentation is added for server spans (W3C
+context extraction included) only when spans are exported.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import httpx
     import httpx2
     from opentelemetry.metrics import Histogram, MeterProvider
+    from opentelemetry.trace import Span
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
@@ -44,13 +45,19 @@ class RequestMetrics:
     ``http.response.status_code`` (500 when the app raised before answering), ``url.scheme`` and ``http.route``
     (the matched route's template, e.g. ``/v1/chat/completions`` or ``/items/{x}``; absent when nothing
     matched). Other ASGI scopes (lifespan, websocket) pass through untouched.
+
+    With ``name_spans`` (tracing on, inside the OpenTelemetry middleware) it also gives the request's server span
+    its route once routing is done (``http.route`` and the name ``{method} {route}``): the instrumentation guesses
+    the route before routing and misses routes inside mounted apps (the MCP endpoint is ``POST /mcp`` of an app
+    mounted at ``/``).
     """
 
-    def __init__(self, app: ASGIApp, meter_provider: MeterProvider) -> None:
+    def __init__(self, app: ASGIApp, meter_provider: MeterProvider, *, name_spans: bool = False) -> None:
         from opentelemetry.util.http import sanitize_method
 
         self.app = app
         self._sanitize_method = sanitize_method
+        self._name_spans = name_spans
         meter = meter_provider.get_meter(_SCOPE)
         self._duration: Histogram = meter.create_histogram(
             "http.server.request.duration",
@@ -64,11 +71,17 @@ class RequestMetrics:
             await self.app(scope, receive, send)
             return
         status = 500
+        # Taken before the app runs: code inside may leave another span current (the MCP SDK's own).
+        server_span = self._current_span() if self._name_spans else None
 
         async def send_and_note_status(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                if server_span is not None:
+                    # Named when the answer starts: routing is done, and a streamed answer may end the span
+                    # before the app returns.
+                    self._name_span(server_span, scope)
             await send(message)
 
         started = time.perf_counter()
@@ -80,11 +93,30 @@ class RequestMetrics:
                 "http.response.status_code": status,
                 "url.scheme": scope.get("scheme", "http"),
             }
-            # Starlette's router leaves the matched route in the scope it was handed (the same dict as ours).
-            route = getattr(scope.get("route"), "path", None)
-            if isinstance(route, str) and route:
+            route = _route(scope)
+            if route:
                 attributes["http.route"] = route
             self._duration.record(time.perf_counter() - started, attributes)
+
+    def _name_span(self, span: Span, scope: Scope) -> None:
+        route = _route(scope)
+        if route and span.is_recording():
+            method = self._sanitize_method(scope["method"])
+            span.set_attribute("http.route", route)
+            # The instrumentation's own naming: an unknown method is "HTTP".
+            span.update_name(f"{'HTTP' if method == '_OTHER' else method} {route}")
+
+    @staticmethod
+    def _current_span() -> Span:
+        from opentelemetry.trace import get_current_span
+
+        return get_current_span()
+
+
+def _route(scope: Scope) -> str | None:
+    # Starlette's router leaves the matched route in the scope it was handed (the same dict as ours).
+    route = getattr(scope.get("route"), "path", None)
+    return route if isinstance(route, str) and route else None
 
 
 def metrics_response(request: Request, telemetry: Telemetry) -> Response:
@@ -114,18 +146,21 @@ def instrument_app(app: Starlette, telemetry: Telemetry) -> None:
     {http.route}``. Call it once, before the app serves its first request (the middleware stack is built then).
     """
     _add_metrics_route(app, telemetry)
-    if telemetry.tracer_provider is None:
-        app.add_middleware(RequestMetrics, meter_provider=telemetry.meter_provider)
+    tracing = telemetry.tracer_provider is not None
+    app.add_middleware(RequestMetrics, meter_provider=telemetry.meter_provider, name_spans=tracing)
+    if not tracing:
         return
     prefer_stable_http_conventions()
     from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+    from opentelemetry.metrics import NoOpMeterProvider
 
     # The FastAPI instrumentation only relies on Starlette's middleware stack and route table, so it serves the
-    # plain Starlette apps (model proxy, hosted model, gateway) too.
+    # plain Starlette apps (model proxy, hosted model, gateway) too. Its metrics are switched off: RequestMetrics
+    # records the same histogram in both modes, with the route it really matched.
     FastAPIInstrumentor.instrument_app(
         app,  # type: ignore[arg-type]
         tracer_provider=telemetry.tracer_provider,
-        meter_provider=telemetry.meter_provider,
+        meter_provider=NoOpMeterProvider(),
         excluded_urls=METRICS_PATH,
         exclude_spans=["receive", "send"],
     )

@@ -12,7 +12,7 @@ import logging
 import sys
 from typing import Annotated
 
-from kora.core.command import run_command
+from kora.core.command import run_command, survive_uvicorn_stop_signal
 from kora.core.settings_errors import SettingsError
 
 #: Exit code for invalid settings or options.
@@ -41,6 +41,7 @@ def serve(host: str, port: int) -> int:
 
     app = create_app(settings)
     instrument_app(app, telemetry)
+    survive_uvicorn_stop_signal()
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
     finally:
