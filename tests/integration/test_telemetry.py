@@ -309,7 +309,8 @@ NO_ENDPOINT_PROBE = textwrap.dedent(
         metrics = client.get("/metrics").text
         threads = [t.name for t in threading.enumerate() if t is not threading.current_thread()]
     telemetry.shutdown()
-    loaded = sorted(m for m in sys.modules if m.startswith(("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp", "grpc")))
+    unwanted = ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp", "grpc")
+    loaded = sorted(m for m in sys.modules if m.startswith(unwanted))
     print(json.dumps({"threads": threads, "loaded": loaded, "metrics": metrics}))
     """
 )
