@@ -597,3 +597,16 @@ def test_env_entry_needs_exactly_one_source():
         EnvEntry("X")
     with pytest.raises(ValueError, match="exactly one"):
         EnvEntry("X", value="1", secret_key_ref=SecretKeyRef("s", "k"))
+
+
+def test_a_users_resource_attributes_are_merged_after_the_wirings():
+    text = (
+        "apiVersion: kora.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: tools, namespace: team}\n"
+        "spec:\n  type: python-runtime\n  config:\n    toolsString: \"def f() -> str:\\n    return ''\\n\"\n"
+        "    env: [{name: OTEL_RESOURCE_ATTRIBUTES, value: ' owner=ops '}, {name: X, value: y}]\n"
+    )
+    plan = next(iter(plan_workloads(load_text(text), ClusterDNS()).values()))
+    assert [entry.name for entry in plan.env].count("OTEL_RESOURCE_ATTRIBUTES") == 1
+    merged = otel_resource("MCPServer", "tools")["OTEL_RESOURCE_ATTRIBUTES"] + ",owner=ops"
+    assert env_of(plan)["OTEL_RESOURCE_ATTRIBUTES"] == merged
+    assert plan.env[-1] == EnvEntry("X", "y")
