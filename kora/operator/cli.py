@@ -51,11 +51,13 @@ def serve(
     log_level: str,
 ) -> int:
     """Load the settings and run the operator until stopped; returns the exit code."""
+    from kora.core.telemetry import setup_telemetry
     from kora.operator.settings import load_operator_settings
 
     try:
         settings = load_operator_settings()
         service = _service(webhook_service)
+        telemetry = setup_telemetry("Operator", "kora-operator", component="kora operator")
     except SettingsError as error:
         print(error, file=sys.stderr)
         return EXIT_SETTINGS_ERROR
@@ -74,6 +76,8 @@ def serve(
         asyncio.run(run_operator(settings, namespaces=namespaces, webhook=options, liveness=liveness))
     except KeyboardInterrupt:
         return 0
+    finally:
+        telemetry.shutdown()
     return 0
 
 
