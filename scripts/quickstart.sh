@@ -5,11 +5,24 @@
 #
 # Offline by default: the example's ModelAPI is Kora's *scripted* model. For a real OpenAI-compatible model:
 #   MODEL_API_URL=https://api.openai.com/v1 MODEL_NAME=gpt-4o-mini MODEL_API_KEY=sk-... bash scripts/quickstart.sh
+#
+#   bash scripts/quickstart.sh [--port N]    gateway port, default 8080 (or KORA_GATEWAY_PORT=N)
+#
+# State and logs go to .kora/quickstart (KORA_STATE_DIR to change), where bare `kora status | logs | chat |
+# down` find them. Exits 1, saying why, when its own `kora up` did not start (port taken, one already
+# running with that state dir) or its agent did not become ready.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+PORT=${KORA_GATEWAY_PORT:-8080}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --port) PORT=${2:?--port needs a number}; shift 2 ;;
+    --port=*) PORT=${1#--port=}; shift ;;
+    *) echo "usage: bash scripts/quickstart.sh [--port N]" >&2; exit 2 ;;
+  esac
+done
 bash scripts/bootstrap.sh
 . .venv/bin/activate
-PORT=${KORA_GATEWAY_PORT:-8080}
 STATE=${KORA_STATE_DIR:-.kora/quickstart}
 mkdir -p "$STATE"
 manifests=examples/quickstart
@@ -25,25 +38,29 @@ kora up "$manifests" --port "$PORT" --state-dir "$STATE" &
 up=$!
 trap 'kill -TERM $up 2>/dev/null || true; wait $up 2>/dev/null || true' EXIT INT TERM
 agent="http://127.0.0.1:$PORT/default/agent/assistant"
-python - "$agent/ready" "$up" <<'PY' || { echo "the agent did not become ready; see kora logs" >&2; exit 1; }
-import os, sys, time, urllib.request
-for _ in range(600):
-    try:
-        os.kill(int(sys.argv[2]), 0)  # kora up still running?
-    except OSError:
-        sys.exit(1)
-    try:
-        urllib.request.urlopen(sys.argv[1], timeout=1)
-        sys.exit(0)
-    except OSError:
-        time.sleep(0.1)
-sys.exit(1)
-PY
-KORA_AGENT_URL="$agent" python scripts/quickstart/demo.py
+# Ready means: the state file is this kora up's own (not another's answering on the same port) and every
+# workload is Ready. kora up's own messages (a taken port, one already running) are on the screen above.
+if ! python scripts/quickstart/wait_ready.py "$STATE" "$up"; then
+  status=0
+  kill -0 "$up" 2>/dev/null || wait "$up" || status=$?
+  if [ "$status" -ne 0 ]; then
+    echo "quickstart: kora up did not start (exit code $status; its message is above)." >&2
+    echo "  Port $PORT taken? Choose another: bash scripts/quickstart.sh --port 8181 (or KORA_GATEWAY_PORT)." >&2
+    echo "  Already running? Stop it with: kora down --state-dir $STATE" >&2
+  else
+    echo "quickstart: the workloads did not become ready; their logs: kora logs <name> --state-dir $STATE" >&2
+    echo "  (files in $STATE/logs/)" >&2
+  fi
+  exit 1
+fi
+KORA_AGENT_URL="$agent" python scripts/quickstart/demo.py || {
+  echo "  The workloads' state: kora status; their logs: kora logs <name> (files in $STATE/logs/)." >&2
+  exit 1
+}
 cat <<MSG
 
 The agent answers through the gateway at $agent (OpenAI-compatible: $agent/v1). Try:
-  kora chat assistant --state-dir $STATE     (in another terminal, after '. .venv/bin/activate')
+  kora chat assistant     (in another terminal, after '. .venv/bin/activate'; also kora status, kora logs assistant)
 Press Ctrl-C to stop everything.
 MSG
 if [ -n "${KORA_QUICKSTART_EXIT:-}" ]; then exit 0; fi

@@ -16,4 +16,7 @@ lint-imports --no-cache
 started=$SECONDS
 bash scripts/k8s/build-control-plane.sh >/dev/null
 echo "test.sh: Kubernetes control plane ready (build or cache check) in $((SECONDS - started)) s" >&2
+# The Helm chart's tests run the pinned Helm 3 binary (fetched once, checked by sha256, cached under ~/.cache/kora).
+KORA_HELM=$(bash scripts/helm/install-helm.sh)
+export KORA_HELM
 exec pytest "$@"

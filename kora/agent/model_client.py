@@ -32,6 +32,7 @@ from httpx_aiohttp.httpx2 import Httpx2AiohttpClient
 
 from kora.core.errors import ModelError, ModelTimeout
 from kora.core.openai_wire import ChatCompletion, ChatCompletionChunk, JSONObject, ModelAnswer
+from kora.core.telemetry import instrument_http_client
 
 RETRY_STATUSES = frozenset({408, 409, 429})
 INITIAL_BACKOFF_SECONDS = 0.5
@@ -80,6 +81,8 @@ class ModelClient:
             limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100),
             timeout=httpx2.Timeout(timeout),
         )
+        # Client spans and W3C trace context on model requests (the global httpx2 patch skips aiohttp's transport).
+        instrument_http_client(self.http)
 
     async def aclose(self) -> None:
         """Close the connection pool."""

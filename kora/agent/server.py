@@ -12,17 +12,20 @@ import sys
 import uvicorn
 
 from kora.agent.settings import load_agent_settings
-from kora.core.command import run_command
+from kora.core.command import run_command, survive_uvicorn_stop_signal
 from kora.core.settings_errors import SettingsError
+from kora.core.telemetry import instrument_app, setup_telemetry
 
 
 def _serve() -> int:
     """Run the agent server (all settings come from the environment: see docs/configuration.md)."""
     try:
         settings = load_agent_settings()
+        telemetry = setup_telemetry("Agent", settings.agent_name, component="kora agent")
         from kora.agent.app import create_app
 
         app = create_app(settings)
+        instrument_app(app, telemetry)
     except (SettingsError, ValueError) as error:
         print(
             error if isinstance(error, SettingsError) else f"kora agent: invalid configuration: {error}",
@@ -33,13 +36,17 @@ def _serve() -> int:
     # One line per outbound request drowns the agent's own log; keep the HTTP clients' warnings only.
     for noisy in ("httpx", "httpx2", "mcp", "fastmcp"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
-    uvicorn.run(
-        app,
-        host=settings.agent_host,
-        port=settings.agent_port,
-        log_level=settings.agent_log_level.lower(),
-        access_log=settings.agent_access_log,
-    )
+    survive_uvicorn_stop_signal()
+    try:
+        uvicorn.run(
+            app,
+            host=settings.agent_host,
+            port=settings.agent_port,
+            log_level=settings.agent_log_level.lower(),
+            access_log=settings.agent_access_log,
+        )
+    finally:
+        telemetry.shutdown()  # the last spans and metrics of the turns that just ended
     return 0
 
 

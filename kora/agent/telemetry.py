@@ -66,6 +66,7 @@ from pydantic_ai.tools import ToolDefinition
 
 from kora.agent.turn import TurnOutcome
 from kora.core.errors import KoraError
+from kora.core.telemetry import content_capture_enabled, tracing_enabled
 from kora.memory import Memory
 
 #: The instrumentation scope of the agent's spans and metrics.
@@ -127,18 +128,6 @@ _meter.create_observable_gauge(
 def observe_memory(memory: Memory, agent_name: str) -> None:
     """Report ``memory``'s degradation as ``kora.memory.degraded`` for ``agent_name``."""
     _observed_memories[memory] = agent_name
-
-
-def tracing_on(environ: Mapping[str, str] = os.environ) -> bool:
-    """Whether spans are exported: ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or its traces variant) set and the SDK not
-    disabled."""
-    endpoint = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "") or environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
-    return bool(endpoint.strip()) and environ.get("OTEL_SDK_DISABLED", "").strip().lower() != "true"
-
-
-def content_capture_on(environ: Mapping[str, str] = os.environ) -> bool:
-    """``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``: spans may carry messages, arguments, results."""
-    return environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "").strip().lower() == "true"
 
 
 # -- metrics ------------------------------------------------------------------------------------------------------
@@ -244,11 +233,13 @@ class AgentTracing:
 
     @classmethod
     def from_env(cls, agent_name: str, model_name: str, environ: Mapping[str, str] = os.environ) -> AgentTracing:
-        """Tracing as the environment says (:func:`tracing_on`, :func:`content_capture_on`), on the global tracer
+        """Tracing as the environment says (:func:`~kora.core.telemetry.tracing_enabled`,
+        :func:`~kora.core.telemetry.content_capture_enabled`), on the global tracer
         provider (installed by :func:`kora.core.telemetry.setup_telemetry`)."""
-        if not tracing_on(environ):
+        if not tracing_enabled(environ):
             return cls(agent_name, model_name)
-        return cls.on(agent_name, model_name, trace.get_tracer_provider(), capture_content=content_capture_on(environ))
+        capture = content_capture_enabled(environ)
+        return cls.on(agent_name, model_name, trace.get_tracer_provider(), capture_content=capture)
 
     @classmethod
     def on(

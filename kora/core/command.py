@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
-__all__ = ["run_command", "serve_until_stopped"]
+__all__ = ["run_command", "serve_until_stopped", "survive_uvicorn_stop_signal"]
 
 
 def run_command(command: Callable[..., int], argv: Sequence[str], prog_name: str) -> int:
@@ -64,12 +64,21 @@ def _exit_code(code: object) -> int:
 def serve_until_stopped(app: ASGIApp, sock: socket.socket, *, lifespan: Literal["on", "off"]) -> None:
     """Serve ``app`` with uvicorn on the bound ``sock`` until SIGINT or SIGTERM, then return (a clean exit 0).
 
-    No access log: it costs more CPU than answering a request. uvicorn stops gracefully on either signal and
-    then re-raises it under the handlers installed before it ran; no-op handlers make that re-raise harmless.
+    No access log: it costs more CPU than answering a request. See :func:`survive_uvicorn_stop_signal`.
     """
     import uvicorn
 
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan=lifespan)
+    survive_uvicorn_stop_signal()
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def survive_uvicorn_stop_signal() -> None:
+    """Let the code after ``uvicorn.run`` / ``Server.run`` run when SIGINT or SIGTERM stopped the server.
+
+    uvicorn stops gracefully on either signal and then re-raises it under the handlers installed before it ran;
+    with the default ones the process dies right there, before ``finally`` blocks (flushing telemetry) run.
+    No-op handlers make the re-raise harmless, so the server's ``run`` returns and the process exits 0.
+    """
     for stop_signal in (signal.SIGINT, signal.SIGTERM):
         signal.signal(stop_signal, lambda signum, frame: None)
-    uvicorn.Server(config).run(sockets=[sock])

@@ -17,6 +17,8 @@ MODEL_NAME = "MODEL_NAME"
 MEMORY_STORE_ENDPOINT = "MEMORY_STORE_ENDPOINT"
 OTEL_EXPORTER_OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 OTEL_SERVICE_NAME = "OTEL_SERVICE_NAME"
+#: The SDK's ``key=value,...`` resource attributes; the wiring writes the resource's namespace, kind and name there.
+OTEL_RESOURCE_ATTRIBUTES = "OTEL_RESOURCE_ATTRIBUTES"
 
 # Agent settings written by the wiring (kora.resources.wiring); the agent reads them via AgentSettings.
 AGENT_NAME = "AGENT_NAME"

@@ -50,6 +50,8 @@ def _say(message: str) -> None:
 
 def _serve(model: HostedModel, host: str, port: int) -> int:
     from kora.core.net import bind_socket
+    from kora.core.settings_errors import SettingsError
+    from kora.core.telemetry import instrument_app, setup_telemetry
     from kora.hosted.app import create_hosted_app
     from kora.hosted.embedder import MiniLMEmbedder
 
@@ -57,7 +59,11 @@ def _serve(model: HostedModel, host: str, port: int) -> int:
         limit = names.byte_limit(
             os.environ, names.MODEL_HOSTED_MAX_REQUEST_BYTES, names.DEFAULT_MAX_LARGE_REQUEST_BYTES
         )
+        telemetry = setup_telemetry("ModelAPI", component=_PROG)
         sock = bind_socket(host, port)
+    except SettingsError as error:
+        print(error, file=sys.stderr, flush=True)
+        return 2
     except (ValueError, OSError) as error:
         _say(str(error))
         return 2
@@ -76,8 +82,12 @@ def _serve(model: HostedModel, host: str, port: int) -> int:
     app = create_hosted_app(
         model, MiniLMEmbedder.load, on_loaded=loaded, on_load_failure=failed, max_request_bytes=limit
     )
+    instrument_app(app, telemetry)
     print(f"{_PROG}: serving {model.name} on port {sock.getsockname()[1]}; loading the model", flush=True)
-    serve_until_stopped(app, sock, lifespan="on")
+    try:
+        serve_until_stopped(app, sock, lifespan="on")
+    finally:
+        telemetry.shutdown()
     return 1 if failures else 0
 
 

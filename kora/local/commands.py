@@ -1,8 +1,9 @@
 """``kora status | logs | down | chat``: the user's side of a running ``kora up`` (via its state file).
 
-Every command takes ``--state-dir`` (default ``.kora``, as ``kora up``). Exit codes: 0 on success; 1 when
-no ``kora up`` ever ran there (or, for ``down``/``chat``, none is running now); 2 for bad arguments or an
-unknown workload name.
+Every command takes ``--state-dir``; without it the run is found by :func:`kora.local.state.locate` (``.kora``
+or ``.kora/*/``, the one alive). Exit codes: 0 on success; 1 when no ``kora up`` ever ran there, when
+several run and none was named, or (``status``, ``down``, ``chat``) when none is running now; 2 for bad
+arguments or an unknown workload name.
 """
 
 from __future__ import annotations
@@ -18,49 +19,55 @@ from typing import Annotated, TextIO
 import typer
 
 from kora.core.command import run_command
-from kora.local.state import DEFAULT_STATE_DIR, UpState, WorkloadState, process_alive, read_state, render_table
+from kora.local.state import Located, UpState, WorkloadState, locate, process_alive, read_state, render_table
 
 __all__ = ["chat_cli", "down_cli", "logs_cli", "status_cli"]
 
 
-#: ``--state-dir``, which every command takes (default ``.kora``, as ``kora up``).
-_StateDir = Annotated[Path, typer.Option(help="State dir of kora up.")]
+#: ``--state-dir``, which every command takes (default: found, see :func:`kora.local.state.locate`).
+_StateDir = Annotated[
+    Path | None, typer.Option(help="State dir of kora up (default: the running one in .kora or .kora/*/).")
+]
 
 
-def _load(prog: str, state_dir: Path) -> UpState | None:
+def _load(prog: str, state_dir: Path | None) -> Located | None:
     try:
-        return read_state(state_dir)
-    except FileNotFoundError:
-        print(f"{prog}: no kora up state in {state_dir} (start one with: kora up <manifests>)", file=sys.stderr)
-    except ValueError as error:
-        print(f"{prog}: {error}", file=sys.stderr)
+        return locate(state_dir)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"{prog}: {error.args[0] if error.args else error}", file=sys.stderr)
     return None
 
 
-def _find(prog: str, state_dir: Path, name: str) -> tuple[UpState, WorkloadState] | int:
-    """The state and the workload called ``name``, or the exit code after saying why not (1: no state, 2: no
+def _not_running(prog: str, located: Located) -> str:
+    last = f"the last kora up, pid {located.state.pid}, state dir {located.state_dir}, has stopped"
+    return f"{prog}: nothing runs ({last})"
+
+
+def _find(prog: str, state_dir: Path | None, name: str) -> tuple[Located, WorkloadState] | int:
+    """The run and the workload called ``name``, or the exit code after saying why not (1: no state, 2: no
     such workload)."""
-    state = _load(prog, state_dir)
-    if state is None:
+    located = _load(prog, state_dir)
+    if located is None:
         return 1
     try:
-        return state, state.workload(name)
+        return located, located.state.workload(name)
     except KeyError as error:
         print(f"{prog}: {error.args[0]}", file=sys.stderr)
         return 2
 
 
-def _running(state: UpState) -> bool:
-    return not state.stopped and process_alive(state.pid)
-
-
-def _status(state_dir: _StateDir = DEFAULT_STATE_DIR) -> int:
+def _status(state_dir: _StateDir = None) -> int:
     """Show what kora up runs where."""
-    state = _load("kora status", state_dir)
-    if state is None:
+    located = _load("kora status", state_dir)
+    if located is None:
         return 1
-    running = _running(state)
-    print(f"kora up (pid {state.pid}) {'running' if running else 'NOT running'}; gateway {state.gateway_url}")
+    state = located.state
+    if not state.running:
+        # Its phases are the last the supervisor wrote: showing them would claim a stopped run is Ready.
+        print(_not_running("kora status", located), file=sys.stderr)
+        print(render_table(state.as_stopped()))
+        return 1
+    print(f"kora up (pid {state.pid}) running; gateway {state.gateway_url}; state dir {located.state_dir}")
     print(render_table(state))
     restarted = [f"{w.name} x{w.restarts}" for w in state.workloads if w.restarts]
     if restarted:
@@ -77,7 +84,7 @@ def _follow(path: Path, out: TextIO, state: UpState, follow: bool) -> None:
     with open(path, encoding="utf-8", errors="replace") as log:
         out.write(log.read())
         out.flush()
-        while follow and _running(state):
+        while follow and state.running:
             line = log.readline()
             if line:
                 out.write(line)
@@ -89,13 +96,14 @@ def _follow(path: Path, out: TextIO, state: UpState, follow: bool) -> None:
 def _logs(
     name: Annotated[str, typer.Argument(help="Workload name (or Kind/name when two kinds share it).")],
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")] = False,
-    state_dir: _StateDir = DEFAULT_STATE_DIR,
+    state_dir: _StateDir = None,
 ) -> int:
     """Print a workload's log."""
     found = _find("kora logs", state_dir, name)
     if isinstance(found, int):
         return found
-    state, workload = found
+    located, workload = found
+    state = located.state
     path = Path(workload.log)
     if not path.exists():
         print(f"kora logs: {workload.kind}/{workload.name} has not started yet ({workload.message})", file=sys.stderr)
@@ -120,20 +128,21 @@ def _stopped(state_dir: Path) -> bool:
 
 def _down(
     timeout: Annotated[float, typer.Option(help="Seconds to wait until kora up has stopped.", min=0)] = 60.0,
-    state_dir: _StateDir = DEFAULT_STATE_DIR,
+    state_dir: _StateDir = None,
 ) -> int:
     """Stop the running kora up."""
-    state = _load("kora down", state_dir)
-    if state is None:
+    located = _load("kora down", state_dir)
+    if located is None:
         return 1
-    if not _running(state):
-        print("kora down: kora up is not running")
+    state = located.state
+    if not state.running:
+        print(_not_running("kora down", located), file=sys.stderr)
         return 1
     os.kill(state.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     # "stopped" in the state file is written last by kora up; the pid check covers a kora up that died. (A
     # finished kora up whose parent has not reaped it yet still has a pid, so the pid alone is not enough.)
-    while process_alive(state.pid) and not _stopped(state_dir):
+    while process_alive(state.pid) and not _stopped(located.state_dir):
         if time.monotonic() > deadline:
             print(f"kora down: kora up (pid {state.pid}) still running after {timeout:g} s", file=sys.stderr)
             return 1
@@ -151,7 +160,7 @@ def down_cli(argv: list[str]) -> int:
 def _chat(
     agent: Annotated[str, typer.Argument(help="Agent name.")],
     session: Annotated[str | None, typer.Option(help="Continue this session id.")] = None,
-    state_dir: _StateDir = DEFAULT_STATE_DIR,
+    state_dir: _StateDir = None,
 ) -> int:
     """Talk to an agent through the local gateway."""
     import openai
@@ -159,12 +168,12 @@ def _chat(
     found = _find("kora chat", state_dir, agent)
     if isinstance(found, int):
         return found
-    state, workload = found
+    located, workload = found
     if workload.kind != "Agent":
         print(f"kora chat: {workload.kind}/{workload.name} is not an Agent", file=sys.stderr)
         return 2
-    if not _running(state):
-        print("kora chat: kora up is not running", file=sys.stderr)
+    if not located.state.running:
+        print(_not_running("kora chat", located), file=sys.stderr)
         return 1
     client = openai.OpenAI(base_url=workload.gateway_url + "/v1", api_key="unused", max_retries=0)
     interactive = sys.stdin.isatty()
@@ -174,6 +183,8 @@ def _chat(
             print("you > ", end="", flush=True)
         line = sys.stdin.readline()
         if not line:
+            if interactive:
+                print()  # Ctrl-D ends the prompt's line, so the shell's prompt starts on its own
             return 0
         text = line.strip()
         if not text:

@@ -8,15 +8,21 @@
 
 Phases: ``Pending`` (not started yet), ``Waiting`` (started or waiting for a dependency; ``message``
 says which), ``Ready`` (its readiness probe answered 200), ``Failed`` (exited or cannot run; ``message``
-says why and when it restarts). The file is replaced atomically (write + rename), so a reader never sees
-half of it.
+says why and when it restarts); ``Stopped`` is what readers show for every workload of a ``kora up`` that
+no longer runs (:meth:`UpState.as_stopped`). The file is replaced atomically (write + rename), so a reader
+never sees half of it.
+
+Finding the run (:func:`locate`): ``kora status | logs | chat | down`` without ``--state-dir`` look at
+``.kora`` and each ``.kora/*/`` (``scripts/quickstart.sh`` keeps its run in ``.kora/quickstart``) and take
+the one whose ``kora up`` is alive; when none is, the most recently started one (to show its logs and say
+that nothing runs); when several are, they list them and ask for ``--state-dir``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 __all__ = [
@@ -24,9 +30,12 @@ __all__ = [
     "FAILED",
     "PENDING",
     "READY",
+    "STOPPED",
     "WAITING",
+    "Located",
     "UpState",
     "WorkloadState",
+    "locate",
     "process_alive",
     "read_state",
     "render_table",
@@ -35,7 +44,7 @@ __all__ = [
 ]
 
 DEFAULT_STATE_DIR = Path(".kora")
-PENDING, WAITING, READY, FAILED = "Pending", "Waiting", "Ready", "Failed"
+PENDING, WAITING, READY, FAILED, STOPPED = "Pending", "Waiting", "Ready", "Failed", "Stopped"
 
 
 @dataclass
@@ -79,6 +88,17 @@ class UpState:
             problem = "is ambiguous" if matches else "is not a workload"
             raise KeyError(f"{name!r} {problem}; workloads: {known}")
         return matches[0]
+
+    @property
+    def running(self) -> bool:
+        """Whether its ``kora up`` still runs: not marked stopped and the process alive (one killed with
+        SIGKILL never marks its state stopped)."""
+        return not self.stopped and process_alive(self.pid)
+
+    def as_stopped(self) -> UpState:
+        """A copy as a reader shows a ``kora up`` that no longer runs: every workload ``Stopped``, no pid."""
+        workloads = [replace(w, phase=STOPPED, message="", pid=None) for w in self.workloads]
+        return replace(self, workloads=workloads)
 
 
 def state_file(state_dir: Path) -> Path:
@@ -125,3 +145,37 @@ def render_table(state: UpState) -> str:
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines += [f"  {w.kind}/{w.name}: {w.message}" for w in state.workloads if w.phase != READY and w.message]
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Located:
+    """The run a command acts on: its state dir and last state."""
+
+    state_dir: Path
+    state: UpState
+
+
+def locate(state_dir: Path | None, root: Path = DEFAULT_STATE_DIR) -> Located:
+    """The ``kora up`` run to act on (see the module docstring for the rule).
+
+    ``state_dir``: the one the user named (``--state-dir``), taken as is; None to search ``root`` and its
+    direct sub-directories. Raises ``FileNotFoundError`` when there is no state file at all,
+    ``ValueError`` when a state file is not one or several runs are alive (the message lists them with the
+    ``--state-dir`` to pick each). Messages are for the user, without the command's name.
+    """
+    if state_dir is not None:
+        try:
+            return Located(state_dir, read_state(state_dir))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no kora up state in {state_dir} (start one with: kora up <manifests>)") from None
+    candidates = [root, *sorted(path for path in root.glob("*/") if path.is_dir())]
+    found = [Located(path, read_state(path)) for path in candidates if state_file(path).is_file()]
+    if not found:
+        raise FileNotFoundError(
+            f"no kora up state in {root} or {root}/*/: nothing runs here (start one with: kora up <manifests>)"
+        )
+    alive = [located for located in found if located.state.running]
+    if len(alive) > 1:
+        runs = "; ".join(f"--state-dir {r.state_dir} (pid {r.state.pid}, {r.state.gateway_url})" for r in alive)
+        raise ValueError(f"{len(alive)} kora up runs here; pick one with {runs}")
+    return alive[0] if alive else max(found, key=lambda located: located.state.started_at)

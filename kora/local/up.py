@@ -31,9 +31,13 @@ from typing import Annotated
 import typer
 import uvicorn
 
+from kora.core import env as names
 from kora.core.command import run_command
 from kora.core.net import bind_socket, free_port
+from kora.core.settings_errors import SettingsError
+from kora.core.telemetry import Telemetry, instrument_app, setup_telemetry
 from kora.hosted.catalog import find_hosted_model
+from kora.local.backends import BackendWatch, proxy_backends
 from kora.local.gateway import create_gateway_app, routes_from_plans
 from kora.local.state import (
     DEFAULT_STATE_DIR,
@@ -124,10 +128,14 @@ class _LocalRun:
         plans: dict[ResourceRef, WorkloadPlan],
         gateway_sock: socket.socket,
         state_dir: Path,
+        telemetry: Telemetry,
         pass_env: tuple[str, ...] = (),
+        otel_endpoint: str | None = None,
     ) -> None:
         self._graph = graph
         self._pass_env = pass_env
+        self._telemetry = telemetry
+        self._otel_endpoint = otel_endpoint
         self._plans = plans
         self._gateway_sock = gateway_sock
         self._state_dir = state_dir
@@ -160,12 +168,17 @@ class _LocalRun:
         for stop_signal in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(stop_signal, supervisor.stop)
         app = create_gateway_app(routes_from_plans(self._plans.values()))
+        instrument_app(app, self._telemetry)
         gateway = _Gateway(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
         gateway_task = asyncio.create_task(gateway.serve(sockets=[self._gateway_sock]))
         print(f"kora up: gateway on {self._gateway_url}; state and logs in {self._state_dir}", flush=True)
         write_state(self._state_dir, self._state)
         self._on_change()
+        by_ref = {ResourceRef(w.kind, w.namespace, w.name): w for w in self._state.workloads}
+        watch = BackendWatch(proxy_backends(self._graph), by_ref, self._on_backend)
+        watch_task = asyncio.create_task(watch.run())
         await supervisor.run()
+        watch_task.cancel()
         gateway.should_exit = True
         await gateway_task
         self._state.stopped = True
@@ -189,6 +202,9 @@ class _LocalRun:
                 environments[ref] = plan.environment(resolve)
             except LookupError as error:
                 raise LookupError(f"{plan.kind}/{plan.name}: {error}") from None
+            if self._otel_endpoint:
+                # A resource's own spec.telemetry endpoint, already in its plan, wins over the run-wide one.
+                environments[ref].setdefault(names.OTEL_EXPORTER_OTLP_ENDPOINT, self._otel_endpoint)
         return environments
 
     def _record_workloads(self) -> None:
@@ -212,6 +228,12 @@ class _LocalRun:
         write_state(self._state_dir, self._state)
         self._show_phase_changes()
         self._show_when_all_ready()
+
+    def _on_backend(self, workload: WorkloadState, reason: str | None) -> None:
+        """A Proxy ModelAPI's backend stopped or started answering: write the state, tell the user."""
+        write_state(self._state_dir, self._state)
+        news = f"backend unreachable ({reason}); requests through it answer 502" if reason else "backend answers"
+        print(f"[{time.strftime('%H:%M:%S')}] {workload.kind}/{workload.name}: {news}", flush=True)
 
     def _show_phase_changes(self) -> None:
         for workload in self._state.workloads:
@@ -247,6 +269,15 @@ def _up(
             "PATH, HOME, locale, TZ, temp dirs and what their manifests set.",
         ),
     ] = None,
+    otel_endpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--otel-endpoint",
+            envvar=names.OTEL_EXPORTER_OTLP_ENDPOINT,
+            help="OTLP endpoint (e.g. http://127.0.0.1:4318) every workload and the gateway export traces and "
+            "metrics to; an Agent's spec.telemetry.endpoint wins for that agent. See docs/telemetry.md.",
+        ),
+    ] = None,
 ) -> int:
     """Run Kora manifests as local processes."""
     try:
@@ -258,6 +289,15 @@ def _up(
         print(f"kora up: warning: {warning}", file=sys.stderr)
     state_dir = state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
+    otel_endpoint = (otel_endpoint or "").strip() or None
+    if otel_endpoint:
+        # The gateway runs in this process: its SDK reads the endpoint from the environment like every workload's.
+        os.environ[names.OTEL_EXPORTER_OTLP_ENDPOINT] = otel_endpoint
+    try:
+        telemetry = setup_telemetry("Gateway", "kora-up", component="kora up")
+    except SettingsError as error:
+        print(error, file=sys.stderr)
+        return 2
     with contextlib.suppress(FileNotFoundError, ValueError):
         previous = read_state(state_dir)
         if not previous.stopped and previous.pid != os.getpid() and process_alive(previous.pid):
@@ -274,8 +314,12 @@ def _up(
         gateway_sock.close()
         print(f"kora up: {error}", file=sys.stderr)
         return 2
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        return runner.run(_LocalRun(graph, plans, gateway_sock, state_dir, tuple(pass_env or ())).run(grace))
+    run = _LocalRun(graph, plans, gateway_sock, state_dir, telemetry, tuple(pass_env or ()), otel_endpoint)
+    try:
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            return runner.run(run.run(grace))
+    finally:
+        telemetry.shutdown()
 
 
 def cli(argv: list[str]) -> int:

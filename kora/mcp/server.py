@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-from kora.core.command import run_command
+from kora.core.command import run_command, survive_uvicorn_stop_signal
 from kora.core.settings_errors import SettingsError
 
 #: Exit code when the tools cannot be served.
@@ -43,12 +43,16 @@ def serve(
         level=settings.mcp_log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     # Imported here: `kora mcp --help` and settings errors should not pay for FastAPI and the MCP SDK.
+    from kora.core.telemetry import instrument_app, setup_telemetry
     from kora.mcp.app import create_app
     from kora.mcp.package import PackageError
     from kora.mcp.source import ToolSourceError
 
     try:
+        # The resource's name comes from the wiring (OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME).
+        telemetry = setup_telemetry("MCPServer", component="kora mcp")
         app = create_app(settings)
+        instrument_app(app, telemetry)
     except SettingsError as exc:
         print(exc, file=sys.stderr)
         return EXIT_SETTINGS_ERROR
@@ -67,7 +71,11 @@ def serve(
         lifespan="on",
     )
     server = uvicorn.Server(config)
-    server.run()
+    survive_uvicorn_stop_signal()
+    try:
+        server.run()
+    finally:
+        telemetry.shutdown()
     return 0 if server.started else EXIT_TOOLS_ERROR
 
 

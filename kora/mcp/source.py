@@ -6,7 +6,8 @@ functions are visible inside the tools. Every public function *defined in the so
 
 Only the standard library is available (spec: "MCPServer resource"). Kora's own image has many more
 packages installed, so an ``import`` statement in the tools module is checked against
-``sys.stdlib_module_names``; anything else fails with :class:`ThirdPartyImportError`, which names the
+``sys.stdlib_module_names`` (:mod:`kora.core.inline_tools`, which manifest validation uses too); anything
+else fails with :class:`ThirdPartyImportError`, which names the
 module and points at the ``mcp`` package option. This is a guard rail for honest mistakes, not a sandbox:
 ``importlib.import_module`` gets past it.
 
@@ -29,6 +30,8 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from kora.core.inline_tools import is_available, unavailable_message
 
 logger = logging.getLogger(__name__)
 
@@ -60,12 +63,7 @@ class ThirdPartyImportError(ImportError):
     """An inline tool imported a module outside the standard library."""
 
     def __init__(self, module: str) -> None:
-        super().__init__(
-            f"module {module!r} is not available: inline tools can use only the Python standard library. "
-            "Tools that need other packages belong in a package served with the MCPServer's `mcp` option "
-            "(kora mcp --package NAME).",
-            name=module,
-        )
+        super().__init__(unavailable_message(module), name=module)
 
 
 def stdlib_only_import(
@@ -80,8 +78,7 @@ def stdlib_only_import(
     Raises ``ThirdPartyImportError`` for anything else (and for relative imports, which have no package
     to be relative to).
     """
-    top = name.partition(".")[0]
-    if level != 0 or top not in sys.stdlib_module_names:
+    if not is_available(name, level):
         raise ThirdPartyImportError(name if level == 0 else "." * level + name)
     module: types.ModuleType = builtins.__import__(name, globals, locals, fromlist, level)
     return module

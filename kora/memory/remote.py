@@ -38,6 +38,7 @@ from pydantic import BaseModel, JsonValue, ValidationError
 
 from kora.core.errors import Unavailable
 from kora.core.events import EventType, MemoryEvent
+from kora.core.telemetry import instrument_http_client
 from kora.memory.base import Memory, MemoryHit, MemoryStatus, SessionInfo, TurnContext, new_session_id
 from kora.memory.local import LocalMemory
 from kora.memory.wire import (
@@ -117,6 +118,7 @@ class RemoteMemory(Memory):
         self._client: httpx2.AsyncClient = Httpx2AiohttpClient(
             base_url=self.endpoint, timeout=httpx2.Timeout(READ_TIMEOUT_SECONDS), transport=transport
         )
+        instrument_http_client(self._client)  # client spans and trace context on memory calls, when tracing
         self._local = LocalMemory(local_sessions, local_session_events, app_name)
         #: The window of the last turn's context request (events, tokens), sent with writes: the store folds what
         #: leaves this window into the rolling summary.

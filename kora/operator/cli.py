@@ -51,11 +51,13 @@ def serve(
     log_level: str,
 ) -> int:
     """Load the settings and run the operator until stopped; returns the exit code."""
+    from kora.core.telemetry import setup_telemetry
     from kora.operator.settings import load_operator_settings
 
     try:
         settings = load_operator_settings()
         service = _service(webhook_service)
+        telemetry = setup_telemetry("Operator", "kora-operator", component="kora operator")
     except SettingsError as error:
         print(error, file=sys.stderr)
         return EXIT_SETTINGS_ERROR
@@ -63,7 +65,8 @@ def serve(
         print(f"kora operator: {error}", file=sys.stderr)
         return EXIT_SETTINGS_ERROR
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    for noisy in ("httpx", "httpx2", "aiohttp.access", "kopf.objects", "kopf.activities.probe"):
+    quiet = ("httpx", "httpx2", "httpcore", "httpcore2", "aiohttp.access", "kopf.objects", "kopf.activities.probe")
+    for noisy in quiet:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
     from kora.operator.main import WebhookOptions, run_operator
@@ -73,6 +76,8 @@ def serve(
         asyncio.run(run_operator(settings, namespaces=namespaces, webhook=options, liveness=liveness))
     except KeyboardInterrupt:
         return 0
+    finally:
+        telemetry.shutdown()
     return 0
 
 

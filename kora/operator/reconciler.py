@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lightkube import ApiError
+from opentelemetry import trace
 from pydantic import ValidationError
 
 from kora.operator.children import (
@@ -62,6 +63,8 @@ from kora.resources.models import RESOURCE_CLASSES, Agent, AnyResource, Kind, Ph
 from kora.resources.urls import service_name
 
 log = logging.getLogger(__name__)
+# The global tracer: a no-op until `kora operator` has set up telemetry with an OTLP endpoint.
+_tracer = trace.get_tracer(__name__)
 
 #: Default seconds between full resyncs (drift repair).
 RESYNC_SECONDS = 300.0
@@ -202,7 +205,16 @@ class Reconciler:
         observed = self.resources.get(ref)
         if observed is None:
             return  # deleted: the garbage collector removes its children through their owner references
-        writes = await self._reconcile(ref, observed)
+        attributes = {
+            "k8s.namespace.name": ref.namespace,
+            "kora.resource.kind": ref.kind,
+            "kora.resource.name": ref.name,
+        }
+        # One span per reconcile; an exception (an API error the queue retries) ends it with status ERROR and the
+        # exception recorded, as start_as_current_span does by default.
+        with _tracer.start_as_current_span(f"reconcile {ref.kind}", attributes=attributes) as span:
+            writes = await self._reconcile(ref, observed)
+            span.set_attribute("kora.reconcile.writes", writes)
         log.debug("reconciled %s %s in %s: %d writes", ref.kind, ref.name, ref.namespace, writes)
 
     async def _reconcile(self, ref: ResourceRef, observed: Observed) -> int:

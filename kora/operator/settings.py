@@ -7,12 +7,14 @@ Spec: "Operator gateway configuration (Helm values)", "Gateway routes", "Strict 
 same parser ``kora up`` would use. :func:`load_operator_settings` validates everything at once and raises
 :class:`~kora.core.settings_errors.SettingsError` naming every bad variable.
 
-Chart value -> variable: ``gatewayAPI.enabled`` -> ``GATEWAY_API_ENABLED``, ``gatewayAPI.gatewayName`` ->
-``GATEWAY_NAME``, ``gatewayAPI.gatewayNamespace`` -> ``GATEWAY_NAMESPACE``, ``gatewayAPI.createGateway`` ->
-``GATEWAY_CREATE``, ``gatewayAPI.gatewayClassName`` -> ``GATEWAY_CLASS_NAME``, ``gatewayAPI.listenerPort`` ->
-``GATEWAY_LISTENER_PORT``, ``gateway.defaultTimeouts.*`` -> ``GATEWAY_DEFAULT_*_TIMEOUT``,
-``security.strictGatewayApi.enabled`` -> ``STRICT_GATEWAY_API_ENABLED``, ``security.networkPolicy.enabled`` ->
-``NETWORK_POLICY_ENABLED``.
+Chart value -> variable (``deploy/helm/kora``): ``gatewayAPI.enabled`` -> ``GATEWAY_API_ENABLED``,
+``gatewayAPI.gatewayName`` -> ``GATEWAY_NAME``, ``gatewayAPI.gatewayNamespace`` -> ``GATEWAY_NAMESPACE``,
+``gatewayAPI.internalURL`` -> ``GATEWAY_INTERNAL_URL``, ``gateway.defaultTimeouts.*`` ->
+``GATEWAY_DEFAULT_*_TIMEOUT``, ``security.strictGatewayApi.enabled`` -> ``STRICT_GATEWAY_API_ENABLED``,
+``security.networkPolicy.enabled`` -> ``NETWORK_POLICY_ENABLED``. ``gatewayAPI.createGateway``,
+``gatewayClassName`` and ``listenerPort`` make the chart render the Gateway itself (Helm owns it), so the chart
+never sets ``GATEWAY_CREATE``, ``GATEWAY_CLASS_NAME`` or ``GATEWAY_LISTENER_PORT``: those are for an operator run
+without the chart.
 """
 
 from __future__ import annotations

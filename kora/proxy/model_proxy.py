@@ -143,15 +143,26 @@ def create_proxy_app(settings: ProxySettings) -> Starlette:
 def _serve(host: str, port: int) -> int:
     """Serve the proxy on ``host:port`` until SIGINT/SIGTERM; 0, or 2 after saying what is wrong."""
     from kora.core.net import bind_socket
+    from kora.core.settings_errors import SettingsError
+    from kora.core.telemetry import instrument_app, setup_telemetry
 
     try:
         settings = ProxySettings.from_env(os.environ)
+        telemetry = setup_telemetry("ModelAPI", component="kora model-proxy")
         sock = bind_socket(host, port)
+    except SettingsError as error:
+        print(error, file=sys.stderr)
+        return 2
     except (ValueError, OSError) as error:
         print(f"kora model-proxy: {error}", file=sys.stderr)
         return 2
     print(f"kora model-proxy: forwarding /v1 to {settings.api_base} on port {sock.getsockname()[1]}", flush=True)
-    serve_until_stopped(create_proxy_app(settings), sock, lifespan="on")
+    app = create_proxy_app(settings)
+    instrument_app(app, telemetry)
+    try:
+        serve_until_stopped(app, sock, lifespan="on")
+    finally:
+        telemetry.shutdown()
     return 0
 
 

@@ -27,6 +27,8 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
+from kora.core.inline_tools import unavailable_imports, unavailable_message
+
 GROUP = "kora.dev"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -72,11 +74,19 @@ def _check_env_name(value: str) -> str:
 
 
 def _check_tools_source(value: str) -> str:
-    # Syntax errors surface at load time with a line number instead of as a crash-looping tool server.
+    # Syntax errors and imports the tool server refuses surface at load time with a line number instead of
+    # as a crash-looping tool server whose reason is only in its log.
     try:
-        ast.parse(value, filename="toolsString")
+        tree = ast.parse(value, filename="toolsString")
     except SyntaxError as error:
         raise ValueError(f"is not valid Python: {error.msg} (line {error.lineno})") from None
+    except (RecursionError, MemoryError):
+        # CPython's parser gives up on pathological nesting (-(-(-...)), a.b.b...) with these, not SyntaxError.
+        raise ValueError("is not valid Python: nested too deeply for the parser") from None
+    unavailable = unavailable_imports(tree)
+    if unavailable:
+        line, module = unavailable[0]
+        raise ValueError(f"line {line}: {unavailable_message(module)}")
     return value
 
 

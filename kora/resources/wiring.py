@@ -22,7 +22,8 @@ Per kind (non-agent workloads take ``--host H --port P`` arguments; the agent re
   ``MEMORY_MAX_SESSIONS``, ``MEMORY_MAX_SESSION_EVENTS``, ``MEMORY_MAX_READ_SCOPE``, ``MEMORY_TOOLS`` (when
   set) and for ``type: remote`` ``MEMORY_STORE_ENDPOINT``, ``MEMORY_FAILURE_MODE``,
   ``MEMORY_ROLLING_SUMMARY``, ``MEMORY_CLIENT_TOKEN_BUDGET``; ``OTEL_SERVICE_NAME`` (agent name) and
-  ``OTEL_EXPORTER_OTLP_ENDPOINT`` (from ``spec.telemetry``). ``spec.config.env`` comes last; the models
+  ``OTEL_EXPORTER_OTLP_ENDPOINT`` (from ``spec.telemetry``), ``OTEL_RESOURCE_ATTRIBUTES`` (every kind: see
+  below). ``spec.config.env`` comes last; the models
   reject entries naming any variable Kora sets (see ``AGENT_RESERVED_ENV``), so user entries add, never
   override.
 - MCPServer: ``kora mcp --host H --port P`` with ``MCP_TOOLS_STRING`` (python-runtime) or ``MCP_PACKAGE``
@@ -43,6 +44,10 @@ Per kind (non-agent workloads take ``--host H --port P`` arguments; the agent re
   ``_DIGEST_RETENTION``, ``_LONG_TERM_ENABLED``, ``_DEFAULT_TOP_K``, ``_SCORE_THRESHOLD`` (always, from
   ``shortTerm`` / ``mediumTerm`` / ``longTerm``) and ``MEMORY_SERVICE_MAX_READ_SCOPE`` (``maxReadScope``).
 
+Every kind also gets ``OTEL_RESOURCE_ATTRIBUTES`` = ``service.namespace=<ns>,kora.resource.kind=<Kind>,
+kora.resource.name=<name>`` after its ``OTEL_SERVICE_NAME`` (merged with a user's own value), which
+:func:`kora.core.telemetry.setup_telemetry` reads for the telemetry resource.
+
 Dependencies (``depends_on``) are :func:`kora.resources.graph.dependencies_of`.
 """
 
@@ -54,6 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kora.core import env as names
+from kora.core.telemetry.config import resource_attributes_value
 from kora.resources.graph import ResourceGraph, ResourceRef, dependencies_of, ref_of
 from kora.resources.loader import dependency_order
 from kora.resources.models import (
@@ -294,8 +300,23 @@ def _agent_env(agent: Agent, strategy: UrlStrategy, public_url: str, host: str, 
     env.append(EnvEntry(names.OTEL_SERVICE_NAME, agent.metadata.name))
     if spec.telemetry is not None:
         env.append(EnvEntry(names.OTEL_EXPORTER_OTLP_ENDPOINT, spec.telemetry.endpoint))
-    env += [EnvEntry.from_env_var(var) for var in spec.config.env]
-    return env
+    return env + _telemetry_resource(agent, [EnvEntry.from_env_var(var) for var in spec.config.env])
+
+
+def _telemetry_resource(resource: AnyResource, user_env: list[EnvEntry]) -> list[EnvEntry]:
+    """``OTEL_RESOURCE_ATTRIBUTES`` naming ``resource`` (namespace, kind, name), then ``user_env``. A literal
+    ``OTEL_RESOURCE_ATTRIBUTES`` of the user's is appended to Kora's value instead of replacing it (the SDK keeps
+    the last of a repeated key, so the user's keys win); one from a Secret replaces it, as Kubernetes keeps the
+    last of two entries."""
+    ref = ref_of(resource)
+    value = resource_attributes_value(ref.namespace, ref.kind, ref.name)
+    rest: list[EnvEntry] = []
+    for entry in user_env:
+        if entry.name == names.OTEL_RESOURCE_ATTRIBUTES and entry.value is not None:
+            value = f"{value},{entry.value.strip()}" if entry.value.strip() else value
+        else:
+            rest.append(entry)
+    return [EnvEntry(names.OTEL_RESOURCE_ATTRIBUTES, value), *rest]
 
 
 def _listen_args(command: str, host: str, port: int) -> list[str]:
@@ -333,7 +354,7 @@ def _model_api_command(
         # Loading the weights takes seconds; /ready says when requests can be served.
         probes = Probes(liveness="/health", readiness="/ready")
     env.append(EnvEntry(names.OTEL_SERVICE_NAME, model.service_name))
-    return args, env, files, probes
+    return args, env + _telemetry_resource(model, []), files, probes
 
 
 def _mcp_env(server: MCPServer) -> list[EnvEntry]:
@@ -345,7 +366,7 @@ def _mcp_env(server: MCPServer) -> list[EnvEntry]:
         assert config.mcp is not None  # guaranteed by MCPServerSpec's type/config check
         env = [EnvEntry(names.MCP_PACKAGE, config.mcp)]
     env.append(EnvEntry(names.OTEL_SERVICE_NAME, server.service_name))
-    return env + [EnvEntry.from_env_var(var) for var in config.env]
+    return env + _telemetry_resource(server, [EnvEntry.from_env_var(var) for var in config.env])
 
 
 def _memory_store_env(store: MemoryStore, strategy: UrlStrategy, data_root: Path | None) -> list[EnvEntry]:
@@ -380,7 +401,7 @@ def _memory_store_env(store: MemoryStore, strategy: UrlStrategy, data_root: Path
         EnvEntry(names.MEMORY_SERVICE_MAX_READ_SCOPE, spec.max_read_scope),
         EnvEntry(names.OTEL_SERVICE_NAME, store.service_name),
     ]
-    return env
+    return env + _telemetry_resource(store, [])
 
 
 def plan_workload(

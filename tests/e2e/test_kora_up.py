@@ -208,6 +208,10 @@ def test_multi_agent_delegation_and_kora_down_leaves_nothing(tmp_path: Path):
         assert up.process.wait(timeout=30) == 0
         assert not any(process_alive(pid) or group_alive(pid) for pid in pids)
         assert up.state().stopped
+        after = kora("status", "--state-dir", str(up.state_dir), cwd=tmp_path)
+        assert after.returncode == 1
+        assert "nothing runs" in after.stderr
+        assert "Ready" not in after.stdout
     finally:
         stop(up)
 

@@ -106,9 +106,7 @@ async def test_a_text_turn_is_one_agent_span_with_one_step(model, exporter, mode
 
 @pytest.mark.parametrize("mode", ["run", "stream"])
 async def test_a_tool_turn_has_a_step_per_model_request_holding_its_tool_calls(model, exporter, mode):
-    model.enqueue(
-        ToolCallReply([ToolCall("save_memory", {"content": "likes tea"})]), TextReply("Noted: you like tea.")
-    )
+    model.enqueue(ToolCallReply([ToolCall("save_memory", {"content": "likes tea"})]), TextReply("Noted: you like tea."))
     runtime = traced_runtime(model, exporter, MEMORY_TOOLS="all")
     await runtime.start()
     try:

@@ -28,8 +28,10 @@ import pytest
 import yaml
 from lightkube import AsyncClient, Client, KubeConfig
 from lightkube.generic_resource import GenericNamespacedResource
+from lightkube.models.authentication_v1 import TokenRequestSpec
+from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import Namespace
+from lightkube.resources.core_v1 import Namespace, ServiceAccount
 from lightkube.types import PatchType
 
 from kora.core.net import free_port
@@ -206,6 +208,29 @@ class KubeCluster:
         if check and result.returncode != 0:
             raise KubectlError(list(args), result.returncode, result.stdout, result.stderr)
         return result
+
+    def service_account_token(self, name: str, namespace: str, seconds: int = 3600) -> str:
+        """A bearer token for ServiceAccount ``namespace/name`` (TokenRequest API, valid ``seconds``): requests
+        with it are authorized by RBAC as ``system:serviceaccount:<namespace>:<name>``, not as cluster admin.
+        Raises ``lightkube.ApiError`` (404) when the ServiceAccount does not exist."""
+        request = ServiceAccount.Token(
+            metadata=ObjectMeta(name=name), spec=TokenRequestSpec(audiences=[], expirationSeconds=seconds)
+        )
+        with self.client() as client:
+            issued = client.create(request, name, namespace=namespace)
+        assert issued.status is not None
+        return str(issued.status.token)
+
+    def kubeconfig_for_token(self, token: str, path: Path) -> Path:
+        """Write, at ``path``, a kubeconfig for this cluster that authenticates with ``token`` (e.g. from
+        :meth:`service_account_token`); returns ``path``."""
+        config = yaml.safe_load(self.kubeconfig.read_text(encoding="utf-8"))
+        config["users"] = [{"name": "token", "user": {"token": token}}]
+        config["contexts"] = [{"name": "token", "context": {"cluster": config["clusters"][0]["name"], "user": "token"}}]
+        config["current-context"] = "token"
+        path.write_text(yaml.safe_dump(config), encoding="utf-8")
+        path.chmod(0o600)
+        return path
 
     def fresh_namespace(self, prefix: str = "test") -> str:
         """Create a namespace no other test uses (``<prefix>-<8 hex digits>``); its name."""

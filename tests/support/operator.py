@@ -10,8 +10,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,22 +59,22 @@ def start_operator(
     """Start ``kora operator --namespace NAMESPACE ARGS`` (webhook on a free 127.0.0.1 port) and wait until its
     liveness endpoint answers. Raises ``AssertionError`` with its log if it exits or does not come up."""
     liveness = f"http://127.0.0.1:{free_port()}/healthz"
-    command = [
-        sys.executable,
-        "-m",
-        "kora.cli",
-        "operator",
-        "--namespace",
-        namespace,
-        "--webhook-port",
-        str(free_port()),
-        "--liveness",
-        liveness,
-        *args,
-    ]
-    environment = {**cluster.env(), **OPERATOR_ENV, **(env or {}), "PYTHONPATH": str(REPO)}
+    arguments = ["--namespace", namespace, "--webhook-port", str(free_port()), "--liveness", liveness, *args]
+    environment = {**cluster.env(), **OPERATOR_ENV, **(env or {})}
+    return launch_operator(arguments, environment, log, liveness)
+
+
+def launch_operator(
+    arguments: Sequence[str], environment: Mapping[str, str], log: Path, liveness: str
+) -> OperatorProcess:
+    """Start ``kora operator ARGUMENTS`` (this checkout's code, ``environment`` exactly, which must point
+    ``KUBECONFIG`` at a cluster) and wait until ``liveness`` (its ``--liveness`` URL) answers. Raises
+    ``AssertionError`` with its log if it exits or does not come up within 60 s."""
+    command = [sys.executable, "-m", "kora.cli", "operator", *arguments]
     with log.open("ab") as sink:
-        process = subprocess.Popen(command, env=environment, stdout=sink, stderr=subprocess.STDOUT, cwd=REPO)
+        process = subprocess.Popen(
+            command, env={**environment, "PYTHONPATH": str(REPO)}, stdout=sink, stderr=subprocess.STDOUT, cwd=REPO
+        )
     running = OperatorProcess(process, log, liveness)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -91,12 +91,8 @@ def start_operator(
 
 
 @contextmanager
-def running_operator(
-    cluster: KubeCluster, namespace: str, log: Path, env: Mapping[str, str] | None = None, *args: str
-) -> Iterator[OperatorProcess]:
-    """:func:`start_operator` (``args``: more ``kora operator`` options), stopped on exit (its log printed
-    when the block failed)."""
-    operator = start_operator(cluster, namespace, log, env, *args)
+def supervised(operator: OperatorProcess) -> Iterator[OperatorProcess]:
+    """Yield ``operator`` and stop it on exit (its log printed when the block failed)."""
     try:
         yield operator
     except BaseException:
@@ -104,6 +100,14 @@ def running_operator(
         raise
     finally:
         operator.stop()
+
+
+def running_operator(
+    cluster: KubeCluster, namespace: str, log: Path, env: Mapping[str, str] | None = None, *args: str
+) -> AbstractContextManager[OperatorProcess]:
+    """:func:`start_operator` (``args``: more ``kora operator`` options), stopped on exit (its log printed
+    when the block failed)."""
+    return supervised(start_operator(cluster, namespace, log, env, *args))
 
 
 def resource_status(client: Client, kind: str, name: str, namespace: str) -> JsonObject:
@@ -152,9 +156,11 @@ __all__ = [
     "OPERATOR_ENV",
     "OperatorProcess",
     "environment_of",
+    "launch_operator",
     "phase_is",
     "resource_status",
     "running_operator",
     "start_operator",
+    "supervised",
     "wait_for",
 ]

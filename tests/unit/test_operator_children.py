@@ -535,6 +535,12 @@ def test_scripted_model_without_script_has_no_files():
     assert "annotations" not in manifests["Deployment"]["spec"]["template"]["metadata"]
 
 
+def otel_resource(kind: str, name: str) -> dict[str, str]:
+    """The OTEL_RESOURCE_ATTRIBUTES entry the wiring gives every workload (of namespace team)."""
+    value = f"service.namespace=team,kora.resource.kind={kind},kora.resource.name={name}"
+    return {"name": "OTEL_RESOURCE_ATTRIBUTES", "value": value}
+
+
 def test_proxy_model_keeps_its_key_in_the_secret():
     manifests = by_kind(find("ModelAPI", "openai"))
     main = container(manifests)
@@ -544,6 +550,7 @@ def test_proxy_model_keeps_its_key_in_the_secret():
         {"name": "MODEL_PROXY_API_KEY", "valueFrom": {"secretKeyRef": {"name": "openai", "key": "api-key"}}},
         {"name": "MODEL_PROXY_MODELS", "value": "gpt-4o,gpt-4o-mini"},
         {"name": "OTEL_SERVICE_NAME", "value": "modelapi-openai"},
+        otel_resource("ModelAPI", "openai"),
     ]
     assert (main["livenessProbe"]["httpGet"]["path"], main["readinessProbe"]["httpGet"]["path"]) == (
         "/health",
@@ -568,6 +575,7 @@ def test_tool_servers():
         # Kubernetes reads $$ as $ and expands $(HOME): doubled, the source arrives as written.
         {"name": "MCP_TOOLS_STRING", "value": "def ping() -> str:\n    '''Ping.'''\n    return '$$(HOME) and $$$$'\n"},
         {"name": "OTEL_SERVICE_NAME", "value": "mcpserver-web-tools"},
+        otel_resource("MCPServer", "web-tools"),
         {"name": "API_URL", "value": "http://api"},
         {"name": "API_KEY", "valueFrom": {"secretKeyRef": {"name": "keys", "key": "api"}}},
     ]
@@ -575,6 +583,7 @@ def test_tool_servers():
     assert package["env"] == [
         {"name": "MCP_PACKAGE", "value": "mcp-server-fetch"},
         {"name": "OTEL_SERVICE_NAME", "value": "mcpserver-fetcher"},
+        otel_resource("MCPServer", "fetcher"),
     ]
 
 

@@ -137,6 +137,12 @@ EXPECTED_URLS = {
 }
 
 
+def otel_resource(kind: str, name: str, namespace: str = "team") -> dict[str, str]:
+    """The OTEL_RESOURCE_ATTRIBUTES entry every plan carries."""
+    value = f"service.namespace={namespace},kora.resource.kind={kind},kora.resource.name={name}"
+    return {"OTEL_RESOURCE_ATTRIBUTES": value}
+
+
 def env_of(plan) -> dict[str, str | SecretKeyRef]:
     return {e.name: e.value if e.value is not None else e.secret_key_ref for e in plan.env}
 
@@ -175,6 +181,7 @@ def test_agent_environment_under_each_strategy(strategy_name):
         "MEMORY_ROLLING_SUMMARY": "true",
         "MEMORY_CLIENT_TOKEN_BUDGET": "1500",
         "OTEL_SERVICE_NAME": "boss",
+        **otel_resource("Agent", "boss"),
         "AGENT_LOG_LEVEL": "DEBUG",
     }
     assert boss.env[-1].name == "AGENT_LOG_LEVEL"  # user entries come last
@@ -302,6 +309,7 @@ def test_mcp_server_plan(strategy_name):
     assert plan.env == (
         EnvEntry("MCP_TOOLS_STRING", "def ping() -> str:\n    '''Ping.'''\n    return 'pong'\n"),
         EnvEntry("OTEL_SERVICE_NAME", "mcpserver-web-tools"),
+        EnvEntry(*otel_resource("MCPServer", "web-tools").popitem()),
         EnvEntry("API_URL", "http://api"),
         EnvEntry("API_KEY", secret_key_ref=SecretKeyRef("keys", "api")),
     )
@@ -369,7 +377,7 @@ def model_plan(spec: str):
 def test_model_api_plans(spec, args, env, files):
     plan = model_plan(spec)
     assert plan.args == args
-    assert env_of(plan) == {**env, "OTEL_SERVICE_NAME": "modelapi-llm"}
+    assert env_of(plan) == {**env, "OTEL_SERVICE_NAME": "modelapi-llm", **otel_resource("ModelAPI", "llm", "default")}
     # A hosted model is ready once its weights have loaded; the others as soon as they answer.
     readiness = "/ready" if args[0] == "model-hosted" else "/health"
     assert plan.probes == Probes("/health", readiness)
@@ -416,6 +424,7 @@ def test_memory_store_plan(strategy_name):
         "MEMORY_SERVICE_EMBEDDING_MODEL_API_URL": urls["model"] + "/v1",
         **TIER_DEFAULTS,
         "OTEL_SERVICE_NAME": "memorystore-mem",
+        **otel_resource("MemoryStore", "mem"),
     }
     assert plan.depends_on == (REFS["model"],)
 
@@ -491,7 +500,11 @@ TIERS = (
     ],
 )
 def test_memory_store_options(spec, strategy_name, data_root, expected):
-    assert store_env(spec, strategy_name, data_root) == {**expected, "OTEL_SERVICE_NAME": "memorystore-mem"}
+    assert store_env(spec, strategy_name, data_root) == {
+        **expected,
+        "OTEL_SERVICE_NAME": "memorystore-mem",
+        **otel_resource("MemoryStore", "mem"),
+    }
 
 
 def test_plans_come_in_start_order():
@@ -584,3 +597,16 @@ def test_env_entry_needs_exactly_one_source():
         EnvEntry("X")
     with pytest.raises(ValueError, match="exactly one"):
         EnvEntry("X", value="1", secret_key_ref=SecretKeyRef("s", "k"))
+
+
+def test_a_users_resource_attributes_are_merged_after_the_wirings():
+    text = (
+        "apiVersion: kora.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: tools, namespace: team}\n"
+        "spec:\n  type: python-runtime\n  config:\n    toolsString: \"def f() -> str:\\n    return ''\\n\"\n"
+        "    env: [{name: OTEL_RESOURCE_ATTRIBUTES, value: ' owner=ops '}, {name: X, value: y}]\n"
+    )
+    plan = next(iter(plan_workloads(load_text(text), ClusterDNS()).values()))
+    assert [entry.name for entry in plan.env].count("OTEL_RESOURCE_ATTRIBUTES") == 1
+    merged = otel_resource("MCPServer", "tools")["OTEL_RESOURCE_ATTRIBUTES"] + ",owner=ops"
+    assert env_of(plan)["OTEL_RESOURCE_ATTRIBUTES"] == merged
+    assert plan.env[-1] == EnvEntry("X", "y")

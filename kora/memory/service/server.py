@@ -12,7 +12,7 @@ import logging
 import sys
 from typing import Annotated
 
-from kora.core.command import run_command
+from kora.core.command import run_command, survive_uvicorn_stop_signal
 from kora.core.settings_errors import SettingsError
 
 #: Exit code for invalid settings or options.
@@ -21,10 +21,12 @@ EXIT_SETTINGS_ERROR = 2
 
 def serve(host: str, port: int) -> int:
     """Load the settings, build the app and serve it on ``host:port`` until stopped; returns the exit code."""
+    from kora.core.telemetry import instrument_app, setup_telemetry
     from kora.memory.service.settings import load_memory_service_settings
 
     try:
         settings = load_memory_service_settings()
+        telemetry = setup_telemetry("MemoryStore", component="kora memory")
     except SettingsError as error:
         print(error, file=sys.stderr)
         return EXIT_SETTINGS_ERROR
@@ -37,7 +39,13 @@ def serve(host: str, port: int) -> int:
 
     from kora.memory.service.app import create_app
 
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning", access_log=False)
+    app = create_app(settings)
+    instrument_app(app, telemetry)
+    survive_uvicorn_stop_signal()
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    finally:
+        telemetry.shutdown()
     return 0
 
 

@@ -1,0 +1,210 @@
+"""Telemetry of a workload's HTTP surface: server spans and request metrics for inbound requests, ``GET /metrics``
+in Prometheus text, and client spans for outbound clients the global instrumentation cannot reach (issue 13).
+
+:func:`instrument_app` installs the OpenTelemetry ASGI middleware only when tracing is on, because it is not
+free even when its tracer is a no-op. Measured per request on a one-route FastAPI app driven in-process
+(bench/bench_telemetry.py, 2-core machine, CPU): no middleware ~55 us; the instrumentation with a no-op tracer
++~130 us; FastAPI's own native telemetry +~50 us; :class:`RequestMetrics` +~15 us; spans on (instrumentation +
+RequestMetrics, batch export) +~165 us. So the request metrics (``http.server.request.duration``, stable
+HTTP conventions: ``http.request.method``, ``http.response.status_code``, ``http.route``, ``url.scheme``;
+seconds) always come from :class:`RequestMetrics`, and the instrumentation is added for server spans (W3C
+context extraction included) only when spans are exported.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from kora.core.telemetry.config import tracing_enabled
+from kora.core.telemetry.setup import Telemetry, prefer_stable_http_conventions
+
+if TYPE_CHECKING:
+    import httpx
+    import httpx2
+    from opentelemetry.metrics import Histogram, MeterProvider
+    from opentelemetry.trace import Span
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["METRICS_PATH", "RequestMetrics", "instrument_app", "instrument_http_client", "metrics_response"]
+
+#: Path of the Prometheus scrape endpoint on every workload.
+METRICS_PATH = "/metrics"
+#: Instrumentation scope of Kora's own request metrics.
+_SCOPE = "kora.http.server"
+# The stable HTTP conventions' histogram buckets (seconds), as the OpenTelemetry instrumentations use.
+_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+
+
+class RequestMetrics:
+    """Pure ASGI middleware recording ``http.server.request.duration`` (histogram, seconds) per request.
+
+    Attributes: ``http.request.method`` (unknown methods as ``_OTHER``, so a client cannot grow the series),
+    ``http.response.status_code`` (500 when the app raised before answering), ``url.scheme`` and ``http.route``
+    (the matched route's template, e.g. ``/v1/chat/completions`` or ``/items/{x}``; absent when nothing
+    matched). Other ASGI scopes (lifespan, websocket) pass through untouched.
+
+    With ``name_spans`` (tracing on, inside the OpenTelemetry middleware) it also gives the request's server span
+    its route once routing is done (``http.route`` and the name ``{method} {route}``): the instrumentation guesses
+    the route before routing and misses routes inside mounted apps (the MCP endpoint is ``POST /mcp`` of an app
+    mounted at ``/``).
+    """
+
+    def __init__(self, app: ASGIApp, meter_provider: MeterProvider, *, name_spans: bool = False) -> None:
+        from opentelemetry.util.http import sanitize_method
+
+        self.app = app
+        self._sanitize_method = sanitize_method
+        self._name_spans = name_spans
+        meter = meter_provider.get_meter(_SCOPE)
+        self._duration: Histogram = meter.create_histogram(
+            "http.server.request.duration",
+            unit="s",
+            description="Duration of HTTP server requests.",
+            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+        # Taken before the app runs: code inside may leave another span current (the MCP SDK's own).
+        server_span = self._current_span() if self._name_spans else None
+
+        async def send_and_note_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                if server_span is not None:
+                    # Named when the answer starts: routing is done, and a streamed answer may end the span
+                    # before the app returns.
+                    self._name_span(server_span, scope)
+            await send(message)
+
+        started = time.perf_counter()
+        try:
+            await self.app(scope, receive, send_and_note_status)
+        finally:
+            attributes: dict[str, str | int] = {
+                "http.request.method": self._sanitize_method(scope["method"]),
+                "http.response.status_code": status,
+                "url.scheme": scope.get("scheme", "http"),
+            }
+            route = _route(scope)
+            if route:
+                attributes["http.route"] = route
+            self._duration.record(time.perf_counter() - started, attributes)
+
+    def _name_span(self, span: Span, scope: Scope) -> None:
+        route = _route(scope)
+        if route and span.is_recording():
+            method = self._sanitize_method(scope["method"])
+            span.set_attribute("http.route", route)
+            # The instrumentation's own naming: an unknown method is "HTTP".
+            span.update_name(f"{'HTTP' if method == '_OTHER' else method} {route}")
+
+    @staticmethod
+    def _current_span() -> Span:
+        from opentelemetry.trace import get_current_span
+
+        return get_current_span()
+
+
+def _route(scope: Scope) -> str | None:
+    # Starlette's router leaves the matched route in the scope it was handed (the same dict as ours).
+    route = getattr(scope.get("route"), "path", None)
+    return route if isinstance(route, str) and route else None
+
+
+def metrics_response(request: Request, telemetry: Telemetry) -> Response:
+    """The Prometheus exposition of ``telemetry.registry``: text format 0.0.4, or OpenMetrics when the scraper's
+    ``Accept`` asks for it (prometheus_client's negotiation)."""
+    from prometheus_client.exposition import choose_encoder
+    from starlette.responses import Response
+
+    encoder, content_type = choose_encoder(request.headers.get("accept", ""))
+    return Response(encoder(telemetry.registry), media_type=content_type)
+
+
+def _add_metrics_route(app: Starlette, telemetry: Telemetry) -> None:
+    from starlette.routing import Route
+
+    async def metrics(request: Request) -> Response:
+        return metrics_response(request, telemetry)
+
+    # First in the table: the gateway's catch-all and mounted apps (MCP at "/") must not shadow it.
+    app.router.routes.insert(0, Route(METRICS_PATH, metrics, methods=["GET"], include_in_schema=False))
+
+
+def _switch_off_fastapi_native_telemetry(app: Starlette) -> None:
+    # FastAPI (0.165) records its own request metrics, server spans and per-operation spans as soon as a global
+    # meter or tracer provider exists. Measured (bench/bench_telemetry.py): +~50 us CPU per request with only the
+    # meter provider installed, against +~15 us for RequestMetrics; and with both running every request would be
+    # counted twice under one metric name. Its settings are a plain dict the app reads on every request;
+    # FastAPI(telemetry=...) sets the same keys, but that would have to be repeated by every app's constructor.
+    config = getattr(app, "_telemetry", None)
+    if isinstance(config, dict):
+        config.update(tracing=False, metrics=False, logs=False, operation_spans=False)
+
+
+def instrument_app(app: Starlette, telemetry: Telemetry) -> None:
+    """Give ``app`` (FastAPI or plain Starlette) its telemetry: ``GET /metrics`` (Prometheus text of
+    ``telemetry.registry``) and, per inbound request, ``http.server.request.duration``; when tracing is on, also
+    a server span per request (parent taken from the request's W3C ``traceparent``), named ``{method}
+    {http.route}``. Call it once, before the app serves its first request (the middleware stack is built then).
+    """
+    _add_metrics_route(app, telemetry)
+    _switch_off_fastapi_native_telemetry(app)
+    tracing = telemetry.tracer_provider is not None
+    app.add_middleware(RequestMetrics, meter_provider=telemetry.meter_provider, name_spans=tracing)
+    if not tracing:
+        return
+    prefer_stable_http_conventions()
+    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+    from opentelemetry.metrics import NoOpMeterProvider
+
+    # The FastAPI instrumentation only relies on Starlette's middleware stack and route table, so it serves the
+    # plain Starlette apps (model proxy, hosted model, gateway) too. Its metrics are switched off: RequestMetrics
+    # records the same histogram in both modes, with the route it really matched.
+    FastAPIInstrumentor.instrument_app(
+        app,  # type: ignore[arg-type]
+        tracer_provider=telemetry.tracer_provider,
+        meter_provider=NoOpMeterProvider(),
+        excluded_urls=METRICS_PATH,
+        exclude_spans=["receive", "send"],
+    )
+
+
+def instrument_http_client(client: httpx.Client | httpx.AsyncClient | httpx2.Client | httpx2.AsyncClient) -> None:
+    """Trace ``client``'s requests (client span + ``traceparent``) when its transport is one the global httpx /
+    httpx2 instrumentation does not patch, e.g. ``httpx_aiohttp.httpx2.Httpx2AiohttpClient``'s aiohttp transport.
+
+    Call it right after creating such a client, whether or not telemetry is set up yet: with tracing off (per the
+    environment) it does nothing and imports nothing; with tracing on the spans go to the global tracer provider
+    once :func:`~kora.core.telemetry.setup_telemetry` has installed it. Clients on httpx's / httpx2's own
+    transports are left alone: the global instrumentation covers them, and wrapping twice would give two spans.
+    ``TypeError`` for anything else.
+    """
+    if not tracing_enabled():
+        return
+    prefer_stable_http_conventions()
+    import httpx
+    import httpx2
+    from opentelemetry.instrumentation.httpx import HTTPX2ClientInstrumentor, HTTPXClientInstrumentor
+
+    instrumentor: type[HTTPXClientInstrumentor | HTTPX2ClientInstrumentor]
+    covered: tuple[type, ...]
+    if isinstance(client, httpx.Client | httpx.AsyncClient):
+        instrumentor, covered = HTTPXClientInstrumentor, (httpx.HTTPTransport, httpx.AsyncHTTPTransport)
+    elif isinstance(client, httpx2.Client | httpx2.AsyncClient):
+        instrumentor, covered = HTTPX2ClientInstrumentor, (httpx2.HTTPTransport, httpx2.AsyncHTTPTransport)
+    else:
+        raise TypeError(f"not an httpx or httpx2 client: {type(client).__name__}")
+    if isinstance(client._transport, covered):
+        return
+    # The instrumentor's annotation names httpx's classes only; httpx2's are the API-compatible fork it wraps.
+    instrumentor.instrument_client(client)  # type: ignore[arg-type]
