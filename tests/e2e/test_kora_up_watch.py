@@ -85,17 +85,25 @@ def wait_reload(up: Up, seen: int) -> None:
         time.sleep(0.1)
 
 
+def write_agents(up: Up, folder: Path, text: str, restarted: str, old_pid: int | None) -> UpState:
+    """Save agents.yaml as ``text``; wait until kora up says it restarted Agent ``restarted`` and that agent is
+    Ready again with another pid than ``old_pid``."""
+    seen = reloads(up)
+    (folder / "agents.yaml").write_text(text)
+    wait_reload(up, seen)
+    assert f"restarted Agent/{restarted}" in up.output()
+    return up.wait(
+        lambda s: s.workload(restarted).pid not in (None, old_pid) and s.workload(restarted).phase == "Ready",
+        what=f"{restarted} restarted and Ready",
+    )
+
+
 def test_editing_an_agent_restarts_only_that_agent(watched: tuple[Up, Path]):
     up, folder = watched
     before = pids(up.state())
     assert ask(up, "alpha") == "I am a pirate."
-    seen = reloads(up)
-    (folder / "agents.yaml").write_text(agent("alpha", "parrot") + "---\n" + agent("beta", "robot"))
-    wait_reload(up, seen)
-    assert "restarted Agent/alpha" in up.output()
-    state = up.wait(
-        lambda s: s.workload("alpha").pid not in (None, before["alpha"]) and s.workload("alpha").phase == "Ready",
-        what="alpha restarted and Ready",
+    state = write_agents(
+        up, folder, agent("alpha", "parrot") + "---\n" + agent("beta", "robot"), "alpha", before["alpha"]
     )
     after = pids(state)
     assert after["beta"] == before["beta"]
@@ -153,13 +161,6 @@ def test_an_invalid_manifest_is_reported_and_nothing_stops_until_it_is_fixed(wat
     assert all(w.phase == "Ready" for w in state.workloads)
     assert ask(up, "beta") == "I am a robot."
     # Fixed (with a new persona for beta): applied.
-    seen = reloads(up)
-    (folder / "agents.yaml").write_text(agent("alpha", "pirate") + "---\n" + agent("beta", "poet"))
-    wait_reload(up, seen)
-    assert "restarted Agent/beta" in up.output()
-    state = up.wait(
-        lambda s: s.workload("beta").pid not in (None, before["beta"]) and s.workload("beta").phase == "Ready",
-        what="beta restarted and Ready",
-    )
+    state = write_agents(up, folder, agent("alpha", "pirate") + "---\n" + agent("beta", "poet"), "beta", before["beta"])
     assert state.workload("alpha").pid == before["alpha"]
     assert ask(up, "beta") == "I am a poet."
