@@ -35,6 +35,11 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 log = logging.getLogger("kora.agent.mcp")
 
 
+#: Seconds between two tries of a tool server that cannot be reached, during the agent's first
+#: :data:`STARTUP_RETRY_WINDOW` seconds; after that the delay doubles from there up to ``max_backoff``.
+FIRST_RETRY_SECONDS = 0.25
+STARTUP_RETRY_WINDOW = 30.0
+
 #: What a tool call raises to steer pydantic-ai (a failed result, deferral): passed on as it is.
 _TOOL_CONTROL = (ToolFailed, CallDeferred, ApprovalRequired)
 
@@ -193,7 +198,12 @@ class McpServers:
         self._wake.set()
 
     async def _supervise(self) -> None:
-        backoff = 0.5
+        # Tool servers and agents start together (kora up starts every process at once; in a cluster the agent
+        # may be scheduled first), and a refused connection costs next to nothing. So while the agent is young
+        # (STARTUP_RETRY_WINDOW) a server is tried every FIRST_RETRY_SECONDS: the agent is ready a moment after
+        # its servers are, not up to a back-off step later. After that, back-off doubles up to max_backoff.
+        started = asyncio.get_running_loop().time()
+        backoff = FIRST_RETRY_SECONDS / 2
         while True:
             for server in self._servers.values():
                 if server.name in self._lost and server.toolset is not None:
@@ -205,7 +215,13 @@ class McpServers:
                     await self._ping(server)
             self._first_pass.set()
             down = any(s.toolset is None for s in self._servers.values())
-            backoff = min(backoff * 2, self._max_backoff) if down else 0.5
+            young = asyncio.get_running_loop().time() - started < STARTUP_RETRY_WINDOW
+            if not down:
+                backoff = FIRST_RETRY_SECONDS / 2
+            elif young:
+                backoff = FIRST_RETRY_SECONDS
+            else:
+                backoff = min(backoff * 2, self._max_backoff)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(backoff if down else self._ping_interval):
                     await self._wake.wait()

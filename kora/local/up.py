@@ -1,12 +1,17 @@
 """``kora up FILE|DIR``: run a deployment's manifests as local processes behind a local gateway.
 
-    kora up examples/quickstart [--port 8080] [--state-dir .kora] [--grace 5]
+    kora up examples/quickstart [--port 8080] [--state-dir .kora] [--grace 5] [--watch]
 
 Steps: load and validate the manifests (:func:`kora.resources.load_path`; on errors print the loader's
 message and exit 2), give each workload a free loopback port, plan with :class:`Loopback` (workloads reach
 each other directly) and public URLs through the gateway (agent cards and ``AGENT_PUBLIC_URL`` point at
 ``http://127.0.0.1:<port>/<ns>/agent/<name>``), serve the gateway (:mod:`kora.local.gateway`) and
 supervise the workloads (:mod:`kora.local.supervisor`) until SIGINT/SIGTERM (``kora down`` sends SIGTERM).
+
+With ``--watch``, an edit of the manifests is applied while running (:mod:`kora.local.watch`): the files are
+loaded and checked again, and only the workloads whose plan changed restart (new ones start, removed ones
+stop, the others keep their process and port); the state file follows. A manifest that does not load is
+reported with the same message as at start, and what runs keeps running until the files load again.
 
 State dir layout: ``state.json`` (:mod:`kora.local.state`), ``logs/<namespace>-<kind>-<name>.log``,
 ``work/<namespace>-<kind>-<name>/`` (each workload's working directory), ``memory/<namespace>/<name>/``
@@ -24,7 +29,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from pathlib import Path
 from typing import Annotated
 
@@ -52,6 +57,7 @@ from kora.local.state import (
     write_state,
 )
 from kora.local.supervisor import Supervisor
+from kora.local.watch import ManifestWatch, diff_plans
 from kora.resources import (
     GatewayRouted,
     Loopback,
@@ -72,15 +78,21 @@ __all__ = ["MEMORY_DIR", "cli", "describe", "plan_local"]
 MEMORY_DIR = "memory"
 
 
-def plan_local(graph: ResourceGraph, gateway_url: str, state_dir: Path) -> dict[ResourceRef, WorkloadPlan]:
+def plan_local(
+    graph: ResourceGraph, gateway_url: str, state_dir: Path, keep_ports: Mapping[ResourceRef, int] | None = None
+) -> dict[ResourceRef, WorkloadPlan]:
     """Plans of every workload on fresh loopback ports, public URLs through the gateway at ``gateway_url``.
 
-    Local-storage MemoryStores keep their data in ``state_dir/memory/<namespace>/<name>``, outside the
-    per-run working directories, so it survives ``kora down`` and the next ``kora up`` with this state dir.
+    ``keep_ports``: workloads that keep the port they have (a ``--watch`` reload), so their URLs, and the
+    environments of the workloads that call them, do not change. Local-storage MemoryStores keep their data
+    in ``state_dir/memory/<namespace>/<name>``, outside the per-run working directories, so it survives
+    ``kora down`` and the next ``kora up`` with this state dir.
     """
-    ports: dict[tuple[str, str, str], int] = {
-        (resource.kind, resource.metadata.namespace, resource.metadata.name): free_port() for resource in graph
-    }
+    kept = keep_ports or {}
+    ports: dict[tuple[str, str, str], int] = {}
+    for resource in graph:
+        ref = ResourceRef(resource.kind, resource.metadata.namespace, resource.metadata.name)
+        ports[ref] = kept[ref] if ref in kept else free_port()
     direct = Loopback(ports)
     return plan_workloads(
         graph, direct, public=GatewayRouted(gateway_url, direct=direct), data_root=state_dir / MEMORY_DIR
@@ -131,8 +143,10 @@ class _LocalRun:
         telemetry: Telemetry,
         pass_env: tuple[str, ...] = (),
         otel_endpoint: str | None = None,
+        watch: ManifestWatch | None = None,
     ) -> None:
         self._graph = graph
+        self._watch = watch
         self._pass_env = pass_env
         self._telemetry = telemetry
         self._otel_endpoint = otel_endpoint
@@ -144,22 +158,26 @@ class _LocalRun:
         self._started = time.monotonic()
         self._shown_phases: dict[str, str] = {}  # "Kind/name" -> the phase last printed
         self._all_ready_shown = False
+        self._environments_now: dict[ResourceRef, dict[str, str]] = {}
+        self._routes = routes_from_plans(plans.values())
+        self._backend_task: asyncio.Task[None] | None = None
 
     async def run(self, grace: float) -> int:
         """Serve until stopped; returns 0, or 2 after saying which Secret reference cannot be resolved.
 
         ``grace``: seconds between a workload's SIGTERM and its SIGKILL."""
         try:
-            environments = self._environments()
+            environments = self._environments(self._graph, self._plans)
         except LookupError as error:
             print(f"kora up: {error}", file=sys.stderr)
             return 2
-        self._record_workloads()
+        self._environments_now = environments
+        self._record_workloads(self._plans)
         supervisor = Supervisor(
             self._plans,
             environments,
             self._state,
-            {ref: self._state_dir / "work" / _slug(ref) for ref in self._plans},
+            self._work_dirs(self._plans),
             on_change=self._on_change,
             grace_seconds=grace,
             pass_env=self._pass_env,
@@ -167,18 +185,24 @@ class _LocalRun:
         loop = asyncio.get_running_loop()
         for stop_signal in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(stop_signal, supervisor.stop)
-        app = create_gateway_app(routes_from_plans(self._plans.values()))
+        app = create_gateway_app(self._routes)  # updated in place by a reload
         instrument_app(app, self._telemetry)
         gateway = _Gateway(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
         gateway_task = asyncio.create_task(gateway.serve(sockets=[self._gateway_sock]))
         print(f"kora up: gateway on {self._gateway_url}; state and logs in {self._state_dir}", flush=True)
         write_state(self._state_dir, self._state)
         self._on_change()
-        by_ref = {ResourceRef(w.kind, w.namespace, w.name): w for w in self._state.workloads}
-        watch = BackendWatch(proxy_backends(self._graph), by_ref, self._on_backend)
-        watch_task = asyncio.create_task(watch.run())
+        self._watch_backends()
+        stop_watching = asyncio.Event()
+        if self._watch is not None:
+            print(f"kora up: watching {self._watch.path} for changes", flush=True)
+            reload = asyncio.create_task(self._watch.run(lambda: self._reload(supervisor), stop_watching))
         await supervisor.run()
-        watch_task.cancel()
+        stop_watching.set()
+        if self._watch is not None:
+            await reload
+        if self._backend_task is not None:
+            self._backend_task.cancel()
         gateway.should_exit = True
         await gateway_task
         self._state.stopped = True
@@ -186,14 +210,57 @@ class _LocalRun:
         print("kora up: stopped every workload", flush=True)
         return 0
 
-    def _environments(self) -> dict[ResourceRef, dict[str, str]]:
+    def _watch_backends(self) -> None:
+        """(Re)start checking the Proxy ModelAPIs' backends of the current graph."""
+        if self._backend_task is not None:
+            self._backend_task.cancel()
+        by_ref = {ResourceRef(w.kind, w.namespace, w.name): w for w in self._state.workloads}
+        watch = BackendWatch(proxy_backends(self._graph), by_ref, self._on_backend)
+        self._backend_task = asyncio.create_task(watch.run())
+
+    def _work_dirs(self, plans: Mapping[ResourceRef, WorkloadPlan]) -> dict[ResourceRef, Path]:
+        return {ref: self._state_dir / "work" / _slug(ref) for ref in plans}
+
+    async def _reload(self, supervisor: Supervisor) -> None:
+        """Apply the manifests as they are now (``--watch``); print what failed or what changed."""
+        stamp = time.strftime("%H:%M:%S")
+        try:
+            assert self._watch is not None  # reloads come from the watch
+            graph = load_path(self._watch.path)
+            plans = plan_local(
+                graph, self._gateway_url, self._state_dir, {ref: plan.port for ref, plan in self._plans.items()}
+            )
+            environments = self._environments(graph, plans)
+        except (ManifestError, LookupError) as error:
+            print(f"kora up: {error}", file=sys.stderr, flush=True)
+            print(f"[{stamp}] manifests not applied; the workloads keep running as they were", flush=True)
+            return
+        for warning in graph.warnings:
+            print(f"kora up: warning: {warning}", file=sys.stderr)
+        diff = diff_plans(self._plans, self._environments_now, plans, environments)
+        print(f"[{stamp}] manifests changed: {diff.summary()}", flush=True)
+        self._graph, self._plans, self._environments_now = graph, plans, environments
+        self._record_workloads(plans)
+        await supervisor.update(plans, environments, self._work_dirs(plans), diff.restarted)
+        keys = {(ref.kind, ref.namespace, ref.name) for ref in plans}
+        self._state.workloads = [w for w in self._state.workloads if (w.kind, w.namespace, w.name) in keys]
+        for ref in diff.removed:
+            self._shown_phases.pop(f"{ref.kind}/{ref.name}", None)
+        self._routes.clear()
+        self._routes.update(routes_from_plans(plans.values()))
+        self._watch_backends()
+        self._on_change()
+
+    def _environments(
+        self, graph: ResourceGraph, plans: Mapping[ResourceRef, WorkloadPlan]
+    ) -> dict[ResourceRef, dict[str, str]]:
         """Each workload's environment, Secret references resolved from the manifests; ``LookupError``
         ("Kind/name: Secret ns/x key 'k' is not in the manifests") for the first that is not there."""
         environments: dict[ResourceRef, dict[str, str]] = {}
-        for ref, plan in self._plans.items():
+        for ref, plan in plans.items():
 
             def resolve(key: SecretKeyRef, namespace: str = ref.namespace) -> str:
-                value = self._graph.secret_value(key.name, key.key, namespace)
+                value = graph.secret_value(key.name, key.key, namespace)
                 if value is None:
                     raise LookupError(f"Secret {namespace}/{key.name} key {key.key!r} is not in the manifests")
                 return value
@@ -207,11 +274,21 @@ class _LocalRun:
                 environments[ref].setdefault(names.OTEL_EXPORTER_OTLP_ENDPOINT, self._otel_endpoint)
         return environments
 
-    def _record_workloads(self) -> None:
-        """One Pending workload in the state per plan, with its URLs, log file and NOTE."""
+    def _record_workloads(self, plans: Mapping[ResourceRef, WorkloadPlan]) -> None:
+        """One workload in the state per plan, in start order, with its URLs, log file and NOTE: a new one
+        Pending, one already there keeps its phase, pid and restarts (workloads no longer planned stay until
+        the caller drops them, after they stopped)."""
         (self._state_dir / "logs").mkdir(parents=True, exist_ok=True)
-        for ref, plan in self._plans.items():
-            self._state.workloads.append(
+        known = {ResourceRef(w.kind, w.namespace, w.name): w for w in self._state.workloads}
+        ordered: list[WorkloadState] = []
+        for ref, plan in plans.items():
+            if ref in known:
+                workload = known.pop(ref)
+                workload.gateway_url, workload.direct_url = plan.public_url, plan.direct_url
+                workload.note = describe(self._graph, ref)
+                ordered.append(workload)
+                continue
+            ordered.append(
                 WorkloadState(
                     name=ref.name,
                     kind=ref.kind,
@@ -222,6 +299,7 @@ class _LocalRun:
                     note=describe(self._graph, ref),
                 )
             )
+        self._state.workloads = ordered + list(known.values())
 
     def _on_change(self) -> None:
         """The supervisor changed the state: write it, then tell the user what changed."""
@@ -261,6 +339,13 @@ def _up(
         Path, typer.Option(help="Directory of the state file, logs and work dirs.")
     ] = DEFAULT_STATE_DIR,
     grace: Annotated[float, typer.Option(help="Seconds between a workload's SIGTERM and its SIGKILL.", min=0)] = 5.0,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch",
+            help="Apply edits of the manifests while running: restart only the workloads whose plan changed.",
+        ),
+    ] = False,
     pass_env: Annotated[
         list[str] | None,
         typer.Option(
@@ -314,9 +399,12 @@ def _up(
         gateway_sock.close()
         print(f"kora up: {error}", file=sys.stderr)
         return 2
-    run = _LocalRun(graph, plans, gateway_sock, state_dir, telemetry, tuple(pass_env or ()), otel_endpoint)
+    watching = ManifestWatch.of(Path(path)) if watch else None
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            run = _LocalRun(
+                graph, plans, gateway_sock, state_dir, telemetry, tuple(pass_env or ()), otel_endpoint, watching
+            )
             return runner.run(run.run(grace))
     finally:
         telemetry.shutdown()

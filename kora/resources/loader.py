@@ -53,6 +53,7 @@ from kora.resources.models import (
 )
 
 __all__ = [
+    "MANIFEST_SUFFIXES",
     "ManifestError",
     "Problem",
     "dependency_order",
@@ -62,7 +63,8 @@ __all__ = [
     "resource_problems",
 ]
 
-_SUFFIXES = (".yaml", ".yml")
+#: The files of a folder :func:`load_path` reads.
+MANIFEST_SUFFIXES = (".yaml", ".yml")
 _CORE_KINDS: dict[str, type[Secret] | type[ConfigMap]] = {"Secret": Secret, "ConfigMap": ConfigMap}
 
 
@@ -311,7 +313,7 @@ def load_path(path: str | os.PathLike[str], *, require_secrets: bool = False) ->
     root = Path(path)
     problems: list[Problem] = []
     if root.is_dir():
-        files = sorted(p for p in root.iterdir() if p.is_file() and p.suffix in _SUFFIXES)
+        files = sorted(p for p in root.iterdir() if p.is_file() and p.suffix in MANIFEST_SUFFIXES)
         if not files:
             raise ManifestError([Problem(str(root), 0, "", "", "folder holds no .yaml or .yml files")])
     else:

@@ -66,14 +66,14 @@ class Up:
         return response.json()["events"]
 
 
-def start_up(example: str, tmp_path: Path) -> Up:
+def start_up(example: str, tmp_path: Path, *options: str) -> Up:
     port = free_port()
     state_dir = tmp_path / ".kora"
     out = open(tmp_path / "up.out", "w")  # noqa: SIM115 - lives as long as the process
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_", "MODEL_", "MCP_", "MEMORY_"))}
     command = [sys.executable, "-m", "kora.cli", "up", str(ROOT / example), "--port", str(port)]
     process = subprocess.Popen(
-        [*command, "--state-dir", str(state_dir)],
+        [*command, "--state-dir", str(state_dir), *options],
         cwd=tmp_path,
         stdout=out,
         stderr=subprocess.STDOUT,

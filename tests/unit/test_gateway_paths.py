@@ -62,8 +62,8 @@ spec: {type: python-runtime, config: {toolsString: "def f() -> int:\\n    return
     }
 
 
-def test_restart_backoff_doubles_up_to_30_seconds():
-    assert backoff_delays() == [1, 2, 4, 8, 16, 30]
+def test_a_first_crash_restarts_at_once_and_repeated_ones_back_off_up_to_30_seconds():
+    assert backoff_delays() == [0, 1, 2, 4, 8, 16, 30]
 
 
 def test_children_get_only_their_plan_kora_settings():

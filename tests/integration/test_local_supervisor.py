@@ -1,0 +1,113 @@
+"""kora up's supervisor with real processes: dependants start at once but are Ready only once their dependencies
+are (spec "Resource phases"), and a first crash restarts at once."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+
+from kora.local.state import FAILED, READY, WAITING, UpState, WorkloadState
+from kora.local.supervisor import Supervisor
+from kora.local.up import plan_local
+from kora.resources import load_text
+
+#: Bound for processes to start on a slow, shared machine (not a speed assertion: bench/bench_up.py measures).
+WITHIN_SECONDS = 60.0
+
+MANIFESTS = """
+apiVersion: kora.dev/v1alpha1
+kind: ModelAPI
+metadata: {name: %(model)s}
+spec: %(spec)s
+---
+apiVersion: kora.dev/v1alpha1
+kind: Agent
+metadata: {name: a}
+spec: {modelAPI: %(model)s, model: x}
+"""
+SCRIPTED = "{mode: Scripted}"
+#: A model Kora does not host: Failed at once and never started, so it never becomes Ready.
+NEVER_READY = "{mode: Hosted, hostedConfig: {model: llama3}}"
+
+
+@asynccontextmanager
+async def supervised(
+    text: str, tmp_path: Path, seen: list[tuple[str, str, str]] | None = None
+) -> AsyncIterator[dict[str, WorkloadState]]:
+    """Supervise the manifests ``text``; ``seen`` collects every (name, phase, message) the state passed by."""
+    graph = load_text(text)
+    plans = plan_local(graph, "http://127.0.0.1:1", tmp_path / "state")
+    state = UpState(pid=0, gateway_url="http://127.0.0.1:1", started_at=0.0)
+    for ref, plan in plans.items():
+        log = str(tmp_path / f"{ref.name}.log")
+        state.workloads.append(WorkloadState(ref.name, ref.kind, ref.namespace, plan.public_url, plan.direct_url, log))
+    environments = {ref: plan.environment(lambda key: "") for ref, plan in plans.items()}
+    work_dirs = {ref: tmp_path / "work" / ref.name for ref in plans}
+
+    def record() -> None:
+        if seen is not None:
+            seen.extend(
+                (w.name, w.phase, w.message) for w in state.workloads if (w.name, w.phase, w.message) not in seen
+            )
+
+    supervisor = Supervisor(plans, environments, state, work_dirs, on_change=record, grace_seconds=10)
+    running = asyncio.create_task(supervisor.run())
+    try:
+        yield {w.name: w for w in state.workloads}
+    finally:
+        supervisor.stop()
+        await running
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WITHIN_SECONDS
+    while not condition():
+        assert time.monotonic() < deadline, f"never {what}"
+        await asyncio.sleep(0.05)
+
+
+async def test_an_agent_starts_at_once_but_is_not_ready_while_its_model_is_not(tmp_path: Path):
+    async with supervised(MANIFESTS % {"model": "m", "spec": NEVER_READY}, tmp_path) as workloads:
+        agent, model = workloads["a"], workloads["m"]
+        await until(lambda: agent.pid is not None, "started")
+        assert model.phase == FAILED
+        # Its own readiness probe answers 200 ...
+        async with httpx.AsyncClient(trust_env=False) as client:
+
+            async def probe_ok() -> bool:
+                try:
+                    return (await client.get(agent.direct_url + "/ready")).status_code == 200
+                except httpx.HTTPError:
+                    return False
+
+            deadline = time.monotonic() + WITHIN_SECONDS
+            while not await probe_ok():
+                assert time.monotonic() < deadline, "the agent's /ready never answered 200"
+                await asyncio.sleep(0.05)
+        # ... yet the agent shows Waiting, naming what it waits for.
+        await until(lambda: agent.message.startswith("waiting for ModelAPI/m"), "waiting for its model")
+        assert agent.phase == WAITING
+        assert agent.message == "waiting for ModelAPI/m (Failed)"
+
+
+async def test_a_first_crash_restarts_at_once(tmp_path: Path):
+    seen: list[tuple[str, str, str]] = []
+    async with supervised(MANIFESTS % {"model": "m", "spec": SCRIPTED}, tmp_path, seen) as workloads:
+        agent, model = workloads["a"], workloads["m"]
+        await until(lambda: agent.phase == READY and model.phase == READY, "all Ready")
+        first = model.pid
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        await until(lambda: model.restarts == 1, "restart counted")
+        await until(lambda: model.phase == READY and model.pid not in (None, first), "Ready again")
+        assert ("m", FAILED, "exited with code -9; restarting now (see m log)") in seen
+        # Its dependant was told while the model was away, and is Ready again with it.
+        assert any(name == "a" and phase == WAITING and "ModelAPI/m" in message for name, phase, message in seen)
+        await until(lambda: agent.phase == READY, "agent Ready again")
