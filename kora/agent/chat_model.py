@@ -24,8 +24,8 @@ histories):
 Content Kora's agents never produce (files, images, thinking, provider-native tools) raises
 :class:`~kora.core.errors.RequestError` rather than being dropped silently.
 
-Every request's duration and token usage is recorded as the GenAI client metrics
-(:func:`kora.agent.telemetry.record_model_request`).
+Every request is observed by :class:`~kora.agent.telemetry.ModelRequests`: the GenAI client metrics (duration,
+token usage) always, a ``chat {model}`` span when tracing is on.
 
 Errors: :class:`~kora.core.errors.ModelError` (the model API failed or sent an invalid answer) and
 :class:`~kora.core.errors.ModelTimeout`.
@@ -33,7 +33,6 @@ Errors: :class:`~kora.core.errors.ModelError` (the model API failed or sent an i
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -63,7 +62,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from kora.agent.model_client import ModelClient
-from kora.agent.telemetry import record_model_request
+from kora.agent.telemetry import ModelRequests
 from kora.core.errors import RequestError
 from kora.core.openai_wire import (
     ChatCompletionChunk,
@@ -96,7 +95,16 @@ class KoraChatModel(Model):
     ``api_key``, ``name`` (``MODEL_NAME``); ``timeout`` in seconds per read, ``max_retries`` after the first
     attempt. Use it from one event loop; ``await aclose()`` when done."""
 
-    def __init__(self, base_url: str, api_key: str, name: str, *, timeout: float, max_retries: int) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        name: str,
+        *,
+        timeout: float,
+        max_retries: int,
+        observer: ModelRequests | None = None,
+    ) -> None:
         # The profile pydantic-ai's OpenAI provider gives the model (JSON-schema transformer included), with strict
         # tool schemas off: many OpenAI-compatible servers reject them.
         profile = merge_profile(
@@ -107,6 +115,7 @@ class KoraChatModel(Model):
         self._name = name
         self._base_url = base_url
         self._prepared: tuple[ModelRequestParameters, ModelRequestParameters] | None = None
+        self.observer = observer or ModelRequests(name, base_url)
 
     @property
     def model_name(self) -> str:
@@ -148,14 +157,11 @@ class KoraChatModel(Model):
     ) -> ModelResponse:
         """One whole (non-streamed) model response for ``messages``. Raises ``ModelError``/``ModelTimeout``."""
         _, parameters = self.prepare_request(model_settings, model_request_parameters)
-        started = time.perf_counter()
-        try:
-            answer = await self.client.complete(self.request_body(messages, parameters, stream=False))
-        except BaseException as error:
-            record_model_request(self._name, time.perf_counter() - started, 0, 0, error)
-            raise
-        record_model_request(self._name, time.perf_counter() - started, answer.input_tokens, answer.output_tokens)
-        return model_response(answer, self._name)
+        body = self.request_body(messages, parameters, stream=False)
+        with self.observer.observe(body) as record:
+            answer = await self.client.complete(body)
+            record.response = model_response(answer, self._name)
+        return record.response
 
     @asynccontextmanager
     async def request_stream(
@@ -168,18 +174,14 @@ class KoraChatModel(Model):
         """A streamed model response for ``messages``; leaving the block closes the connection (the model API
         stops). Raises ``ModelError``/``ModelTimeout``, also while iterating."""
         _, parameters = self.prepare_request(model_settings, model_request_parameters)
-        started = time.perf_counter()
-        try:
-            async with self.client.stream(self.request_body(messages, parameters, stream=True)) as chunks:
+        body = self.request_body(messages, parameters, stream=True)
+        with self.observer.observe(body) as record:
+            async with self.client.stream(body) as chunks:
                 streamed = KoraStreamedResponse(
                     model_request_parameters=parameters, _model_name=self._name, _chunks=chunks
                 )
                 yield streamed
-        except BaseException as error:
-            record_model_request(self._name, time.perf_counter() - started, 0, 0, error)
-            raise
-        usage = streamed.usage
-        record_model_request(self._name, time.perf_counter() - started, usage.input_tokens, usage.output_tokens)
+                record.response = streamed.get()
 
     def request_body(
         self, messages: Sequence[ModelMessage], parameters: ModelRequestParameters, *, stream: bool

@@ -101,11 +101,10 @@ class AgentRuntime:
             settings.model_name,
             timeout=settings.model_timeout_seconds,
             max_retries=settings.model_max_retries,
+            observer=self.tracing.model_requests(settings.model_api_url),
         )
         self.loop = AgenticLoop(settings, memory, self.model, self.tracing)
         self.recorder = TurnRecorder(memory, self.loop.delegation.tool_agents, self.tracing)
-        # The first request goes through pydantic-ai's model instrumentation, as the loop's requests do.
-        self._first_model = self.tracing.instrumented(self.model)
         self._direct = settings.agent_direct_first_request
         self._locks = SessionLocks()
 
@@ -146,7 +145,7 @@ class AgentRuntime:
                     # Prepared as the Agent prepares every request (pydantic-ai's notes on framing lookalikes).
                     sent = self.model.prepare_messages(messages, parameters)
                     with self.tracing.first_step(span):
-                        first = await self._first_model.request(sent, None, parameters)
+                        first = await self.model.request(sent, None, parameters)
                     if ends_turn(first):
                         return await self._ended(turn, [messages[-1], first], first.text or "", _usage_of(first))
                     messages, progress.usage = _hand_over(messages, first)
@@ -183,7 +182,7 @@ class AgentRuntime:
                     parameters = self.loop.request_parameters(turn)
                     sent = self.model.prepare_messages(messages, parameters)
                     with self.tracing.first_step(span):
-                        async with self._first_model.request_stream(sent, None, parameters) as streamed:
+                        async with self.model.request_stream(sent, None, parameters) as streamed:
                             async for event in streamed:
                                 if text := text_delta(event):
                                     said_text = True

@@ -11,11 +11,15 @@ off, a turn makes no span objects at all):
 * ``step {n}`` (INTERNAL), one per loop step: one model request and the tool calls it asked for. The runtime
   opens step 1 for a turn's direct first request; :class:`TurnSpans` (a pydantic-ai capability) opens the later
   ones around pydantic-ai's model-request and tool-call nodes, and closes a step the runtime handed over.
-* ``chat {model}`` (CLIENT), one per model request, the first one included, and ``execute_tool {tool}``, one per
-  tool call: pydantic-ai's own instrumentation (``InstrumentedModel`` for the direct request, the
-  ``Instrumentation`` capability in the loop), so the GenAI attributes (usage, finish reasons, tool name and call
-  id) follow pydantic-ai's implementation of the conventions. Its ``invoke_agent`` run span is left out
-  (:class:`_ToolAndModelSpans`): the turn span above covers the whole turn, the direct request included.
+* ``chat {model}`` (CLIENT), one per model request, the first one included, made by the one model adapter
+  (:class:`ModelRequests`, used by :class:`~kora.agent.chat_model.KoraChatModel`): ``gen_ai.request.model``,
+  ``gen_ai.response.model``, ``gen_ai.response.id``, ``gen_ai.response.finish_reasons``, ``gen_ai.usage.*``,
+  ``server.address`` / ``server.port``. pydantic-ai's own model spans cost ~0.7 ms of CPU per request here (they
+  re-prepare the messages and look the model up in a price table on every request), over twice the cost of the
+  request itself, so they are not used.
+* ``execute_tool {tool}`` (INTERNAL), one per tool call: pydantic-ai's own instrumentation (its ``Instrumentation``
+  capability, :class:`_ToolSpans`), so ``gen_ai.tool.name`` and ``gen_ai.tool.call.id`` follow its implementation
+  of the conventions. Its run and model spans are left out: the turn span above is the run span.
 * ``memory recall`` and ``memory write`` (INTERNAL) around the memory client's calls; delegation spans are made by
   :mod:`kora.agent.delegation`.
 
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import os
 import time
 import weakref
@@ -46,31 +51,38 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from opentelemetry import metrics, trace
 from opentelemetry.metrics import CallbackOptions, Observation
-from opentelemetry.trace import Span, Status, StatusCode, Tracer
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.util.types import AttributeValue
+from pydantic import JsonValue
 from pydantic_ai import CallToolsNode, ModelRequestNode, RunContext
 from pydantic_ai.capabilities import AbstractCapability, Instrumentation
 from pydantic_ai.capabilities.abstract import (
     ValidatedToolArgs,
+    WrapModelRequestHandler,
     WrapNodeRunHandler,
     WrapRunHandler,
     WrapToolExecuteHandler,
 )
-from pydantic_ai.messages import ToolCallPart
-from pydantic_ai.models import Model
-from pydantic_ai.models.instrumented import InstrumentationSettings, InstrumentedModel
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.models.instrumented import InstrumentationSettings
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import ToolDefinition
 
 from kora.agent.turn import TurnOutcome
 from kora.core.errors import KoraError
+from kora.core.openai_wire import JSONObject
 from kora.core.telemetry import content_capture_enabled, tracing_enabled
 from kora.memory import Memory
 
 #: The instrumentation scope of the agent's spans and metrics.
 SCOPE = "kora.agent"
+#: ``gen_ai.provider.name`` of every ModelAPI: an OpenAI-compatible API.
+PROVIDER = "openai"
 #: Duration buckets (s) for model requests, tool calls and delegations: from a cached answer to a slow tool.
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
 #: Token-count buckets, as the GenAI conventions advise.
@@ -139,7 +151,7 @@ def record_model_request(
     """Record one model request: its duration (s) and, when it answered, the tokens the model reported."""
     attributes: dict[str, str] = {
         "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": "openai",
+        "gen_ai.provider.name": PROVIDER,
         "gen_ai.request.model": model,
     }
     if error is not None:
@@ -266,7 +278,7 @@ class AgentTracing:
         pydantic-ai's model and tool spans."""
         if self.settings is None:
             return [ToolMetrics()]
-        return [ToolMetrics(), _ToolAndModelSpans(settings=self.settings), TurnSteps()]
+        return [ToolMetrics(), _ToolSpans(settings=self.settings), TurnSteps()]
 
     @contextmanager
     def turn(self, session_id: str) -> Iterator[TurnSpan | None]:
@@ -302,10 +314,9 @@ class AgentTracing:
                 with suppress(ValueError):
                     current_steps.reset(token)
 
-    def instrumented(self, model: Model) -> Model:
-        """``model`` with pydantic-ai's model spans (``chat {model}``) when tracing is on, else ``model`` itself:
-        for the runtime's direct first request (the loop's requests get them from :meth:`capabilities`)."""
-        return InstrumentedModel(model, self.settings) if self.settings is not None else model
+    def model_requests(self, base_url: str) -> ModelRequests:
+        """The observer of the agent's model requests (metrics always; ``chat`` spans with tracing on)."""
+        return ModelRequests(self.model_name, base_url, self.tracer, self.capture_content)
 
     @contextmanager
     def first_step(self, turn: TurnSpan | None) -> Iterator[None]:
@@ -346,6 +357,151 @@ class AgentTracing:
         if self.tracer is None:
             return {}
         return span_ids(trace.get_current_span())
+
+
+@dataclass
+class RequestRecord:
+    """What a model request answered, handed back to :meth:`ModelRequests.observe` by the adapter."""
+
+    response: ModelResponse | None = None
+
+
+@dataclass
+class ModelRequests:
+    """Observes one model's requests: the GenAI client metrics always; with a ``tracer``, a ``chat {model}`` CLIENT
+    span per request, current while it runs (so the HTTP client span and its ``traceparent`` are its children).
+    ``base_url`` is ``MODEL_API_URL``; ``capture_content`` adds the messages (see the module docstring)."""
+
+    model: str
+    base_url: str
+    tracer: Tracer | None = None
+    capture_content: bool = False
+    _server: dict[str, str | int] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        url = urlsplit(self.base_url)
+        if url.hostname:
+            self._server["server.address"] = url.hostname
+        with suppress(ValueError):
+            self._server["server.port"] = url.port or (443 if url.scheme == "https" else 80)
+
+    @contextmanager
+    def observe(self, body: JSONObject) -> Iterator[RequestRecord]:
+        """Around one request with ``body`` (the chat-completions body sent); the adapter sets
+        ``record.response`` when the answer is complete. An exception leaving the block is recorded as the
+        request's failure and re-raised."""
+        record = RequestRecord()
+        started = time.perf_counter()
+        if self.tracer is None:
+            try:
+                yield record
+            except BaseException as error:
+                record_model_request(self.model, time.perf_counter() - started, 0, 0, error)
+                raise
+            self._record(record, started)
+            return
+        span = self.tracer.start_span(f"chat {self.model}", kind=SpanKind.CLIENT, attributes=self._attributes(body))
+        try:
+            with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+                yield record
+        except BaseException as error:
+            record_model_request(self.model, time.perf_counter() - started, 0, 0, error)
+            _fail(span, error)
+            span.end()
+            raise
+        self._record(record, started)
+        if record.response is not None:
+            span.set_attributes(self._response_attributes(record.response))
+        span.end()
+
+    def _record(self, record: RequestRecord, started: float) -> None:
+        usage = record.response.usage if record.response is not None else None
+        record_model_request(
+            self.model,
+            time.perf_counter() - started,
+            usage.input_tokens if usage else 0,
+            usage.output_tokens if usage else 0,
+        )
+
+    def _attributes(self, body: JSONObject) -> dict[str, AttributeValue]:
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": PROVIDER,
+            "gen_ai.request.model": self.model,
+            **self._server,
+        }
+        if self.capture_content:
+            system, messages = otel_input_messages(body.get("messages"))
+            attributes["gen_ai.input.messages"] = json.dumps(messages, ensure_ascii=False)
+            if system:
+                attributes["gen_ai.system_instructions"] = json.dumps(system, ensure_ascii=False)
+        return attributes
+
+    def _response_attributes(self, response: ModelResponse) -> dict[str, AttributeValue]:
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.response.model": response.model_name or self.model,
+            "gen_ai.usage.input_tokens": response.usage.input_tokens,
+            "gen_ai.usage.output_tokens": response.usage.output_tokens,
+        }
+        if response.provider_response_id:
+            attributes["gen_ai.response.id"] = response.provider_response_id
+        if response.finish_reason:
+            attributes["gen_ai.response.finish_reasons"] = [response.finish_reason]
+        if self.capture_content:
+            attributes["gen_ai.output.messages"] = json.dumps([otel_output_message(response)], ensure_ascii=False)
+        return attributes
+
+
+def otel_input_messages(messages: JsonValue) -> tuple[list[JSONObject], list[JSONObject]]:
+    """The GenAI conventions' ``gen_ai.system_instructions`` parts and ``gen_ai.input.messages`` for OpenAI chat
+    ``messages``: ``{"role", "parts": [{"type": "text", "content"} | {"type": "tool_call", "id", "name",
+    "arguments"} | {"type": "tool_call_response", "id", "response"}]}``."""
+    system: list[JSONObject] = []
+    result: list[JSONObject] = []
+    for message in messages if isinstance(messages, list) else []:
+        if not isinstance(message, dict):
+            continue
+        role, content = message.get("role"), message.get("content")
+        if role == "system":
+            system.append({"type": "text", "content": content})
+            continue
+        parts: list[JsonValue] = []
+        if role == "tool":
+            parts.append({"type": "tool_call_response", "id": message.get("tool_call_id"), "response": content})
+        elif content:
+            parts.append({"type": "text", "content": content})
+        calls = message.get("tool_calls")
+        for call in calls if isinstance(calls, list) else []:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(call, dict) and isinstance(function, dict):
+                parts.append(
+                    {
+                        "type": "tool_call",
+                        "id": call.get("id"),
+                        "name": function.get("name"),
+                        "arguments": function.get("arguments"),
+                    }
+                )
+        result.append({"role": role, "parts": parts})
+    return system, result
+
+
+def otel_output_message(response: ModelResponse) -> JSONObject:
+    """The GenAI conventions' output message of ``response``: its text and tool calls, and the finish reason."""
+    parts: list[JsonValue] = []
+    for part in response.parts:
+        if isinstance(part, TextPart):
+            parts.append({"type": "text", "content": part.content})
+        elif isinstance(part, ToolCallPart):
+            parts.append(
+                {
+                    "type": "tool_call",
+                    "id": part.tool_call_id,
+                    "name": part.tool_name,
+                    "arguments": part.args_as_json_str(),
+                }
+            )
+    return {"role": "assistant", "parts": parts, "finish_reason": response.finish_reason or ""}
 
 
 def span_ids(span: Span) -> dict[str, str]:
@@ -389,13 +545,20 @@ class ToolMetrics(AbstractCapability[Any]):
             )
 
 
-class _ToolAndModelSpans(Instrumentation):
-    """pydantic-ai's instrumentation without its run span: the turn's ``invoke_agent`` span (made by the runtime,
-    covering the direct first request too) is the run span."""
+class _ToolSpans(Instrumentation):
+    """pydantic-ai's instrumentation for its ``execute_tool`` spans only: the turn's ``invoke_agent`` span (made by
+    the runtime, covering the direct first request too) is the run span, and :class:`ModelRequests` makes the
+    ``chat`` spans of every request."""
 
     async def wrap_run(self, ctx: RunContext[Any], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
-        """No span: see the class docstring."""
+        """No run span: see the class docstring."""
         return await handler()
+
+    async def wrap_model_request(
+        self, ctx: RunContext[Any], *, request_context: ModelRequestContext, handler: WrapModelRequestHandler
+    ) -> ModelResponse:
+        """No model span: see the class docstring."""
+        return await handler(request_context)
 
 
 class TurnSteps(AbstractCapability[Any]):
