@@ -63,7 +63,11 @@ def test_both_recipes_install_the_same_debian_packages_user_and_configuration() 
     ):
         assert shared in DOCKERFILE, shared
         assert shared in BUILD_SH or shared.replace("65532", "$uid").replace("/home/kora", "$home") in BUILD_SH, shared
-    assert 'ENTRYPOINT ["kora"]' in DOCKERFILE and "--config.entrypoint kora" in BUILD_SH
-    assert 'CMD ["agent"]' in DOCKERFILE and "--config.cmd agent" in BUILD_SH
-    assert "EXPOSE 8000" in DOCKERFILE and "--config.exposedports 8000/tcp" in BUILD_SH
-    assert "USER 65532:65532" in DOCKERFILE and "uid=65532" in BUILD_SH
+    assert 'ENTRYPOINT ["kora"]' in DOCKERFILE
+    assert "--config.entrypoint kora" in BUILD_SH
+    assert 'CMD ["agent"]' in DOCKERFILE
+    assert "--config.cmd agent" in BUILD_SH
+    assert "EXPOSE 8000" in DOCKERFILE
+    assert "--config.exposedports 8000/tcp" in BUILD_SH
+    assert "USER 65532:65532" in DOCKERFILE
+    assert "uid=65532" in BUILD_SH
