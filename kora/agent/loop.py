@@ -45,6 +45,7 @@ from kora.agent.memory_tools import MEMORY_TOOL_NAMES, memory_toolset
 from kora.agent.settings import AgentSettings
 from kora.agent.turn import TurnDeps, TurnRequest
 from kora.core.errors import KoraError, ModelError, StepLimitReached, internal_error
+from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.memory import Memory
 
 if TYPE_CHECKING:
@@ -129,7 +130,9 @@ class AgenticLoop:
 
     def __init__(self, settings: AgentSettings, memory: Memory, model: KoraChatModel) -> None:
         self.settings = settings
-        self._http = httpx.AsyncClient(timeout=settings.delegation_timeout_seconds)
+        self._http = httpx.AsyncClient(
+            timeout=settings.delegation_timeout_seconds, limits=httpx.Limits(keepalive_expiry=POOL_KEEPALIVE_SECONDS)
+        )
         self.delegation = Delegation(
             settings.agent_name, settings.sub_agent_urls, settings.delegation_timeout_seconds, self._http
         )
