@@ -148,6 +148,33 @@ async def test_a_model_that_answers_garbage_is_a_502_with_an_error_event():
         await server.wait_closed()
 
 
+async def test_a_model_that_is_down_is_a_502_and_a_failed_task_with_error_events_every_time():
+    """Nothing listens at the model's address: each turn ends 502 (chat) or ``failed`` (A2A) with its prompt
+    and an ``error`` event stored, and the agent keeps answering."""
+
+    class Down:
+        url = f"http://127.0.0.1:{free_port()}/v1"
+        model_name = "down"
+
+    async with running_agent(Down(), wait_ready=False) as agent:  # type: ignore[arg-type]
+        for session in ("d1", "d2"):
+            response = await asyncio.to_thread(
+                httpx.post,
+                f"{agent.url}/v1/chat/completions",
+                json={"model": "a", "messages": [{"role": "user", "content": "hi"}]},
+                headers={"X-Session-ID": session},
+                timeout=30,
+            )
+            assert response.status_code == 502
+            assert "could not be reached" in response.json()["error"]["message"]
+            assert agent.event_types(session) == ["user_message", "error"]
+        body = await asyncio.to_thread(
+            httpx.post, agent.url, json=rpc_body("message/send", message_params("hi", "d3")), timeout=30
+        )
+        assert body.json()["result"]["status"]["state"] == "failed"
+        assert agent.event_types("d3") == ["user_message", "error"]
+
+
 SLOW_TOOL = '''
 import time
 
