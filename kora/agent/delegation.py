@@ -27,7 +27,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import httpx
-from a2a.client import A2AClientError, AgentCardResolutionError, ClientConfig, create_client
+from a2a.client import (
+    A2AClientError,
+    A2AClientTimeoutError,
+    AgentCardResolutionError,
+    ClientConfig,
+    create_client,
+)
 from a2a.client.client import Client, ClientCallContext
 from a2a.helpers.proto_helpers import get_message_text, new_text_part
 from a2a.types.a2a_pb2 import Message, Role, SendMessageRequest, Task, TaskState
@@ -124,12 +130,19 @@ class Delegation:
             if client is not None:
                 return await self._delegate_a2a(client, name, task, session, headers, span)
             return await self._delegate_chat(name, task, session, headers)
-        except httpx.TimeoutException:
-            return f"Error: agent '{name}' did not answer within {self._timeout:g} s."
         except httpx.HTTPError as error:
+            if isinstance(error, httpx.TimeoutException):
+                return self._timed_out(name)
             return f"Error: could not reach agent '{name}': {error or type(error).__name__}"
         except A2AClientError as error:
+            # The SDK wraps httpx's errors: a timeout while fetching the card or awaiting the task is a peer that
+            # accepted and did not answer in time, not one that could not be reached.
+            if isinstance(error, A2AClientTimeoutError) or isinstance(error.__cause__, httpx.TimeoutException):
+                return self._timed_out(name)
             return f"Error: could not reach agent '{name}': {error}"
+
+    def _timed_out(self, name: str) -> str:
+        return f"Error: agent '{name}' did not answer within {self._timeout:g} s."
 
     async def _a2a_client(self, name: str) -> Client | None:
         """The peer's A2A client, resolved from its card once; None when the peer serves no card.

@@ -46,6 +46,7 @@ from kora.agent.settings import AgentSettings
 from kora.agent.telemetry import AgentTracing
 from kora.agent.turn import TurnDeps, TurnRequest
 from kora.core.errors import KoraError, ModelError, StepLimitReached, internal_error
+from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.memory import Memory
 
 if TYPE_CHECKING:
@@ -133,7 +134,9 @@ class AgenticLoop:
         self, settings: AgentSettings, memory: Memory, model: KoraChatModel, tracing: AgentTracing | None = None
     ) -> None:
         self.settings = settings
-        self._http = httpx.AsyncClient(timeout=settings.delegation_timeout_seconds)
+        self._http = httpx.AsyncClient(
+            timeout=settings.delegation_timeout_seconds, limits=httpx.Limits(keepalive_expiry=POOL_KEEPALIVE_SECONDS)
+        )
         self.delegation = Delegation(
             settings.agent_name, settings.sub_agent_urls, settings.delegation_timeout_seconds, self._http
         )

@@ -31,6 +31,7 @@ import pydantic_core
 from httpx_aiohttp.httpx2 import Httpx2AiohttpClient
 
 from kora.core.errors import ModelError, ModelTimeout
+from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.core.openai_wire import ChatCompletion, ChatCompletionChunk, JSONObject, ModelAnswer
 from kora.core.telemetry import instrument_http_client
 
@@ -76,9 +77,13 @@ class ModelClient:
         self.max_retries = max_retries
         self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
         # Httpx2AiohttpClient: aiohttp for direct and proxied (HTTP(S)_PROXY) requests alike. Pool limits as the
-        # openai client's: a streamed turn holds its connection for as long as the model talks.
+        # openai client's: a streamed turn holds its connection for as long as the model talks. Idle connections
+        # expire before the server closes them (POOL_KEEPALIVE_SECONDS): under load a reused connection the server
+        # was closing failed turns with "Can not write request body".
         self.http: httpx2.AsyncClient = Httpx2AiohttpClient(
-            limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100),
+            limits=httpx2.Limits(
+                max_connections=1000, max_keepalive_connections=100, keepalive_expiry=POOL_KEEPALIVE_SECONDS
+            ),
             timeout=httpx2.Timeout(timeout),
         )
         # Client spans and W3C trace context on model requests (the global httpx2 patch skips aiohttp's transport).

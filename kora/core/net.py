@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import socket
+from typing import Final
 from urllib.parse import urlparse
+
+#: Seconds an outbound HTTP client keeps an idle pooled connection for reuse. Below the 5 s after which uvicorn
+#: (every Kora server, and most Python model servers) closes an idle keep-alive connection, with room for a
+#: loaded event loop's lag: with equal timeouts a request sent on a pooled connection races the server's close
+#: and fails ("Can not write request body", a reset) although the server is well.
+POOL_KEEPALIVE_SECONDS: Final = 2.0
 
 
 def is_http_url(value: str) -> bool:

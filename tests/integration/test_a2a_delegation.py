@@ -1,14 +1,18 @@
 """Delegation between agents goes over A2A (message/send), with the chat endpoint as fallback for peers
 without an A2A card."""
 
+import asyncio
+import contextlib
+
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from kora.core.net import free_port
 from kora.scripted import TextReply, ToolCall, ToolCallReply
-from tests.support.agent import running_agent
+from tests.support.agent import RunningAgent, running_agent, wait_until
 from tests.support.threaded import ThreadedServer
 
 pytestmark = pytest.mark.usefixtures("turn_path")
@@ -75,3 +79,82 @@ async def test_a_peer_task_that_fails_gives_the_model_the_reason_as_error_text(m
             (result,) = [m for m in model.requests[-1]["messages"] if m["role"] == "tool"]
             assert result["content"].startswith("Error: agent 'child' ended the task failed:")
             assert "child backend down" in result["content"]
+
+
+async def hung_server(port: int) -> asyncio.Server:
+    """A peer that accepts connections and reads what it is sent, but never answers."""
+
+    async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            while await reader.read(65536):
+                pass
+        writer.close()
+
+    return await asyncio.start_server(never_answer, "127.0.0.1", port)
+
+
+def delegate_and_conclude(model, agent: RunningAgent, peer: str, session: str) -> dict:
+    """One turn whose model delegates to ``peer`` and then concludes; checks the turn answered and its events
+    were stored, then that the agent serves the next turn; returns the tool result the model was given."""
+    answer = agent.openai(timeout=60).chat.completions.create(
+        model="a", messages=[{"role": "user", "content": "ask"}], extra_headers={"X-Session-ID": session}
+    )
+    assert answer.choices[0].message.content == f"{peer} could not help"
+    (result,) = [m for m in model.requests[-1]["messages"] if m["role"] == "tool"]
+    events = agent.events(session)
+    assert [e["event_type"] for e in events] == [
+        "user_message",
+        "delegation_request",
+        "delegation_response",
+        "agent_response",
+    ]
+    assert events[1]["content"]["agent"] == peer
+    assert events[2]["content"]["response"] == result["content"]
+    model.enqueue(TextReply("still here"))
+    again = agent.openai().chat.completions.create(
+        model="a", messages=[{"role": "user", "content": "ping"}], extra_headers={"X-Session-ID": f"{session}-2"}
+    )
+    assert again.choices[0].message.content == "still here"
+    return result
+
+
+def delegation_turn(model, peer: str, *child_replies) -> None:
+    model.enqueue(
+        ToolCallReply([ToolCall(f"delegate_to_{peer}", {"task": "help"})]),
+        *child_replies,
+        TextReply(f"{peer} could not help"),
+    )
+
+
+async def test_a_peer_that_is_down_gives_error_text_the_turn_answers_and_is_stored(model):
+    delegation_turn(model, "ghost")
+    async with running_agent(model, name="parent", AGENT_SUB_AGENTS=f"ghost:http://127.0.0.1:{free_port()}") as agent:
+        result = await asyncio.to_thread(delegate_and_conclude, model, agent, "ghost", "down")
+        assert result["content"].startswith("Error: could not reach agent 'ghost'")
+
+
+async def test_a_peer_that_accepts_but_never_answers_times_out_with_error_text(model):
+    port = free_port()
+    server = await hung_server(port)
+    delegation_turn(model, "hung")
+    try:
+        async with running_agent(
+            model, name="parent", AGENT_SUB_AGENTS=f"hung:http://127.0.0.1:{port}", DELEGATION_TIMEOUT_SECONDS="1"
+        ) as agent:
+            result = await asyncio.to_thread(delegate_and_conclude, model, agent, "hung", "hung")
+            assert result["content"] == "Error: agent 'hung' did not answer within 1 s."
+    finally:
+        server.close()
+
+
+async def test_a_peer_whose_task_outlasts_the_delegation_timeout_gives_error_text(model):
+    """A real peer agent whose model answers after 3 s, against a 1 s delegation timeout: the parent's turn goes
+    on with the timeout as error text (the peer's own turn finishes and is stored on its side)."""
+    delegation_turn(model, "slow", TextReply("too late", delay_seconds=3))
+    async with running_agent(model, name="slow") as slow:
+        async with running_agent(
+            model, name="parent", AGENT_SUB_AGENTS=f"slow:{slow.url}", DELEGATION_TIMEOUT_SECONDS="1"
+        ) as agent:
+            result = await asyncio.to_thread(delegate_and_conclude, model, agent, "slow", "slow")
+            assert result["content"] == "Error: agent 'slow' did not answer within 1 s."
+            wait_until(lambda: slow.event_types("slow.parent") == ["task_delegation_received", "agent_response"])

@@ -3,9 +3,9 @@ ran stay stored, the outcome (``finish_reason``, task state, ``error`` event) sa
 agent keeps serving afterwards.
 
 Drills covered elsewhere (not repeated here): model down / 500 / 503 mid-stream / slow beyond its timeout and a
-client leaving mid-stream (``test_agent_chat.py``), a peer down during delegation and the step budget
-(``test_agent_tools.py``), a failing peer task (``test_a2a_delegation.py``), tools raising, hanging, exiting
-and returning values JSON cannot carry (``test_mcp_server.py``).
+client leaving mid-stream (``test_agent_chat.py``), the step budget (``test_agent_tools.py``), a peer down, hung or
+slower than the delegation timeout and a failing peer task (``test_a2a_delegation.py``), and every tool fault at the
+tool server's own protocol (``test_mcp_server.py``); here each tool fault is driven through an agent's turn.
 """
 
 import asyncio
@@ -21,7 +21,7 @@ from kora.core.net import free_port
 from kora.scripted import ErrorReply, TextReply, ToolCall, ToolCallReply
 from tests.support.a2a import message_params, rpc_body
 from tests.support.agent import RunningAgent, running_agent, wait_until
-from tests.support.mcp import start_cli, wait_ready
+from tests.support.mcp import running_mcp, start_cli, wait_ready, wait_until_ready
 
 pytestmark = pytest.mark.usefixtures("turn_path")
 
@@ -148,6 +148,33 @@ async def test_a_model_that_answers_garbage_is_a_502_with_an_error_event():
         await server.wait_closed()
 
 
+async def test_a_model_that_is_down_is_a_502_and_a_failed_task_with_error_events_every_time():
+    """Nothing listens at the model's address: each turn ends 502 (chat) or ``failed`` (A2A) with its prompt
+    and an ``error`` event stored, and the agent keeps answering."""
+
+    class Down:
+        url = f"http://127.0.0.1:{free_port()}/v1"
+        model_name = "down"
+
+    async with running_agent(Down(), wait_ready=False) as agent:  # type: ignore[arg-type]
+        for session in ("d1", "d2"):
+            response = await asyncio.to_thread(
+                httpx.post,
+                f"{agent.url}/v1/chat/completions",
+                json={"model": "a", "messages": [{"role": "user", "content": "hi"}]},
+                headers={"X-Session-ID": session},
+                timeout=30,
+            )
+            assert response.status_code == 502
+            assert "could not be reached" in response.json()["error"]["message"]
+            assert agent.event_types(session) == ["user_message", "error"]
+        body = await asyncio.to_thread(
+            httpx.post, agent.url, json=rpc_body("message/send", message_params("hi", "d3")), timeout=30
+        )
+        assert body.json()["result"]["status"]["state"] == "failed"
+        assert agent.event_types("d3") == ["user_message", "error"]
+
+
 SLOW_TOOL = '''
 import time
 
@@ -248,3 +275,120 @@ async def test_a_third_party_tool_server_breaking_its_schema_or_raising_gives_er
         assert events[2]["content"]["content"] == expected
         assert events[2]["metadata"]["outcome"] == "failed"
         still_serves(agent, model)
+
+
+FAULTY_TOOLS = '''
+import os
+import time
+
+
+def hang() -> str:
+    """Never finishes."""
+    time.sleep(600)
+    return "never"
+
+
+def die() -> str:
+    """Ends its own process."""
+    os._exit(1)
+
+
+def fail() -> str:
+    """Raises."""
+    raise ValueError("nope")
+
+
+def not_json() -> list:
+    """Returns a set, which JSON cannot carry."""
+    return {1, 2}
+
+
+def not_a_number() -> float:
+    """Promises a float and returns NaN, which its output schema (JSON) cannot carry."""
+    return float("nan")
+
+
+def wrong_type() -> int:
+    """Returns text although it promises an integer."""
+    return "seven"
+
+
+def odd_names() -> list[str]:
+    """File names as os.listdir gives them for bytes that are not UTF-8: lone surrogates."""
+    return ["caf\\udce9.txt"]
+
+
+def echo(text: str) -> str:
+    """Answers its argument."""
+    return text
+'''
+
+
+@pytest.fixture(scope="module")
+def faulty_tools():
+    """``kora mcp`` serving FAULTY_TOOLS with two workers and a 1 s timeout for ``hang``."""
+    environ = {"MCP_TOOLS_STRING": FAULTY_TOOLS, "MCP_TOOL_WORKERS": "2", "MCP_TOOL_TIMEOUTS": "hang=1"}
+    with running_mcp(environ) as server:
+        wait_until_ready(server.root_url)
+        yield server
+
+
+@pytest.mark.parametrize(
+    ("tool", "expected"),
+    [
+        ("hang", "Error: tool 'hang' did not finish within 1 s and was stopped"),
+        ("die", "Error: tool 'die' crashed: its worker process exited (exit code 1)"),
+        ("fail", "Error: ValueError: nope"),
+        ("not_json", "Error: TypeError: the tool returned a value that cannot be sent as JSON"),
+        ("not_a_number", "Error: TypeError: the tool returned a value that cannot be sent as JSON"),
+        ("wrong_type", "Error: tool 'wrong_type' returned a value that does not match its return type"),
+    ],
+)
+async def test_a_kora_mcp_tool_that_hangs_exits_raises_or_returns_what_json_cannot_carry(
+    model, faulty_tools, tool, expected
+):
+    """Each fault reaches the model as ``Error: ...`` text, the turn answers, its tool_call and tool_result are
+    stored with outcome ``failed``, and both the tool server and the agent serve on."""
+    model.enqueue(ToolCallReply([ToolCall(tool, {})]), TextReply("the tool failed"))
+    async with running_agent(model, MCP_SERVERS="faulty", MCP_SERVER_FAULTY_URL=faulty_tools.root_url) as agent:
+        answer = await asyncio.to_thread(
+            agent.openai(timeout=60).chat.completions.create,
+            model="a",
+            messages=[{"role": "user", "content": "go"}],
+            extra_headers={"X-Session-ID": tool},
+        )
+        assert answer.choices[0].message.content == "the tool failed"
+        (result,) = [m for m in model.requests[-1]["messages"] if m["role"] == "tool"]
+        # A model API has no error flag on a tool result: pydantic-ai marks a failed one by wrapping its text.
+        assert json.loads(result["content"])["error"].startswith(expected)
+        events = agent.events(tool)
+        assert [e["event_type"] for e in events] == ["user_message", "tool_call", "tool_result", "agent_response"]
+        assert str(events[2]["content"]["content"]).startswith(expected)
+        assert events[2]["metadata"]["outcome"] == "failed"
+        # The tool server (both its workers) still calls tools.
+        for n in range(3):
+            model.enqueue(ToolCallReply([ToolCall("echo", {"text": f"back {n}"})]), TextReply("echoed"))
+            await asyncio.to_thread(
+                agent.openai().chat.completions.create,
+                model="a",
+                messages=[{"role": "user", "content": "echo"}],
+                extra_headers={"X-Session-ID": f"{tool}-{n}"},
+            )
+            assert agent.events(f"{tool}-{n}")[2]["content"]["content"] == f"back {n}"
+        await asyncio.to_thread(still_serves, agent, model)
+
+
+async def test_a_kora_mcp_tool_returning_undecodable_file_names_gives_escape_text(model, faulty_tools):
+    model.enqueue(ToolCallReply([ToolCall("odd_names", {})]), TextReply("listed"))
+    async with running_agent(model, MCP_SERVERS="faulty", MCP_SERVER_FAULTY_URL=faulty_tools.root_url) as agent:
+        answer = await asyncio.to_thread(
+            agent.openai().chat.completions.create,
+            model="a",
+            messages=[{"role": "user", "content": "ls"}],
+            extra_headers={"X-Session-ID": "ls"},
+        )
+        assert answer.choices[0].message.content == "listed"
+        events = agent.events("ls")
+        assert "outcome" not in events[2]["metadata"]  # a success
+        assert events[2]["content"]["content"] == ["caf\\udce9.txt"]  # the escape as text
+        await asyncio.to_thread(still_serves, agent, model)

@@ -1,10 +1,6 @@
 """The agent as its users run it: `kora agent` processes, inline `kora mcp` tools end to end, memory endpoints."""
 
-import contextlib
-import os
 import subprocess
-import sys
-import time
 
 import httpx
 import pytest
@@ -14,14 +10,14 @@ from kora.mcp.app import create_app as create_mcp_app
 from kora.mcp.settings import load_mcp_settings
 from kora.scripted import TextReply, ToolCall, ToolCallReply
 from tests.support.agent import running_agent
+from tests.support.processes import KORA, kora_environ, kora_process
 from tests.support.threaded import ThreadedServer
-
-KORA = [sys.executable, "-m", "kora.cli"]
 
 
 def run_kora_agent(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_", "MODEL_", "MCP_", "MEMORY_"))}
-    return subprocess.run([*KORA, "agent"], env=clean | env, capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        [*KORA, "agent"], env=kora_environ(env), capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 @pytest.mark.parametrize(
@@ -55,56 +51,26 @@ def test_bad_configuration_stops_start_up_with_one_message_and_no_traceback(env,
 
 
 @pytest.mark.slow
-def test_kora_agent_process_serves_health_and_chats(model_process_url):
-    port = free_port()
+def test_kora_agent_process_serves_health_and_chats():
+    # How fast /health answers is measured by bench/bench_agent.py; here only that it answers at all.
+    model_port, port = free_port(), free_port()
     env = {
         "AGENT_NAME": "proc",
-        "MODEL_API_URL": model_process_url,
+        "MODEL_API_URL": f"http://127.0.0.1:{model_port}/v1",
         "MODEL_NAME": "scripted",
         "AGENT_PORT": str(port),
         "AGENT_HOST": "127.0.0.1",
     }
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_", "MODEL_", "MEMORY_"))}
-    process = subprocess.Popen([*KORA, "agent"], env=clean | env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        # How fast /health answers is measured by bench/bench_agent.py; here only that it answers at all (a
-        # generous bound: the machine may be loaded).
-        deadline, healthy = time.monotonic() + 60, False
-        while not healthy and time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                healthy = httpx.get(f"http://127.0.0.1:{port}/health", timeout=0.5).status_code == 200
-            if not healthy:
-                time.sleep(0.02)
-        assert healthy
+    with (
+        kora_process(["model", "--port", str(model_port)], {}, f"http://127.0.0.1:{model_port}/health"),
+        kora_process(["agent"], env, f"http://127.0.0.1:{port}/health"),
+    ):
         answer = httpx.post(
             f"http://127.0.0.1:{port}/v1/chat/completions",
             json={"model": "proc", "messages": [{"role": "user", "content": "ping"}]},
             timeout=30,
         )
         assert answer.json()["choices"][0]["message"]["content"] == "You said: ping"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-
-
-@pytest.fixture
-def model_process_url():
-    port = free_port()
-    process = subprocess.Popen(
-        [*KORA, "model", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
-    )
-    try:
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/health", timeout=0.5)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 TOOLS = '''

@@ -1,6 +1,7 @@
 """ModelClient against the scripted model over real HTTP: answers, streams, retries, every failure kind."""
 
 import asyncio
+import time
 
 import httpx2
 import pytest
@@ -50,6 +51,27 @@ async def test_a_whole_answer_with_usage(model):
         assert answer.output_tokens == 4
         assert answer.model_name == "scripted"
         assert model.requests[-1] == body("hello there")
+    finally:
+        await client.aclose()
+
+
+async def test_a_pooled_connection_is_not_reused_as_the_server_closes_it(model):
+    """The scripted model is uvicorn, which closes a connection idle for 5 s. A loaded agent's event loop reads an
+    answer late (here: blocked 1.5 s while the answer arrives), so its pool counts idle time from later than the
+    server does; and it notices the server's close late too. The next request must not go out on that
+    connection: before the fix (idle connections kept 5 s, as long as the server keeps them) it failed with
+    "Can not write request body" or a disconnect although the model was well."""
+    loop = asyncio.get_running_loop()
+    client = client_for(model.url)
+    try:
+        model.enqueue(TextReply("first", delay_seconds=0.2))
+        loop.call_later(0.05, time.sleep, 1.5)  # the loop is busy while the answer arrives
+        started = time.monotonic()
+        assert (await client.complete(body())).text == "first"
+        # Until just before the server's close (5 s after it answered, ~0.2 s in), then busy across it.
+        await asyncio.sleep(max(0.0, started + 4.9 - time.monotonic()))
+        time.sleep(0.6)
+        assert (await client.complete(body("again"))).text == "You said: again"
     finally:
         await client.aclose()
 

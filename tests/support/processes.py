@@ -1,5 +1,6 @@
-"""Kora workloads as real processes for end-to-end tests: a clean environment, ``kora <command>`` run until
-healthy and stopped cleanly, request headers recorded in front of an ASGI app, and ``/metrics`` parsed."""
+"""Kora's commands as real processes on 127.0.0.1, for tests that need a whole process (its own event loop, its own
+memory to measure, its own telemetry): a clean environment, ``kora <command>`` run until healthy and stopped
+cleanly, request headers recorded in front of an ASGI app, ``/metrics`` parsed, RSS read."""
 
 from __future__ import annotations
 
@@ -8,49 +9,78 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 KORA = [sys.executable, "-m", "kora.cli"]
-ROOT = Path(__file__).resolve().parents[2]
 
+#: Prefixes of the settings Kora's commands read: a test's process gets none of the invoking shell's.
+SETTING_PREFIXES = ("AGENT_", "MODEL_", "MCP_", "MEMORY_", "A2A_", "TASK_", "DELEGATION_", "OTEL_", "PEER_")
 #: Short export delays so spans and metrics arrive within a test's waits (milliseconds).
 FAST_EXPORT = {"OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_METRIC_EXPORT_INTERVAL": "300"}
 
 
+def kora_environ(env: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment without Kora's settings, plus ``env``, with the repository importable."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(SETTING_PREFIXES)}
+    clean["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
+    return clean | dict(env)
+
+
 def clean_env(**env: str) -> dict[str, str]:
-    """This process's environment without any Kora or OpenTelemetry setting, plus ``env``."""
-    prefixes = ("AGENT_", "MODEL_", "MCP_", "MEMORY_", "OTEL_", "PEER_")
-    base = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
-    return base | {"PYTHONPATH": str(ROOT)} | env
+    """:func:`kora_environ` with the settings as keyword arguments."""
+    return kora_environ(env)
+
+
+def wait_healthy(url: str, process: subprocess.Popen[bytes], within: float = 60) -> None:
+    """Poll ``url`` (a health endpoint) until it answers 200; ``AssertionError`` if the process exits first or
+    after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"{process.args} exited with {process.returncode} before {url} answered")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=0.5).status_code == 200:
+                return
+        time.sleep(0.02)
+    raise AssertionError(f"{url} did not answer 200 within {within} s")
 
 
 @contextlib.contextmanager
-def kora_process(args: list[str], env: dict[str, str], health_url: str) -> Iterator[subprocess.Popen[bytes]]:
-    """``kora <args>`` with ``env`` until ``health_url`` answers; SIGTERM (a clean stop, which flushes) after."""
-    process = subprocess.Popen([*KORA, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(health_url, timeout=1).status_code == 200:
-                    break
-            if process.poll() is not None or time.monotonic() > deadline:
-                output = process.stdout.read().decode() if process.stdout else ""
-                raise AssertionError(f"kora {' '.join(args)} did not become healthy:\n{output}")
-            time.sleep(0.05)
-        yield process
-    finally:
-        process.send_signal(signal.SIGTERM)
+def kora_process(args: list[str], env: Mapping[str, str], health_url: str) -> Iterator[subprocess.Popen[bytes]]:
+    """``kora ARGS`` with ``env`` (its settings; the rest of the environment as :func:`kora_environ` makes it),
+    yielded once ``health_url`` answers 200; stopped with SIGTERM (a clean stop, which flushes telemetry), killed
+    after 20 s. Its output goes to a temporary file, shown when it fails to become healthy."""
+    with tempfile.TemporaryFile() as output:
+        process = subprocess.Popen([*KORA, *args], env=kora_environ(env), stdout=output, stderr=subprocess.STDOUT)
         try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            try:
+                wait_healthy(health_url, process)
+            except AssertionError as error:
+                output.seek(0)
+                raise AssertionError(f"{error}; its output:\n{output.read().decode(errors='replace')}") from None
+            yield process
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of process ``pid`` (``VmRSS`` of ``/proc/<pid>/status``), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for process {pid}")
 
 
 class HeaderRecorder:
