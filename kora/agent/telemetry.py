@@ -48,7 +48,7 @@ import os
 import time
 import weakref
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -392,27 +392,28 @@ class ModelRequests:
         request's failure and re-raised."""
         record = RequestRecord()
         started = time.perf_counter()
-        if self.tracer is None:
-            try:
-                yield record
-            except BaseException as error:
-                record_model_request(self.model, time.perf_counter() - started, 0, 0, error)
-                raise
-            self._record(record, started)
-            return
-        span = self.tracer.start_span(f"chat {self.model}", kind=SpanKind.CLIENT, attributes=self._attributes(body))
+        span = None
+        if self.tracer is not None:
+            span = self.tracer.start_span(f"chat {self.model}", kind=SpanKind.CLIENT, attributes=self._attributes(body))
+        current = (
+            trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False)
+            if span is not None
+            else nullcontext()
+        )
         try:
-            with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+            with current:
                 yield record
         except BaseException as error:
             record_model_request(self.model, time.perf_counter() - started, 0, 0, error)
-            _fail(span, error)
-            span.end()
+            if span is not None:
+                _fail(span, error)
+                span.end()
             raise
         self._record(record, started)
-        if record.response is not None:
-            span.set_attributes(self._response_attributes(record.response))
-        span.end()
+        if span is not None:
+            if record.response is not None:
+                span.set_attributes(self._response_attributes(record.response))
+            span.end()
 
     def _record(self, record: RequestRecord, started: float) -> None:
         usage = record.response.usage if record.response is not None else None

@@ -49,7 +49,7 @@ from tests.support.helm import (
     rendered_environment,
     set_flags,
 )
-from tests.support.kube import GATEWAY_API_CRDS, KubeCluster, kora_resource, load_yaml_documents
+from tests.support.kube import GATEWAY_API_CRDS, KubeCluster, exists, kora_resource, load_yaml_documents
 from tests.support.operator import launch_operator, phase_is, supervised, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -351,22 +351,12 @@ def _run_rendered_operator(
     return objects, launch_operator(arguments, environment, tmp_path / "operator.log", liveness)
 
 
-def _exists(client: Client, resource: type, name: str, namespace: str) -> bool:
-    try:
-        client.get(resource, name, namespace=namespace)
-    except ApiError as error:
-        if error.status.code == 404:
-            return False
-        raise
-    return True
-
-
 def _quickstart_to_ready(cluster: KubeCluster, client: Client, namespace: str) -> None:
     cluster.kubectl("apply", "-n", namespace, "-f", str(QUICKSTART))
     for workload in ("modelapi-scripted", "mcpserver-tools"):
-        wait_for(workload, lambda w=workload: _exists(client, Deployment, w, namespace))
+        wait_for(workload, lambda w=workload: exists(client, Deployment, w, namespace))
         cluster.mark_deployment_available(workload, namespace)
-    wait_for("agent Deployment", lambda: _exists(client, Deployment, "agent-assistant", namespace))
+    wait_for("agent Deployment", lambda: exists(client, Deployment, "agent-assistant", namespace))
     cluster.mark_deployment_available("agent-assistant", namespace)
     wait_for("agent Ready", phase_is(client, "Agent", "assistant", namespace, "Ready"))
 
@@ -400,9 +390,9 @@ def test_the_operator_of_the_rendered_deployment_reconciles_under_the_charts_rol
         model = client.get(Deployment, "modelapi-scripted", namespace=watched)
         assert model.spec.template.spec.containers[0].image == image
         for workload in ("agent-assistant", "modelapi-scripted", "mcpserver-tools"):
-            assert _exists(client, HTTPRoute, workload, watched)
-            assert _exists(client, NetworkPolicy, workload, watched)
-        assert _exists(client, ConfigMap, "modelapi-scripted", watched)
+            assert exists(client, HTTPRoute, workload, watched)
+            assert exists(client, NetworkPolicy, workload, watched)
+        assert exists(client, ConfigMap, "modelapi-scripted", watched)
 
         # A child the resource no longer needs is deleted (the role's delete verbs): the scripted model's
         # ConfigMap once the ModelAPI proxies a real backend.
@@ -413,7 +403,7 @@ def test_the_operator_of_the_rendered_deployment_reconciles_under_the_charts_rol
             namespace=watched,
             patch_type=PatchType.MERGE,
         )
-        wait_for("ConfigMap pruned", lambda: not _exists(client, ConfigMap, "modelapi-scripted", watched))
+        wait_for("ConfigMap pruned", lambda: not exists(client, ConfigMap, "modelapi-scripted", watched))
         assert not _refused_calls(operator.output()), operator.output()[-5000:]
 
 

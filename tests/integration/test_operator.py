@@ -19,7 +19,7 @@ from lightkube.resources.core_v1 import ConfigMap, Service
 from lightkube.resources.networking_v1 import NetworkPolicy
 
 from kora.operator.kube import Gateway, HTTPRoute
-from tests.support.kube import KubeCluster, KubectlError, kora_resource
+from tests.support.kube import KubeCluster, KubectlError, exists, kora_resource
 from tests.support.operator import environment_of, phase_is, resource_status, running_operator, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,13 +30,7 @@ pytestmark = pytest.mark.slow
 
 def _exists(cluster: KubeCluster, resource: type, name: str, namespace: str) -> bool:
     with cluster.client() as client:
-        try:
-            client.get(resource, name, namespace=namespace)
-        except ApiError as error:
-            if error.status.code == 404:
-                return False
-            raise
-    return True
+        return exists(client, resource, name, namespace)
 
 
 def _get_or_none(client: Client, resource: type, name: str, namespace: str) -> object | None:

@@ -190,8 +190,8 @@ def test_the_span_tree_runs_from_the_request_to_the_peers_tool(trace: list[Recei
     peer_tool = one(trace, "peer tool", lambda s: s.service == "helper" and s.name == "execute_tool double")
     assert ancestors(peer_tool)[:2] == ["helper:step 1", "helper:invoke_agent helper"]
     arith = [s for s in trace if s.service == "arith" and s.kind == "SERVER" and s.name == "POST /mcp"]
-    assert arith
-    assert all("helper:execute_tool double" in ancestors(s) for s in arith if "tools/call" in str(s.attributes))
+    # The peer's tool server served the call inside the peer's tool span, in the coordinator's trace.
+    assert any("helper:execute_tool double" in ancestors(s) for s in arith)
 
 
 def test_genai_attributes_and_token_usage_match_what_the_model_reported(trace: list[ReceivedSpan], run: Run) -> None:

@@ -26,7 +26,7 @@ from typing import Any, cast
 
 import pytest
 import yaml
-from lightkube import AsyncClient, Client, KubeConfig
+from lightkube import ApiError, AsyncClient, Client, KubeConfig
 from lightkube.generic_resource import GenericNamespacedResource
 from lightkube.models.authentication_v1 import TokenRequestSpec
 from lightkube.models.meta_v1 import ObjectMeta
@@ -124,6 +124,17 @@ def kora_resource(kind: str) -> type[GenericNamespacedResource]:
     Raises ``KeyError`` for an unknown kind.
     """
     return KORA_RESOURCES[kind]
+
+
+def exists(client: Client, resource: type, name: str, namespace: str) -> bool:
+    """Whether the API server has ``resource`` ``namespace/name`` (404: False; any other error is raised)."""
+    try:
+        client.get(resource, name, namespace=namespace)
+    except ApiError as error:
+        if error.status.code == 404:
+            return False
+        raise
+    return True
 
 
 def deployment_available_status(deployment: Deployment, now: datetime | None = None) -> JsonObject:
