@@ -15,13 +15,19 @@ model adapter.
 Failures raise :class:`~kora.core.errors.ModelTimeout` (no answer in time) or
 :class:`~kora.core.errors.ModelError` (connection failure, an HTTP error status, or an answer that is not a
 chat completion).
+
+Tracing (``OTEL_EXPORTER_OTLP_ENDPOINT`` set): the W3C trace context of the current span, the ``chat {model}``
+span of :class:`~kora.agent.telemetry.ModelRequests`, goes out on every request through the configured
+propagators. That span is the request's client span in the GenAI conventions, so no HTTP client span is made
+below it: it would repeat the same interval and cost ~0.2 ms of CPU per request (bench/README.md,
+bench_telemetry.py). A retry adds a ``retry`` event to it with the attempt and the failure.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import aiohttp
@@ -29,11 +35,12 @@ import httpx2
 import pydantic
 import pydantic_core
 from httpx_aiohttp.httpx2 import Httpx2AiohttpClient
+from opentelemetry import trace
 
 from kora.core.errors import ModelError, ModelTimeout
 from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.core.openai_wire import ChatCompletion, ChatCompletionChunk, JSONObject, ModelAnswer
-from kora.core.telemetry import instrument_http_client
+from kora.core.telemetry import tracing_enabled
 
 RETRY_STATUSES = frozenset({408, 409, 429})
 INITIAL_BACKOFF_SECONDS = 0.5
@@ -86,8 +93,8 @@ class ModelClient:
             ),
             timeout=httpx2.Timeout(timeout),
         )
-        # Client spans and W3C trace context on model requests (the global httpx2 patch skips aiohttp's transport).
-        instrument_http_client(self.http)
+        # Decided once: the environment decides tracing at start, and the check would cost every request.
+        self._inject = _trace_context_injector() if tracing_enabled() else None
 
     async def aclose(self) -> None:
         """Close the connection pool."""
@@ -142,11 +149,15 @@ class ModelClient:
     async def _send(self, body: JSONObject, *, stream: bool) -> httpx2.Response:
         """POST ``body`` with the retry policy; the response with a 2xx status (unread when ``stream``)."""
         content = pydantic_core.to_json(body)
+        headers = self._headers
+        if self._inject is not None:
+            headers = dict(headers)
+            self._inject(headers)
         attempt = 0
         while True:
             response: httpx2.Response | None = None
             try:
-                request = self.http.build_request("POST", self.url, content=content, headers=self._headers)
+                request = self.http.build_request("POST", self.url, content=content, headers=headers)
                 response = await self.http.send(request, stream=stream)
             except httpx2.TimeoutException as error:
                 failure = _timeout_or_unreachable(error)
@@ -169,7 +180,19 @@ class ModelClient:
             if delay is None:
                 delay = min(INITIAL_BACKOFF_SECONDS * 2**attempt, MAX_BACKOFF_SECONDS) * random.uniform(0.75, 1.0)
             attempt += 1
+            if self._inject is not None:
+                trace.get_current_span().add_event(
+                    "retry", {"kora.model.attempt": attempt, "error.type": type(failure).__name__}
+                )
             await asyncio.sleep(delay)
+
+
+def _trace_context_injector() -> Callable[[dict[str, str]], None]:
+    """The global propagators' ``inject`` (W3C ``traceparent`` by default, per ``OTEL_PROPAGATORS``); imported
+    only with tracing on, since importing it loads the propagators."""
+    from opentelemetry import propagate
+
+    return propagate.inject
 
 
 def _timeout_or_unreachable(error: httpx2.TimeoutException) -> ModelError:

@@ -93,7 +93,8 @@ class AgentRuntime:
     def __init__(self, settings: AgentSettings, memory: Memory, tracing: AgentTracing | None = None) -> None:
         self.settings = settings
         self.memory = memory
-        self.tracing = tracing or AgentTracing.from_env(settings.agent_name, settings.model_name)
+        tracing = tracing or AgentTracing.from_env(settings.agent_name, settings.model_name)
+        self.tracing = replace(tracing, trace_memory=memory.remote)
         observe_memory(memory, settings.agent_name)
         self.model = KoraChatModel(
             settings.model_api_url,

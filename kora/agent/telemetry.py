@@ -20,8 +20,10 @@ off, a turn makes no span objects at all):
 * ``execute_tool {tool}`` (INTERNAL), one per tool call: pydantic-ai's own instrumentation (its ``Instrumentation``
   capability, :class:`_ToolSpans`), so ``gen_ai.tool.name`` and ``gen_ai.tool.call.id`` follow its implementation
   of the conventions. Its run and model spans are left out: the turn span above is the run span.
-* ``memory recall`` and ``memory write`` (INTERNAL) around the memory client's calls; delegation spans are made by
-  :mod:`kora.agent.delegation`.
+* ``memory recall`` and ``memory write`` (INTERNAL) around the calls of a memory that leaves the process
+  (RemoteMemory, whose HTTP client spans they hold). LocalMemory's calls take microseconds in-process, less than
+  a span costs to make and export (~50-80 us of CPU each), so they get none (``trace_memory`` False).
+  Delegation spans are made by :mod:`kora.agent.delegation`.
 
 Message contents, tool arguments and results are recorded only when
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
@@ -242,6 +244,8 @@ class AgentTracing:
     tracer: Tracer | None = None
     capture_content: bool = False
     settings: InstrumentationSettings | None = field(default=None, repr=False)
+    #: Whether memory calls get spans (:meth:`memory`); the runtime sets it from :attr:`Memory.remote`.
+    trace_memory: bool = True
 
     @classmethod
     def from_env(cls, agent_name: str, model_name: str, environ: Mapping[str, str] = os.environ) -> AgentTracing:
@@ -341,8 +345,9 @@ class AgentTracing:
 
     @contextmanager
     def memory(self, operation: str, session_id: str) -> Iterator[None]:
-        """A ``memory {operation}`` span (``recall``, ``write``) around a memory client call."""
-        if self.tracer is None:
+        """A ``memory {operation}`` span (``recall``, ``write``) around a memory client call (none when
+        ``trace_memory`` is False)."""
+        if self.tracer is None or not self.trace_memory:
             yield
             return
         with self.tracer.start_as_current_span(
@@ -369,7 +374,8 @@ class RequestRecord:
 @dataclass
 class ModelRequests:
     """Observes one model's requests: the GenAI client metrics always; with a ``tracer``, a ``chat {model}`` CLIENT
-    span per request, current while it runs (so the HTTP client span and its ``traceparent`` are its children).
+    span per request, current while it runs (the model client injects its ``traceparent``: the ``chat`` span is
+    the request's client span, with no HTTP span of its own below it).
     ``base_url`` is ``MODEL_API_URL``; ``capture_content`` adds the messages (see the module docstring)."""
 
     model: str

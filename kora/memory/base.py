@@ -83,6 +83,8 @@ class Memory(ABC):
 
     #: False only for NullMemory; lets endpoints say "memory disabled" without isinstance checks.
     enabled: bool = True
+    #: True when its calls leave the process (RemoteMemory): only then are they worth a span of their own.
+    remote: bool = False
 
     @abstractmethod
     async def create_session(self, app_name: str, user_id: str = "default") -> str:

@@ -93,6 +93,8 @@ class RemoteMemory(Memory):
     ``local_sessions`` and ``local_session_events`` bound the local window.
     """
 
+    remote = True
+
     def __init__(
         self,
         endpoint: str,

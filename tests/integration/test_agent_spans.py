@@ -1,8 +1,10 @@
 """The agent's GenAI spans, in process: the span tree of a turn on both turn paths, run and streamed, with the
 SDK's in-memory exporter (the multi-process trace over OTLP is tested in test_telemetry_trace.py).
 
-A turn is ``invoke_agent {agent}`` > ``memory recall``, ``step N`` > (``chat {model}``, ``execute_tool {tool}``),
-``memory write``; message contents appear only with content capture on; stored events carry the turn's trace id.
+A turn is ``invoke_agent {agent}`` > ``step N`` > (``chat {model}``, ``execute_tool {tool}``), with ``memory recall``
+and ``memory write`` around the calls of a memory that leaves the process (RemoteMemory, against the real memory
+service), none for LocalMemory; message contents appear only with content capture on; stored events carry the
+turn's trace id.
 """
 
 from collections.abc import Iterator
@@ -16,9 +18,11 @@ from opentelemetry.trace import StatusCode
 from kora.agent.runtime import AgentRuntime
 from kora.agent.telemetry import AgentTracing, ToolMetrics
 from kora.agent.turn import TurnOutcome, TurnRequest
-from kora.memory import LocalMemory
+from kora.memory import LocalMemory, Memory
+from kora.memory.remote import RemoteMemory
 from kora.scripted import ErrorReply, TextReply, ToolCall, ToolCallReply
 from tests.support.agent import agent_settings
+from tests.support.memory import memory_service, service_env
 
 pytestmark = pytest.mark.usefixtures("turn_path")
 
@@ -30,12 +34,14 @@ def exporter() -> Iterator[InMemorySpanExporter]:
     spans.shutdown()
 
 
-def traced_runtime(model, exporter: InMemorySpanExporter, *, capture: bool = False, **env: str) -> AgentRuntime:
+def traced_runtime(
+    model, exporter: InMemorySpanExporter, *, capture: bool = False, memory: Memory | None = None, **env: str
+) -> AgentRuntime:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     settings = agent_settings(model, "a", **env)
     tracing = AgentTracing.on(settings.agent_name, settings.model_name, provider, capture_content=capture)
-    return AgentRuntime(settings, LocalMemory(), tracing)
+    return AgentRuntime(settings, memory or LocalMemory(), tracing)
 
 
 async def run_turn(runtime: AgentRuntime, turn: TurnRequest, mode: str) -> TurnOutcome:
@@ -79,13 +85,8 @@ async def test_a_text_turn_is_one_agent_span_with_one_step(model, exporter, mode
         await runtime.close()
     spans = exporter.get_finished_spans()
     model_name = model.model_name
-    assert tree(spans) == [
-        (0, "invoke_agent a"),
-        (1, "memory recall"),
-        (1, "step 1"),
-        (2, f"chat {model_name}"),
-        (1, "memory write"),
-    ]
+    # LocalMemory's in-process calls get no spans of their own.
+    assert tree(spans) == [(0, "invoke_agent a"), (1, "step 1"), (2, f"chat {model_name}")]
     (turn,) = named(spans, "invoke_agent")
     assert turn.attributes is not None
     assert turn.attributes["gen_ai.operation.name"] == "invoke_agent"
@@ -105,6 +106,31 @@ async def test_a_text_turn_is_one_agent_span_with_one_step(model, exporter, mode
 
 
 @pytest.mark.parametrize("mode", ["run", "stream"])
+async def test_a_remote_memorys_recall_and_write_are_spans_of_the_turn(model, exporter, memory_db, mode):
+    async with memory_service(service_env(memory_db)) as store:
+        memory = RemoteMemory(store, "a")
+        await memory.start()
+        runtime = traced_runtime(model, exporter, memory=memory)
+        try:
+            await run_turn(runtime, TurnRequest("s1", "hello"), mode)
+        finally:
+            await runtime.close()
+            await memory.close()
+    spans = exporter.get_finished_spans()
+    assert tree(spans) == [
+        (0, "invoke_agent a"),
+        (1, "memory recall"),
+        (1, "step 1"),
+        (2, f"chat {model.model_name}"),
+        (1, "memory write"),
+    ]
+    for span in named(spans, "memory "):
+        assert span.attributes is not None
+        assert span.attributes["gen_ai.conversation.id"] == "s1"
+        assert span.attributes["kora.memory.operation"] == span.name.removeprefix("memory ")
+
+
+@pytest.mark.parametrize("mode", ["run", "stream"])
 async def test_a_tool_turn_has_a_step_per_model_request_holding_its_tool_calls(model, exporter, mode):
     model.enqueue(ToolCallReply([ToolCall("save_memory", {"content": "likes tea"})]), TextReply("Noted: you like tea."))
     runtime = traced_runtime(model, exporter, MEMORY_TOOLS="all")
@@ -116,17 +142,14 @@ async def test_a_tool_turn_has_a_step_per_model_request_holding_its_tool_calls(m
         await runtime.close()
     assert outcome.model_requests == 2
     spans = exporter.get_finished_spans()
-    shape = [(depth, name) for depth, name in tree(spans) if not name.startswith("memory ") or depth == 1]
     chat = f"chat {model.model_name}"
-    assert shape == [
+    assert tree(spans) == [
         (0, "invoke_agent a"),
-        (1, "memory recall"),
         (1, "step 1"),
         (2, chat),
         (2, "execute_tool save_memory"),
         (1, "step 2"),
         (2, chat),
-        (1, "memory write"),
     ]
     (tool,) = named(spans, "execute_tool")
     assert tool.attributes is not None
