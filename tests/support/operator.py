@@ -1,7 +1,8 @@
 """``kora operator`` as a real process against the test control plane (tests/support/kube.py).
 
-:func:`running_operator` starts the CLI with the cluster's kubeconfig, waits for its liveness endpoint, and
-stops it (SIGTERM) on exit; its log is kept in the test's temporary directory and printed on failure.
+:func:`running_operator` starts the CLI with the cluster's kubeconfig (every endpoint on a free port), waits for
+its liveness endpoint, and stops it (SIGTERM) on exit; its log is kept in the test's temporary directory and
+printed on failure.
 """
 
 from __future__ import annotations
@@ -31,11 +32,13 @@ JsonObject = dict[str, object]
 
 @dataclass
 class OperatorProcess:
-    """A running ``kora operator``; ``log`` is its output file."""
+    """A running ``kora operator``; ``log`` is its output file, ``metrics`` the URL of its ``/metrics`` (None when
+    it serves none)."""
 
     process: subprocess.Popen[bytes]
     log: Path
     liveness: str
+    metrics: str | None = None
 
     def output(self) -> str:
         """Everything the operator printed so far."""
@@ -56,26 +59,38 @@ class OperatorProcess:
 def start_operator(
     cluster: KubeCluster, namespace: str, log: Path, env: Mapping[str, str] | None = None, *args: str
 ) -> OperatorProcess:
-    """Start ``kora operator --namespace NAMESPACE ARGS`` (webhook on a free 127.0.0.1 port) and wait until its
-    liveness endpoint answers. Raises ``AssertionError`` with its log if it exits or does not come up."""
+    """Start ``kora operator --namespace NAMESPACE ARGS`` (webhook, liveness and ``/metrics`` on free ports; the
+    default metrics port would collide between operators) and wait until its liveness endpoint answers. Raises
+    ``AssertionError`` with its log if it exits or does not come up."""
     liveness = f"http://127.0.0.1:{free_port()}/healthz"
-    arguments = ["--namespace", namespace, "--webhook-port", str(free_port()), "--liveness", liveness, *args]
+    metrics_port = free_port()
+    arguments = [
+        *("--namespace", namespace, "--webhook-port", str(free_port()), "--liveness", liveness),
+        *("--metrics-port", str(metrics_port), *args),
+    ]
     environment = {**cluster.env(), **OPERATOR_ENV, **(env or {})}
-    return launch_operator(arguments, environment, log, liveness)
+    return launch_operator(arguments, environment, log, liveness, metrics=metrics_url(metrics_port))
+
+
+def metrics_url(port: int) -> str:
+    """The URL of the ``/metrics`` of an operator started with ``--metrics-port PORT`` (it listens on every
+    interface)."""
+    return f"http://127.0.0.1:{port}/metrics"
 
 
 def launch_operator(
-    arguments: Sequence[str], environment: Mapping[str, str], log: Path, liveness: str
+    arguments: Sequence[str], environment: Mapping[str, str], log: Path, liveness: str, *, metrics: str | None = None
 ) -> OperatorProcess:
     """Start ``kora operator ARGUMENTS`` (this checkout's code, ``environment`` exactly, which must point
-    ``KUBECONFIG`` at a cluster) and wait until ``liveness`` (its ``--liveness`` URL) answers. Raises
-    ``AssertionError`` with its log if it exits or does not come up within 60 s."""
+    ``KUBECONFIG`` at a cluster) and wait until ``liveness`` (its ``--liveness`` URL) answers; ``metrics`` is the
+    URL of its ``/metrics`` as ``ARGUMENTS`` set it. Raises ``AssertionError`` with its log if it exits or does not
+    come up within 60 s."""
     command = [sys.executable, "-m", "kora.cli", "operator", *arguments]
     with log.open("ab") as sink:
         process = subprocess.Popen(
             command, env={**environment, "PYTHONPATH": str(REPO)}, stdout=sink, stderr=subprocess.STDOUT, cwd=REPO
         )
-    running = OperatorProcess(process, log, liveness)
+    running = OperatorProcess(process, log, liveness, metrics)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -157,6 +172,7 @@ __all__ = [
     "OperatorProcess",
     "environment_of",
     "launch_operator",
+    "metrics_url",
     "phase_is",
     "resource_status",
     "running_operator",
