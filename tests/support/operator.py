@@ -28,6 +28,8 @@ REPO = Path(__file__).resolve().parents[2]
 OPERATOR_ENV: dict[str, str] = {"KORA_IMAGE": "registry.example/kora:test"}
 
 JsonObject = dict[str, object]
+#: Starts of an operator whose metrics port was taken before it could bind it (see :func:`start_operator`).
+PORT_ATTEMPTS = 3
 
 
 @dataclass
@@ -61,15 +63,25 @@ def start_operator(
 ) -> OperatorProcess:
     """Start ``kora operator --namespace NAMESPACE ARGS`` (webhook, liveness and ``/metrics`` on free ports; the
     default metrics port would collide between operators) and wait until its liveness endpoint answers. Raises
-    ``AssertionError`` with its log if it exits or does not come up."""
-    liveness = f"http://127.0.0.1:{free_port()}/healthz"
-    metrics_port = free_port()
-    arguments = [
-        *("--namespace", namespace, "--webhook-port", str(free_port()), "--liveness", liveness),
-        *("--metrics-port", str(metrics_port), *args),
-    ]
+    ``AssertionError`` with its log if it exits or does not come up.
+
+    A port free a moment ago can be taken before the operator binds it (an outbound connection of any process
+    on the machine may get it as its ephemeral port): when the operator stops at start-up because its metrics
+    port is taken, it is started again on other ports, up to :data:`PORT_ATTEMPTS` times."""
     environment = {**cluster.env(), **OPERATOR_ENV, **(env or {})}
-    return launch_operator(arguments, environment, log, liveness, metrics=metrics_url(metrics_port))
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        liveness = f"http://127.0.0.1:{free_port()}/healthz"
+        metrics_port = free_port()
+        arguments = [
+            *("--namespace", namespace, "--webhook-port", str(free_port()), "--liveness", liveness),
+            *("--metrics-port", str(metrics_port), *args),
+        ]
+        try:
+            return launch_operator(arguments, environment, log, liveness, metrics=metrics_url(metrics_port))
+        except AssertionError as error:
+            if attempt == PORT_ATTEMPTS or f"--metrics-port {metrics_port}: cannot listen" not in str(error):
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
 
 def metrics_url(port: int) -> str:
