@@ -1,12 +1,14 @@
-"""``kora operator``'s telemetry as a real process (docs/telemetry.md; issue "OpenTelemetry": metrics over OTLP and
-as Prometheus text at ``/metrics`` on each workload): ``GET /metrics`` on ``--metrics-port``, scraped with a real
-HTTP client and parsed with prometheus_client's parser, counts the reconciles of the resources it reconciled;
-the same metrics and the ``reconcile {Kind}`` spans reach an OTLP receiver; client mistakes on the metrics port
-are JSON 4xx; a bad ``--metrics-port`` stops start-up with exit code 2 naming the option.
+"""``kora operator``'s telemetry as a real process (docs/telemetry.md; issue "OpenTelemetry": metrics over OTLP
+and as Prometheus text at ``/metrics`` on each workload): ``GET /metrics`` on ``--metrics-port``, scraped with a
+real HTTP client and parsed with prometheus_client's parser, counts the reconciles of the resources it
+reconciled, and those the API server refused with outcome ``error``; the same metrics and the ``reconcile
+{Kind}`` spans reach an OTLP receiver; client mistakes on the metrics port are JSON 4xx; a bad
+``--metrics-port`` stops start-up with exit code 2 naming the option.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -69,6 +71,72 @@ def test_metrics_count_the_reconciles_of_each_kind(kube_cluster: KubeCluster, tm
         response = httpx.get(operator.metrics, headers={"Accept": "application/openmetrics-text"}, timeout=5)
         assert response.headers["content-type"].startswith("application/openmetrics-text")
         assert response.text.rstrip().endswith("# EOF")
+
+
+@pytest.mark.slow
+def test_a_failed_reconcile_is_counted_with_outcome_error(kube_cluster: KubeCluster, tmp_path: Path):
+    namespace = kube_cluster.fresh_namespace("metrics-refused")
+    # A webhook nothing answers, with failure policy Fail, for Deployments of this namespace only: the API server
+    # refuses them, so the ModelAPI's reconcile fails (and the queue retries it).
+    kube_cluster.kubectl("label", "namespace", namespace, f"kora-test/refuse-deployments={namespace}")
+    refusing = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": namespace},
+        "webhooks": [
+            {
+                "name": "refuse.kora-test.dev",
+                "clientConfig": {"url": f"https://127.0.0.1:{free_port()}/refuse"},
+                "rules": [
+                    {
+                        "apiGroups": ["apps"],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["deployments"],
+                    }
+                ],
+                "namespaceSelector": {"matchLabels": {"kora-test/refuse-deployments": namespace}},
+                "failurePolicy": "Fail",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "timeoutSeconds": 2,
+            }
+        ],
+    }
+    kube_cluster.kubectl("apply", "-f", "-", stdin=json.dumps(refusing))
+    try:
+        _count_a_refused_reconcile(kube_cluster, namespace, tmp_path)
+    finally:
+        kube_cluster.kubectl("delete", "validatingwebhookconfiguration", namespace)
+
+
+def _count_a_refused_reconcile(kube_cluster: KubeCluster, namespace: str, tmp_path: Path) -> None:
+    with running_operator(kube_cluster, namespace, tmp_path / "operator.log") as operator:
+        assert operator.metrics is not None
+        metrics = operator.metrics
+        model = {
+            "apiVersion": "kora.dev/v1alpha1",
+            "kind": "ModelAPI",
+            "metadata": {"name": "refused"},
+            "spec": {"mode": "Proxy", "proxyConfig": {"apiBase": "http://llm.invalid/v1"}},
+        }
+        kube_cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(model))
+        failed = wait_for(
+            "a failed ModelAPI reconcile counted",
+            lambda: _value(
+                prometheus(metrics),
+                "kora_operator_reconcile_duration_seconds_count",
+                kora_resource_kind="ModelAPI",
+                kora_outcome="error",
+            ),
+        )
+        assert isinstance(failed, float)
+        assert failed >= 1
+        assert "reconcile of" in operator.output()  # the queue logged the failure it retries
+        # Writes count successful reconciles only (a failed one's Service apply is not known to the metric).
+        samples = prometheus(metrics)
+        assert not _value(samples, "kora_operator_reconcile_writes_total", kora_resource_kind="ModelAPI")
+        assert not _value(samples, "kora_operator_reconcile_duration_seconds_count", kora_outcome="ok")
 
 
 @pytest.mark.slow
