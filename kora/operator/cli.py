@@ -108,9 +108,8 @@ def serve(
 
     options = WebhookOptions(port=webhook_port, host=webhook_host, service=service) if webhook else None
     metrics = None if metrics_socket is None else MetricsOptions(metrics_socket, telemetry.registry)
-    operator = run_operator(settings, namespaces=namespaces, webhook=options, liveness=liveness, metrics=metrics)
     try:
-        asyncio.run(operator)
+        asyncio.run(run_operator(settings, namespaces=namespaces, webhook=options, liveness=liveness, metrics=metrics))
     except KeyboardInterrupt:
         return 0
     finally:
