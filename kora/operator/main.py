@@ -2,7 +2,8 @@
 
 Issue "Operator", spec "What the service does" item 4. kopf does what it is good at: logging in (service
 account in a cluster, ``KUBECONFIG`` outside), watching (every namespace, or the ones given), serving the
-admission webhook and keeping its ValidatingWebhookConfiguration, and a liveness endpoint. Its handlers only
+admission webhook and keeping its ValidatingWebhookConfiguration, and a liveness endpoint. Kora adds ``GET
+/metrics`` on its own port (:mod:`kora.operator.metrics_endpoint`), in the same event loop. Its handlers only
 hand what they see to :class:`kora.operator.reconciler.Reconciler`; the reconcile itself runs in the
 reconciler's work queue, so kopf's own progress annotations (which would be a write per change) are never
 used: Kora's handlers are ``on.event`` watchers, which store nothing on the resources.
@@ -15,7 +16,7 @@ import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import kopf
 from lightkube import AsyncClient
@@ -24,12 +25,18 @@ from lightkube.config.kubeconfig import KubeConfig
 from kora.operator.admission import WEBHOOK_CONFIGURATION, reference_warnings, validation_messages, webhook_server
 from kora.operator.children import KIND_LABEL, MANAGED_BY, NAME_LABEL
 from kora.operator.kube import Kube
+from kora.operator.metrics_endpoint import serving_metrics
 from kora.operator.reconciler import RESYNC_SECONDS, Reconciler
 from kora.operator.settings import OperatorSettings
 from kora.operator.status import JsonObject
 from kora.resources.crd import plural
 from kora.resources.graph import ResourceRef
 from kora.resources.models import GROUP, RESOURCE_CLASSES, VERSION
+
+if TYPE_CHECKING:
+    import socket
+
+    from prometheus_client import CollectorRegistry
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +53,15 @@ class WebhookOptions:
     port: int = 9443
     host: str = "127.0.0.1"
     service: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class MetricsOptions:
+    """``GET /metrics`` on ``sock`` (bound and listening; closed when the operator stops), exposing
+    ``registry`` (the one :func:`kora.core.telemetry.setup_telemetry` installed)."""
+
+    sock: socket.socket
+    registry: CollectorRegistry
 
 
 def _plain(body: Mapping[str, Any]) -> JsonObject:
@@ -129,6 +145,7 @@ async def run_operator(
     namespaces: list[str],
     webhook: WebhookOptions | None = None,
     liveness: str | None = None,
+    metrics: MetricsOptions | None = None,
     resync_seconds: float = RESYNC_SECONDS,
     stop: asyncio.Event | None = None,
     ready: asyncio.Event | None = None,
@@ -136,14 +153,18 @@ async def run_operator(
     """Run the operator until ``stop`` is set (or the task is cancelled).
 
     ``namespaces``: watch only these (empty: every namespace). ``liveness``: kopf's health endpoint
-    (``http://0.0.0.0:8081/healthz``). ``ready`` is set once the watches are running.
+    (``http://0.0.0.0:8081/healthz``). ``metrics``: where ``GET /metrics`` is served (None: nowhere). ``ready``
+    is set once the watches are running.
     """
     client = AsyncClient(config=KubeConfig.from_env(), field_manager="kora-operator")
     reconciler = Reconciler(Kube(client), settings, resync_seconds=resync_seconds)
     registry = build_registry(reconciler, webhook=webhook is not None)
     stop_flag = stop or asyncio.Event()
     try:
-        async with asyncio.TaskGroup() as group:
+        # The metrics endpoint starts first and stops last: a scrape sees the whole life of the watches.
+        async with contextlib.AsyncExitStack() as stack, asyncio.TaskGroup() as group:
+            if metrics is not None:
+                await stack.enter_async_context(serving_metrics(metrics.sock, metrics.registry))
             work = group.create_task(reconciler.run(), name="kora-reconciler")
             await kopf.operator(
                 registry=registry,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -46,6 +47,7 @@ from kora.operator.children import (
     stale_children,
 )
 from kora.operator.kube import Kube
+from kora.operator.metrics import Outcome, record_reconcile
 from kora.operator.queue import WorkQueue
 from kora.operator.settings import OperatorSettings
 from kora.operator.status import (
@@ -210,11 +212,18 @@ class Reconciler:
             "kora.resource.kind": ref.kind,
             "kora.resource.name": ref.name,
         }
-        # One span per reconcile; an exception (an API error the queue retries) ends it with status ERROR and the
-        # exception recorded, as start_as_current_span does by default.
-        with _tracer.start_as_current_span(f"reconcile {ref.kind}", attributes=attributes) as span:
-            writes = await self._reconcile(ref, observed)
-            span.set_attribute("kora.reconcile.writes", writes)
+        started = time.perf_counter()
+        outcome: Outcome = "error"
+        writes = 0
+        try:
+            # One span per reconcile; an exception (an API error the queue retries) ends it with status ERROR and
+            # the exception recorded, as start_as_current_span does by default.
+            with _tracer.start_as_current_span(f"reconcile {ref.kind}", attributes=attributes) as span:
+                writes = await self._reconcile(ref, observed)
+                span.set_attribute("kora.reconcile.writes", writes)
+            outcome = "ok"
+        finally:
+            record_reconcile(ref.kind, time.perf_counter() - started, outcome, writes)
         log.debug("reconciled %s %s in %s: %d writes", ref.kind, ref.name, ref.namespace, writes)
 
     async def _reconcile(self, ref: ResourceRef, observed: Observed) -> int:

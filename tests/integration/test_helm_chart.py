@@ -8,7 +8,8 @@ as settings it accepts, with the spec's defaults; mistakes stop ``helm template`
 
 On the test API server (slow; RBAC authorization is on there): the rendered objects apply, and ``kora operator``
 started from the rendered Deployment's command and environment, authenticated as the chart's ServiceAccount (so
-bound to exactly the chart's roles), reconciles the quickstart to Ready without one refused API call.
+bound to exactly the chart's roles), reconciles the quickstart to Ready without one refused API call and counts
+those reconciles on its metrics port.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ from tests.support.helm import (
     set_flags,
 )
 from tests.support.kube import GATEWAY_API_CRDS, KubeCluster, exists, kora_resource, load_yaml_documents
-from tests.support.operator import launch_operator, phase_is, supervised, wait_for
+from tests.support.operator import launch_operator, metrics_url, phase_is, supervised, wait_for
+from tests.support.processes import prometheus
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart" / "kora.yaml"
@@ -83,6 +85,7 @@ SCENARIOS: dict[str, dict[str, object]] = {
         "image.pullPolicy": "Always",
         "security.networkPolicy.enabled": True,
         "gateway.defaultTimeouts.mcp": "45s",
+        "operator.metrics.enabled": False,
     },
 }
 
@@ -163,6 +166,44 @@ def test_defaults_are_the_specs():
     assert container["command"] == ["kora", "operator"]
     assert "--liveness=http://0.0.0.0:8081/healthz" in container["args"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    # /metrics on its own port, announced the way most Prometheus scrape configurations look for it.
+    assert "--metrics-port=8080" in container["args"]
+    assert {"name": "metrics", "containerPort": 8080, "protocol": "TCP"} in container["ports"]
+    assert _pod_annotations(objects) == {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "8080",
+        "prometheus.io/path": "/metrics",
+    }
+
+
+def _pod_annotations(objects: list[dict[str, Any]]) -> dict[str, str]:
+    annotations: dict[str, str] = find(objects, "Deployment")["spec"]["template"]["metadata"].get("annotations", {})
+    return annotations
+
+
+def test_the_metrics_values_move_the_port_and_switch_it_off():
+    moved = render({"operator.metrics.port": 9090, "operator.podAnnotations": {"team": "platform"}})
+    container = operator_container(moved)
+    assert "--metrics-port=9090" in container["args"]
+    assert [p["containerPort"] for p in container["ports"] if p["name"] == "metrics"] == [9090]
+    assert _pod_annotations(moved) == {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "9090",
+        "prometheus.io/path": "/metrics",
+        "team": "platform",
+    }
+    # podAnnotations win over the chart's own (e.g. a scraper that must skip this pod).
+    overridden = render({"operator.podAnnotations": {"prometheus.io/scrape": "false"}})
+    assert _pod_annotations(overridden)["prometheus.io/scrape"] == "false"
+
+    off = render({"operator.metrics.enabled": False, "operator.podAnnotations": {"team": "platform"}})
+    container = operator_container(off)
+    assert "--metrics-port=0" in container["args"]  # the operator's own default (8080) would serve it
+    assert "metrics" not in [p["name"] for p in container["ports"]]
+    assert _pod_annotations(off) == {"team": "platform"}
+    # The webhook's port is free for metrics once the webhook is off.
+    reused = render({"operator.webhook.enabled": False, "operator.metrics.port": 9443})
+    assert "--metrics-port=9443" in operator_container(reused)["args"]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -257,6 +298,15 @@ def test_arguments_follow_the_webhook_and_namespace_values():
         ({"gateway.defaultTimeouts.mcp": "30 seconds"}, "gateway.defaultTimeouts.mcp: Does not match pattern"),
         ({"image.pullPolicy": "Sometimes"}, "image.pullPolicy: image.pullPolicy must be one of the following"),
         ({"operator.watchNamespaces": "demo"}, "operator.watchNamespaces: Invalid type. Expected: array"),
+        (
+            {"operator.metrics.port": 8081},
+            "operator.metrics.port must differ from operator.livenessPort",
+        ),
+        ({"operator.metrics.port": 9443}, "operator.metrics.port must differ from operator.webhook.port"),
+        ({"operator.metrics.port": "8080"}, "operator.metrics.port: Invalid type. Expected: integer, given: string"),
+        ({"operator.metrics.port": 0}, "operator.metrics.port: Must be greater than or equal to 1"),
+        ({"operator.metrics.enabled": "yes"}, "operator.metrics.enabled: Invalid type. Expected: boolean"),
+        ({"operator.metrics.path": "/m"}, "operator.metrics: Additional property path is not allowed"),
     ],
 )
 def test_helm_template_refuses_with_a_message_naming_the_value(values: dict[str, object], message: str):
@@ -348,7 +398,9 @@ def _run_rendered_operator(
     container = operator_container(objects)
     arguments, liveness = local_operator(container)
     environment = {**cluster.env(), "KUBECONFIG": str(kubeconfig), **rendered_environment(container)}
-    return objects, launch_operator(arguments, environment, tmp_path / "operator.log", liveness)
+    ports = [int(a.partition("=")[2]) for a in arguments if a.startswith("--metrics-port=")]
+    metrics = metrics_url(ports[0]) if ports and ports[0] else None
+    return objects, launch_operator(arguments, environment, tmp_path / "operator.log", liveness, metrics=metrics)
 
 
 def _quickstart_to_ready(cluster: KubeCluster, client: Client, namespace: str) -> None:
@@ -424,6 +476,11 @@ def test_the_default_install_reconciles_every_namespace_and_serves_its_webhook(
         assert "denied the request" in refused.stderr, refused.stderr
         assert "proxyConfig" in refused.stderr
         assert not _refused_calls(operator.output()), operator.output()[-5000:]
+        # The chart's metrics port serves the reconciles it made, as a scraper following its annotations sees them.
+        assert operator.metrics is not None
+        counts = prometheus(operator.metrics)["kora_operator_reconcile_duration_seconds_count"]
+        reconciled = {labels["kora_resource_kind"] for labels, value in counts if labels["kora_outcome"] == "ok"}
+        assert {"Agent", "ModelAPI", "MCPServer"} <= reconciled
 
 
 # -- docs/operator.md -------------------------------------------------------------------------------------------

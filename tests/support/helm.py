@@ -126,10 +126,10 @@ def rendered_environment(container: Mapping[str, Any]) -> dict[str, str]:
 
 def local_operator(container: Mapping[str, Any]) -> tuple[list[str], str]:
     """``(arguments, liveness URL)`` to run the rendered container's ``kora operator`` here: its arguments as
-    rendered, except what only works inside a cluster. The liveness endpoint and the webhook listen on free ports
-    of 127.0.0.1, and the API server calls the webhook at ``https://127.0.0.1:PORT`` instead of through its
-    Service (nothing routes Service addresses on this machine: no kube-proxy). Everything else (log level,
-    namespaces, the environment) is the chart's.
+    rendered, except what only works inside a cluster. The liveness endpoint, the webhook and ``/metrics`` (unless
+    switched off) listen on free ports, and the API server calls the webhook at ``https://127.0.0.1:PORT`` instead
+    of through its Service (nothing routes Service addresses on this machine: no kube-proxy). Everything else (log
+    level, namespaces, the environment) is the chart's.
 
     Raises ``AssertionError`` when the container is not ``kora operator``."""
     assert container["command"] == ["kora", "operator"], container["command"]
@@ -139,8 +139,8 @@ def local_operator(container: Mapping[str, Any]) -> tuple[list[str], str]:
         option, _, _ = argument.partition("=")
         if option == "--liveness":
             arguments.append(f"--liveness={liveness}")
-        elif option == "--webhook-port":
-            arguments.append(f"--webhook-port={free_port()}")
+        elif option in {"--webhook-port", "--metrics-port"} and argument != "--metrics-port=0":
+            arguments.append(f"{option}={free_port()}")
         elif option == "--webhook-host":
             arguments.append("--webhook-host=127.0.0.1")
         elif option != "--webhook-service":

@@ -1,7 +1,8 @@
 """``kora operator`` as a real process against the test control plane (tests/support/kube.py).
 
-:func:`running_operator` starts the CLI with the cluster's kubeconfig, waits for its liveness endpoint, and
-stops it (SIGTERM) on exit; its log is kept in the test's temporary directory and printed on failure.
+:func:`running_operator` starts the CLI with the cluster's kubeconfig (every endpoint on a free port), waits for
+its liveness endpoint, and stops it (SIGTERM) on exit; its log is kept in the test's temporary directory and
+printed on failure.
 """
 
 from __future__ import annotations
@@ -27,15 +28,19 @@ REPO = Path(__file__).resolve().parents[2]
 OPERATOR_ENV: dict[str, str] = {"KORA_IMAGE": "registry.example/kora:test"}
 
 JsonObject = dict[str, object]
+#: Starts of an operator whose metrics port was taken before it could bind it (see :func:`start_operator`).
+PORT_ATTEMPTS = 3
 
 
 @dataclass
 class OperatorProcess:
-    """A running ``kora operator``; ``log`` is its output file."""
+    """A running ``kora operator``; ``log`` is its output file, ``metrics`` the URL of its ``/metrics`` (None when
+    it serves none)."""
 
     process: subprocess.Popen[bytes]
     log: Path
     liveness: str
+    metrics: str | None = None
 
     def output(self) -> str:
         """Everything the operator printed so far."""
@@ -56,26 +61,48 @@ class OperatorProcess:
 def start_operator(
     cluster: KubeCluster, namespace: str, log: Path, env: Mapping[str, str] | None = None, *args: str
 ) -> OperatorProcess:
-    """Start ``kora operator --namespace NAMESPACE ARGS`` (webhook on a free 127.0.0.1 port) and wait until its
-    liveness endpoint answers. Raises ``AssertionError`` with its log if it exits or does not come up."""
-    liveness = f"http://127.0.0.1:{free_port()}/healthz"
-    arguments = ["--namespace", namespace, "--webhook-port", str(free_port()), "--liveness", liveness, *args]
+    """Start ``kora operator --namespace NAMESPACE ARGS`` (webhook, liveness and ``/metrics`` on free ports; the
+    default metrics port would collide between operators) and wait until its liveness endpoint answers. Raises
+    ``AssertionError`` with its log if it exits or does not come up.
+
+    A port free a moment ago can be taken before the operator binds it (an outbound connection of any process
+    on the machine may get it as its ephemeral port): when the operator stops at start-up because its metrics
+    port is taken, it is started again on other ports, up to :data:`PORT_ATTEMPTS` times."""
     environment = {**cluster.env(), **OPERATOR_ENV, **(env or {})}
-    return launch_operator(arguments, environment, log, liveness)
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        liveness = f"http://127.0.0.1:{free_port()}/healthz"
+        metrics_port = free_port()
+        arguments = [
+            *("--namespace", namespace, "--webhook-port", str(free_port()), "--liveness", liveness),
+            *("--metrics-port", str(metrics_port), *args),
+        ]
+        try:
+            return launch_operator(arguments, environment, log, liveness, metrics=metrics_url(metrics_port))
+        except AssertionError as error:
+            if attempt == PORT_ATTEMPTS or f"--metrics-port {metrics_port}: cannot listen" not in str(error):
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
+def metrics_url(port: int) -> str:
+    """The URL of the ``/metrics`` of an operator started with ``--metrics-port PORT`` (it listens on every
+    interface)."""
+    return f"http://127.0.0.1:{port}/metrics"
 
 
 def launch_operator(
-    arguments: Sequence[str], environment: Mapping[str, str], log: Path, liveness: str
+    arguments: Sequence[str], environment: Mapping[str, str], log: Path, liveness: str, *, metrics: str | None = None
 ) -> OperatorProcess:
     """Start ``kora operator ARGUMENTS`` (this checkout's code, ``environment`` exactly, which must point
-    ``KUBECONFIG`` at a cluster) and wait until ``liveness`` (its ``--liveness`` URL) answers. Raises
-    ``AssertionError`` with its log if it exits or does not come up within 60 s."""
+    ``KUBECONFIG`` at a cluster) and wait until ``liveness`` (its ``--liveness`` URL) answers; ``metrics`` is the
+    URL of its ``/metrics`` as ``ARGUMENTS`` set it. Raises ``AssertionError`` with its log if it exits or does not
+    come up within 60 s."""
     command = [sys.executable, "-m", "kora.cli", "operator", *arguments]
     with log.open("ab") as sink:
         process = subprocess.Popen(
             command, env={**environment, "PYTHONPATH": str(REPO)}, stdout=sink, stderr=subprocess.STDOUT, cwd=REPO
         )
-    running = OperatorProcess(process, log, liveness)
+    running = OperatorProcess(process, log, liveness, metrics)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -157,6 +184,7 @@ __all__ = [
     "OperatorProcess",
     "environment_of",
     "launch_operator",
+    "metrics_url",
     "phase_is",
     "resource_status",
     "running_operator",

@@ -61,6 +61,15 @@ start-up (kora/operator/settings.py); failing here says so at `helm install`, in
 {{- end -}}
 {{- $_ := required "gatewayAPI.gatewayClassName is required when gatewayAPI.createGateway is true: the GatewayClass of your gateway controller (kubectl get gatewayclasses)" $gw.gatewayClassName -}}
 {{- end -}}
+{{- $op := .Values.operator -}}
+{{- if $op.metrics.enabled -}}
+{{- if eq (int $op.metrics.port) (int $op.livenessPort) -}}
+{{- fail "operator.metrics.port must differ from operator.livenessPort (each endpoint has its own port)" -}}
+{{- end -}}
+{{- if and $op.webhook.enabled (eq (int $op.metrics.port) (int $op.webhook.port)) -}}
+{{- fail "operator.metrics.port must differ from operator.webhook.port (each endpoint has its own port)" -}}
+{{- end -}}
+{{- end -}}
 {{- if .Values.security.strictGatewayApi.enabled -}}
 {{- if not $gw.enabled -}}
 {{- fail "security.strictGatewayApi.enabled needs gatewayAPI.enabled=true (workloads reach each other through the Gateway)" -}}
