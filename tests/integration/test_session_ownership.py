@@ -19,15 +19,13 @@ from a2a.utils.errors import InvalidParamsError
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from kora.agent.app import create_app
 from kora.core.events import MemoryEvent
 from kora.scripted import TextReply
 from tests.support.a2a import legacy_params, message_params, rpc_body, sdk_client, user_message
-from tests.support.agent import RunningAgent, agent_settings, running_agent, wait_until
+from tests.support.agent import RunningAgent, agent_client, running_agent, wait_until
 from tests.support.identity import identity_provider
 from tests.support.memory import memory_service, service_env
 from tests.support.scripted_server import ScriptedModelServer
-from tests.support.threaded import ThreadedServer
 
 HEADER = "X-Forwarded-User"
 SECRET = "my locker code is 4711"
@@ -326,19 +324,15 @@ OWNED = "owned-session"
 @pytest.fixture(scope="module")
 def guarded() -> Iterator[tuple[httpx.Client, ScriptedModelServer, list[dict[str, Any]]]]:
     """An agent that trusts the user header, with a session of alice's holding her secret."""
-    with ScriptedModelServer() as model:
-        settings_ = agent_settings(model, "guarded", AUTH_TRUSTED_USER_HEADER=HEADER)
-        with ThreadedServer(create_app(settings_), name="agent-guarded", lifespan="on") as server:
-            with httpx.Client(base_url=server.root_url, timeout=30) as client:
-                wait_until(lambda: client.get("/ready").status_code == 200, message="agent ready")
-                model.enqueue(TextReply("noted"))
-                first = client.post(
-                    "/v1/chat/completions",
-                    json={"messages": [{"role": "user", "content": SECRET}]},
-                    headers={"X-Session-ID": OWNED, HEADER: "alice"},
-                )
-                assert first.status_code == 200, first.text
-                yield client, model, client.get("/memory/events", params={"session_id": OWNED}).json()["events"]
+    with ScriptedModelServer() as model, agent_client(model, "guarded", AUTH_TRUSTED_USER_HEADER=HEADER) as client:
+        model.enqueue(TextReply("noted"))
+        first = client.post(
+            "/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": SECRET}]},
+            headers={"X-Session-ID": OWNED, HEADER: "alice"},
+        )
+        assert first.status_code == 200, first.text
+        yield client, model, client.get("/memory/events", params={"session_id": OWNED}).json()["events"]
 
 
 header_users = st.text(st.characters(min_codepoint=0x20, max_codepoint=0xFF, exclude_characters="\x7f"), max_size=40)
