@@ -60,7 +60,9 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
             ),
         ),
     )
-    a2a = A2AServer(settings, state.wait_runtime, state.tool_definitions, state.identity)
+    a2a = A2AServer(
+        settings, state.wait_runtime, state.tool_definitions, state.identity, check_session=state.memory.check_access
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

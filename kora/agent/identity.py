@@ -103,11 +103,11 @@ def challenge(error: KoraError) -> dict[str, str]:
 
 
 async def open_session(memory: Memory, session_id: str | None, app_name: str, identity: Identity) -> str:
-    """``memory.get_or_create_session`` for a turn of ``identity``: the session is created under its user id;
-    an anonymous turn's under the memory's default user, as before identities existed."""
-    if identity.user_id is None:
-        return await memory.get_or_create_session(session_id, app_name)
-    return await memory.get_or_create_session(session_id, app_name, user_id=identity.user_id)
+    """``memory.get_or_create_session`` for a turn of ``identity``: the session is created under its user id (an
+    anonymous turn's is anonymous, as before identities existed). Raises :class:`~kora.core.errors.Forbidden`
+    (403, code ``session_forbidden``) for a session that belongs to another user
+    (:func:`kora.memory.base.check_owner`; docs/identity.md), before the turn reads or writes anything."""
+    return await memory.get_or_create_session(session_id, app_name, identity.user_id)
 
 
 class IdentityResolver:

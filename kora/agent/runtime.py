@@ -41,9 +41,10 @@ from kora.agent.recorder import TurnRecorder, prompt_request
 from kora.agent.settings import AgentSettings
 from kora.agent.telemetry import AgentTracing, TurnSpan, active_sessions, observe_memory
 from kora.agent.turn import TurnOutcome, TurnRequest
-from kora.core.errors import KoraError, StepLimitReached, TurnCancelled
+from kora.core.errors import Forbidden, KoraError, StepLimitReached, TurnCancelled
 from kora.core.events import MemoryEvent
 from kora.memory import Memory
+from kora.memory.base import SESSION_FORBIDDEN
 from kora.memory.replay import Prompt, Request, Response
 
 log = logging.getLogger("kora.agent")
@@ -84,7 +85,9 @@ class AgentRuntime:
     """Runs turns for one agent. Create, ``await start()``, use, ``await close()``.
 
     Errors: :meth:`run` and :meth:`stream` raise :class:`~kora.core.errors.TurnError` (``ModelError``,
-    ``ModelTimeout``, or an internal error) after storing the turn's ``error`` event. A spent step budget is
+    ``ModelTimeout``, or an internal error) after storing the turn's ``error`` event, and
+    :class:`~kora.core.errors.Forbidden` with nothing stored when the memory store refuses the session as another
+    user's (``session_forbidden``, :mod:`kora.memory.remote`). A spent step budget is
     not an error of the request: the turn ends with ``finish_reason = "length"``, a message saying so and the
     usage really spent (also stored as an ``error`` event); A2A ends its task ``failed``. However a turn ends,
     the events of every step that ran (tool calls and results) are stored before its ``error`` event.
@@ -252,7 +255,12 @@ class AgentRuntime:
     async def _failed(self, turn: TurnRequest, error: BaseException, progress: _Progress) -> TurnOutcome:
         """Store the turn as far as it went (the steps that ran, then its ``error`` event); the outcome of a spent
         step budget (``finish_reason`` ``length``, the usage really spent), else raise the error as a
-        :class:`~kora.core.errors.TurnError` (cancellation is re-raised)."""
+        :class:`~kora.core.errors.TurnError` (cancellation is re-raised). A session the memory store refuses
+        (:func:`kora.memory.base.check_owner`) is re-raised as it is, with nothing stored."""
+        if isinstance(error, Forbidden) and error.code == SESSION_FORBIDDEN:
+            # The memory store refused the session as another user's: the turn never started, and writing its
+            # error event would write to that user's session.
+            raise error
         if isinstance(error, asyncio.CancelledError):
             stopped = TurnCancelled("The turn was cancelled.")
             await asyncio.shield(self.recorder.record(turn, progress.ran(), stopped))

@@ -6,6 +6,14 @@ The agent server holds one :class:`Memory` and never asks which implementation i
 All operations are coroutines so a remote implementation fits the same interface; local ones do not
 await anything inside an operation, so each operation is atomic with respect to other coroutines on the
 event loop. Session ids are opaque strings chosen by the caller or generated (``ses_`` + 32 hex digits).
+
+**Who a session belongs to** (spec: "Memory implementations", "Authentication" items 2 and 6; docs/identity.md).
+A session started by a verified user is that user's: a turn, read or write naming it for another verified user
+or for an anonymous request is refused with :func:`session_forbidden` and reads and changes nothing. A session
+started anonymously stays anonymous: any request that knows its id may continue it, a verified user too (the
+session does not become theirs; what they say there stays readable by whoever holds the id, as it was before
+identities existed). :func:`check_owner` is this rule, the one copy LocalMemory, RemoteMemory (its local window)
+and the memory service apply.
 """
 
 from __future__ import annotations
@@ -18,12 +26,32 @@ from datetime import datetime
 
 from pydantic import BaseModel, JsonValue
 
+from kora.core.errors import Forbidden
 from kora.core.events import EventType, MemoryEvent
+
+#: The error ``code`` of a refusal by :func:`check_owner` (OpenAI ``code`` on ``/v1``, ``data.type`` on A2A).
+SESSION_FORBIDDEN = "session_forbidden"
 
 
 def new_session_id() -> str:
     """A fresh session id: ``ses_`` followed by 32 hex digits."""
     return f"ses_{uuid.uuid4().hex}"
+
+
+def session_forbidden(session_id: str) -> Forbidden:
+    """The refusal of a session that belongs to another user: HTTP 403, code :data:`SESSION_FORBIDDEN`. It names
+    the session the caller sent and nothing of its owner or content."""
+    return Forbidden(
+        f"Session {session_id!r} belongs to another user; start a new session or use one of yours.",
+        code=SESSION_FORBIDDEN,
+    )
+
+
+def check_owner(session_id: str, owner: str | None, user_id: str | None) -> None:
+    """The ownership rule (module docstring): a request of ``user_id`` (None: anonymous) may use a session whose
+    ``owner`` is ``user_id`` or None (started anonymously). Raises :func:`session_forbidden` otherwise."""
+    if owner is not None and owner != user_id:
+        raise session_forbidden(session_id)
 
 
 class SessionInfo(BaseModel):
@@ -87,15 +115,24 @@ class Memory(ABC):
     remote: bool = False
 
     @abstractmethod
-    async def create_session(self, app_name: str, user_id: str = "default") -> str:
-        """Create a new, empty session and return its id."""
+    async def create_session(self, app_name: str, user_id: str | None = None) -> str:
+        """Create a new, empty session of ``user_id`` (None: anonymous) and return its id."""
 
     @abstractmethod
-    async def get_or_create_session(self, session_id: str | None, app_name: str, user_id: str = "default") -> str:
-        """Return ``session_id`` if it exists, else create it under that id (a fresh id when None).
+    async def get_or_create_session(self, session_id: str | None, app_name: str, user_id: str | None = None) -> str:
+        """Return ``session_id`` if it exists, else create it under that id (a fresh id when None) for ``user_id``,
+        the turn's verified user (None: anonymous).
 
-        Idempotent: calling it twice with the same id yields one session.
+        Idempotent: calling it twice with the same id yields one session. Raises
+        :class:`~kora.core.errors.Forbidden` (:func:`session_forbidden`) when the memory knows the session belongs
+        to another user (:func:`check_owner`), changing nothing.
         """
+
+    def check_access(self, session_id: str, user_id: str | None) -> None:  # noqa: B027 - NullMemory holds nothing
+        """Raise :func:`session_forbidden` when this memory knows that ``session_id`` belongs to a user other than
+        ``user_id`` (None: anonymous); O(1), no I/O, for a refusal before any work (A2A checks a task's context
+        before the task exists). A memory that does not know the session raises nothing: a remote store still
+        checks when the turn reads it."""
 
     @abstractmethod
     async def list_sessions(self) -> list[SessionInfo]:

@@ -9,6 +9,12 @@ Bounds (spec "Limits"):
 * ``max_session_events`` (``MEMORY_MAX_SESSION_EVENTS``, default 500): when a session would exceed it, its
   oldest events are dropped (a ``deque`` with ``maxlen``). Saved facts have the same bound of their own.
 
+Ownership (:func:`kora.memory.base.check_owner`): a session remembers the verified user who started it
+(``owner``; None when started anonymously, listed as the user ``default``); ``get_or_create_session`` and
+``check_access`` refuse it to anyone else with :class:`~kora.core.errors.Forbidden` before touching it, one dict
+lookup. Writes (``add_event(s)``, ``save``) carry no user: they belong to a turn that was let in. An evicted
+session is forgotten with its owner and events, so a later request that names it starts an empty one.
+
 "Activity" is creation, ``get_or_create_session`` (a turn is starting) and every write (``add_event(s)``,
 ``save``). Reads never reorder sessions, so inspecting memory does not keep a session alive. Recency is an
 ``OrderedDict`` ordered least recently active first; ``move_to_end`` and ``popitem(last=False)`` are O(1).
@@ -37,7 +43,7 @@ from typing import NamedTuple
 from pydantic import JsonValue
 
 from kora.core.events import EventType, MemoryEvent, utc_now
-from kora.memory.base import Memory, MemoryHit, SessionInfo, new_session_id
+from kora.memory.base import Memory, MemoryHit, SessionInfo, check_owner, new_session_id
 from kora.memory.text import event_text, keyword_score, query_terms
 
 #: The one scope LocalMemory can search (spec: "Memory tiers"; pooled scopes need a bound MemoryStore).
@@ -84,11 +90,15 @@ class _Stored(NamedTuple):
         )
 
 
+#: The user a session started anonymously is listed under (as before identities existed).
+ANONYMOUS_USER = "default"
+
+
 @dataclass(slots=True)
 class _Session:
     session_id: str
     app_name: str
-    user_id: str
+    owner: str | None  # the verified user who started it; None: started anonymously
     created_at: datetime
     updated_at: datetime
     events: deque[_Stored]
@@ -155,8 +165,8 @@ class LocalMemory(Memory):
 
     # -- sessions -------------------------------------------------------------------------------------------
 
-    def _touch(self, session_id: str, app_name: str, user_id: str) -> _Session:
-        """The session, marked most recently active; created (then bounds applied) when missing."""
+    def _touch(self, session_id: str, app_name: str, owner: str | None) -> _Session:
+        """The session, marked most recently active; created for ``owner`` (then bounds applied) when missing."""
         session = self._sessions.get(session_id)
         if session is not None:
             self._sessions.move_to_end(session_id)
@@ -165,7 +175,7 @@ class LocalMemory(Memory):
         session = _Session(
             session_id=session_id,
             app_name=app_name,
-            user_id=user_id,
+            owner=owner,
             created_at=now,
             updated_at=now,
             events=deque(maxlen=self._max_session_events),
@@ -182,20 +192,29 @@ class LocalMemory(Memory):
             self._total_events -= len(old.events)
         self.evicted_sessions += self._evict_batch
 
-    async def create_session(self, app_name: str, user_id: str = "default") -> str:
-        """Create an empty session with a fresh ``ses_`` id and return the id (may evict old sessions)."""
+    async def create_session(self, app_name: str, user_id: str | None = None) -> str:
+        """Create an empty session of ``user_id`` with a fresh ``ses_`` id and return the id (may evict old
+        sessions)."""
         session_id = new_session_id()
         self._touch(session_id, app_name, user_id)
         return session_id
 
-    async def get_or_create_session(self, session_id: str | None, app_name: str, user_id: str = "default") -> str:
-        """Return ``session_id``, creating it under that id if missing (a fresh id when None or empty).
+    async def get_or_create_session(self, session_id: str | None, app_name: str, user_id: str | None = None) -> str:
+        """Return ``session_id``, creating it under that id for ``user_id`` if missing (a fresh id when None or
+        empty). Raises :class:`~kora.core.errors.Forbidden` for another user's session (module docstring).
 
         Marks the session most recently active, so a session whose turn is starting is the last one evicted.
         """
         sid = session_id or new_session_id()
+        self.check_access(sid, user_id)
         self._touch(sid, app_name, user_id)
         return sid
+
+    def check_access(self, session_id: str, user_id: str | None) -> None:
+        """Raise :class:`~kora.core.errors.Forbidden` when the session belongs to another user; O(1)."""
+        session = self._sessions.get(session_id)
+        if session is not None:
+            check_owner(session_id, session.owner, user_id)
 
     async def list_sessions(self) -> list[SessionInfo]:
         """All sessions, least recently active first (the order in which they would be evicted)."""
@@ -203,7 +222,7 @@ class LocalMemory(Memory):
             SessionInfo(
                 session_id=s.session_id,
                 app_name=s.app_name,
-                user_id=s.user_id,
+                user_id=s.owner if s.owner is not None else ANONYMOUS_USER,
                 created_at=s.created_at,
                 updated_at=s.updated_at,
                 event_count=len(s.events),
@@ -233,11 +252,11 @@ class LocalMemory(Memory):
 
     async def add_event(self, session_id: str, event: MemoryEvent) -> None:
         """Append ``event`` (creating the session under ``app_name`` if needed); drops the oldest beyond the bound."""
-        self._append(self._touch(session_id, self.app_name, "default"), (event,))
+        self._append(self._touch(session_id, self.app_name, None), (event,))
 
     async def add_events(self, session_id: str, events: Sequence[MemoryEvent]) -> None:
         """Append ``events`` in order in one atomic step, so concurrent turns never interleave their events."""
-        self._append(self._touch(session_id, self.app_name, "default"), events)
+        self._append(self._touch(session_id, self.app_name, None), events)
 
     async def get_session_events(
         self,
@@ -327,7 +346,7 @@ class LocalMemory(Memory):
 
         At most ``max_session_events`` facts per session (oldest dropped); facts go with their session.
         """
-        session = self._touch(session_id, self.app_name, "default")
+        session = self._touch(session_id, self.app_name, None)
         fact = _Fact(fact_id=new_fact_id(), text=content, metadata=dict(metadata or {}), timestamp=utc_now())
         if session.facts is None:
             session.facts = deque(maxlen=self._max_session_events)

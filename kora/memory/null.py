@@ -17,15 +17,16 @@ from kora.memory.local import new_fact_id
 
 
 class NullMemory(Memory):
-    """A memory that remembers nothing. Never raises, whatever the scope or session."""
+    """A memory that remembers nothing. Never raises, whatever the scope or session: with nothing kept, no session
+    has anything of its user to refuse."""
 
     enabled = False
 
-    async def create_session(self, app_name: str, user_id: str = "default") -> str:
+    async def create_session(self, app_name: str, user_id: str | None = None) -> str:
         """A fresh ``ses_`` id; nothing is stored."""
         return new_session_id()
 
-    async def get_or_create_session(self, session_id: str | None, app_name: str, user_id: str = "default") -> str:
+    async def get_or_create_session(self, session_id: str | None, app_name: str, user_id: str | None = None) -> str:
         """``session_id`` as given, or a fresh id when None or empty; nothing is stored."""
         return session_id or new_session_id()
 

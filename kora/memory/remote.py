@@ -20,6 +20,13 @@ When the store cannot be reached (``MEMORY_FAILURE_MODE``):
   for the next turn.
 * ``strict``: a turn's context read raises :class:`~kora.core.errors.Unavailable` (the chat endpoint answers
   503, A2A a JSON-RPC error), and ``status()`` lists a problem (``/ready`` 503). Writes still queue for replay.
+
+Ownership (:func:`kora.memory.base.check_owner`) is checked twice, neither costing a round trip: against the local
+window when a turn opens its session (:meth:`RemoteMemory.get_or_create_session`, a dict lookup: the window knows
+who started the sessions this agent served), and by the store on the turn's context read, which carries the user.
+A store that refuses the session (HTTP 403, code ``session_forbidden``) is not a store that is down: in either
+failure mode the turn is refused with :class:`~kora.core.errors.Forbidden` (403), nothing is read from the local
+window, and the window forgets what it held under that id.
 """
 
 from __future__ import annotations
@@ -39,7 +46,16 @@ from pydantic import BaseModel, JsonValue, ValidationError
 from kora.core.errors import Unavailable
 from kora.core.events import EventType, MemoryEvent
 from kora.core.telemetry import instrument_http_client
-from kora.memory.base import Memory, MemoryHit, MemoryStatus, SessionInfo, TurnContext, new_session_id
+from kora.memory.base import (
+    SESSION_FORBIDDEN,
+    Memory,
+    MemoryHit,
+    MemoryStatus,
+    SessionInfo,
+    TurnContext,
+    new_session_id,
+    session_forbidden,
+)
 from kora.memory.local import LocalMemory
 from kora.memory.wire import (
     SCOPES,
@@ -73,7 +89,12 @@ class StoreUnreachable(Exception):
 
 
 class StoreRefused(Exception):
-    """The memory service refused a request as the client's mistake (4xx): ``message`` says why."""
+    """The memory service refused a request as the client's mistake (4xx): the message says why, ``code`` is the
+    error body's ``code`` (``""`` when the body has none)."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass
@@ -198,7 +219,7 @@ class RemoteMemory(Memory):
             raise StoreUnreachable(self.degraded)
         self._mark_reachable()
         if response.status_code >= 400:
-            raise StoreRefused(_error_message(response))
+            raise StoreRefused(*_error_message(response))
         try:
             return answer.model_validate_json(response.content)
         except ValidationError as error:
@@ -227,18 +248,23 @@ class RemoteMemory(Memory):
         while len(self._users) > self._users_limit:
             self._users.popitem(last=False)
 
-    async def create_session(self, app_name: str, user_id: str = "default") -> str:
+    async def create_session(self, app_name: str, user_id: str | None = None) -> str:
         """A fresh session id (the store creates the session with its first write)."""
         return await self.get_or_create_session(None, app_name, user_id)
 
     async def get_or_create_session(self, session_id: str | None, app_name: str, user_id: str | None = None) -> str:
         """``session_id`` (a fresh one when None), remembered with its verified ``user_id`` for the writes of the
-        turn; the store creates the session with its first write, so this costs no round trip."""
+        turn; the store creates the session with its first write, so this costs no round trip. Raises
+        :class:`~kora.core.errors.Forbidden` when the local window knows the session is another user's."""
         sid = session_id or new_session_id()
-        verified = None if user_id == "default" else user_id
-        self._remember_user(sid, verified)
-        await self._local.get_or_create_session(sid, app_name, verified or "default")
+        await self._local.get_or_create_session(sid, app_name, user_id)  # refuses before anything is remembered
+        self._remember_user(sid, user_id)
         return sid
+
+    def check_access(self, session_id: str, user_id: str | None) -> None:
+        """What the local window knows (:meth:`kora.memory.local.LocalMemory.check_access`); the store checks the
+        rest on the turn's context read."""
+        self._local.check_access(session_id, user_id)
 
     async def list_sessions(self) -> list[SessionInfo]:
         """This agent's sessions in the store (soft mode, store unreachable: the local window's)."""
@@ -397,7 +423,14 @@ class RemoteMemory(Memory):
         queued = self._pending_events(session_id)
         try:
             context = await self._call("POST", f"/v1/sessions/{session_id}/context", MemoryContext, request)
-        except (StoreUnreachable, StoreRefused) as error:
+        except StoreRefused as refused:
+            if refused.code == SESSION_FORBIDDEN:
+                await self._refused_session(session_id)
+                raise session_forbidden(session_id) from refused
+            if self.failure_mode == "strict":
+                raise self._unavailable(refused) from refused
+            return TurnContext(events=await self._local.get_session_events(session_id, limit=limit))
+        except StoreUnreachable as error:
             if self.failure_mode == "strict":
                 raise self._unavailable(error) from error
             return TurnContext(events=await self._local.get_session_events(session_id, limit=limit))
@@ -407,6 +440,13 @@ class RemoteMemory(Memory):
             events=_merged(context.window, queued, None if self.rolling_summary else limit),
             facts=[_hit(fact) for fact in context.facts],
         )
+
+    async def _refused_session(self, session_id: str) -> None:
+        """The store says ``session_id`` is another user's: the local window forgets what it held under that id
+        (opened by the refused request, or written while the store was away), so it is never served as a fallback.
+        Queued writes stay: the store takes or refuses each by its user."""
+        await self._local.delete_session(session_id)
+        self._users.pop(session_id, None)
 
     async def search(
         self, session_id: str, query: str, scope: str = "session", limit: int = 5, user_id: str | None = None
@@ -492,9 +532,10 @@ def _merged(stored: list[MemoryEvent], pending: list[MemoryEvent], limit: int | 
     return stored if limit is None else stored[-limit:] if limit else []
 
 
-def _error_message(response: httpx2.Response) -> str:
+def _error_message(response: httpx2.Response) -> tuple[str, str]:
+    """The error body's ``message`` and ``code`` (a generic message and ``""`` when it has none)."""
     try:
-        body = response.json()
-        return str(body["error"]["message"])
-    except (ValueError, KeyError, TypeError):
-        return f"the memory service answered {response.status_code}"
+        error = response.json()["error"]
+        return str(error["message"]), str(error.get("code") or "")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return f"the memory service answered {response.status_code}", ""

@@ -50,8 +50,13 @@ async def test_session_operations(memory: httpx.AsyncClient) -> None:
     assert session_id.startswith("ses_")
     assert created["user_id"] == "u1"
     assert created["event_count"] == 0
-    again = (await memory.post("/v1/sessions", json={"app_name": APP, "session_id": session_id})).json()
+    again = (
+        await memory.post("/v1/sessions", json={"app_name": APP, "session_id": session_id, "user_id": "u1"})
+    ).json()
     assert again["session_id"] == session_id
+    # u1's session is u1's: a request without a user is refused it (test_session_ownership.py has the rest).
+    anonymous = await memory.post("/v1/sessions", json={"app_name": APP, "session_id": session_id})
+    assert anonymous.json()["error"]["code"] == "session_forbidden"
     assert again["created_at"] == created["created_at"]
     # The same id under another agent is another session.
     other = (await memory.post("/v1/sessions", json={"app_name": "other", "session_id": session_id})).json()
@@ -133,7 +138,11 @@ async def test_saved_facts_are_recalled_within_their_scope_and_deduplicated(memo
         "The user lives in Lyon.",
         "The user lives in Paris.",
     ]
-    assert await recall("where does the user live", "session", session_id="s1") == ["The user lives in Paris."]
+    assert await recall("where does the user live", "session", session_id="s1", user_id="alice") == [
+        "The user lives in Paris."
+    ]
+    # A session's facts of a verified user are not anyone's who names the session.
+    assert await recall("where does the user live", "session", session_id="s1") == []
     assert await recall("allergies peanuts", "user", user_id="alice") == []
     assert await recall("allergic to peanuts", "agent", user_id="bob") == ["The user is allergic to peanuts."]
     # An anonymous fact is only ever seen from its own session.

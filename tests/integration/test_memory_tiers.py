@@ -166,7 +166,7 @@ async def test_events_without_conversation_queue_no_extraction(memory_db: str, m
         await write(client, "s1", [event("tool_call", {"tool_name": "t", "args": {}, "tool_call_id": "c1"})])
         # Jobs are queued in the write's own transaction: none now means none ever, for this write.
         assert await jobs(client) == []
-        await write(client, "s1", turn("Hello", "Hi"), user=None)
+        await write(client, "s1", turn("Hello", "Hi"))  # s1 is alice's: only she may write to it
         [queued] = await jobs(client)
         assert (queued["kind"], queued["session_id"]) == ("extract", "s1")
 

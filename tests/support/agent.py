@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +83,17 @@ async def running_agent(
         if wait_ready:
             wait_until(lambda: agent.get("/ready").status_code == 200, message=f"agent {name} ready")
         yield agent
+
+
+@contextmanager
+def agent_client(model: ScriptedModelServer, name: str = "agent", **env: str) -> Iterator[httpx.Client]:
+    """A synchronous client of an agent server on a free loopback port, against ``model``, once it is ready (for
+    module-scoped fixtures and hypothesis tests); ``env`` adds settings."""
+    settings = agent_settings(model, name, **env)
+    with ThreadedServer(create_app(settings), name=f"agent-{name}", lifespan="on") as server:
+        with httpx.Client(base_url=server.root_url, timeout=30) as client:
+            wait_until(lambda: client.get("/ready").status_code == 200, message=f"agent {name} ready")
+            yield client
 
 
 def mcp_app(name: str, tools: list[Callable[..., Any]]) -> Any:

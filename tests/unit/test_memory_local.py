@@ -5,6 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from kora.core.errors import Forbidden
 from kora.core.events import EventType, MemoryEvent
 from kora.memory import LocalMemory, build_memory
 from kora.memory.factory import RemoteOptions
@@ -104,7 +105,7 @@ async def test_get_or_create_is_idempotent_and_generates_ids():
     memory = LocalMemory(app_name="bot")
     sid = await memory.get_or_create_session("chat-1", "bot", "alice")
     assert sid == "chat-1"
-    assert await memory.get_or_create_session("chat-1", "other", "bob") == "chat-1"
+    assert await memory.get_or_create_session("chat-1", "other", "alice") == "chat-1"
     (info,) = await memory.list_sessions()
     assert (info.app_name, info.user_id, info.event_count) == ("bot", "alice", 0)
     fresh = await memory.get_or_create_session(None, "bot")
@@ -112,6 +113,48 @@ async def test_get_or_create_is_idempotent_and_generates_ids():
     assert len(fresh) == 36
     assert (await memory.get_or_create_session("", "bot")).startswith("ses_")
     assert len(await memory.list_sessions()) == 3
+
+
+async def test_a_verified_users_session_is_refused_to_other_users_and_to_anonymous_requests():
+    memory = LocalMemory(app_name="bot")
+    await memory.get_or_create_session("mine", "bot", "alice")
+    await memory.add_events("mine", [ev("my secret is 42")])
+    for intruder in ("bob", None, "Alice", "alice "):
+        with pytest.raises(Forbidden) as refused:
+            await memory.get_or_create_session("mine", "bot", intruder)
+        assert refused.value.status == 403
+        assert refused.value.code == "session_forbidden"
+        assert "alice" not in refused.value.message
+        assert "42" not in refused.value.message
+        with pytest.raises(Forbidden):
+            memory.check_access("mine", intruder)
+    # Refusals change nothing, not even the session's recency: "other" was opened after "mine", and stays newer.
+    await memory.get_or_create_session("other", "bot")
+    with pytest.raises(Forbidden):
+        await memory.get_or_create_session("mine", "bot", "bob")
+    assert await session_ids(memory) == ["mine", "other"]
+    assert [e.content for e in await memory.get_session_events("mine")] == ["my secret is 42"]
+    assert await memory.get_or_create_session("mine", "bot", "alice") == "mine"
+    memory.check_access("mine", "alice")
+    memory.check_access("unknown", None)  # a session nobody started is nobody's
+
+
+async def test_an_anonymous_session_stays_open_to_everyone_and_is_never_claimed():
+    memory = LocalMemory(app_name="bot")
+    await memory.get_or_create_session("open", "bot")
+    for user in ("alice", None, "bob"):
+        assert await memory.get_or_create_session("open", "bot", user) == "open"
+    (info,) = await memory.list_sessions()
+    assert info.user_id == "default"
+
+
+async def test_an_evicted_session_is_forgotten_with_its_owner_and_events():
+    memory = LocalMemory(max_sessions=1, app_name="bot")
+    await memory.get_or_create_session("mine", "bot", "alice")
+    await memory.add_events("mine", [ev("secret")])
+    await memory.get_or_create_session("next", "bot", "bob")  # evicts "mine"
+    assert await memory.get_or_create_session("mine", "bot") == "mine"
+    assert await memory.get_session_events("mine") == []
 
 
 async def test_add_event_creates_the_session_under_the_app_name():

@@ -11,7 +11,9 @@ turn that stopped short of an answer (``finish_reason`` other than ``stop``: the
   the turn's stream, which aborts the model request and tool calls in flight, and :meth:`cancel` records
   ``canceled``.
 * The turn's user is the request's verified identity (see :mod:`kora.agent.identity`), which the endpoint
-  resolved before the SDK saw the request; the session is created under it.
+  resolved before the SDK saw the request; the session is created under it. A context that belongs to another
+  user is refused by the endpoint before the task exists (a JSON-RPC error); one the memory store refuses when
+  the turn reads it ends the task ``failed``, with nothing stored.
 * A task delegated by another Kora agent names its parent in message metadata ``kora.delegated_by`` (or the
   ``X-Kora-Delegated-By`` header); the turn is then stored as ``task_delegation_received``.
 """
@@ -115,10 +117,12 @@ class KoraAgentExecutor(AgentExecutor):
             user_id=identity.user_id,
             credential=identity.credential,
         )
-        await open_session(runtime.memory, context.context_id, self._agent_name, identity)
         outcome: TurnOutcome | None = None
         stream = runtime.stream(turn)
         try:
+            # The endpoint refused another user's context already (A2AServer); this catches one that a concurrent
+            # request opened meanwhile, as a failed task.
+            await open_session(runtime.memory, context.context_id, self._agent_name, identity)
             async for item in stream:
                 if isinstance(item, TurnOutcome):
                     outcome = item

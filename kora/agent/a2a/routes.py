@@ -8,6 +8,8 @@
   Kora's envelope/legacy layer (:mod:`.legacy`). Errors are JSON-RPC error objects with HTTP 200, except a
   credential that fails (:mod:`kora.agent.identity`): 401 (or 400, 503) with the JSON-RPC error object.
   A verified user owns the tasks they create: other users' ``tasks/get`` and ``tasks/cancel`` do not find them.
+  A message whose ``contextId`` (the memory session) belongs to another user (:func:`kora.memory.base.check_owner`)
+  is refused before the SDK makes a task of it: JSON-RPC error -32602, ``data.type`` ``session_forbidden``.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from kora.agent.a2a import legacy
 from kora.agent.a2a.card import AgentCardSource, public_base_url
 from kora.agent.a2a.executor import IDENTITY_STATE, KoraAgentExecutor
 from kora.agent.a2a.store import DEFAULT_MAX_TASKS, build_task_store
-from kora.agent.identity import ANONYMOUS, IdentityResolver, challenge
+from kora.agent.identity import ANONYMOUS, Identity, IdentityResolver, challenge
 from kora.agent.settings import AgentSettings
 from kora.core.errors import InvalidJSON, InvalidRPCRequest, KoraError, PayloadTooLarge, RequestError
 from kora.core.limits import openai_refusal, replay_body
@@ -135,8 +137,10 @@ class A2AServer:
     """The A2A pieces of one agent: card source, task store, SDK request handler and the ``POST /`` endpoint.
 
     ``runtime`` awaits the agent runtime (raising when it cannot start); ``tools`` returns the runtime's tool
-    definitions without waiting (empty while it loads); ``identity`` resolves each request's user.
-    ``max_tasks`` bounds the ``local`` task store.
+    definitions without waiting (empty while it loads); ``identity`` resolves each request's user;
+    ``check_session(session_id, user_id)`` raises :class:`~kora.core.errors.Forbidden` for a session of another
+    user (the memory's ``check_access``; by default nothing is refused). ``max_tasks`` bounds the ``local`` task
+    store.
     """
 
     def __init__(
@@ -146,9 +150,11 @@ class A2AServer:
         tools: Callable[[], list[dict[str, Any]]],
         identity: IdentityResolver,
         max_tasks: int = DEFAULT_MAX_TASKS,
+        check_session: Callable[[str, str | None], None] | None = None,
     ) -> None:
         self.settings = settings
         self.identity = identity
+        self._check_session = check_session
         self.cards = AgentCardSource(settings, tools)
         self.store = build_task_store(settings.task_store_type, max_tasks)
         self.handler = DefaultRequestHandler(
@@ -217,6 +223,7 @@ class A2AServer:
         try:
             prepared = legacy.prepare(payload)
             self._check_free_task_id(prepared)
+            self._check_context(request, prepared)
         except RequestError as error:
             return None if notification else JSONResponse(legacy.error_response(legacy.request_id_of(payload), error))
         if prepared.skip:
@@ -260,6 +267,21 @@ class A2AServer:
         # Every user's tasks count: a task id names one running task in the SDK, whoever owns it.
         if prepared.task_id is not None and self.store.holds(prepared.task_id):
             raise RequestError(f"Invalid params: task id {prepared.task_id!r} is in use")
+
+    def _check_context(self, request: Request, prepared: legacy.Prepared) -> None:
+        """Refuse a message naming a context (a memory session) of another user before it becomes a task."""
+        if self._check_session is None:
+            return
+        params = prepared.body.get("params")
+        message = params.get("message") if isinstance(params, dict) else None
+        if not isinstance(message, dict):
+            return
+        # 0.3 and 1.0's JSON name, and the protobuf field name 1.0's parser also accepts.
+        for key in ("contextId", "context_id"):
+            context_id = message.get(key)
+            if isinstance(context_id, str) and context_id:
+                identity: Identity = getattr(request.state, "kora_identity", ANONYMOUS)
+                self._check_session(context_id, identity.user_id)
 
     async def _dispatch(self, request: Request, prepared: legacy.Prepared) -> Response:
         """Run ``prepared`` through the SDK dispatcher as if it were the request's body."""

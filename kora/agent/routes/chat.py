@@ -5,7 +5,8 @@ carries it back in ``X-Session-ID``. A session id is 1-128 characters from ``A-Z
 (:mod:`kora.core.protocol`); another is a 400 before any work, and so is text no store can keep (a NUL or a lone
 surrogate anywhere in the body, :mod:`kora.core.text`). The turn's user is the request's verified identity
 (:mod:`kora.agent.identity`; anonymous without one). Errors use OpenAI's body: 400 for a bad request, 401 for a
-bearer token that does not verify, 502 when the model API fails, 504 when it times out, 503 while the agent is
+bearer token that does not verify, 403 (``session_forbidden``) for a session that belongs to another user
+(:func:`kora.memory.base.check_owner`), 502 when the model API fails, 504 when it times out, 503 while the agent is
 still starting.
 """
 

@@ -20,6 +20,13 @@ Routes (all JSON; the OpenAPI document is at ``/openapi.json``):
 ``GET /health``, ``GET /ready``       liveness; readiness (503 with the reason while the database is unusable)
 ====================================  ================================================================
 
+Sessions belong to the verified user who started them (:func:`kora.memory.base.check_owner`): the routes that
+carry the caller's ``user_id`` (``POST /v1/sessions``, the session's ``events`` write and ``context``, ``recall``
+and ``facts`` naming a ``session_id``) answer 403 ``session_forbidden`` for a session of another user, to another
+verified user and to a request without ``user_id`` alike, and read or change nothing. The routes without a user
+(listing, ``GET`` of a session or its events, ``DELETE``, ``forget``, ``jobs``) are the operator's and see every
+session, like ``GET /v1/facts?scope=store``.
+
 Errors are ``{"error": {"message", "type", "code"}}`` with the status of :mod:`kora.core.errors`: 400 for a
 malformed body or parameter (never FastAPI's 422), for JSON beyond the limits of :mod:`kora.core.limits` and for
 a value the database refuses, 413 for a body over ``MEMORY_SERVICE_MAX_REQUEST_BYTES``, 403 for a scope above the
@@ -248,14 +255,15 @@ def _add_session_routes(router: APIRouter, service: MemoryService) -> None:
         embedding = await service.embed_one(body.query) if body.query is not None and where is not None else None
         facts_found: list[RecallHit] = []
         async with _connection(service) as conn:
+            # The window first: it refuses another user's session before any fact is read.
+            turn = await store.turn_window(
+                conn, body.app_name, session_id, settings, body.max_events, body.token_budget, body.user_id
+            )
             if body.query is not None and where is not None:
                 top_k = body.top_k or settings.default_top_k
                 facts_found = await recall.recall_facts(
                     conn, where, body.query, embedding, top_k, settings.score_threshold
                 )
-            turn = await store.turn_window(
-                conn, body.app_name, session_id, settings, body.max_events, body.token_budget
-            )
         # Serialised here, once: this is on every turn's path, and FastAPI would validate the model again first.
         answer = MemoryContext(summary=turn.summary, window=turn.events, facts=facts_found)
         return Response(answer.model_dump_json(), media_type="application/json")
@@ -270,6 +278,8 @@ def _add_recall_routes(router: APIRouter, service: MemoryService) -> None:
         top_k = body.top_k or settings.default_top_k
         embedding = await service.embed_one(body.query)
         async with _connection(service) as conn:
+            if body.session_id is not None:
+                await store.check_access(conn, body.session_id, body.app_name, body.user_id)
             hits = await recall.recall_facts(conn, where, body.query, embedding, top_k, settings.score_threshold)
             if body.include_events:
                 found = await recall.recall_events(conn, where, body.query, top_k, settings.score_threshold)
@@ -281,6 +291,8 @@ def _add_recall_routes(router: APIRouter, service: MemoryService) -> None:
         embedding = await service.embed_one(body.content)
         owner = facts.Owner(body.app_name, body.user_id, body.session_id)
         async with _connection(service) as conn, conn.transaction():
+            if body.session_id is not None:
+                await store.check_access(conn, body.session_id, body.app_name, body.user_id)
             written = await facts.write_fact(conn, body.content, owner, "saved", embedding, body.attribution)
             if written.status == "stored" and service.summary is not None and body.session_id is not None:
                 session = await store.get_or_create_session(conn, body.session_id, body.app_name, body.user_id)

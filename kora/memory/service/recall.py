@@ -12,8 +12,8 @@ where ``text`` is the share of the query's (stemmed, non-stop) words the fact co
 ``exp(-age / 30 days)``. So recall works with no embedding model and improves with one. Superseded facts
 (``invalidated_at`` set) are never candidates. Stored events can be searched too (full text only).
 
-Scope filters: ``session``: this agent's session; ``agent``: this agent and this user, across sessions;
-``user``: this user, across agents; ``store``: everything.
+Scope filters: ``session``: this agent's session (its anonymous rows and the asking user's); ``agent``: this agent
+and this user, across sessions; ``user``: this user, across agents; ``store``: everything.
 """
 
 from __future__ import annotations
@@ -55,7 +55,13 @@ class ScopeFilter:
         params: dict[str, object] = {"s_app": self.app_name, "s_user": self.user_id, "s_session": self.session_id}
         match self.scope:
             case "session":
-                return f"{a}app_name = %(s_app)s AND {a}session_id = %(s_session)s", params
+                # The ownership rule (kora.memory.base.check_owner) in SQL: a session's rows that belong to another
+                # user stay theirs, even once the session row is gone (its facts outlive it).
+                return (
+                    f"{a}app_name = %(s_app)s AND {a}session_id = %(s_session)s "
+                    f"AND ({a}user_id IS NULL OR {a}user_id = %(s_user)s)",
+                    params,
+                )
             case "agent":
                 return f"{a}app_name = %(s_app)s AND {a}user_id = %(s_user)s", params
             case "user":

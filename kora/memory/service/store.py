@@ -20,9 +20,9 @@ from typing import Any
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from kora.core.errors import Forbidden, NotFound
+from kora.core.errors import NotFound
 from kora.core.events import EventType, MemoryEvent
-from kora.memory.base import SessionInfo
+from kora.memory.base import SessionInfo, check_owner
 from kora.memory.service.database import Conn
 from kora.memory.service.settings import MemoryServiceSettings
 from kora.memory.text import event_text
@@ -102,8 +102,10 @@ async def get_or_create_session(
     """The session ``session_id`` of ``app_name``, created when missing; ``window`` (events, tokens) records the
     client's window when given.
 
-    Raises :class:`~kora.core.errors.Forbidden` when it belongs to another verified user: a session id never
-    opens another user's memory.
+    Raises :class:`~kora.core.errors.Forbidden` (``session_forbidden``) when it belongs to a verified user other
+    than ``user_id``, anonymous included (:func:`kora.memory.base.check_owner`): a session id never opens another
+    user's memory. Callers that write run this inside their transaction, so a refusal also undoes the update of
+    the session's window settings.
     """
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(
@@ -118,9 +120,16 @@ async def get_or_create_session(
         row = await cur.fetchone()
     assert row is not None  # INSERT ... RETURNING always returns the row
     session = _session(row)
-    if user_id is not None and session.user_id is not None and session.user_id != user_id:
-        raise Forbidden(f"session {session_id!r} belongs to another user")
+    check_owner(session_id, session.user_id, user_id)
     return session
+
+
+async def check_access(conn: Conn, session_id: str, app_name: str, user_id: str | None) -> None:
+    """Raise :class:`~kora.core.errors.Forbidden` when ``app_name``'s session ``session_id`` exists and belongs to
+    a user other than ``user_id`` (:func:`kora.memory.base.check_owner`); an unknown session raises nothing."""
+    session = await find_session(conn, session_id, app_name)
+    if session is not None:
+        check_owner(session_id, session.user_id, user_id)
 
 
 async def find_session(conn: Conn, session_id: str, app_name: str) -> Session | None:
@@ -329,9 +338,17 @@ class TurnWindow:
 
 
 async def turn_window(
-    conn: Conn, app_name: str, session_id: str, settings: MemoryServiceSettings, max_events: int, token_budget: int
+    conn: Conn,
+    app_name: str,
+    session_id: str,
+    settings: MemoryServiceSettings,
+    max_events: int,
+    token_budget: int,
+    user_id: str | None,
 ) -> TurnWindow:
-    """The session, its summary and its window for a turn, in two queries.
+    """The session, its summary and its window for a turn of ``user_id``, in two queries. Raises
+    :class:`~kora.core.errors.Forbidden` after the first, reading no event, when the session belongs to another
+    user (:func:`kora.memory.base.check_owner`).
 
     The window is the newest ``max_events`` events within ``token_budget`` (both within the store's bounds). On a
     session with a rolling summary it reaches back to the first event the summary does not cover yet (still
@@ -351,6 +368,7 @@ async def turn_window(
             return TurnWindow(None, None, [])
         summary, through = row.pop("summary"), row.pop("through_seq")
         session = _session(row)
+        check_owner(session_id, session.user_id, user_id)
         rolling = settings.medium_term_enabled and session.rolling_summary
         hard_cap = settings.short_term_hard_event_cap
         cap = min(max_events, hard_cap)
