@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as StarletteRoute
 
+from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.core.openai_wire import openai_error_body
 from kora.proxy.forward import error_response, forward, raw_path
 from kora.resources import WorkloadPlan
@@ -78,7 +79,11 @@ def create_gateway_app(routes: Mapping[str, GatewayRoute], *, max_connections: i
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        limits = httpx.Limits(
+            max_connections=max_connections,
+            max_keepalive_connections=max_connections,
+            keepalive_expiry=POOL_KEEPALIVE_SECONDS,
+        )
         # trust_env=False: a user's HTTP(S)_PROXY must not capture loopback traffic.
         async with httpx.AsyncClient(limits=limits, trust_env=False, follow_redirects=False) as client:
             state["client"] = client

@@ -45,6 +45,7 @@ from pydantic import BaseModel, JsonValue, ValidationError
 
 from kora.core.errors import Unavailable
 from kora.core.events import EventType, MemoryEvent
+from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.core.telemetry import instrument_http_client
 from kora.memory.base import (
     SESSION_FORBIDDEN,
@@ -139,7 +140,11 @@ class RemoteMemory(Memory):
         # httpx2 over aiohttp, the agent's model transport: a request costs the agent ~0.2 ms of CPU against ~0.6 ms
         # over httpx's own transport, and a remote turn makes two (its context, then its write).
         self._client: httpx2.AsyncClient = Httpx2AiohttpClient(
-            base_url=self.endpoint, timeout=httpx2.Timeout(READ_TIMEOUT_SECONDS), transport=transport
+            base_url=self.endpoint,
+            timeout=httpx2.Timeout(READ_TIMEOUT_SECONDS),
+            transport=transport,
+            # Idle connections expire before the memory service's server closes them (see POOL_KEEPALIVE_SECONDS).
+            limits=httpx2.Limits(keepalive_expiry=POOL_KEEPALIVE_SECONDS),
         )
         instrument_http_client(self._client)  # client spans and trace context on memory calls, when tracing
         self._local = LocalMemory(local_sessions, local_session_events, app_name)

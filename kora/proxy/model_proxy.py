@@ -33,6 +33,7 @@ from starlette.routing import Route
 from kora.core import env as names
 from kora.core.command import run_command, serve_until_stopped
 from kora.core.limits import RequestLimits
+from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.core.openai_wire import model_list_body
 from kora.proxy.forward import forward, raw_path
 
@@ -103,7 +104,8 @@ def create_proxy_app(settings: ProxySettings) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with httpx.AsyncClient(follow_redirects=False) as client:
+        limits = httpx.Limits(keepalive_expiry=POOL_KEEPALIVE_SECONDS)
+        async with httpx.AsyncClient(follow_redirects=False, limits=limits) as client:
             state["client"] = client
             yield
 

@@ -14,6 +14,7 @@ from typing import TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.core.openai_wire import ChatCompletion
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -52,7 +53,10 @@ class ModelClient:
     def __init__(self, base_url: str, model: str, api_key: str, timeout: float = MODEL_TIMEOUT_SECONDS) -> None:
         self.model = model
         self._client = httpx.AsyncClient(
-            base_url=base_url.rstrip("/"), timeout=timeout, headers={"Authorization": f"Bearer {api_key}"}
+            base_url=base_url.rstrip("/"),
+            timeout=timeout,
+            headers={"Authorization": f"Bearer {api_key}"},
+            limits=httpx.Limits(keepalive_expiry=POOL_KEEPALIVE_SECONDS),
         )
 
     async def aclose(self) -> None:
