@@ -57,7 +57,7 @@ import psycopg
 from kora.core.net import free_port
 from kora.memory.service import recall, vectors
 from kora.memory.service.database import Conn, Database
-from kora.memory.service.schema import ensure_embedding_dimension
+from kora.memory.service.schema import ensure_embedding_model
 from kora.memory.service.settings import load_memory_service_settings
 
 HOST = "127.0.0.1"
@@ -164,10 +164,18 @@ LATERAL (SELECT 'The user ' || array_to_string(ARRAY(
 """
 
 
-async def fill(database_url: str, first: int, last: int) -> float:
-    """Insert facts ``first..last`` and (re)build the vector index; seconds the index build took."""
+@dataclass(frozen=True)
+class Built:
+    """The vector index after a fill: seconds its build took, and its size in bytes."""
+
+    seconds: float
+    size: int
+
+
+async def fill(database_url: str, first: int, last: int) -> Built:
+    """Insert facts ``first..last`` and (re)build the vector index; how long that took and its size."""
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        await ensure_embedding_dimension(conn, DIMENSION)
+        await ensure_embedding_model(conn, "bench-random", DIMENSION)
         await conn.execute("DROP INDEX IF EXISTS facts_embedding")
         for start in range(first, last + 1, 10_000):
             end = min(start + 9_999, last)
@@ -178,7 +186,8 @@ async def fill(database_url: str, first: int, last: int) -> float:
         await conn.execute("CREATE INDEX facts_embedding ON facts USING hnsw (embedding vector_cosine_ops)")
         built = time.perf_counter() - started
         await conn.execute("VACUUM ANALYZE facts")
-    return built
+        row = await (await conn.execute("SELECT pg_relation_size('facts_embedding')")).fetchone()
+    return Built(built, int(row[0]) if row else 0)
 
 
 def unit(vector: list[float]) -> list[float]:
@@ -288,7 +297,7 @@ async def vector_plans(conn: Conn, query: Query) -> dict[str, str]:
     return {"hybrid": "HNSW" if indexed else "exact", "bare_knn": bare}
 
 
-def report_recall(results: dict[int, dict[str, Measured]], builds: dict[int, float], queries: int) -> None:
+def report_recall(results: dict[int, dict[str, Measured]], builds: dict[int, Built], queries: int) -> None:
     sizes = sorted(results)
     print(f"\nRecall within one user's facts (scope user), top {TOP_K}, {queries} queries per cell; p50 / p95 ms\n")
     columns = [(size, group) for size in sizes for group in GROUPS]
@@ -309,7 +318,8 @@ def report_recall(results: dict[int, dict[str, Measured]], builds: dict[int, flo
         f"{'nearest facts by the bare k-NN (planner)':<52}"
         + "".join(f"{results[size][group].plans['bare_knn']:>16}" for size, group in columns)
     )
-    print(f"{'HNSW index build (s)':<52}" + "".join(f"{builds[size]:>16.1f}" for size, _ in columns))
+    print(f"{'HNSW index build (s)':<52}" + "".join(f"{builds[size].seconds:>16.1f}" for size, _ in columns))
+    print(f"{'HNSW index size (MB)':<52}" + "".join(f"{builds[size].size / 2**20:>16.1f}" for size, _ in columns))
     worst = max(results[size][group].latency["hybrid"][1] for size, group in columns if size == sizes[-1])
     print(f"\nGoal: recall p95 <= 20 ms at 100k facts. Worst recall_facts p95 at {sizes[-1]:,}: {worst:.2f} ms")
 
@@ -428,7 +438,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="kora-bench-memory-") as tmp, postgres(Path(tmp)) as admin_uri:
         database_url = new_database(admin_uri, "bench_recall")
         results: dict[int, dict[str, Measured]] = {}
-        builds: dict[int, float] = {}
+        builds: dict[int, Built] = {}
         with kora(["memory"], service_env(database_url, workers="0"), "/ready") as (_, service_url):
             filled = 0
             for size in sizes:

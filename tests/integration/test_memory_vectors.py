@@ -15,7 +15,7 @@ import pytest
 
 from kora.memory.service import facts, recall, vectors
 from kora.memory.service.database import Conn, Database
-from kora.memory.service.schema import ensure_embedding_dimension
+from kora.memory.service.schema import ensure_embedding_model
 from kora.memory.service.settings import load_memory_service_settings
 from tests.support.memory import service_env
 
@@ -53,7 +53,7 @@ async def conn(memory_db: str) -> AsyncIterator[Conn]:
     assert database.pool is not None
     rng = random.Random(3)
     async with database.pool.connection() as connection:
-        await ensure_embedding_dimension(connection, DIMENSION)
+        await ensure_embedding_model(connection, "test-vectors", DIMENSION)
         async with connection.cursor() as cur:
             await cur.executemany(
                 "INSERT INTO facts (fact_id, body, body_hash, app_name, user_id, origin, embedding) "
