@@ -177,11 +177,12 @@ async def similar_facts(
     params |= {"exclude": exclude, "limit": CONFLICT_CANDIDATES, "emb": embedding}
     if embedding is not None:
         indexed = await vectors.use_index(conn, condition, params, CONFLICT_CANDIDATES)
+        order = vectors.distance_order("f.embedding", "%(emb)s::vector", len(embedding), indexed)
         statement = (
             f"SELECT f.fact_id, f.body, 1 - (f.embedding <=> %(emb)s::vector) AS cosine FROM facts f "
             f"WHERE f.invalidated_at IS NULL AND f.embedding IS NOT NULL AND {condition} "
             f"AND f.fact_id IS DISTINCT FROM %(exclude)s "
-            f"ORDER BY {vectors.distance_order('f.embedding', '%(emb)s::vector', indexed)} LIMIT %(limit)s"
+            f"ORDER BY {order} LIMIT %(limit)s"
         )
     else:
         params["q"] = " or ".join(words(text))

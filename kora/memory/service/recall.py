@@ -110,9 +110,8 @@ async def recall_facts(
     pool = top_k * CANDIDATES_PER_HIT
     params |= {"q": or_query(query), "raw": query, "pool": pool, "emb": embedding}
     if embedding is not None:
-        order = vectors.distance_order(
-            "f.embedding", "%(emb)s::vector", await vectors.use_index(conn, condition, params, pool)
-        )
+        indexed = await vectors.use_index(conn, condition, params, pool)
+        order = vectors.distance_order("f.embedding", "%(emb)s::vector", len(embedding), indexed)
         vector_candidates = (
             f"SELECT f.fact_id FROM facts f WHERE f.invalidated_at IS NULL AND f.embedding IS NOT NULL "
             f"AND {condition} ORDER BY {order} LIMIT %(pool)s"
