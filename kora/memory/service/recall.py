@@ -6,7 +6,8 @@ enough for that to be cheaper: :mod:`kora.memory.service.vectors`), and the fact
 in Postgres full-text search (English stemming). Each candidate is scored in ``[0, 1]``:
 
 * with embeddings: ``0.7 * cosine + 0.2 * text + 0.1 * recency``;
-* without (no embedding model, or a fact stored before one was configured): ``0.8 * text + 0.2 * recency``;
+* without (no embedding model, or a fact the background ``embed`` jobs have not reached yet: stored before the
+  model was configured or changed, or while it was unreachable): ``0.8 * text + 0.2 * recency``;
 
 where ``text`` is the share of the query's (stemmed, non-stop) words the fact contains and ``recency`` is
 ``exp(-age / 30 days)``. So recall works with no embedding model and improves with one. Superseded facts
