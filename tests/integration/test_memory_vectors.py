@@ -7,15 +7,17 @@ no embedding model is involved (the service's own use of one is tested where a m
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections.abc import AsyncIterator
 
+import psycopg
 import pytest
 
-from kora.memory.service import facts, recall, vectors
+from kora.memory.service import facts, recall, schema, vectors
 from kora.memory.service.database import Conn, Database
-from kora.memory.service.schema import ensure_embedding_dimension
+from kora.memory.service.schema import ensure_embedding_model
 from kora.memory.service.settings import load_memory_service_settings
 from tests.support.memory import service_env
 
@@ -35,8 +37,8 @@ def unit(values: list[float]) -> list[float]:
         (10_000, 100_000, 10, False),  # a user with 10%: the index
         (5, 5, 10, True),  # fewer rows than wanted
         # A table never analysed has no size estimate: taken as the filter's rows (a lower bound).
-        (200, -1, 10, True),
-        (300, -1, 10, False),
+        (150, -1, 10, True),
+        (200, -1, 10, False),
         (100_000, 100_000, 10, False),
     ],
 )
@@ -53,7 +55,7 @@ async def conn(memory_db: str) -> AsyncIterator[Conn]:
     assert database.pool is not None
     rng = random.Random(3)
     async with database.pool.connection() as connection:
-        await ensure_embedding_dimension(connection, DIMENSION)
+        await ensure_embedding_model(connection, "test-vectors", DIMENSION)
         async with connection.cursor() as cur:
             await cur.executemany(
                 "INSERT INTO facts (fact_id, body, body_hash, app_name, user_id, origin, embedding) "
@@ -103,7 +105,7 @@ async def test_recall_by_vector_finds_the_nearest_fact_of_the_scope_only(conn: C
     condition, params = where.sql("f")
     nearest = {}
     for indexed in (True, False):
-        order = vectors.distance_order("f.embedding", "%(emb)s::vector", indexed)
+        order = vectors.distance_order("f.embedding", "%(emb)s::vector", DIMENSION, indexed)
         cur = await conn.execute(
             f"SELECT f.fact_id FROM facts f WHERE {condition} ORDER BY {order} LIMIT 3", params | {"emb": vector}
         )
@@ -123,3 +125,62 @@ async def test_near_duplicates_by_vector_and_words_are_kept_once(conn: Conn) -> 
     # Close vectors, but the words say something else: another fact.
     other = await facts.write_fact(conn, "The user keeps three cats in Paris.", owner, "saved", nearby)
     assert other.status == "stored"
+
+
+async def _plan(conn: Conn, statement: str, params: dict[str, object]) -> str:
+    row = await (await conn.execute(f"EXPLAIN (FORMAT JSON) {statement}", params)).fetchone()
+    assert row is not None
+    return json.dumps(row[0])
+
+
+async def test_the_indexed_order_goes_through_the_half_precision_index_and_the_exact_one_does_not(
+    conn: Conn,
+) -> None:
+    where = recall.scope_filter("user", APP, "big", None, "user")
+    condition, params = where.sql("f")
+    params |= {"emb": await _vector_of(conn, "fact_1")}
+    plans = {}
+    for indexed in (True, False):
+        order = vectors.distance_order("f.embedding", "%(emb)s::vector", DIMENSION, indexed)
+        plans[indexed] = await _plan(
+            conn, f"SELECT f.fact_id FROM facts f WHERE {condition} ORDER BY {order} LIMIT 10", params
+        )
+    assert '"Index Name": "facts_embedding"' in plans[True]
+    assert "facts_embedding" not in plans[False]
+    definition = await (
+        await conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'facts_embedding'")
+    ).fetchone()
+    assert definition is not None
+    assert f"((embedding)::halfvec({DIMENSION})) halfvec_cosine_ops" in definition[0]
+    # The column keeps full precision: what recall scores the candidates with.
+    assert await (
+        await conn.execute(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = 'facts'::regclass AND attname = 'embedding'"
+        )
+    ).fetchone() == (f"vector({DIMENSION})",)
+
+
+async def test_a_store_with_a_full_precision_index_gets_the_half_precision_one(memory_db: str) -> None:
+    """Schema version 4 rebuilds the HNSW index of a store made at version 3 (a ``vector`` index) over
+    ``halfvec``, keeping every vector."""
+    async with await psycopg.AsyncConnection.connect(memory_db, autocommit=True) as conn:
+        await conn.execute("CREATE TABLE kora_schema_version (version integer PRIMARY KEY, applied_at timestamptz)")
+        for version, migration in enumerate(schema.MIGRATIONS[:3], start=1):
+            await conn.execute(psycopg.sql.SQL(migration))
+            await conn.execute("INSERT INTO kora_schema_version VALUES (%s, now())", (version,))
+        await conn.execute(f"ALTER TABLE facts ALTER COLUMN embedding TYPE vector({DIMENSION})")
+        await conn.execute("CREATE INDEX facts_embedding ON facts USING hnsw (embedding vector_cosine_ops)")
+        await conn.execute("INSERT INTO store_meta VALUES ('embedding_dimension', %s)", (str(DIMENSION),))
+        await conn.execute(
+            "INSERT INTO facts (fact_id, body, body_hash, app_name, origin, embedding) "
+            "VALUES ('fact_1', 'x', 'h', 'a', 'saved', %s::vector)",
+            (str(unit([1.0] * DIMENSION)),),
+        )
+        assert await schema.migrate(conn) == 3
+        row = await (
+            await conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'facts_embedding'")
+        ).fetchone()
+        assert row is not None
+        assert "halfvec_cosine_ops" in row[0]
+        assert await (await conn.execute("SELECT embedding IS NOT NULL FROM facts")).fetchone() == (True,)

@@ -58,7 +58,8 @@ class ThreadedServer:
 
         if self._server is not None:
             raise RuntimeError(f"the {self.name} server is already running")
-        sock = bind_socket(self.host, 0)
+        # Started again after a stop, it listens where it did: a client configured with its URL finds it back.
+        sock = bind_socket(self.host, self.port)
         self.port = sock.getsockname()[1]
         # log_config=None: leave the test process's logging alone.
         config = uvicorn.Config(

@@ -95,12 +95,13 @@ class Deleted(BaseModel):
 
 
 class JobInfo(BaseModel):
-    """A background job as ``GET /v1/jobs`` lists it."""
+    """A background job as ``GET /v1/jobs`` lists it; ``session_id`` and ``app_name`` are None for a job about no
+    session (``embed``)."""
 
     id: int
     kind: str
-    session_id: str
-    app_name: str
+    session_id: str | None
+    app_name: str | None
     status: str
     attempts: int
     last_error: str | None
@@ -297,6 +298,8 @@ def _add_recall_routes(router: APIRouter, service: MemoryService) -> None:
             if written.status == "stored" and service.summary is not None and body.session_id is not None:
                 session = await store.get_or_create_session(conn, body.session_id, body.app_name, body.user_id)
                 await jobs.enqueue(conn, "reconcile", session.sid, {"fact_id": written.fact_id})
+            if written.status == "stored" and embedding is None and service.embedder is not None:
+                await jobs.queue_embedding(conn)  # the model could not be reached: embed it once it can
         service.wake_workers()
         return FactWritten(fact_id=written.fact_id, status=written.status)
 
@@ -342,7 +345,7 @@ def _add_admin_routes(router: APIRouter, service: MemoryService) -> None:
         async with _connection(service) as conn, conn.cursor(row_factory=dict_row) as cur:
             await cur.execute(
                 "SELECT j.id, j.kind, s.session_id, s.app_name, j.status, j.attempts, j.last_error "
-                "FROM jobs j JOIN sessions s USING (sid) WHERE %(status)s::text IS NULL OR j.status = %(status)s "
+                "FROM jobs j LEFT JOIN sessions s USING (sid) WHERE %(status)s::text IS NULL OR j.status = %(status)s "
                 "ORDER BY j.id LIMIT %(limit)s",
                 {"status": status, "limit": limit},
             )

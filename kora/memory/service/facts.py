@@ -177,11 +177,12 @@ async def similar_facts(
     params |= {"exclude": exclude, "limit": CONFLICT_CANDIDATES, "emb": embedding}
     if embedding is not None:
         indexed = await vectors.use_index(conn, condition, params, CONFLICT_CANDIDATES)
+        order = vectors.distance_order("f.embedding", "%(emb)s::vector", len(embedding), indexed)
         statement = (
             f"SELECT f.fact_id, f.body, 1 - (f.embedding <=> %(emb)s::vector) AS cosine FROM facts f "
             f"WHERE f.invalidated_at IS NULL AND f.embedding IS NOT NULL AND {condition} "
             f"AND f.fact_id IS DISTINCT FROM %(exclude)s "
-            f"ORDER BY {vectors.distance_order('f.embedding', '%(emb)s::vector', indexed)} LIMIT %(limit)s"
+            f"ORDER BY {order} LIMIT %(limit)s"
         )
     else:
         params["q"] = " or ".join(words(text))
@@ -281,6 +282,33 @@ async def fact_owner(conn: Conn, fact_id: str) -> tuple[Owner, str, list[float] 
         str(row[3]),
         embedding,
     )
+
+
+#: The valid facts waiting for an embedding (found through the partial index ``facts_unembedded``).
+_UNEMBEDDED = "FROM facts WHERE embedding IS NULL AND invalidated_at IS NULL"
+
+
+async def unembedded(conn: Conn, limit: int) -> list[tuple[str, str]]:
+    """Up to ``limit`` valid facts without an embedding, as ``(fact_id, text)``, by fact id (a stable order, so a
+    batch cut short by a crash is the next one again)."""
+    cur = await conn.execute(f"SELECT fact_id, body {_UNEMBEDDED} ORDER BY fact_id LIMIT %s", (limit,))
+    return [(str(row[0]), str(row[1])) for row in await cur.fetchall()]
+
+
+async def unembedded_count(conn: Conn) -> int:
+    """How many valid facts have no embedding (an index-only count of ``facts_unembedded``)."""
+    row = await (await conn.execute(f"SELECT count(*) {_UNEMBEDDED}")).fetchone()
+    return int(row[0]) if row else 0
+
+
+async def set_embeddings(conn: Conn, embeddings: Sequence[tuple[str, list[float]]]) -> None:
+    """Store ``(fact_id, embedding)`` pairs on the facts that still have none (a fact erased meanwhile is gone, and
+    one embedded by another worker keeps its vector: both are the same model's)."""
+    async with conn.cursor() as cur:
+        await cur.executemany(
+            "UPDATE facts SET embedding = %s WHERE fact_id = %s AND embedding IS NULL",
+            [(vector, fact_id) for fact_id, vector in embeddings],
+        )
 
 
 class HistoryEntry(BaseModel):

@@ -24,7 +24,10 @@ again (back-off up to 5 minutes, for :data:`MAX_ATTEMPTS` tries); an answer that
 ``extraction_attempts`` requests is recorded as ``failed`` with its reason (``GET /v1/jobs``), never dropped silently.
 
 Kinds (payloads): ``extract`` (``{"first_seq", "last_seq"}``: events of one write), ``fold`` (``{}``: summarise the
-events that left the window), ``reconcile`` (``{"fact_id"}``: supersede the facts a new fact contradicts).
+events that left the window), ``reconcile`` (``{"fact_id"}``: supersede the facts a new fact contradicts), ``embed``
+(``{}``, about no session: give the next ``embed_batch`` facts without an embedding one, then queue the next batch;
+queued when the embedding model changed and at start-up while facts lack one, and when a fact is stored without one
+because the model could not be reached).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from psycopg.types.json import Jsonb
 from pydantic import AfterValidator, BaseModel, Field, JsonValue
 
 from kora.core.events import EventType, MemoryEvent
-from kora.memory.service import facts, store
+from kora.memory.service import facts, schema, store
 from kora.memory.service.database import Conn
 from kora.memory.service.models import InvalidAnswer, ModelUnreachable
 from kora.memory.text import event_text
@@ -121,11 +124,12 @@ class FactConflicts(BaseModel):
 
 @dataclass(frozen=True)
 class Job:
-    """A claimed job: its row ``id``, ``kind``, session row ``sid``, ``payload`` and tries so far."""
+    """A claimed job: its row ``id``, ``kind``, session row ``sid`` (None: about no session), ``payload`` and tries
+    so far."""
 
     id: int
     kind: str
-    sid: int
+    sid: int | None
     payload: dict[str, object]
     attempts: int
 
@@ -140,6 +144,16 @@ class Retry(Exception):
 
 class Failed(Exception):
     """The job cannot succeed (answers stayed invalid): record it as failed."""
+
+
+async def queue_embedding(conn: Conn) -> None:
+    """Queue an ``embed`` job when a valid fact has no embedding and no ``embed`` job waits unclaimed (one that is
+    running may have read its batch before the fact was stored). Inside the caller's transaction, if any."""
+    await conn.execute(
+        "INSERT INTO jobs (kind, sid) SELECT 'embed', NULL WHERE EXISTS "
+        "(SELECT 1 FROM facts WHERE embedding IS NULL AND invalidated_at IS NULL) AND NOT EXISTS "
+        "(SELECT 1 FROM jobs WHERE kind = 'embed' AND status = 'queued' AND locked_by IS NULL)"
+    )
 
 
 async def enqueue(conn: Conn, kind: str, sid: int, payload: dict[str, object] | None = None) -> None:
@@ -216,7 +230,7 @@ async def _commit(service: MemoryService, job: Job, token: str, commit: Commit |
     assert service.db.pool is not None
     async with service.db.pool.connection() as conn, conn.transaction():
         # Session first, then the job: erasure locks in that order too.
-        if await store.session_by_sid(conn, job.sid, lock=True) is None:
+        if job.sid is not None and await store.session_by_sid(conn, job.sid, lock=True) is None:
             log.info("memory job %s %d: its session was erased meanwhile; results dropped", job.kind, job.id)
             return
         cur = await conn.execute("SELECT 1 FROM jobs WHERE id = %s AND locked_by = %s FOR UPDATE", (job.id, token))
@@ -264,8 +278,15 @@ async def worker(service: MemoryService, wake: asyncio.Event) -> None:
 # -- the job kinds --------------------------------------------------------------------------------------------
 
 
-async def _session_of(conn: Conn, sid: int) -> store.Session:
-    session = await store.session_by_sid(conn, sid)
+def _sid(job: Job) -> int:
+    """The session row a session's job is about (every kind but ``embed`` is)."""
+    if job.sid is None:
+        raise Failed(f"a {job.kind} job names no session")
+    return job.sid
+
+
+async def _session_of(conn: Conn, sid: int | None) -> store.Session:
+    session = None if sid is None else await store.session_by_sid(conn, sid)
     if session is None:
         raise Failed("the session no longer exists")
     return session
@@ -281,7 +302,7 @@ async def extract(service: MemoryService, job: Job) -> Commit | None:
             await cur.execute(
                 "SELECT event_id, ts AS timestamp, event_type, content, metadata FROM events "
                 "WHERE sid = %s AND seq BETWEEN %s AND %s AND event_type = ANY(%s) ORDER BY seq",
-                (job.sid, job.payload["first_seq"], job.payload["last_seq"], list(store.CONVERSATION_TYPES)),
+                (session.sid, job.payload["first_seq"], job.payload["last_seq"], list(store.CONVERSATION_TYPES)),
             )
             rows = await cur.fetchall()
     events = [MemoryEvent.model_validate(row) for row in rows]
@@ -307,7 +328,9 @@ async def extract(service: MemoryService, job: Job) -> Commit | None:
         for text, vector in zip(texts, vectors, strict=True):
             written = await facts.write_fact(conn, text, owner, "extracted", vector, attribution, source_ids)
             if written.status == "stored" and service.settings.has_summary_model:
-                await enqueue(conn, "reconcile", job.sid, {"fact_id": written.fact_id})
+                await enqueue(conn, "reconcile", session.sid, {"fact_id": written.fact_id})
+        if service.embedder is not None and None in vectors:
+            await queue_embedding(conn)
         service.wake_workers()
 
     return commit
@@ -315,6 +338,37 @@ async def extract(service: MemoryService, job: Job) -> Commit | None:
 
 def _speaker(event_type: str) -> str:
     return "assistant" if event_type == EventType.AGENT_RESPONSE else "user"
+
+
+async def embed(service: MemoryService, job: Job) -> Commit | None:
+    """Embed the next ``embed_batch`` valid facts without an embedding; the commit stores their vectors (if the
+    store still holds this model's) and queues the next batch while facts are left. An unreachable model makes the
+    job wait and try again; an answer that is not one vector per text, of the store's dimension, fails it."""
+    assert service.db.pool is not None
+    if service.embedder is None:
+        raise Failed("no embedding model is configured")
+    async with service.db.pool.connection() as conn:
+        batch = await facts.unembedded(conn, service.settings.embed_batch)
+    if not batch:
+        return None
+    try:
+        vectors = await service.embed_batch([text for _, text in batch])
+    except InvalidAnswer as error:
+        raise Failed(str(error)) from error
+    model = service.embedder.model
+
+    async def commit(conn: Conn) -> None:
+        if await schema.embedding_model(conn) != model:
+            # Another replica moved the store to another model meanwhile; it queued its own embed jobs.
+            log.info("memory job embed %d: the store's embedding model changed; results dropped", job.id)
+            return
+        await facts.set_embeddings(
+            conn, [(fact_id, vector) for (fact_id, _), vector in zip(batch, vectors, strict=True)]
+        )
+        await queue_embedding(conn)
+        service.wake_workers()
+
+    return commit
 
 
 async def reconcile(service: MemoryService, job: Job) -> Commit | None:
@@ -355,14 +409,14 @@ async def fold(service: MemoryService, job: Job) -> Commit | None:
         # One fold per session at a time, across replicas: two would both write "version n + 1" of the same summary.
         # A session-level lock on this connection (no transaction is open across the model requests); a process
         # that dies lets go of it with its connection.
-        cur = await conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (_FOLD_LOCK_SPACE, job.sid % _INT4))
+        cur = await conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (_FOLD_LOCK_SPACE, _sid(job) % _INT4))
         locked = await cur.fetchone()
         if not locked or not locked[0]:
             raise Retry("another replica is folding this session")
         try:
             await _fold_locked(service, conn, job)
         finally:
-            await conn.execute("SELECT pg_advisory_unlock(%s, %s)", (_FOLD_LOCK_SPACE, job.sid % _INT4))
+            await conn.execute("SELECT pg_advisory_unlock(%s, %s)", (_FOLD_LOCK_SPACE, _sid(job) % _INT4))
     return None
 
 
@@ -393,9 +447,9 @@ async def _fold_locked(service: MemoryService, conn: Conn, job: Job) -> None:
         if not summary:
             raise Failed("the summary model answered no storable text")
         async with conn.transaction():
-            if await store.session_by_sid(conn, job.sid, lock=True) is None:
+            if await store.session_by_sid(conn, _sid(job), lock=True) is None:
                 raise Failed("the session no longer exists")
-            await _store_summary(conn, job.sid, summary, leaving[-1].seq, settings.digest_retention)
+            await _store_summary(conn, _sid(job), summary, leaving[-1].seq, settings.digest_retention)
 
 
 async def _store_summary(conn: Conn, sid: int, body: str, through_seq: int, retention: int) -> None:
@@ -436,4 +490,5 @@ HANDLERS: dict[str, Callable[[MemoryService, Job], Awaitable[Commit | None]]] = 
     "extract": extract,
     "reconcile": reconcile,
     "fold": fold,
+    "embed": embed,
 }

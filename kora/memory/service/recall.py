@@ -6,7 +6,8 @@ enough for that to be cheaper: :mod:`kora.memory.service.vectors`), and the fact
 in Postgres full-text search (English stemming). Each candidate is scored in ``[0, 1]``:
 
 * with embeddings: ``0.7 * cosine + 0.2 * text + 0.1 * recency``;
-* without (no embedding model, or a fact stored before one was configured): ``0.8 * text + 0.2 * recency``;
+* without (no embedding model, or a fact the background ``embed`` jobs have not reached yet: stored before the
+  model was configured or changed, or while it was unreachable): ``0.8 * text + 0.2 * recency``;
 
 where ``text`` is the share of the query's (stemmed, non-stop) words the fact contains and ``recency`` is
 ``exp(-age / 30 days)``. So recall works with no embedding model and improves with one. Superseded facts
@@ -116,9 +117,8 @@ async def recall_facts(
     pool = top_k * CANDIDATES_PER_HIT
     params |= {"q": or_query(query), "raw": query, "pool": pool, "emb": embedding}
     if embedding is not None:
-        order = vectors.distance_order(
-            "f.embedding", "%(emb)s::vector", await vectors.use_index(conn, condition, params, pool)
-        )
+        indexed = await vectors.use_index(conn, condition, params, pool)
+        order = vectors.distance_order("f.embedding", "%(emb)s::vector", len(embedding), indexed)
         vector_candidates = (
             f"SELECT f.fact_id FROM facts f WHERE f.invalidated_at IS NULL AND f.embedding IS NOT NULL "
             f"AND {condition} ORDER BY {order} LIMIT %(pool)s"

@@ -9,11 +9,11 @@ key ``sid``; owner: ``app_name`` and, when verified, ``user_id``), ``events`` (v
 ``body`` and its token estimate, full-text indexed), ``summaries`` (rolling summaries, versioned per session),
 ``facts`` (long-term facts with their embedding, full-text indexed, superseded facts kept with
 ``invalidated_at``), ``fact_history`` (created / superseded rows: old text, new text and why), ``jobs`` (the
-durable background queue; a claimed job has a lease, ``locked_until``) and ``store_meta`` (the embedding dimension
-in use). A session keeps the window its client asked for last (``window_events``, ``window_tokens``; None: the
-store's bounds), which decides what the rolling summary folds.
+durable background queue; a claimed job has a lease, ``locked_until``) and ``store_meta`` (the embedding model's
+name and dimension in use). A session keeps the window its client asked for last (``window_events``,
+``window_tokens``; None: the store's bounds), which decides what the rolling summary folds.
 
-The vector column's dimension follows the embedding model (:func:`ensure_embedding_dimension`); until one is known
+The vector column's dimension follows the embedding model (:func:`ensure_embedding_model`); until one is known
 the column has no dimension and no vector index.
 """
 
@@ -134,8 +134,48 @@ ALTER TABLE sessions ADD COLUMN window_events integer, ADD COLUMN window_tokens 
 ALTER TABLE jobs ADD COLUMN locked_until timestamptz, ADD COLUMN locked_by text;
 """
 
+#: Version 3: re-embedding in the background. A job may be about no session (``embed`` is about the store's facts),
+#: and the facts still waiting for an embedding are found (and counted, for ``/ready``) through a partial index
+#: that is empty once every fact has one.
+_V3 = """
+ALTER TABLE jobs ALTER COLUMN sid DROP NOT NULL;
+CREATE INDEX facts_unembedded ON facts (fact_id) WHERE embedding IS NULL AND invalidated_at IS NULL;
+"""
+
+#: Most dimensions pgvector's HNSW index takes for ``halfvec`` (for ``vector``: 2 000).
+HNSW_MAX_DIMENSIONS = 4000
+
+#: The HNSW index of ``facts.embedding`` (``{}``: its dimension). It holds the vectors in half precision: at 100k
+#: 384-d facts 112 MB instead of 195 MB for a ``vector`` index (within the embedded Postgres's 128 MB of shared
+#: buffers), and a graph visit a third cheaper (bench/bench_memory_service.py); the column keeps full precision for
+#: exact searches and for scoring the candidates. MiniLM cosines move by < 1e-4 in half precision.
+#: Queries reach it through :func:`index_expression` (pgvector >= 0.7: an expression index on ``halfvec``).
+_VECTOR_INDEX = "CREATE INDEX facts_embedding ON facts USING hnsw ((embedding::halfvec({})) halfvec_cosine_ops)"
+
+#: Version 4: the HNSW index over half-precision vectors (:data:`_VECTOR_INDEX`), rebuilt in place of the ``vector``
+#: one when the store has a dimension (this takes as long as building an index: ~40 s at 100k 384-d facts).
+_V4 = f"""
+DROP INDEX IF EXISTS facts_embedding;
+DO $$
+DECLARE dimension integer;
+BEGIN
+    SELECT value::integer INTO dimension FROM store_meta WHERE key = 'embedding_dimension';
+    IF dimension IS NOT NULL AND dimension <= {HNSW_MAX_DIMENSIONS} THEN
+        EXECUTE format('{_VECTOR_INDEX.replace("{}", "%s")}', dimension);
+    END IF;
+END $$;
+"""
+
 #: Migrations in order: ``MIGRATIONS[i]`` brings the schema from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+
+
+def index_expression(value: str, dimension: int) -> str:
+    """``value`` (SQL: the column or a parameter) as the HNSW index holds it, ``value::halfvec(dimension)``: a
+    distance between two such expressions is what the index can order by."""
+    return f"{value}::halfvec({int(dimension)})"
+
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -171,22 +211,56 @@ async def migrate(conn: AsyncConnection[TupleRow]) -> int:
         await conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
 
 
+async def create_vector_index(conn: AsyncConnection[TupleRow], dimension: int) -> None:
+    """Build the HNSW index over ``facts.embedding`` of ``dimension`` (:data:`_VECTOR_INDEX`); none above
+    :data:`HNSW_MAX_DIMENSIONS`, which pgvector cannot index (every search is then exact)."""
+    if dimension > HNSW_MAX_DIMENSIONS:
+        log.warning("%d-dimensional embeddings cannot be indexed: vector searches are exact", dimension)
+        return
+    await conn.execute(sql.SQL(_VECTOR_INDEX).format(sql.Literal(dimension)))
+
+
+async def _meta(conn: AsyncConnection[TupleRow], key: str) -> str | None:
+    row = await (await conn.execute("SELECT value FROM store_meta WHERE key = %s", (key,))).fetchone()
+    return None if row is None else str(row[0])
+
+
+async def _set_meta(conn: AsyncConnection[TupleRow], key: str, value: str) -> None:
+    await conn.execute(
+        "INSERT INTO store_meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )
+
+
 async def embedding_dimension(conn: AsyncConnection[TupleRow]) -> int | None:
     """The dimension of ``facts.embedding`` now, None while it has none."""
-    row = await (await conn.execute("SELECT value FROM store_meta WHERE key = 'embedding_dimension'")).fetchone()
-    return int(str(row[0])) if row else None
+    value = await _meta(conn, "embedding_dimension")
+    return None if value is None else int(value)
 
 
-async def ensure_embedding_dimension(conn: AsyncConnection[TupleRow], dimension: int) -> bool:
-    """Make ``facts.embedding`` a ``vector(dimension)`` with an HNSW cosine index; True when it changed.
+async def embedding_model(conn: AsyncConnection[TupleRow]) -> str | None:
+    """The name of the embedding model whose vectors ``facts.embedding`` holds, None while none was recorded."""
+    return await _meta(conn, "embedding_model")
 
-    When the embedding model changed dimension, the embeddings of the old model cannot be compared with new ones:
-    they are cleared (those facts are then recalled by full text only) and the index is rebuilt. Runs under the
-    migration lock, so replicas agree.
+
+async def ensure_embedding_model(conn: AsyncConnection[TupleRow], model: str, dimension: int) -> bool:
+    """Make ``facts.embedding`` hold ``model``'s vectors: a ``vector(dimension)`` with an HNSW cosine index (over
+    half-precision copies: :data:`_VECTOR_INDEX`), and
+    ``model`` recorded in ``store_meta``; True when the embeddings were cleared.
+
+    Vectors of two models cannot be compared, whether their dimensions differ or not: when the model changed (its
+    name or its dimension) the old embeddings are cleared, those facts are recalled by full text only until the
+    background ``embed`` jobs give them new ones (:mod:`kora.memory.service.jobs`), and the index is rebuilt. A
+    store that recorded only a dimension (before model names were) and matches it keeps its vectors and takes
+    ``model`` as their name: clearing them would re-embed every fact on upgrade for what is most likely the same
+    model. Runs under the migration lock, so replicas agree.
     """
     await conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
     try:
-        if await embedding_dimension(conn) == dimension:
+        recorded_dimension, recorded_model = await embedding_dimension(conn), await embedding_model(conn)
+        if recorded_dimension == dimension and recorded_model in {model, None}:
+            if recorded_model is None:
+                await _set_meta(conn, "embedding_model", model)
             return False
         async with conn.transaction():
             await conn.execute("DROP INDEX IF EXISTS facts_embedding")
@@ -194,13 +268,10 @@ async def ensure_embedding_dimension(conn: AsyncConnection[TupleRow], dimension:
             await conn.execute(
                 sql.SQL("ALTER TABLE facts ALTER COLUMN embedding TYPE vector({})").format(sql.Literal(dimension))
             )
-            await conn.execute("CREATE INDEX facts_embedding ON facts USING hnsw (embedding vector_cosine_ops)")
-            await conn.execute(
-                "INSERT INTO store_meta (key, value) VALUES ('embedding_dimension', %s) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (str(dimension),),
-            )
-        log.info("fact embeddings are now %d-dimensional", dimension)
+            await create_vector_index(conn, dimension)
+            await _set_meta(conn, "embedding_dimension", str(dimension))
+            await _set_meta(conn, "embedding_model", model)
+        log.info("fact embeddings are now %s's, %d-dimensional", model, dimension)
         return True
     finally:
         await conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))

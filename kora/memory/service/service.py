@@ -12,10 +12,10 @@ import logging
 from collections.abc import Sequence
 
 from kora.core.errors import Unavailable
-from kora.memory.service import jobs
+from kora.memory.service import facts, jobs
 from kora.memory.service.database import Database
 from kora.memory.service.models import InvalidAnswer, ModelClient, ModelUnreachable
-from kora.memory.service.schema import ensure_embedding_dimension
+from kora.memory.service.schema import ensure_embedding_model
 from kora.memory.service.settings import MemoryServiceSettings
 
 log = logging.getLogger("kora.memory")
@@ -64,7 +64,8 @@ class MemoryService:
             self._started.set()
 
     async def _learn_dimension(self) -> None:
-        """Ask the embedding model for one vector to size the vector column; on failure, try again on next use."""
+        """Ask the embedding model for one vector to size the vector column (clearing the embeddings of another
+        model) and queue the embedding of the facts that have none; on failure, try again on next use."""
         if self.embedder is None or self._dimension is not None:
             return
         try:
@@ -75,9 +76,11 @@ class MemoryService:
             return
         assert self.db.pool is not None
         async with self.db.pool.connection() as conn:
-            await ensure_embedding_dimension(conn, len(probe[0]))
+            await ensure_embedding_model(conn, self.embedder.model, len(probe[0]))
+            await jobs.queue_embedding(conn)
         self._dimension = len(probe[0])
         self.embedding_problem = None
+        self.wake_workers()
 
     async def ready(self) -> Database:
         """The open database, waiting up to :data:`STARTUP_WAIT_SECONDS` at start-up.
@@ -113,6 +116,21 @@ class MemoryService:
         self.embedding_problem = None
         return list(vectors)
 
+    async def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        """An embedding per text, for a background job: raises
+        :class:`~kora.memory.service.models.ModelUnreachable` while the model cannot be reached (or its dimension
+        is not known yet) and :class:`~kora.memory.service.models.InvalidAnswer` when its answer is unusable,
+        including vectors of another dimension than the store's."""
+        if self.embedder is None:
+            raise ModelUnreachable("no embedding model is configured")
+        await self._learn_dimension()
+        if self._dimension is None:
+            raise ModelUnreachable(self.embedding_problem or "the embedding model's dimension is not known yet")
+        vectors = await self.embedder.embed(texts)
+        if any(len(vector) != self._dimension for vector in vectors):
+            raise InvalidAnswer("the embedding model changed its dimension; restart the memory service")
+        return vectors
+
     async def embed_one(self, text: str) -> list[float] | None:
         """:meth:`embed_texts` for one text."""
         return (await self.embed_texts([text]))[0]
@@ -121,9 +139,11 @@ class MemoryService:
         """Tell idle workers that jobs were queued (by this process)."""
         self._wake.set()
 
-    async def problems(self) -> tuple[list[str], dict[str, str]]:
-        """Why the service cannot serve (empty when it can), and details that do not stop it (no embedding model)."""
-        details: dict[str, str] = {}
+    async def problems(self) -> tuple[list[str], dict[str, str | int]]:
+        """Why the service cannot serve (empty when it can), and details that do not stop it: no embedding model,
+        and how many facts still wait for an embedding (``facts_without_embedding``, an int; absent when none
+        do: the embedding model changed and the ``embed`` jobs are not done, or it could not be reached)."""
+        details: dict[str, str | int] = {}
         if self.embedder is None:
             details["embedding"] = "no embedding model configured: recall uses full-text search and recency"
         elif self.embedding_problem:
@@ -135,7 +155,19 @@ class MemoryService:
         if self.startup_error is not None:
             return [f"the memory service failed to start: {self.startup_error}"], details
         reason = await self.db.ping()
+        if reason is None and self.embedder is not None and (waiting := await self._unembedded()):
+            details["facts_without_embedding"] = waiting
         return ([reason] if reason else []), details
+
+    async def _unembedded(self) -> int:
+        """Valid facts without an embedding (0 when the database does not say: readiness is the ping's to judge)."""
+        assert self.db.pool is not None
+        try:
+            async with asyncio.timeout(2.0), self.db.pool.connection(timeout=2.0) as conn:
+                return await facts.unembedded_count(conn)
+        except Exception as error:  # a database that went away between the ping and this count
+            log.warning("cannot count the facts without an embedding: %s", error)
+            return 0
 
     async def close(self) -> None:
         """Stop the workers (a running job is rolled back and runs again later), close clients and the database."""

@@ -99,6 +99,13 @@ class MemoryServiceSettings(BaseSettings):
         description="A claimed background job is renewed every third of this while it runs; a job whose worker "
         "died is run again once this has passed.",
     )
+    embed_batch: int = Field(
+        default=64,
+        ge=1,
+        le=256,
+        description="Facts given an embedding per background `embed` job: after the embedding model changed "
+        "(name or dimension), or for facts stored while it could not be reached.",
+    )
     log_level: LogLevel = Field(default="INFO", description="Log level (any case).")
     max_request_bytes: int = Field(
         default=DEFAULT_MAX_LARGE_REQUEST_BYTES,

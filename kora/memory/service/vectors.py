@@ -2,23 +2,27 @@
 
 Every vector search of the service is filtered (a user's facts, a session's): Postgres's planner then picks the
 HNSW index with pgvector's iterative scan, which walks the graph until enough rows pass the filter. That costs
-about ``wanted / selectivity`` graph visits: at 100k facts, 10 neighbours among a user's 1% of them took ~54 ms,
-where reading that user's ~900 facts and sorting them exactly took ~3 ms; for a user with 10% of the facts the
-index won (~10 ms against ~21 ms). The planner cannot tell these apart, so :func:`use_index` decides from the
-filter's row count and the table's size, and :func:`distance_order` writes the ``ORDER BY`` that enforces it.
+about ``wanted / selectivity`` graph visits: at 100k facts (full-precision index), 10 neighbours among a user's
+1% of them took ~54 ms, where reading that user's ~900 facts and sorting them exactly took ~3 ms; for a user with
+10% of the facts the index won (~10 ms against ~21 ms). The planner cannot tell these apart, so :func:`use_index`
+decides from the filter's row count and the table's size, and :func:`distance_order` writes the ``ORDER BY`` that
+enforces it.
 
 Cost model (measured with ``bench/bench_memory_service.py``, 384 dimensions): an exact check costs ~3 µs per
-row of the filter; an HNSW visit ~70 µs (graph pages, many distances). With ``n`` rows in the filter out of
-``total``, the index visits ~``wanted * total / n`` nodes, so exact search is cheaper while
-``n**2 <= VISIT_COST * wanted * total``.
+row of the filter (full precision); an HNSW visit ~45 µs (graph pages, many distances) over the half-precision
+index the service builds (:func:`~kora.memory.service.schema.create_vector_index`), where it was ~70 µs over a
+full-precision one: the bare k-NN of 5 among the ~900 facts of a user at 100k facts went from 35 to 23 ms (p50).
+With ``n`` rows in the filter out of ``total``, the index visits ~``wanted * total / n`` nodes, so exact search
+is cheaper while ``n**2 <= VISIT_COST * wanted * total``.
 """
 
 from __future__ import annotations
 
 from kora.memory.service.database import Conn
+from kora.memory.service.schema import HNSW_MAX_DIMENSIONS, index_expression
 
 #: How many exact distance checks one HNSW graph visit costs (the ratio of the two per-row costs above).
-VISIT_COST = 25
+VISIT_COST = 16
 
 
 def exact_is_cheaper(rows: int, total: int, wanted: int) -> bool:
@@ -45,8 +49,11 @@ async def use_index(conn: Conn, condition: str, params: dict[str, object], wante
     return not exact_is_cheaper(rows, total, wanted)
 
 
-def distance_order(column: str, vector: str, indexed: bool) -> str:
-    """The ``ORDER BY`` expression by cosine distance of ``column`` to ``vector``: as pgvector's index matches it
-    when ``indexed``, else wrapped so that the planner cannot use the index (exact search)."""
-    distance = f"{column} <=> {vector}"
-    return distance if indexed else f"({distance}) + 0"
+def distance_order(column: str, vector: str, dimension: int, indexed: bool) -> str:
+    """The ``ORDER BY`` expression by cosine distance of ``column`` to ``vector`` (SQL: a ``vector`` parameter) of
+    ``dimension``: when ``indexed``, between their half-precision forms, as the HNSW index holds them
+    (:func:`~kora.memory.service.schema.index_expression`); else at full precision, which the index cannot serve
+    (exact search). Above :data:`~kora.memory.service.schema.HNSW_MAX_DIMENSIONS` there is no index: always exact."""
+    if indexed and dimension <= HNSW_MAX_DIMENSIONS:
+        return f"{index_expression(column, dimension)} <=> {index_expression(vector, dimension)}"
+    return f"{column} <=> {vector}"
