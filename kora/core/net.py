@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import random
 import socket
+from pathlib import Path
 from typing import Final
 from urllib.parse import urlparse
 
@@ -11,6 +13,20 @@ from urllib.parse import urlparse
 #: loaded event loop's lag: with equal timeouts a request sent on a pooled connection races the server's close
 #: and fails ("Can not write request body", a reset) although the server is well.
 POOL_KEEPALIVE_SECONDS: Final = 2.0
+
+
+#: How many ports below the ephemeral range :func:`free_port` draws from.
+PORTS_BELOW_EPHEMERAL: Final = 10_000
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+#: Linux's default first ephemeral port, when the range cannot be read.
+_EPHEMERAL_DEFAULT_START: Final = 32768
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return _EPHEMERAL_DEFAULT_START
 
 
 def is_http_url(value: str) -> bool:
@@ -38,11 +54,28 @@ def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port on ``host`` that was free a moment ago (the OS picks it). A small race remains until the
-    caller's process binds it; where a socket can be handed over, prefer :func:`bind_socket`."""
+    """A TCP port on ``host`` that was free a moment ago, for a server another process will bind. Where a socket
+    can be handed over, prefer :func:`bind_socket`.
+
+    It is drawn at random below the kernel's ephemeral range (``net.ipv4.ip_local_port_range``), from
+    :data:`PORTS_BELOW_EPHEMERAL`: a port the OS picks for ``bind(0)`` comes from that range, and so does the
+    local port of every outbound connection, so on a busy machine such a port could be taken by some process's
+    connection between this call and the server's bind (seen: a test agent failing with "address already in
+    use"). Below the range only an explicit bind can take it. Falls back to the OS's pick when no port there is
+    free or the range leaves no room below it.
+    """
+    low = _ephemeral_start()
+    start = max(low - PORTS_BELOW_EPHEMERAL, 1024)
+    if low - start >= 1000:
+        for _attempt in range(50):
+            port = random.randrange(start, low)
+            try:
+                bind_socket(host, port).close()
+            except OSError:
+                continue
+            return port
     sock = bind_socket(host, 0)
     try:
-        port: int = sock.getsockname()[1]
-        return port
+        return int(sock.getsockname()[1])
     finally:
         sock.close()
