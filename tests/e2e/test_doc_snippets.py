@@ -137,6 +137,10 @@ def _command_lines(code: str) -> list[list[str]]:
     return [words for line in code.splitlines() if (words := shlex.split(line, comments=True))]
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _run_kora_line(words: list[str], block: Block, quickstart: Quickstart) -> str:
     """One ``kora`` command as a user types it; returns what it printed."""
     if words[:2] == ["kora", "up"]:
@@ -146,7 +150,14 @@ def _run_kora_line(words: list[str], block: Block, quickstart: Quickstart) -> st
     command = shlex.join(words)
     if "-f" in words or "--follow" in words:
         follower = subprocess.Popen(
-            words, cwd=quickstart.cwd, env=quickstart.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            words,
+            cwd=quickstart.cwd,
+            env=quickstart.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            # A terminal's Ctrl-C disposition: a suite started in the background (`cmd &`) runs with SIGINT
+            # ignored, which children inherit, and Python then never turns SIGINT into KeyboardInterrupt.
+            preexec_fn=_default_sigint,
         )
         assert follower.stdout is not None
         first = follower.stdout.readline()
