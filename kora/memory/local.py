@@ -210,6 +210,10 @@ class LocalMemory(Memory):
         self._touch(sid, app_name, user_id)
         return sid
 
+    def holds(self, session_id: str) -> bool:
+        """Whether this memory holds ``session_id`` now (not evicted); O(1)."""
+        return session_id in self._sessions
+
     def check_access(self, session_id: str, user_id: str | None) -> None:
         """Raise :class:`~kora.core.errors.Forbidden` when the session belongs to another user; O(1)."""
         session = self._sessions.get(session_id)

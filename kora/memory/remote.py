@@ -259,12 +259,32 @@ class RemoteMemory(Memory):
 
     async def get_or_create_session(self, session_id: str | None, app_name: str, user_id: str | None = None) -> str:
         """``session_id`` (a fresh one when None), remembered with its verified ``user_id`` for the writes of the
-        turn; the store creates the session with its first write, so this costs no round trip. Raises
-        :class:`~kora.core.errors.Forbidden` when the local window knows the session is another user's."""
+        turn; the store creates the session with its first write. Raises :class:`~kora.core.errors.Forbidden` when
+        the session is another user's.
+
+        A session this agent's local window holds is checked there, with no round trip. One it does not hold (a
+        session another replica served, or this one before a restart or an eviction) costs one request to learn
+        its owner from the store, so a refusal comes before the turn answers anything: a streamed answer's status
+        line included. A store that cannot answer leaves the check to the turn's context read, as before.
+        """
         sid = session_id or new_session_id()
+        if session_id is not None and not self._local.holds(sid):
+            await self._learn_owner(sid, app_name)
         await self._local.get_or_create_session(sid, app_name, user_id)  # refuses before anything is remembered
         self._remember_user(sid, user_id)
         return sid
+
+    async def _learn_owner(self, session_id: str, app_name: str) -> None:
+        """Open ``session_id`` in the local window under the owner the store has for it; nothing when the store
+        has no such session or does not answer."""
+        try:
+            found = await self._call(
+                "GET", f"/v1/sessions/{session_id}", SessionInfo, params={"app_name": self.app_name}
+            )
+        except (StoreUnreachable, StoreRefused):
+            return
+        # The store's sessions carry None for anonymous ones (never the listing's "default").
+        await self._local.get_or_create_session(session_id, app_name, found.user_id)
 
     def check_access(self, session_id: str, user_id: str | None) -> None:
         """What the local window knows (:meth:`kora.memory.local.LocalMemory.check_access`); the store checks the

@@ -217,21 +217,29 @@ async def test_an_agent_that_never_saw_the_session_is_refused_by_the_store_and_s
             with pytest.raises(openai.PermissionDeniedError) as local:
                 say(first, "bob", "remote-chat", "code?")
             assert_refused(local.value, "remote-chat")
-        # Another replica (or the same after a restart) knows nothing of the session: the store refuses it.
+        # Another replica (or the same after a restart) knows nothing of the session: it learns the owner from the
+        # store before answering, so even a streamed answer is refused with a 403, before its status line.
+        for intruder in ("bob", None):
+            async with running_agent(model, APP, MEMORY_STORE_ENDPOINT=store, **env) as fresh:
+                with pytest.raises(openai.PermissionDeniedError) as streamed:
+                    say(fresh, intruder, "remote-chat", "code?", stream=True)
+                assert_refused(streamed.value, "remote-chat")
         async with running_agent(model, APP, MEMORY_STORE_ENDPOINT=store, **env) as second:
             asked = len(model.requests)
+            # A2A first, on a replica that never saw the session: the turn learns the owner and the task fails.
+            a2a = send_a2a(second, "bob", rpc_body("message/send", message_params("code?", "remote-chat")))
+            assert a2a["result"]["status"]["state"] == "failed"
+            assert "4711" not in str(a2a)
             for intruder in ("bob", None):
                 with pytest.raises(openai.PermissionDeniedError) as refused:
                     say(second, intruder, "remote-chat", "code?")
                 assert_refused(refused.value, "remote-chat")
-                # The stream's status line is sent before the store answers: the refusal is the stream's error.
-                with pytest.raises(openai.APIError) as streamed:
+                with pytest.raises(openai.PermissionDeniedError) as streamed:
                     say(second, intruder, "remote-chat", "code?", stream=True)
-                assert "session_forbidden" in str(streamed.value.body) or "belongs to another user" in str(
-                    streamed.value
-                )
+                assert_refused(streamed.value, "remote-chat")
+                # Now that the replica knows the owner, A2A refuses before any task exists.
                 a2a = send_a2a(second, intruder, rpc_body("message/send", message_params("code?", "remote-chat")))
-                assert a2a["result"]["status"]["state"] == "failed"
+                assert a2a["error"]["data"]["type"] == "session_forbidden"
                 assert "4711" not in str(a2a)
             assert len(model.requests) == asked
             # A refusal is not an outage: the agent stays ready, not degraded, and nothing reached the session.
