@@ -8,7 +8,7 @@ request, median of ``--repeats`` runs. Modes:
 - ``none``: the app alone (today's cost).
 - ``kora-off``: ``instrument_app`` with tracing off: Kora's ``RequestMetrics`` (the ``http.server.request.duration``
   histogram, Prometheus reader) and ``/metrics``. What every workload pays without an OTLP endpoint.
-- ``otel-noop``: the OpenTelemetry FastAPI instrumentation with a no-op tracer and a real meter provider: what
+- ``otel-noop``: the OpenTelemetry ASGI instrumentation with a no-op tracer and a real meter provider: what
   tracing-off would cost had Kora used the instrumentation for metrics (the alternative not taken).
 - ``kora-on``: ``instrument_app`` with tracing on (SDK tracer, batch processor, exporter to a port nothing
   listens on, so exports fail quietly off the request path): spans + metrics.
@@ -81,12 +81,12 @@ def _child(mode: str, requests: int) -> None:
         instrument_app(app, setup_telemetry("Agent", "bench"))
     elif mode == "otel-noop":
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
-        from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+        from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
         from opentelemetry.sdk.metrics import MeterProvider
         from prometheus_client import CollectorRegistry
 
         meters = MeterProvider(metric_readers=[PrometheusMetricReader(registry=CollectorRegistry())])
-        FastAPIInstrumentor.instrument_app(app, meter_provider=meters, exclude_spans=["receive", "send"])
+        app.add_middleware(OpenTelemetryMiddleware, meter_provider=meters, exclude_spans=["receive", "send"])
     print(f"{asyncio.run(_drive(app, requests)):.2f}")
 
 
