@@ -90,14 +90,19 @@ class RequestLimits:
     """ASGI middleware enforcing the body size and JSON limits on ``app`` (see the module docstring).
 
     ``max_body_bytes``: the largest body accepted (>= 1). ``refuse``: the refusal's status and body.
+    ``check_json``: False skips step 2 (only the size is limited), for a proxy whose upstreams check JSON
+    themselves, each answering in its own error shape.
     """
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int, refuse: Refusal = openai_refusal) -> None:
+    def __init__(
+        self, app: ASGIApp, *, max_body_bytes: int, refuse: Refusal = openai_refusal, check_json: bool = True
+    ) -> None:
         if max_body_bytes < 1:
             raise ValueError("max_body_bytes must be at least 1")
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.refuse = refuse
+        self.check_json = check_json
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Check the request (HTTP only), then run the app with the body read here."""
@@ -123,7 +128,7 @@ class RequestLimits:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        problem = json_problem(body) if body and _may_be_json(scope) else None
+        problem = json_problem(body) if body and self.check_json and _may_be_json(scope) else None
         if problem is not None:
             await self._refuse(scope, receive, send, InvalidJSON(f"Invalid JSON: {problem}"))
             return

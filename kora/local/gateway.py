@@ -4,6 +4,11 @@
 stripped, the query string kept), with the route's timeout (:mod:`kora.proxy.forward` explains the timeout,
 streaming and the 502/504 bodies). Any other path answers 404 JSON listing the known prefixes.
 
+A request body larger than the gateway's limit (:func:`gateway_body_limit`: the largest any workload accepts) is
+refused with 413 before it is read or sent on (:class:`kora.core.limits.RequestLimits`, size only: each workload
+checks JSON itself, in its own error shape), as a JSON-RPC error for ``kora mcp`` and an agent's ``POST /``, else
+in OpenAI's shape, as the workload itself would answer.
+
 :func:`match_route` (pure, the path rewriting) and :func:`create_gateway_app` (the Starlette app) are the
 public surface; routes come from the workload plans via :func:`routes_from_plans`.
 """
@@ -17,19 +22,32 @@ from dataclasses import dataclass
 import httpx
 from pydantic import JsonValue
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as StarletteRoute
 
+from kora.core import env as names
+from kora.core.errors import KoraError
+from kora.core.limits import RequestLimits, jsonrpc_refusal, openai_refusal
 from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.core.openai_wire import openai_error_body
-from kora.proxy.forward import error_response, forward, raw_path
+from kora.proxy.forward import HTTP_ERROR_HANDLERS, error_response, forward, raw_path
 from kora.resources import WorkloadPlan
 from kora.resources.urls import route_path
 
-__all__ = ["GatewayRoute", "create_gateway_app", "match_route", "routes_from_plans"]
+__all__ = ["GatewayRoute", "create_gateway_app", "gateway_body_limit", "match_route", "routes_from_plans"]
 
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+#: The workloads' body-limit variables (each defaults to at most ``DEFAULT_MAX_LARGE_REQUEST_BYTES``).
+_BODY_LIMIT_VARIABLES = (
+    names.AGENT_MAX_REQUEST_BYTES,
+    names.MCP_MAX_REQUEST_BYTES,
+    names.MEMORY_SERVICE_MAX_REQUEST_BYTES,
+    names.MODEL_PROXY_MAX_REQUEST_BYTES,
+    names.MODEL_HOSTED_MAX_REQUEST_BYTES,
+)
 
 
 @dataclass(frozen=True)
@@ -52,6 +70,20 @@ def routes_from_plans(plans: Iterable[WorkloadPlan]) -> dict[str, GatewayRoute]:
     return routes
 
 
+def gateway_body_limit(plans: Iterable[WorkloadPlan]) -> int:
+    """The gateway's request body limit in bytes: the largest a workload of ``plans`` accepts, i.e. the largest
+    default (``DEFAULT_MAX_LARGE_REQUEST_BYTES``, 16 MiB) or any larger ``*_MAX_REQUEST_BYTES`` a plan sets as a
+    literal, so the gateway never refuses what the workload behind it would take (the workload still applies
+    its own, possibly smaller, limit)."""
+    limits = [names.DEFAULT_MAX_LARGE_REQUEST_BYTES]
+    for plan in plans:
+        for variable in _BODY_LIMIT_VARIABLES:
+            value = (plan.env_value(variable) or "").strip()
+            if value.isdigit():
+                limits.append(int(value))
+    return max(limits)
+
+
 def match_route(routes: Mapping[str, GatewayRoute], path: str) -> tuple[GatewayRoute, str] | None:
     """The route serving ``path`` and the path the upstream gets, or None.
 
@@ -71,10 +103,16 @@ def match_route(routes: Mapping[str, GatewayRoute], path: str) -> tuple[GatewayR
     return route, rest
 
 
-def create_gateway_app(routes: Mapping[str, GatewayRoute], *, max_connections: int = 200) -> Starlette:
+def create_gateway_app(
+    routes: Mapping[str, GatewayRoute],
+    *,
+    max_connections: int = 200,
+    max_body_bytes: int = names.DEFAULT_MAX_LARGE_REQUEST_BYTES,
+) -> Starlette:
     """A Starlette app proxying by :func:`match_route`. ``routes`` is read on every request, so a caller may
     update the mapping in place. One pooled httpx client (keep-alive to the upstreams) lives with the app's
-    lifespan, so serve it with lifespan on."""
+    lifespan, so serve it with lifespan on. A body over ``max_body_bytes`` is refused with 413 (see the module
+    docstring); the app's own 404/405 answers are JSON in OpenAI's shape."""
     state: dict[str, httpx.AsyncClient] = {}
 
     @asynccontextmanager
@@ -101,4 +139,16 @@ def create_gateway_app(routes: Mapping[str, GatewayRoute], *, max_connections: i
             return error_response(503, "unavailable", "the gateway is starting")
         return await forward(state["client"], request, route.upstream + rest, timeout_seconds=route.timeout_seconds)
 
-    return Starlette(routes=[StarletteRoute("/{path:path}", proxy, methods=_METHODS)], lifespan=lifespan)
+    def refuse(path: str, error: KoraError) -> tuple[int, object]:
+        matched = match_route(routes, path)
+        segment = matched[0].prefix.split("/")[2] if matched is not None else ""
+        if segment == "mcp" or (segment == "agent" and matched is not None and matched[1] == "/"):
+            return jsonrpc_refusal(path, error)
+        return openai_refusal(path, error)
+
+    return Starlette(
+        routes=[StarletteRoute("/{path:path}", proxy, methods=_METHODS)],
+        lifespan=lifespan,
+        exception_handlers=HTTP_ERROR_HANDLERS,
+        middleware=[Middleware(RequestLimits, max_body_bytes=max_body_bytes, refuse=refuse, check_json=False)],
+    )

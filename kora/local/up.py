@@ -43,7 +43,7 @@ from kora.core.settings_errors import SettingsError
 from kora.core.telemetry import Telemetry, instrument_app, setup_telemetry
 from kora.hosted.catalog import find_hosted_model
 from kora.local.backends import BackendWatch, proxy_backends
-from kora.local.gateway import create_gateway_app, routes_from_plans
+from kora.local.gateway import create_gateway_app, gateway_body_limit, routes_from_plans
 from kora.local.state import (
     DEFAULT_STATE_DIR,
     FAILED,
@@ -185,7 +185,8 @@ class _LocalRun:
         loop = asyncio.get_running_loop()
         for stop_signal in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(stop_signal, supervisor.stop)
-        app = create_gateway_app(self._routes)  # updated in place by a reload
+        # Routes are updated in place by a reload; the body limit is the one of the workloads at start.
+        app = create_gateway_app(self._routes, max_body_bytes=gateway_body_limit(self._plans.values()))
         instrument_app(app, self._telemetry)
         gateway = _Gateway(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
         gateway_task = asyncio.create_task(gateway.serve(sockets=[self._gateway_sock]))

@@ -16,21 +16,33 @@ header, the proxy's own, as the upstream's are dropped.
 
 Errors (JSON bodies ``{"error": {"message", "type", "code"}}``, the OpenAI shape, which every Kora
 workload's clients already parse): 502 ``bad_gateway`` when the upstream cannot be reached or breaks the
-connection before the headers, 504 ``gateway_timeout`` when it does not answer within ``timeout_seconds``.
+connection before the headers, 504 ``gateway_timeout`` when it does not answer within ``timeout_seconds``,
+400 ``invalid_path`` for a path with a ``.``/``..`` segment (never sent on); :data:`HTTP_ERROR_HANDLERS` gives an
+app's own 404/405 the same shape.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
+from urllib.parse import unquote
 
 import httpx
 from starlette.background import BackgroundTask
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from kora.core.openai_wire import openai_error_body
 
-__all__ = ["HOP_BY_HOP", "error_response", "forward", "raw_path", "request_headers"]
+__all__ = [
+    "HOP_BY_HOP",
+    "HTTP_ERROR_HANDLERS",
+    "error_response",
+    "forward",
+    "has_dot_segment",
+    "raw_path",
+    "request_headers",
+]
 
 #: Headers that describe one connection, not the message (RFC 9110 section 7.6.1); never forwarded.
 HOP_BY_HOP = frozenset(
@@ -63,17 +75,40 @@ def error_response(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse(openai_error_body(message, code, code), status_code=status)
 
 
-def request_headers(request: Request, *, drop: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
-    """The request's end-to-end headers for the upstream: hop-by-hop, ``host`` and every lower-case name in
-    ``drop`` removed; ``X-Forwarded-*`` added. The client's ``content-length`` is kept (the body is relayed as it
-    streams in, and httpx sends a streamed body chunked unless its length is given)."""
-    skip = HOP_BY_HOP | {"host"} | drop
-    headers = [(name, value) for name, value in request.headers.items() if name.lower() not in skip]
+def has_dot_segment(path: str) -> bool:
+    """Whether ``path`` (as the client sent it) has a ``.`` or ``..`` segment, percent-escaped ones
+    (``%2e%2E``, ``..%2f``) included. httpx resolves such segments when it builds the upstream URL, and many
+    servers after unescaping, so ``/v1/../admin`` would leave the prefix the request was routed by (for the model
+    proxy: reach any path of the backend's host with the backend's key)."""
+    return any(segment in (".", "..") for segment in unquote(path, errors="replace").split("/"))
+
+
+async def _http_error(request: Request, error: Exception) -> Response:
+    status = error.status_code if isinstance(error, HTTPException) else 500
+    detail = error.detail if isinstance(error, HTTPException) else "Internal error"
+    code = {404: "not_found", 405: "method_not_allowed"}.get(status, "http_error")
+    headers = error.headers if isinstance(error, HTTPException) else None
+    return JSONResponse(openai_error_body(detail, "invalid_request_error", code), status_code=status, headers=headers)
+
+
+#: Starlette ``exception_handlers`` answering its own errors (404 for an unrouted path, 405 for a method a route
+#: does not take) in OpenAI's error shape rather than as plain text; the 405 keeps its ``Allow`` header.
+HTTP_ERROR_HANDLERS = {HTTPException: _http_error}
+
+
+def request_headers(request: Request, *, drop: frozenset[str] = frozenset()) -> list[tuple[bytes, bytes]]:
+    """The request's end-to-end headers for the upstream, as the raw bytes the client sent: hop-by-hop, ``host``
+    and every lower-case name in ``drop`` removed; ``X-Forwarded-*`` added. The client's ``content-length`` is
+    kept (the body is relayed as it streams in, and httpx sends a streamed body chunked unless its length is
+    given). Bytes, not text: a value with bytes above 0x7F (legal in HTTP/1.1, e.g. Latin-1) would make httpx
+    raise while encoding text as ASCII."""
+    skip = {name.encode("latin-1") for name in HOP_BY_HOP | {"host"} | drop}
+    headers = [(name, value) for name, value in request.headers.raw if name.lower() not in skip]
     client = request.client.host if request.client is not None else ""
     headers += [
-        ("x-forwarded-for", client),
-        ("x-forwarded-host", request.headers.get("host", "")),
-        ("x-forwarded-proto", request.url.scheme),
+        (b"x-forwarded-for", client.encode("latin-1")),
+        (b"x-forwarded-host", request.headers.get("host", "").encode("latin-1")),
+        (b"x-forwarded-proto", request.url.scheme.encode("latin-1")),
     ]
     return headers
 
@@ -98,11 +133,16 @@ async def forward(
     ``upstream_url`` is the full URL without the query string, its path built from :func:`raw_path`.
     ``extra_headers`` replace request headers of
     the same name (e.g. ``authorization`` for the model proxy). Returns the upstream's status, headers (minus
-    hop-by-hop) and body as a :class:`StreamingResponse`, or a 502/504 :func:`error_response`. The upstream
+    hop-by-hop) and body as a :class:`StreamingResponse`, or a 502/504 :func:`error_response`, or 400
+    ``invalid_path`` without asking the upstream when the path has a dot segment (:func:`has_dot_segment`). The upstream
     response is closed when the client has read it or gone away.
     """
+    if has_dot_segment(raw_path(request)):
+        message = "the path may not contain '.' or '..' segments"
+        body = openai_error_body(message, "invalid_request_error", "invalid_path")
+        return JSONResponse(body, status_code=400)
     headers = request_headers(request, drop=drop_headers | {name.lower() for name in (extra_headers or {})})
-    headers += list((extra_headers or {}).items())
+    headers += [(name.encode("latin-1"), value.encode("latin-1")) for name, value in (extra_headers or {}).items()]
     query = request.scope.get("query_string", b"")
     # httpx writes a trailing "?" for an empty query it is given: give none.
     url = httpx.URL(upstream_url, query=query) if query else httpx.URL(upstream_url)

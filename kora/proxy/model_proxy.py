@@ -35,7 +35,7 @@ from kora.core.command import run_command, serve_until_stopped
 from kora.core.limits import RequestLimits
 from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.core.openai_wire import model_list_body
-from kora.proxy.forward import forward, raw_path
+from kora.proxy.forward import HTTP_ERROR_HANDLERS, forward, raw_path
 
 __all__ = ["VARIABLES", "ProxySettings", "cli", "create_proxy_app"]
 
@@ -138,6 +138,7 @@ def create_proxy_app(settings: ProxySettings) -> Starlette:
             Route("/v1/{rest:path}", v1, methods=methods),
         ],
         lifespan=lifespan,
+        exception_handlers=HTTP_ERROR_HANDLERS,
         middleware=[Middleware(RequestLimits, max_body_bytes=settings.max_request_bytes)],
     )
 
