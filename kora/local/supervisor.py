@@ -9,7 +9,9 @@ One asyncio task per workload (:class:`Supervisor`):
    client reconnects to a server that was not listening yet;
 2. start ``python -m kora.cli <plan.args>`` in its working directory (the plan's ``files`` written there),
    with the plan's environment, stdout and stderr appended to its log file, in a new process group (so a
-   Ctrl-C in the terminal reaches only ``kora up``, which then stops the children in order);
+   Ctrl-C in the terminal reaches only ``kora up``, which then stops the children in order) and, on Linux,
+   with SIGTERM from the kernel should ``kora up`` die without stopping it (:func:`kora.local.orphans.
+   die_with_parent`: a ``kora up`` killed with SIGKILL leaves no workload behind);
 3. poll the readiness probe (every :data:`EARLY_PROBE_INTERVAL` seconds for the first
    :data:`EARLY_PROBE_SECONDS` after a start, then every :data:`PROBE_INTERVAL`): ``Ready`` once it answers
    200 *and* every dependency is Ready (``Waiting``, naming them, until then: spec "Resource phases");
@@ -44,6 +46,7 @@ import httpx
 
 from kora.core.env import MODEL_HOSTED_MODEL
 from kora.hosted.catalog import hosted_problem
+from kora.local.orphans import die_with_parent
 from kora.local.state import FAILED, PENDING, READY, WAITING, UpState, WorkloadState
 from kora.resources import ResourceRef, WorkloadPlan
 from kora.resources.models import Kind
@@ -308,6 +311,9 @@ class Supervisor:
                 stdout=log,
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,
+                # Forked here, on the event loop's thread, which lives as long as kora up: the kernel sends
+                # the parent-death signal when the forking *thread* ends.
+                preexec_fn=die_with_parent(),
             )
         self._processes[ref] = process
         workload.pid = process.pid

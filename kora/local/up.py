@@ -6,7 +6,9 @@ Steps: load and validate the manifests (:func:`kora.resources.load_path`; on err
 message and exit 2), give each workload a free loopback port, plan with :class:`Loopback` (workloads reach
 each other directly) and public URLs through the gateway (agent cards and ``AGENT_PUBLIC_URL`` point at
 ``http://127.0.0.1:<port>/<ns>/agent/<name>``), serve the gateway (:mod:`kora.local.gateway`) and
-supervise the workloads (:mod:`kora.local.supervisor`) until SIGINT/SIGTERM (``kora down`` sends SIGTERM).
+supervise the workloads (:mod:`kora.local.supervisor`) until SIGINT/SIGTERM/SIGHUP (``kora down`` sends SIGTERM).
+At start, workloads a killed ``kora up`` left in the same state dir are stopped first
+(:mod:`kora.local.orphans`).
 
 With ``--watch``, an edit of the manifests is applied while running (:mod:`kora.local.watch`): the files are
 loaded and checked again, and only the workloads whose plan changed restart (new ones start, removed ones
@@ -44,6 +46,7 @@ from kora.core.telemetry import Telemetry, instrument_app, setup_telemetry
 from kora.hosted.catalog import find_hosted_model
 from kora.local.backends import BackendWatch, proxy_backends
 from kora.local.gateway import create_gateway_app, gateway_body_limit, routes_from_plans
+from kora.local.orphans import stop_leftovers
 from kora.local.state import (
     DEFAULT_STATE_DIR,
     FAILED,
@@ -183,7 +186,7 @@ class _LocalRun:
             pass_env=self._pass_env,
         )
         loop = asyncio.get_running_loop()
-        for stop_signal in (signal.SIGINT, signal.SIGTERM):
+        for stop_signal in _stop_signals():
             loop.add_signal_handler(stop_signal, supervisor.stop)
         # Routes are updated in place by a reload; the body limit is the one of the workloads at start.
         app = create_gateway_app(self._routes, max_body_bytes=gateway_body_limit(self._plans.values()))
@@ -389,6 +392,9 @@ def _up(
         if not previous.stopped and previous.pid != os.getpid() and process_alive(previous.pid):
             print(f"kora up: already running (pid {previous.pid}) with state dir {state_dir}", file=sys.stderr)
             return 2
+        # A kora up killed with SIGKILL (or on a system without a parent-death signal) may have left workloads
+        # holding their ports: stop them before new ones start.
+        stop_leftovers(state_dir, previous, grace)
     try:
         gateway_sock = bind_socket("127.0.0.1", port)
     except OSError as error:
@@ -414,6 +420,14 @@ def _up(
 def cli(argv: list[str]) -> int:
     """``kora up``: parse ``argv``, run until stopped; returns the exit code (see the module docstring)."""
     return run_command(_up, argv, "kora up")
+
+
+def _stop_signals() -> list[signal.Signals]:
+    """SIGINT (Ctrl-C), SIGTERM (``kora down``) and SIGHUP (the terminal closed) unless ignored: under ``nohup``
+    SIGHUP is ignored and must stay so. Each stops the workloads in order; without a handler SIGHUP would end
+    ``kora up`` at once and leave its workloads to the parent-death signal alone."""
+    hangup = [signal.SIGHUP] if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) != signal.SIG_IGN else []
+    return [signal.SIGINT, signal.SIGTERM, *hangup]
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -16,7 +16,9 @@ import openai
 import pytest
 
 from kora.core.net import free_port
-from kora.local.state import UpState, process_alive, read_state
+from kora.local.state import UpState, WorkloadState, process_alive, read_state, write_state
+from tests.support.agent import wait_until
+from tests.support.processes import abandoned, group_members, process_gone
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -327,3 +329,42 @@ def test_memory_example_recalls_across_sessions_and_keeps_its_data_across_kora_u
         assert [fact["text"] for fact in response.json()["facts"]] == ["I live in Lisbon."]
     finally:
         stop(again)
+
+
+def test_a_kora_up_killed_with_sigkill_leaves_no_workload_running(quickstart: Up):
+    # Linux: the kernel sends each workload SIGTERM when kora up dies (PR_SET_PDEATHSIG); it stops as on kora down.
+    state = quickstart.state()
+    pids = workload_pids(state)
+    assert len(pids) == len(state.workloads)
+    quickstart.process.kill()
+    quickstart.process.wait(timeout=30)
+    wait_until(
+        lambda: all(process_gone(pid) and not group_members(pid) for pid in pids),
+        within=60,
+        message=f"every workload of {pids} (and what it started) gone",
+    )
+
+
+def test_kora_up_stops_the_workloads_a_killed_kora_up_left_behind(tmp_path: Path):
+    # What a kora up killed without the parent-death signal (not Linux) leaves: a workload still running, in its
+    # working directory, recorded in the state file with the dead kora up's pid.
+    state_dir = tmp_path / ".kora"
+    work = state_dir / "work" / "default-agent-assistant"
+    work.mkdir(parents=True)
+    up_pid, [leftover] = abandoned((work, "import time\nwhile True: time.sleep(1)\n# kora workload"))
+    try:
+        previous = UpState(pid=up_pid, gateway_url="http://127.0.0.1:1", started_at=time.time())
+        previous.workloads.append(WorkloadState("assistant", "Agent", "default", "", "", "", "", "Ready", "", leftover))
+        write_state(state_dir, previous)
+        up = start_up("examples/quickstart", tmp_path)
+        try:
+            mine = up.process.pid
+            up.wait(lambda s: s.pid == mine and all(w.phase == "Ready" for w in s.workloads), what="the new run Ready")
+            assert process_gone(leftover)
+            assert f"stopping 1 workload(s) left running by a kora up that is gone (pid {up_pid})" in up.output()
+            assert f"Agent/assistant (pid {leftover})" in up.output()
+        finally:
+            stop(up)
+    finally:
+        if not process_gone(leftover):
+            os.killpg(leftover, signal.SIGKILL)

@@ -106,3 +106,48 @@ def prometheus(url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
         for sample in family.samples:
             samples.setdefault(sample.name, []).append((sample.labels, sample.value))
     return samples
+
+
+def process_gone(pid: int) -> bool:
+    """No process ``pid``, or only its zombie (a process reparented to an init that has not reaped it yet)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    stat = Path(f"/proc/{pid}/stat")
+    with contextlib.suppress(OSError):
+        return stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    return False
+
+
+def group_members(pgid: int) -> list[int]:
+    """The pids of the live (not zombie) processes of process group ``pgid`` (Linux ``/proc``)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if fields[0] != "Z" and int(fields[2]) == pgid:
+                members.append(int(stat.parent.name))
+    return members
+
+
+#: A parent that starts each (working directory, python code) of its arguments in a session of its own, prints
+#: their pids and exits without stopping them: what a ``kora up`` killed with SIGKILL leaves behind.
+_ABANDON = """
+import subprocess, sys
+for cwd, code in zip(sys.argv[1::2], sys.argv[2::2]):
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=cwd, stdout=subprocess.DEVNULL, start_new_session=True
+    )
+    print(child.pid, flush=True)
+"""
+
+
+def abandoned(*children: tuple[Path, str]) -> tuple[int, list[int]]:
+    """Start ``children`` ((working directory, python code) each) from a parent that exits at once; returns
+    the dead parent's pid and the children's pids (the caller kills them)."""
+    args = [str(arg) for child in children for arg in child]
+    parent = subprocess.Popen([sys.executable, "-c", _ABANDON, *args], stdout=subprocess.PIPE, text=True)
+    out, _ = parent.communicate(timeout=60)
+    assert parent.returncode == 0, f"the abandoning parent failed: {out}"
+    return parent.pid, [int(line) for line in out.split()]

@@ -1,0 +1,155 @@
+"""Workloads never outlive their kora up (kora.local.orphans) with real processes: the kernel's parent-death
+signal, the race where the parent is gone before it is set, and the sweep of a killed run's leftovers."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kora.local.orphans import die_with_parent, is_workload_of, leftovers, stop_leftovers
+from kora.local.state import UpState, WorkloadState, read_state, write_state
+from tests.support.agent import wait_until
+from tests.support.processes import abandoned, process_gone
+
+ROOT = Path(__file__).resolve().parents[2]
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG) is Linux's")
+
+#: A stand-in for a workload: sleeps, its command line names kora (as `python -m kora.cli ...` does).
+WORKLOAD = "import time\nwhile True: time.sleep(1)\n# kora workload"
+#: The same, deaf to SIGTERM (a workload stuck in a tool): only SIGKILL ends it.
+DEAF_WORKLOAD = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True: time.sleep(1)\n# kora"
+
+
+def run_python(code: str, *args: str, cwd: Path | None = None) -> subprocess.Popen[str]:
+    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))}
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+
+
+@pytest.fixture
+def started() -> Iterator[list[int]]:
+    """Pids a test started outside its own children; each still running at the end is killed."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        if not process_gone(pid):
+            os.killpg(pid, signal.SIGKILL)
+
+
+# A parent that starts a child with die_with_parent (as the supervisor does), prints the child's pid and waits.
+PARENT = """
+import subprocess, sys, time
+from kora.local.orphans import die_with_parent
+child = subprocess.Popen(
+    [sys.executable, "-c", sys.argv[1]], preexec_fn=die_with_parent(), start_new_session=True, stdout=subprocess.DEVNULL
+)
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@linux_only
+def test_a_child_gets_sigterm_when_its_parent_is_killed(started: list[int]):
+    parent = run_python(PARENT, WORKLOAD)
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    started.append(child)
+    assert not process_gone(child)
+    parent.kill()  # SIGKILL: the parent runs no clean-up code
+    parent.wait()
+    wait_until(lambda: process_gone(child), within=30, message=f"child {child} gone after its parent was killed")
+
+
+# The race: a child whose parent is already gone when it sets the signal exits instead of running on.
+RACE = """
+import os
+from kora.local.orphans import die_with_parent
+hook = die_with_parent()  # records this process as the parent
+if (middle := os.fork()) == 0:
+    if (grandchild := os.fork()) == 0:
+        hook()  # its parent is `middle`, not the recorded one: as if the recorded one had died already
+        os._exit(0)
+    os._exit(os.waitstatus_to_exitcode(os.waitpid(grandchild, 0)[1]))
+print(os.waitstatus_to_exitcode(os.waitpid(middle, 0)[1]), flush=True)
+"""
+
+
+@linux_only
+def test_a_child_whose_parent_is_already_gone_exits():
+    process = run_python(RACE)
+    out, _ = process.communicate(timeout=60)
+    assert out.strip() == "1"
+
+
+@linux_only
+def test_the_hook_keeps_a_child_whose_parent_lives():
+    probe = "import ctypes; s = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(s)); print(s.value)"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], preexec_fn=die_with_parent(), capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == str(int(signal.SIGTERM))  # PR_GET_PDEATHSIG: kept across exec
+
+
+def leave_behind(state_dir: Path, *workloads: tuple[str, str]) -> UpState:
+    """Run a kora up that exits leaving ``workloads`` ((name, python code) each) running in their working
+    directories under ``state_dir``; write and return its state."""
+    children = []
+    for name, code in workloads:
+        work = state_dir / "work" / f"default-agent-{name}"
+        work.mkdir(parents=True, exist_ok=True)
+        children.append((work, code))
+    up_pid, pids = abandoned(*children)
+    state = UpState(pid=up_pid, gateway_url="http://127.0.0.1:1", started_at=time.time())
+    for (name, _code), pid in zip(workloads, pids, strict=True):
+        state.workloads.append(WorkloadState(name, "Agent", "default", "", "", "", phase="Ready", pid=pid))
+    write_state(state_dir, state)
+    return read_state(state_dir)
+
+
+def test_leftovers_of_a_dead_kora_up_are_stopped_and_said_so(tmp_path: Path, started: list[int]):
+    previous = leave_behind(tmp_path, ("a", WORKLOAD), ("b", DEAF_WORKLOAD))
+    pids = [w.pid for w in previous.workloads if w.pid is not None]
+    started.extend(pids)
+    assert [w.name for w in leftovers(previous, tmp_path)] == ["a", "b"]
+    err = io.StringIO()
+    stopped = stop_leftovers(tmp_path, previous, grace=0.5, err=err)
+    assert [w.name for w in stopped] == ["a", "b"]
+    # b only by SIGKILL, after the grace period
+    wait_until(lambda: all(process_gone(pid) for pid in pids), within=30, message="leftovers gone")
+    lines = err.getvalue().splitlines()
+    assert lines[0].startswith(
+        f"kora up: stopping 2 workload(s) left running by a kora up that is gone (pid {previous.pid})"
+    )
+    assert f"Agent/a (pid {pids[0]})" in lines[0]
+    assert lines[1] == "kora up: stopped 2 leftover workload(s)"
+
+
+def test_a_reused_pid_that_is_no_kora_workload_is_left_alone(tmp_path: Path, started: list[int]):
+    # Not Kora (its command line does not name kora), or Kora working elsewhere: another program got the pid.
+    stranger = "import time\nwhile True: time.sleep(1)"
+    previous = leave_behind(tmp_path, ("a", stranger))
+    elsewhere = run_python(WORKLOAD, cwd=tmp_path)
+    started.extend([*(w.pid for w in previous.workloads if w.pid is not None), elsewhere.pid])
+    previous.workloads.append(WorkloadState("c", "Agent", "default", "", "", "", pid=elsewhere.pid))
+    err = io.StringIO()
+    assert stop_leftovers(tmp_path, previous, grace=0.5, err=err) == []
+    assert err.getvalue() == ""
+    assert not any(process_gone(pid) for pid in started)
+    assert not is_workload_of(elsewhere.pid, tmp_path)
+
+
+def test_nothing_is_stopped_while_the_recorded_kora_up_runs(tmp_path: Path, started: list[int]):
+    previous = leave_behind(tmp_path, ("a", WORKLOAD))
+    started.extend(w.pid for w in previous.workloads if w.pid is not None)
+    previous.pid = os.getpid()  # alive: that kora up owns its workloads
+    assert leftovers(previous, tmp_path) == []
+    assert stop_leftovers(tmp_path, previous, grace=0.5, err=io.StringIO()) == []
