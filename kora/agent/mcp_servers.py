@@ -262,9 +262,11 @@ class McpServers:
         toolset, server.toolset, server.tools = server.toolset, None, []
         server.error = reason
         if toolset is not None:
+            # Offered no more before the close is awaited: while a dead session takes its time to close, turns
+            # and /ready must already agree that the server is down.
+            self._rebuild()
             with contextlib.suppress(Exception):
                 await toolset.__aexit__(None, None, None)
-            self._rebuild()
 
     def _rebuild(self) -> None:
         connected = [s for s in self._servers.values() if s.toolset is not None]
