@@ -55,18 +55,8 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 # --- host tools -------------------------------------------------------------------------------------------
-need=()
-for tool in mmdebstrap:mmdebstrap umoci:umoci flock:util-linux unshare:util-linux; do
-  command -v "${tool%%:*}" >/dev/null || need+=("${tool#*:}")
-done
-[ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
-[ -e /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
-if [ ${#need[@]} -gt 0 ]; then
-  command -v apt-get >/dev/null || { log "missing ${need[*]} and no apt-get to install them"; exit 1; }
-  log "installing ${need[*]} with apt-get"
-  apt-get -q update >&2
-  DEBIAN_FRONTEND=noninteractive apt-get -q install -y --no-install-recommends "${need[@]}" >&2
-fi
+. scripts/lib/host-tools.sh
+ensure_host_tools mmdebstrap:mmdebstrap umoci:umoci flock:util-linux unshare:util-linux
 
 # The wheelhouse must hold wheels for the image's Python (Debian bookworm's 3.11): C extensions are per version.
 py=${PYTHON:-}

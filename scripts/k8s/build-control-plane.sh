@@ -24,19 +24,8 @@ log() { echo "build-control-plane: $*" >&2; }
 [ -f "$bin/.complete" ] && { echo "$bin"; exit 0; }
 
 # --- host tools -------------------------------------------------------------------------------------------
-need=()
-for tool in make:make curl:curl openssl:openssl tar:tar gzip:gzip xz:xz-utils flock:util-linux; do
-  command -v "${tool%%:*}" >/dev/null || need+=("${tool#*:}")
-done
-[ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
-[ -e /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
-if [ ${#need[@]} -gt 0 ]; then
-  command -v apt-get >/dev/null || { log "missing ${need[*]} and no apt-get to install them"; exit 1; }
-  sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
-  log "installing ${need[*]} with apt-get"
-  $sudo apt-get -q update >&2
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get -q install -y --no-install-recommends "${need[@]}" >&2
-fi
+. "$(dirname "$(readlink -f "$0")")/../lib/host-tools.sh"
+ensure_host_tools make:make curl:curl openssl:openssl tar:tar gzip:gzip xz:xz-utils flock:util-linux
 
 mkdir -p "$home"
 exec 9>"$home/.lock"
