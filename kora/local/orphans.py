@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from kora.local.state import UpState, WorkloadState
+from kora.local.state import UpState, WorkloadState, process_alive
 
 __all__ = ["die_with_parent", "is_workload_of", "leftovers", "stop_leftovers"]
 
@@ -134,13 +134,9 @@ def _proc_state(proc: Path) -> str:
 
 def _gone(pid: int) -> bool:
     # A zombie (reparented to an init that has not reaped it yet) is gone for this purpose.
-    proc = Path("/proc") / str(pid)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not process_alive(pid):
         return True
-    except PermissionError:
-        return False
+    proc = Path("/proc") / str(pid)
     with contextlib.suppress(OSError, IndexError):
         return proc.is_dir() and _proc_state(proc) == "Z"
     return False

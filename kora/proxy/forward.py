@@ -84,11 +84,10 @@ def has_dot_segment(path: str) -> bool:
 
 
 async def _http_error(request: Request, error: Exception) -> Response:
-    status = error.status_code if isinstance(error, HTTPException) else 500
-    detail = error.detail if isinstance(error, HTTPException) else "Internal error"
-    code = {404: "not_found", 405: "method_not_allowed"}.get(status, "http_error")
-    headers = error.headers if isinstance(error, HTTPException) else None
-    return JSONResponse(openai_error_body(detail, "invalid_request_error", code), status_code=status, headers=headers)
+    assert isinstance(error, HTTPException)  # the one class it is registered for (HTTP_ERROR_HANDLERS)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
+    body = openai_error_body(error.detail, "invalid_request_error", code)
+    return JSONResponse(body, status_code=error.status_code, headers=error.headers)
 
 
 #: Starlette ``exception_handlers`` answering its own errors (404 for an unrouted path, 405 for a method a route
