@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+import httpx2
 from lightkube import ApiError, AsyncClient
 from lightkube.core.resource import NamespacedResource
 from lightkube.generic_resource import create_namespaced_resource
@@ -54,6 +55,15 @@ def _resource(key: ChildRef) -> type[NamespacedResource]:
     return CHILD_RESOURCES[(key.api_version, key.kind)]
 
 
+def _absent(error: ApiError | httpx2.HTTPStatusError) -> bool:
+    """Whether ``error`` says the object does not exist: a 404 for the object, or a 404 for its whole kind, which
+    the API server does not serve (a cluster without the Gateway API's CRDs has no HTTPRoute to find or prune;
+    that 404 carries no Status body, so lightkube raises httpx's error instead of an ``ApiError``)."""
+    if isinstance(error, ApiError):
+        return error.status.code == 404
+    return error.response.status_code == 404
+
+
 class Kube:
     """The operator's API calls through ``client``."""
 
@@ -62,11 +72,12 @@ class Kube:
 
     async def annotation(self, key: ChildRef, name: str) -> str | None:
         """Annotation ``name`` of the child ``key``: its value, ``""`` when the child lacks it, None when the
-        child does not exist. Raises ``lightkube.ApiError`` for other failures."""
+        child does not exist or its kind is not served. Raises ``lightkube.ApiError`` (or ``httpx2.HTTPStatusError``)
+        for other failures."""
         try:
             found = await self.client.get(_resource(key), key.name, namespace=key.namespace)
-        except ApiError as error:
-            if error.status.code == 404:
+        except (ApiError, httpx2.HTTPStatusError) as error:
+            if _absent(error):
                 return None
             raise
         metadata: ObjectMeta | None = getattr(found, "metadata", None)
@@ -87,11 +98,11 @@ class Kube:
         )
 
     async def delete(self, key: ChildRef) -> bool:
-        """Delete the child ``key``; False when it was already gone."""
+        """Delete the child ``key``; False when it was already gone (or its kind is not served)."""
         try:
             await self.client.delete(_resource(key), key.name, namespace=key.namespace)
-        except ApiError as error:
-            if error.status.code == 404:
+        except (ApiError, httpx2.HTTPStatusError) as error:
+            if _absent(error):
                 return False
             raise
         return True
