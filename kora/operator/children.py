@@ -335,6 +335,9 @@ def _deployment(
         "args": [_escape(arg) for arg in plan.args],
         "env": [_env_var(entry) for entry in plan.env],
         "ports": [{"name": PORT_NAME, "containerPort": plan.port, "protocol": "TCP"}],
+        # A container that exits with an error leaves its last output in its status, where the operator reads
+        # why a workload does not start (kora.operator.status.pod_failure).
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         **_probes(plan.probes),
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }

@@ -28,7 +28,7 @@ from kora.operator.kube import Kube
 from kora.operator.metrics_endpoint import serving_metrics
 from kora.operator.reconciler import RESYNC_SECONDS, Reconciler
 from kora.operator.settings import OperatorSettings
-from kora.operator.status import JsonObject
+from kora.operator.status import JsonObject, pod_failure
 from kora.resources.crd import plural
 from kora.resources.graph import ResourceRef
 from kora.resources.models import GROUP, RESOURCE_CLASSES, VERSION
@@ -121,6 +121,17 @@ def build_registry(reconciler: Reconciler, *, webhook: bool) -> kopf.OperatorReg
         owner = ResourceRef(kind, body["metadata"]["namespace"], name)
         deleted = event.get("type") == "DELETED"
         reconciler.observe_deployment(owner, None if deleted else _plain(body.get("status") or {}))
+
+    @kopf.on.event("", "v1", "pods", labels={"app.kubernetes.io/managed-by": MANAGED_BY}, registry=registry)
+    def observe_pod(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
+        labels = body.get("metadata", {}).get("labels", {})
+        kind, name = labels.get(KIND_LABEL), labels.get(NAME_LABEL)
+        if kind not in RESOURCE_CLASSES or not name:
+            return
+        metadata = body["metadata"]
+        owner = ResourceRef(kind, metadata["namespace"], name)
+        deleted = event.get("type") == "DELETED"
+        reconciler.observe_pod(owner, metadata["name"], pod_failure(body.get("status") or {}), deleted=deleted)
 
     return registry
 

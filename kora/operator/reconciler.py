@@ -123,6 +123,8 @@ class Reconciler:
         #: Content hash a child is known to carry ("" : present without a hash, None: known absent).
         self.children: dict[ChildRef, str | None] = {}
         self.dependants: dict[ResourceRef, set[ResourceRef]] = {}
+        #: Per resource, per pod name of its workload: why that pod does not run (None: it runs or is starting).
+        self.pods: dict[ResourceRef, dict[str, str | None]] = {}
         self._references: dict[ResourceRef, set[ResourceRef]] = {}
         #: Resources read from the API server because the watch had not shown them, and found absent: not read
         #: again until the watch shows them or a resync forgets this (a missing dependency costs one read).
@@ -164,6 +166,27 @@ class Reconciler:
                 ChildRef("apps/v1", "Deployment", owner.namespace, service_name(owner.kind, owner.name)), None
             )
         self.queue.add(owner)
+
+    def observe_pod(self, owner: ResourceRef, pod: str, failure: str | None, *, deleted: bool = False) -> None:
+        """A pod of ``owner``'s workload changed: ``failure`` is :func:`kora.operator.status.pod_failure` of its
+        status (``deleted``: it is gone). When that changes what ``owner`` reports, ``owner`` and those waiting on it
+        are reconciled, so a crash-looping tool server is named in its own status and its Agents'."""
+        before = self.pod_failure(owner)
+        pods = self.pods.setdefault(owner, {})
+        if deleted:
+            pods.pop(pod, None)
+        else:
+            pods[pod] = failure
+        if not pods:
+            del self.pods[owner]
+        if self.pod_failure(owner) != before:
+            self.queue.add(owner)
+            for dependant in self.dependants.get(owner, ()):
+                self.queue.add(dependant)
+
+    def pod_failure(self, owner: ResourceRef) -> str | None:
+        """Why a pod of ``owner``'s workload does not run (the first by pod name), None when none is failing."""
+        return next((failure for _, failure in sorted(self.pods.get(owner, {}).items()) if failure), None)
 
     def _set_references(self, ref: ResourceRef, targets: set[ResourceRef]) -> None:
         for old in self._references.get(ref, set()) - targets:
@@ -254,7 +277,7 @@ class Reconciler:
             resource,
             endpoint=plan.public_url,
             dependencies=dependencies,
-            workload=WorkloadState.of(deployment, replicas),
+            workload=WorkloadState.of(deployment, replicas, self.pod_failure(ref)),
             memory_store=await self._memory_store(resource),
             previous=previous,
         )
@@ -273,7 +296,9 @@ class Reconciler:
                 self._absent.add(target)
                 return Dependency(target, None)
             observed = parse(target.kind, body)
-        return Dependency(target, observed.phase or Phase.PENDING, exposed=observed.exposed)
+        return Dependency(
+            target, observed.phase or Phase.PENDING, exposed=observed.exposed, failure=self.pod_failure(target)
+        )
 
     async def _memory_store(self, resource: AnyResource) -> Dependency | None:
         if not isinstance(resource, Agent):

@@ -42,6 +42,8 @@ class Dependency:
     phase: Phase | None
     exposed: bool = True
     """For a peer Agent: whether it sets ``agentNetwork.expose: true``."""
+    failure: str | None = None
+    """Why its own workload does not run (:attr:`WorkloadState.pod_failure`), as its status says."""
 
     def problem(self) -> str | None:
         """Why this dependency holds its dependant back (None when it is Ready)."""
@@ -51,7 +53,7 @@ class Dependency:
         if not self.exposed:
             return f"{label} does not set agentNetwork.expose: true"
         if self.phase is not Phase.READY:
-            return f"{label} is {self.phase.value}"
+            return f"{label} is {self.phase.value}" + (f": {self.failure}" if self.failure else "")
         return None
 
 
@@ -65,10 +67,15 @@ class WorkloadState:
     available: bool = False
     failure: str | None = None
     """The Deployment's reason for giving up (``ProgressDeadlineExceeded``), if it did."""
+    pod_failure: str | None = None
+    """Why one of its pods does not run (:func:`pod_failure`), while it is not available."""
 
     @classmethod
-    def of(cls, deployment_status: Mapping[str, object] | None, replicas: int) -> WorkloadState:
-        """From a Deployment's ``status`` (None: no Deployment); ``replicas`` is the wanted count."""
+    def of(
+        cls, deployment_status: Mapping[str, object] | None, replicas: int, pod_failure: str | None = None
+    ) -> WorkloadState:
+        """From a Deployment's ``status`` (None: no Deployment); ``replicas`` is the wanted count; ``pod_failure``
+        what :func:`pod_failure` found in one of its pods."""
         if deployment_status is None:
             return cls(exists=False, replicas=replicas)
         conditions = deployment_status.get("conditions")
@@ -90,7 +97,73 @@ class WorkloadState:
             # A Deployment scaled to 0 is "available" with nothing to serve; it is not Ready.
             available=(available or ready_count >= 1) and replicas > 0,
             failure=failure,
+            pod_failure=pod_failure,
         )
+
+
+#: Container waiting reasons that mean the container cannot run as it is (not merely starting).
+FAILING_REASONS = frozenset(
+    {
+        "CrashLoopBackOff",
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "ErrImageNeverPull",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+    }
+)
+#: Longest last output line quoted from a failed container.
+MAX_OUTPUT_CHARS = 300
+
+
+def pod_failure(pod_status: Mapping[str, object]) -> str | None:
+    """Why a workload's pod does not run, from its ``status`` (None while it runs or is merely starting).
+
+    For a container that cannot run (a waiting reason in :data:`FAILING_REASONS`, or exited non-zero) the reason
+    and the last line the container wrote before it ended: the kubelet keeps it in ``lastState.terminated.message``
+    because every workload's container sets ``terminationMessagePolicy: FallbackToLogsOnError``. For a pod the
+    scheduler cannot place, its message. Shape: ``"CrashLoopBackOff, last output: <line>"``.
+    """
+    statuses = pod_status.get("containerStatuses")
+    for container in statuses if isinstance(statuses, list) else []:
+        if not isinstance(container, Mapping) or container.get("ready") is True:
+            continue
+        state = _mapping(container.get("state"))
+        waiting, terminated = _mapping(state.get("waiting")), _mapping(state.get("terminated"))
+        last = _mapping(_mapping(container.get("lastState")).get("terminated"))
+        if waiting.get("reason") in FAILING_REASONS:
+            reason = str(waiting["reason"])
+            detail = _last_line(last.get("message")) or _last_line(waiting.get("message"))
+        elif terminated and terminated.get("exitCode") not in (0, None):
+            reason = f"exited with code {terminated['exitCode']}"
+            detail = _last_line(terminated.get("message"))
+        else:
+            continue
+        if last.get("exitCode") not in (0, None) and waiting.get("reason") == "CrashLoopBackOff":
+            reason = f"{reason} (exit code {last['exitCode']})"
+        return f"{reason}, last output: {detail}" if detail else reason
+    conditions = pod_status.get("conditions")
+    for condition in conditions if isinstance(conditions, list) else []:
+        if isinstance(condition, Mapping) and (condition.get("type"), condition.get("reason")) == (
+            "PodScheduled",
+            "Unschedulable",
+        ):
+            return f"unschedulable: {condition.get('message') or 'no node fits'}"
+    return None
+
+
+def _mapping(value: object) -> Mapping[str, object]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _last_line(text: object) -> str | None:
+    lines = [line.strip() for line in str(text or "").splitlines() if line.strip()]
+    if not lines:
+        return None
+    line = lines[-1]
+    return line if len(line) <= MAX_OUTPUT_CHARS else line[: MAX_OUTPUT_CHARS - 1] + "…"
 
 
 def _condition(
@@ -134,6 +207,8 @@ def compute_status(
         message = f"waiting for the Deployment: {workload.ready_replicas}/{workload.replicas} replicas ready"
         if workload.replicas == 0:
             message = "scaled to 0 replicas"
+        elif workload.pod_failure is not None:
+            message += f"; a pod is failing: {workload.pod_failure}"
     else:
         phase, message = Phase.READY, f"{workload.ready_replicas}/{workload.replicas} replicas ready"
     conditions = [

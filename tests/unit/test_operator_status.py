@@ -13,6 +13,7 @@ from kora.operator.status import (
     compute_status,
     failed_status,
     parse_status,
+    pod_failure,
     status_body,
 )
 from kora.resources.graph import ResourceRef
@@ -136,3 +137,96 @@ def test_parse_status_tolerates_what_it_cannot_read():
     model = ModelAPI.model_validate({"metadata": {"name": "m"}, "spec": {"mode": "Scripted"}})
     status = compute_status(model, endpoint="e", dependencies=[], workload=AVAILABLE)
     assert parse_status({"status": status_body(status)}) is not None
+
+
+CRASHED_TOOLS = {
+    "containerStatuses": [
+        {
+            "name": "kora",
+            "ready": False,
+            "restartCount": 3,
+            "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s restarting failed container"}},
+            "lastState": {
+                "terminated": {
+                    "exitCode": 2,
+                    "reason": "Error",
+                    "message": "starting tools\nkora mcp: ModuleNotFoundError: No module named 'x'\n",
+                }
+            },
+        }
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    ("pod_status", "expected"),
+    [
+        (
+            CRASHED_TOOLS,
+            "CrashLoopBackOff (exit code 2), last output: kora mcp: ModuleNotFoundError: No module named 'x'",
+        ),
+        (
+            {
+                "containerStatuses": [
+                    {
+                        "ready": False,
+                        "state": {"waiting": {"reason": "ErrImageNeverPull", "message": "image kora:9 is not present"}},
+                    }
+                ]
+            },
+            "ErrImageNeverPull, last output: image kora:9 is not present",
+        ),
+        (
+            {"containerStatuses": [{"ready": False, "state": {"terminated": {"exitCode": 1, "message": "boom"}}}]},
+            "exited with code 1, last output: boom",
+        ),
+        (
+            {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": "0/1 nodes are available: 1 Insufficient memory.",
+                    }
+                ]
+            },
+            "unschedulable: 0/1 nodes are available: 1 Insufficient memory.",
+        ),
+        # Starting, running, or not ready yet without failing: nothing to report.
+        ({"containerStatuses": [{"ready": False, "state": {"waiting": {"reason": "ContainerCreating"}}}]}, None),
+        ({"containerStatuses": [{"ready": False, "state": {"running": {}}}]}, None),
+        ({"containerStatuses": [{"ready": True, "state": {"running": {}}}]}, None),
+        ({}, None),
+        ({"containerStatuses": "garbage"}, None),
+    ],
+)
+def test_pod_failure_names_what_stops_a_pod_with_its_last_output(pod_status: dict, expected: str | None) -> None:
+    assert pod_failure(pod_status) == expected
+
+
+def test_a_long_last_line_is_cut() -> None:
+    crashed = {"containerStatuses": [{"ready": False, "state": {"terminated": {"exitCode": 1, "message": "x" * 1000}}}]}
+    failure = pod_failure(crashed)
+    assert failure is not None
+    assert len(failure) < 400
+    assert failure.endswith("…")
+
+
+def test_a_failing_pod_is_named_in_its_resources_status_and_in_the_agent_waiting_for_it() -> None:
+    failure = pod_failure(CRASHED_TOOLS)
+    workload = WorkloadState.of({"readyReplicas": 0, "conditions": []}, 1, failure)
+    tools = compute_status(_agent(), endpoint="http://x", dependencies=[], workload=workload, now=T0)
+    assert tools.phase is Phase.PENDING
+    assert tools.message == f"waiting for the Deployment: 0/1 replicas ready; a pod is failing: {failure}"
+    agent = compute_status(
+        _agent(),
+        endpoint="http://x",
+        dependencies=[Dependency(TOOLS, Phase.PENDING, failure=failure)],
+        workload=WorkloadState.of(None, 1),
+        now=T0,
+    )
+    assert agent.phase is Phase.WAITING
+    assert agent.message == f"waiting for MCPServer tools is Pending: {failure}"
+    # Once Ready, a stale failure is not reported.
+    assert Dependency(TOOLS, Phase.READY, failure=failure).problem() is None
