@@ -7,15 +7,18 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh embeddings
 . .venv/bin/activate
 export KORA_REQUIRE_EMBEDDINGS=1
+# The real-node tier (tests/e2e/node) must run here: a machine where it cannot (no root) fails it, never skips it.
+export KORA_REQUIRE_NODE=1
 ruff check .
 ruff format --check .
 mypy kora
 lint-imports --no-cache
-# The operator's tests run against a real Kubernetes API server built from source: once per machine (minutes,
-# then cached under ~/.cache/kora), so a fresh CI machine pays it here, visibly, not inside a test's timeout.
+# The operator's tests run against a real Kubernetes API server, and the e2e tier against a real node, both built
+# from source: once per machine (about ten minutes, then cached under ~/.cache/kora), so a fresh CI machine pays
+# it here, visibly, not inside a test's timeout.
 started=$SECONDS
 bash scripts/k8s/build-control-plane.sh >/dev/null
-echo "test.sh: Kubernetes control plane ready (build or cache check) in $((SECONDS - started)) s" >&2
+echo "test.sh: Kubernetes binaries ready (build or cache check) in $((SECONDS - started)) s" >&2
 # The Helm chart's tests run the pinned Helm 3 binary (fetched once, checked by sha256, cached under ~/.cache/kora).
 KORA_HELM=$(bash scripts/helm/install-helm.sh)
 export KORA_HELM

@@ -1,27 +1,32 @@
 #!/usr/bin/env bash
-# Builds the Kubernetes control plane Kora's operator tests run against: kube-apiserver and
-# kube-controller-manager v1.20.2 compiled from Debian bookworm's `kubernetes` source package with Debian's
-# Go 1.19, plus Debian's etcd and kubectl binaries. No registry ships a usable apiserver binary, so this is
-# the one way to get a real one on a machine that can reach only Debian's archive.
+# Builds the Kubernetes binaries Kora's tests run: kube-apiserver, kube-controller-manager, kube-scheduler,
+# kubelet and kube-proxy v1.20.2, compiled in one `make` from Debian bookworm's `kubernetes` source package with
+# Debian's Go 1.19, plus Debian's etcd and kubectl binaries. The operator's fast tests run the first two as a bare
+# control plane (scripts/k8s/start-control-plane.sh); the e2e tier runs all five as a real node where pods run
+# (scripts/k8s/start-node.sh). No registry ships usable binaries of these, so this is the one way to get real
+# ones on a machine that can reach only Debian's archive.
 #
-# Output: $KORA_K8S_HOME/bin/{kube-apiserver,kube-controller-manager,etcd,kubectl}; the directory is printed
-# on stdout (the only stdout line). KORA_K8S_HOME defaults to ${XDG_CACHE_HOME:-$HOME/.cache}/kora/k8s-1.20.2.
-# Idempotent: a finished build is recognised by $KORA_K8S_HOME/bin/.complete, written only after every binary
-# has been installed and has run; anything else (an interrupted build) is finished or redone. Concurrent
-# callers wait on a lock instead of building twice. About 4 minutes on 2 cores, once per machine.
+# Output: $KORA_K8S_HOME/bin/{kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,kube-proxy,etcd,
+# kubectl}; the directory is printed on stdout (the only stdout line). KORA_K8S_HOME defaults to
+# ${XDG_CACHE_HOME:-$HOME/.cache}/kora/k8s-1.20.2. Idempotent: a finished build is recognised by
+# $KORA_K8S_HOME/bin/.complete, written only after every binary has been installed and has run, and naming
+# them; anything else (an interrupted build, an older cache with fewer binaries) is finished or redone.
+# Concurrent callers wait on a lock instead of building twice. About 10-12 minutes on 2 quiet cores, once per
+# machine (the five share most packages, so one make is much cheaper than two).
 #
 # Nothing is installed system-wide except, when missing, the few host tools the build needs (make, curl,
 # openssl, ...), through apt-get (as root or with sudo). The Debian packages themselves are unpacked with
 # `dpkg -x` under $KORA_K8S_HOME using a private apt configuration.
-# Limits of the result: Kubernetes 1.20 (no CEL validation rules in CRDs); no scheduler or kubelet, so pods
-# never run.
+# Limits of the result: Kubernetes 1.20 (no CEL validation rules in CRDs).
 set -euo pipefail
 
 home=${KORA_K8S_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/kora/k8s-1.20.2}
 bin=$home/bin
 log() { echo "build-control-plane: $*" >&2; }
 
-[ -f "$bin/.complete" ] && { echo "$bin"; exit 0; }
+binaries="kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy"
+complete() { [ -f "$bin/.complete" ] && [ "$(cat "$bin/.complete")" = "$binaries etcd kubectl" ]; }
+complete && { echo "$bin"; exit 0; }
 
 # --- host tools -------------------------------------------------------------------------------------------
 . "$(dirname "$(readlink -f "$0")")/../lib/host-tools.sh"
@@ -29,8 +34,8 @@ ensure_host_tools make:make curl:curl openssl:openssl tar:tar gzip:gzip xz:xz-ut
 
 mkdir -p "$home"
 exec 9>"$home/.lock"
-flock 9
-[ -f "$bin/.complete" ] && { echo "$bin"; exit 0; }   # another caller finished while we waited
+flock -n 9 || { log "another build of these binaries holds $home/.lock: waiting for it to finish"; flock 9; }
+complete && { echo "$bin"; exit 0; }   # another caller finished while we waited
 
 # --- Debian packages, through a private apt configuration --------------------------------------------------
 # The source list names bookworm explicitly so the result is the same whatever the host's release.
@@ -78,23 +83,24 @@ rm -f "$src/vendor/github.com/modern-go/reflect2/go.mod"
 printf '#!/bin/sh\nshift; exec cp -p "$@"\n' > "$home/shim/rsync" && chmod +x "$home/shim/rsync"
 
 # --- compile -------------------------------------------------------------------------------------------
-log "compiling kube-apiserver and kube-controller-manager (several minutes)"
+log "compiling $binaries (about ten minutes)"
 (
   export GOROOT=$home/root/usr/lib/go-1.19 GOCACHE=$home/gocache GOPROXY=off CGO_ENABLED=0 HOME=$home
   export PATH=$home/shim:$GOROOT/bin:$PATH
   unset GOPATH GOFLAGS GO111MODULE
   cd "$src"
-  make WHAT="cmd/kube-apiserver cmd/kube-controller-manager" KUBE_GIT_VERSION=v1.20.2 KUBE_GIT_TREE_STATE=clean >&2
+  make WHAT="$(for b in $binaries; do printf 'cmd/%s ' "$b"; done)" KUBE_GIT_VERSION=v1.20.2 KUBE_GIT_TREE_STATE=clean >&2
 )
 
 # --- install, then mark finished ------------------------------------------------------------------------
 rm -rf "$bin.tmp" && mkdir -p "$bin.tmp"
-cp "$src/_output/bin/kube-apiserver" "$src/_output/bin/kube-controller-manager" \
-   "$home/root/usr/bin/etcd" "$home/root/usr/bin/kubectl" "$bin.tmp/"
-for b in kube-apiserver kube-controller-manager etcd; do "$bin.tmp/$b" --version >/dev/null; done
+for b in $binaries; do cp "$src/_output/bin/$b" "$bin.tmp/"; done
+cp "$home/root/usr/bin/etcd" "$home/root/usr/bin/kubectl" "$bin.tmp/"
+for b in $binaries etcd; do "$bin.tmp/$b" --version >/dev/null; done
 "$bin.tmp/kubectl" version --client >/dev/null
+# A running cluster holds the old binaries open: replace the directory, not the files under it.
 rm -rf "$bin" && mv "$bin.tmp" "$bin"
-touch "$bin/.complete"
+echo "$binaries etcd kubectl" > "$bin/.complete"
 # Sources, toolchain, packages and Go's build cache (about 700 MB) are not needed any more.
 rm -rf "$home"/{src,root,debs,apt,shim,gocache}
 log "done"
