@@ -462,6 +462,18 @@ def _http_route(
     }
 
 
+def policy_namespaces(settings: OperatorSettings) -> list[str]:
+    """The namespaces whose pods the workloads' NetworkPolicies admit (selected by :data:`NAMESPACE_NAME_LABEL`),
+    sorted: the operator's, and the Gateway's in strict mode or with Gateway API; none when no NetworkPolicy is
+    made (neither ``NETWORK_POLICY_ENABLED`` nor strict mode)."""
+    if not settings.network_policies:
+        return []
+    namespaces = {settings.operator_namespace}
+    if settings.strict_gateway_api_enabled or settings.gateway_api_enabled:
+        namespaces.add(settings.gateway_namespace)
+    return sorted(namespaces)
+
+
 def _namespace_peer(namespace: str) -> JsonObject:
     return {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}}
 
@@ -481,12 +493,9 @@ def _network_policy(
     Egress is not restricted (agents call model backends and tools anywhere). A Gateway in the workloads' own
     namespace admits that whole namespace; a gateway implementation that runs its proxies in another namespace
     than the Gateway object's needs that namespace admitted (not configurable yet). The label is set by the API
-    server from Kubernetes 1.21; older clusters need it added to the namespaces by hand.
+    server from Kubernetes 1.21; on 1.20 the operator sets it on :func:`policy_namespaces` (the reconciler).
     """
-    namespaces = {settings.operator_namespace}
-    if settings.strict_gateway_api_enabled or settings.gateway_api_enabled:
-        namespaces.add(settings.gateway_namespace)
-    peers: list[JsonValue] = [_namespace_peer(namespace) for namespace in sorted(namespaces)]
+    peers: list[JsonValue] = [_namespace_peer(namespace) for namespace in policy_namespaces(settings)]
     if not settings.strict_gateway_api_enabled:
         workloads = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/part-of": PART_OF}
         peers.append({"podSelector": {"matchLabels": dict(workloads)}})

@@ -18,7 +18,7 @@ from lightkube.core.resource import NamespacedResource
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import ConfigMap, PersistentVolumeClaim, Service
+from lightkube.resources.core_v1 import ConfigMap, Namespace, PersistentVolumeClaim, Service
 from lightkube.resources.networking_v1 import NetworkPolicy
 from lightkube.types import PatchType
 
@@ -116,6 +116,24 @@ class Kube:
                 return None
             raise
         return found.status.to_dict() if found.status is not None else {}
+
+    async def label_namespace(self, name: str, label: str, value: str) -> bool | None:
+        """Give namespace ``name`` the label ``label=value`` unless it has it (a merge patch of that one label).
+        True when it was written, False when it was there already, None when the namespace does not exist.
+        Raises ``lightkube.ApiError`` for other failures (a 403 without RBAC for namespaces)."""
+        try:
+            found = await self.client.get(Namespace, name)
+            metadata: ObjectMeta | None = found.metadata
+            if ((metadata.labels if metadata is not None else None) or {}).get(label) == value:
+                return False
+            await self.client.patch(
+                Namespace, name, {"metadata": {"labels": {label: value}}}, patch_type=PatchType.MERGE
+            )
+        except ApiError as error:
+            if error.status.code == 404:
+                return None
+            raise
+        return True
 
     async def resource(self, kind: str, namespace: str, name: str) -> JsonObject | None:
         """The body of Kora resource ``kind`` ``namespace/name`` as JSON, None when absent. Raises

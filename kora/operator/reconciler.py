@@ -36,6 +36,7 @@ from opentelemetry import trace
 from pydantic import ValidationError
 
 from kora.operator.children import (
+    NAMESPACE_NAME_LABEL,
     PRUNABLE_KINDS,
     SPEC_HASH_ANNOTATION,
     ChildRef,
@@ -43,6 +44,7 @@ from kora.operator.children import (
     cluster_problems,
     gateway_manifest,
     plan_for,
+    policy_namespaces,
     recorded_hash,
     stale_children,
 )
@@ -129,6 +131,8 @@ class Reconciler:
         #: Resources read from the API server because the watch had not shown them, and found absent: not read
         #: again until the watch shows them or a resync forgets this (a missing dependency costs one read).
         self._absent: set[ResourceRef] = set()
+        #: Namespaces of :func:`policy_namespaces` found carrying their name label (never checked again).
+        self._labelled: set[str] = set()
 
     # -- input from the watches -------------------------------------------------------------------------------
 
@@ -198,8 +202,10 @@ class Reconciler:
     # -- running ------------------------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Create the Gateway (``GATEWAY_CREATE``), then reconcile queued resources and resync every
-        ``resync_seconds`` until cancelled."""
+        """Create the Gateway (``GATEWAY_CREATE``) and label the NetworkPolicies' namespaces
+        (:meth:`label_namespaces`), then reconcile queued resources and resync every ``resync_seconds`` until
+        cancelled."""
+        await self.label_namespaces()
         gateway = gateway_manifest(self.settings)
         if gateway is not None:
             try:
@@ -213,7 +219,39 @@ class Reconciler:
     async def _resync_forever(self) -> None:
         while True:
             await asyncio.sleep(self.resync_seconds)
+            await self.label_namespaces()
             self.resync()
+
+    async def label_namespaces(self) -> None:
+        """Give each namespace the NetworkPolicies admit (:func:`policy_namespaces`) the label they select it by,
+        :data:`NAMESPACE_NAME_LABEL` with its own name, when it lacks it.
+
+        The API server sets that label on every namespace from Kubernetes 1.21; on 1.20 nothing does, and the
+        policies would admit nobody, the Gateway included. The value is the one 1.21 sets, so an upgrade changes
+        nothing. A namespace found labelled is not read again; one that does not exist yet, or that the operator
+        may not label (RBAC), is logged and tried again at the next resync.
+        """
+        for namespace in policy_namespaces(self.settings):
+            if namespace in self._labelled:
+                continue
+            try:
+                written = await self.kube.label_namespace(namespace, NAMESPACE_NAME_LABEL, namespace)
+            except ApiError as error:
+                log.error(
+                    "cannot label namespace %s with %s=%s, which the NetworkPolicies select it by "
+                    "(Kubernetes 1.20 does not set it): %s",
+                    namespace,
+                    NAMESPACE_NAME_LABEL,
+                    namespace,
+                    error,
+                )
+                continue
+            if written is None:
+                log.warning("namespace %s, which the NetworkPolicies admit, does not exist (yet)", namespace)
+                continue
+            if written:
+                log.info("labelled namespace %s with %s=%s", namespace, NAMESPACE_NAME_LABEL, namespace)
+            self._labelled.add(namespace)
 
     def resync(self) -> None:
         """Forget remembered child hashes and Deployment states and reconcile every resource."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -17,7 +18,9 @@ import pytest
 
 from kora.core.net import free_port
 from kora.local.state import UpState, WorkloadState, process_alive, read_state, write_state
+from kora.local.up import MEMORY_DIR
 from tests.support.agent import wait_until
+from tests.support.memory import servers_of
 from tests.support.processes import abandoned, group_members, process_gone
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -329,6 +332,45 @@ def test_memory_example_recalls_across_sessions_and_keeps_its_data_across_kora_u
         assert [fact["text"] for fact in response.json()["facts"]] == ["I live in Lisbon."]
     finally:
         stop(again)
+
+
+def test_a_memory_store_killed_with_its_postgres_comes_back_with_its_data(tmp_path: Path):
+    up = start_up("examples/memory", tmp_path)
+    try:
+        up.all_ready()
+        client = up.agent("assistant")
+        reply = client.chat.completions.with_raw_response.create(
+            model="scripted", messages=[{"role": "user", "content": "Hello! I live in Lisbon."}]
+        )
+        session = reply.headers["x-session-id"]
+        facts_url = f"{up.gateway}/default/memorystore/memory/v1/facts"
+
+        def facts() -> list[str]:
+            try:
+                response = httpx.get(facts_url, timeout=10)
+            except httpx.HTTPError:
+                return []
+            return [fact["text"] for fact in response.json()["facts"]] if response.status_code == 200 else []
+
+        wait_until(lambda: facts() == ["I live in Lisbon."], within=60, message="the fact extracted")
+        events = [(e["event_type"], e["content"]) for e in up.events("assistant", session)]
+        pgdata = up.state_dir / MEMORY_DIR / "default" / "memory" / "pgdata"
+        servers = servers_of(pgdata)
+        assert servers, f"no embedded Postgres runs in {pgdata}"
+        old = up.state().workload("memory")
+        assert old.pid is not None
+        # As a container kill does: the service's process group and its Postgres (a session of its own) at once.
+        os.killpg(old.pid, signal.SIGKILL)
+        for pid in servers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        up.wait(lambda s: s.workload("memory").restarts >= 1, within=60, what="the store restarted")
+        up.all_ready()
+        assert up.state().workload("memory").pid not in (None, old.pid)
+        wait_until(lambda: facts() == ["I live in Lisbon."], within=120, message="the fact back after the kill")
+        assert [(e["event_type"], e["content"]) for e in up.events("assistant", session)] == events
+    finally:
+        stop(up)
 
 
 def test_a_kora_up_killed_with_sigkill_leaves_no_workload_running(quickstart: Up):

@@ -28,12 +28,12 @@ import pytest
 import yaml
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import ConfigMap, Secret
+from lightkube.resources.core_v1 import ConfigMap, Namespace, Secret
 from lightkube.resources.networking_v1 import NetworkPolicy
 from lightkube.types import PatchType
 
 from kora.core import env as names
-from kora.operator.children import gateway_manifest
+from kora.operator.children import NAMESPACE_NAME_LABEL, gateway_manifest
 from kora.operator.kube import Gateway, HTTPRoute
 from kora.operator.settings import VARIABLES, OperatorSettings, load_operator_settings
 from kora.resources import crd
@@ -439,6 +439,10 @@ def test_the_operator_of_the_rendered_deployment_reconciles_under_the_charts_rol
         gateway = client.get(Gateway, "kora-gateway", namespace=release_namespace)
         assert gateway["spec"]["gatewayClassName"] == "envoy"
         _quickstart_to_ready(kube_cluster, client, watched)
+        # Kubernetes 1.20 sets no kubernetes.io/metadata.name: the operator labels the namespace its policies
+        # admit (the role allows that one), and no other.
+        assert client.get(Namespace, release_namespace).metadata.labels[NAMESPACE_NAME_LABEL] == release_namespace
+        assert NAMESPACE_NAME_LABEL not in (client.get(Namespace, watched).metadata.labels or {})
         model = client.get(Deployment, "modelapi-scripted", namespace=watched)
         assert model.spec.template.spec.containers[0].image == image
         for workload in ("agent-assistant", "modelapi-scripted", "mcpserver-tools"):

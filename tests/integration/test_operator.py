@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 from lightkube import ApiError, Client
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import ConfigMap, Service
+from lightkube.resources.core_v1 import ConfigMap, Namespace, Service
 from lightkube.resources.networking_v1 import NetworkPolicy
 
-from kora.operator.kube import Gateway, HTTPRoute
+from kora.operator.children import NAMESPACE_NAME_LABEL
+from kora.operator.kube import Gateway, HTTPRoute, Kube
 from tests.support.kube import KubeCluster, KubectlError, exists, kora_resource
 from tests.support.operator import environment_of, phase_is, resource_status, running_operator, wait_for
 
@@ -168,24 +169,34 @@ def test_memory_degraded_is_set_while_the_store_is_not_ready_and_cleared_after(
             )
 
 
+def _name_label(client: Client, namespace: str) -> str | None:
+    labels = client.get(Namespace, namespace).metadata.labels or {}
+    return labels.get(NAMESPACE_NAME_LABEL)
+
+
 def test_gateway_routes_and_strict_network_policies(kube_cluster: KubeCluster, tmp_path: Path):
     namespace = kube_cluster.fresh_namespace("strict")
+    system = kube_cluster.fresh_namespace("kora-system")
     settings = {
         "GATEWAY_API_ENABLED": "true",
         "GATEWAY_NAME": "edge",
-        "GATEWAY_NAMESPACE": "kora-system",
+        "GATEWAY_NAMESPACE": system,
         "GATEWAY_DEFAULT_MCP_TIMEOUT": "45s",
-        "GATEWAY_INTERNAL_URL": "http://edge.kora-system.svc.cluster.local",
+        "GATEWAY_INTERNAL_URL": f"http://edge.{system}.svc.cluster.local",
         "STRICT_GATEWAY_API_ENABLED": "true",
-        "OPERATOR_NAMESPACE": "kora-system",
+        "OPERATOR_NAMESPACE": system,
         "GATEWAY_CREATE": "true",
         "GATEWAY_CLASS_NAME": "envoy",
     }
-    kube_cluster.kubectl("create", "namespace", "kora-system", check=False)
+    with kube_cluster.client() as client:
+        # Kubernetes 1.20: no namespace carries its name label; the policies select the admitted ones by it.
+        assert _name_label(client, system) is None
     with running_operator(kube_cluster, namespace, tmp_path / "operator.log", settings):
         kube_cluster.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "quickstart" / "kora.yaml"))
         with kube_cluster.client() as client:
-            gateway = wait_for("the Gateway", lambda: _get_or_none(client, Gateway, "edge", "kora-system"))
+            wait_for("the admitted namespace labelled", lambda: _name_label(client, system) == system)
+            assert _name_label(client, namespace) is None  # only the admitted namespaces are touched
+            gateway = wait_for("the Gateway", lambda: _get_or_none(client, Gateway, "edge", system))
             assert gateway["spec"]["gatewayClassName"] == "envoy"
             assert gateway["spec"]["listeners"][0]["allowedRoutes"] == {"namespaces": {"from": "All"}}
             for workload in ("modelapi-scripted", "mcpserver-tools"):
@@ -196,7 +207,7 @@ def test_gateway_routes_and_strict_network_policies(kube_cluster: KubeCluster, t
             route = client.get(HTTPRoute, "mcpserver-tools", namespace=namespace)
             spec = route["spec"]
             assert spec["parentRefs"][0]["name"] == "edge"
-            assert spec["parentRefs"][0]["namespace"] == "kora-system"
+            assert spec["parentRefs"][0]["namespace"] == system
             rule = spec["rules"][0]
             assert rule["matches"][0]["path"] == {"type": "PathPrefix", "value": f"/{namespace}/mcp/tools"}
             assert rule["filters"][0]["urlRewrite"]["path"]["replacePrefixMatch"] == "/"
@@ -210,7 +221,7 @@ def test_gateway_routes_and_strict_network_policies(kube_cluster: KubeCluster, t
             env = environment_of(
                 _deployment(kube_cluster, "agent-assistant", namespace).spec.template.spec.containers[0].to_dict()
             )
-            gateway = "http://edge.kora-system.svc.cluster.local"
+            gateway = f"http://edge.{system}.svc.cluster.local"
             assert env["MODEL_API_URL"] == f"{gateway}/{namespace}/modelapi/scripted/v1"
             assert env["MCP_SERVER_TOOLS_URL"] == f"{gateway}/{namespace}/mcp/tools"
             policy = client.get(NetworkPolicy, "agent-assistant", namespace=namespace)
@@ -219,10 +230,27 @@ def test_gateway_routes_and_strict_network_policies(kube_cluster: KubeCluster, t
                 for rule in policy.spec.ingress
                 for peer in rule.from_
             }
-            assert allowed == {"kora-system"}
+            assert allowed == {system}
             kube_cluster.mark_deployment_available("agent-assistant", namespace)
             ready = wait_for("agent Ready", phase_is(client, "Agent", "assistant", namespace, "Ready"))
             assert ready["endpoint"] == f"{gateway}/{namespace}/agent/assistant"
+
+
+async def test_a_namespace_is_labelled_once_and_a_missing_one_is_reported(kube_cluster: KubeCluster):
+    namespace = kube_cluster.fresh_namespace("label")
+    client = kube_cluster.async_client()
+    try:
+        kube = Kube(client)
+        assert await kube.label_namespace(namespace, NAMESPACE_NAME_LABEL, namespace) is True
+        labelled = await client.get(Namespace, namespace)
+        assert labelled.metadata.labels[NAMESPACE_NAME_LABEL] == namespace
+        # Labelled already (as every namespace is from Kubernetes 1.21 on): read, not written.
+        assert await kube.label_namespace(namespace, NAMESPACE_NAME_LABEL, namespace) is False
+        again = await client.get(Namespace, namespace)
+        assert again.metadata.resourceVersion == labelled.metadata.resourceVersion
+        assert await kube.label_namespace(f"{namespace}-absent", NAMESPACE_NAME_LABEL, "x") is None
+    finally:
+        await client.close()
 
 
 def test_invalid_resources_are_refused_with_readable_messages(kube_cluster: KubeCluster, tmp_path: Path):

@@ -10,6 +10,7 @@ for what the background tiers do (a generous bound that fails the test, never a 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import httpx
+import psutil
 import psycopg
 
 from kora.memory.service.app import create_app
@@ -56,6 +58,17 @@ def start_postgres(directory: Path) -> Iterator[str]:
         yield server.get_uri()
     finally:
         server.cleanup()
+
+
+def servers_of(pgdata: Path) -> list[int]:
+    """The pids of the processes running in the directory ``pgdata``: an embedded Postgres server's (its
+    postmaster and backends run there)."""
+    found = []
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if Path(process.cwd()) == pgdata:
+                found.append(process.pid)
+    return found
 
 
 def fresh_database(admin_uri: str) -> str:

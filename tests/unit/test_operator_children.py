@@ -30,6 +30,7 @@ from kora.operator.children import (
     FILES_DIR,
     MANAGED_BY,
     MEMORY_DATA_ROOT,
+    NAMESPACE_NAME_LABEL,
     SPEC_HASH_ANNOTATION,
     ChildRef,
     child_label_selector,
@@ -39,6 +40,7 @@ from kora.operator.children import (
     gateway_manifest,
     owner_reference,
     plan_for,
+    policy_namespaces,
     recorded_hash,
     spec_hash,
     stale_children,
@@ -722,6 +724,19 @@ def test_network_policy(env, peers):
 def test_no_network_policy_by_default():
     for env in (IMAGE, GATEWAY, ROUTED):
         assert "NetworkPolicy" not in by_kind(find("Agent", "boss"), env)
+        # ... and no namespace for the operator to label.
+        assert policy_namespaces(operator(env)) == []
+
+
+def test_the_namespaces_to_label_are_the_ones_the_policies_admit():
+    for env in (STRICT, STRICT | {"GATEWAY_NAMESPACE": "kora-system"}, POLICY, POLICY | GATEWAY):
+        policy = by_kind(find("Agent", "boss"), env)["NetworkPolicy"]
+        selected = [
+            peer["namespaceSelector"]["matchLabels"][NAMESPACE_NAME_LABEL]
+            for peer in _from(policy)
+            if "namespaceSelector" in peer
+        ]
+        assert policy_namespaces(operator(env)) == selected
 
 
 def test_gateway_manifest():

