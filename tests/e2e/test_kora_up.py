@@ -16,6 +16,7 @@ import openai
 import pytest
 
 from kora.core.net import free_port
+from kora.local.orphans import workload_mark
 from kora.local.state import UpState, WorkloadState, process_alive, read_state, write_state
 from tests.support.agent import wait_until
 from tests.support.processes import abandoned, group_members, process_gone
@@ -351,7 +352,8 @@ def test_kora_up_stops_the_workloads_a_killed_kora_up_left_behind(tmp_path: Path
     state_dir = tmp_path / ".kora"
     work = state_dir / "work" / "default-agent-assistant"
     work.mkdir(parents=True)
-    up_pid, [leftover] = abandoned((work, "import time\nwhile True: time.sleep(1)\n# kora workload"))
+    sleeper = [sys.executable, "-c", "import time\nwhile True: time.sleep(1)"]
+    up_pid, [leftover] = abandoned((work, sleeper, workload_mark(work)))
     try:
         previous = UpState(pid=up_pid, gateway_url="http://127.0.0.1:1", started_at=time.time())
         previous.workloads.append(WorkloadState("assistant", "Agent", "default", "", "", "", "", "Ready", "", leftover))
