@@ -62,9 +62,10 @@ class Up:
     def agent(self, name: str) -> openai.OpenAI:
         return openai.OpenAI(base_url=f"{self.gateway}/default/agent/{name}/v1", api_key="unused", max_retries=0)
 
-    def events(self, agent: str, session_id: str | None = None) -> list[dict]:
+    def events(self, agent: str, session_id: str | None = None, headers: dict[str, str] | None = None) -> list[dict]:
         params = {"session_id": session_id} if session_id else {}
-        response = httpx.get(f"{self.gateway}/default/agent/{agent}/memory/events", params=params, timeout=10)
+        url = f"{self.gateway}/default/agent/{agent}/memory/events"
+        response = httpx.get(url, params=params, headers=headers, timeout=10)
         response.raise_for_status()
         return response.json()["events"]
 
@@ -289,13 +290,27 @@ async def test_the_a2a_sdk_client_reaches_the_agent_through_the_gateway(quicksta
     assert types == ["user_message", "tool_call", "tool_result", "agent_response"]
 
 
+#: The user examples/memory's agent trusts, in the header its README sends.
+MEMORY_USER = {"X-Forwarded-User": "ana"}
+
+
+def ask_in_a_new_session(up: Up, question: str, headers: dict[str, str]) -> str:
+    reply = up.agent("assistant").chat.completions.create(
+        model="scripted", messages=[{"role": "user", "content": question}], extra_headers=headers
+    )
+    return reply.choices[0].message.content or ""
+
+
 def test_memory_example_recalls_across_sessions_and_keeps_its_data_across_kora_up(tmp_path: Path):
+    # What the example's header and README promise: tell it something, then in a new session ask.
     up = start_up("examples/memory", tmp_path)
     try:
         up.all_ready()
         client = up.agent("assistant")
         first = client.chat.completions.with_raw_response.create(
-            model="scripted", messages=[{"role": "user", "content": "Hello! I live in Lisbon."}]
+            model="scripted",
+            messages=[{"role": "user", "content": "Hello! I live in Lisbon."}],
+            extra_headers=MEMORY_USER,
         )
         session = first.headers["x-session-id"]
         store = f"{up.gateway}/default/memorystore/memory"
@@ -307,7 +322,13 @@ def test_memory_example_recalls_across_sessions_and_keeps_its_data_across_kora_u
         while facts() != ["I live in Lisbon."]:
             assert time.monotonic() < deadline, f"no fact extracted: {facts()}"
             time.sleep(0.2)
-        assert [e["event_type"] for e in up.events("assistant", session)] == ["user_message", "agent_response"]
+        events = up.events("assistant", session, MEMORY_USER)
+        assert [e["event_type"] for e in events] == ["user_message", "agent_response"]
+        assert ask_in_a_new_session(up, "Where do I live?", MEMORY_USER).startswith("From my memory: - (")
+        assert "I live in Lisbon." in ask_in_a_new_session(up, "Where do I live?", MEMORY_USER)
+        # Another user, and an anonymous request, recall nothing of ana's.
+        assert "Lisbon" not in ask_in_a_new_session(up, "Where do I live?", {"X-Forwarded-User": "bo"})
+        assert "Lisbon" not in ask_in_a_new_session(up, "Where do I live?", {})
     finally:
         stop(up)
     # The store's data lives in kora up's state directory: a new kora up finds it.
@@ -328,6 +349,7 @@ def test_memory_example_recalls_across_sessions_and_keeps_its_data_across_kora_u
             assert time.monotonic() < deadline, "the store did not come back"
             time.sleep(0.2)
         assert [fact["text"] for fact in response.json()["facts"]] == ["I live in Lisbon."]
+        assert "I live in Lisbon." in ask_in_a_new_session(again, "Where do I live?", MEMORY_USER)
     finally:
         stop(again)
 
