@@ -239,6 +239,29 @@ def test_invalid_manifest_prints_the_loader_message_and_exits_2(tmp_path: Path):
     assert "missing" in done.stderr
 
 
+def test_a_secret_in_neither_the_manifests_nor_the_shell_is_one_message_saying_how_to_give_it(tmp_path: Path):
+    manifest = tmp_path / "real.yaml"
+    manifest.write_text(
+        "apiVersion: kora.dev/v1alpha1\nkind: ModelAPI\nmetadata: {name: llm}\nspec:\n  mode: Proxy\n"
+        "  proxyConfig:\n    apiBase: 'http://127.0.0.1:9/v1'\n"
+        "    apiKey: {valueFrom: {secretKeyRef: {name: openai, key: k}}}\n"
+    )
+    up = ["up", str(manifest), "--port", str(free_port()), "--state-dir", str(tmp_path / ".kora")]
+    done = kora(*up, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "kora up: ModelAPI/llm: Secret default/openai key 'k' is not in the manifests; add a v1 Secret document "
+        "'openai' with that key (stringData), or give it from your shell: kora up --secret-env openai/k=VARIABLE "
+        "(docs/local.md, 'Secrets')"
+    ]
+    unset = kora(*up, "--secret-env", "openai/k=KORA_TEST_UNSET_KEY", cwd=tmp_path)
+    assert unset.returncode == 2
+    assert unset.stderr.splitlines() == [
+        "kora up: --secret-env openai/k=KORA_TEST_UNSET_KEY: the variable KORA_TEST_UNSET_KEY is not set (or empty) "
+        "in this shell"
+    ]
+
+
 @pytest.mark.embeddings
 def test_a_hosted_minilm_serves_embeddings_through_the_gateway(tmp_path: Path):
     manifest = tmp_path / "embedder.yaml"
