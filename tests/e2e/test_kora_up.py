@@ -239,6 +239,31 @@ def test_invalid_manifest_prints_the_loader_message_and_exits_2(tmp_path: Path):
     assert "missing" in done.stderr
 
 
+def test_a_ctrl_c_while_kora_up_still_imports_is_one_line_not_a_traceback(tmp_path: Path):
+    # -X importtime logs each module once imported: Ctrl-C comes right after typer, early among the imports of
+    # kora up's module (uvicorn, httpx, the resources ... follow), before kora up has any handler of its own.
+    command = [sys.executable, "-X", "importtime", "-m", "kora.cli", "up", str(ROOT / "examples/quickstart")]
+    up = subprocess.Popen(
+        [*command, "--port", str(free_port()), "--state-dir", str(tmp_path / ".kora")],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert up.stderr is not None
+    lines = []
+    for line in up.stderr:
+        lines.append(line)
+        if line.rstrip().endswith("| typer"):
+            up.send_signal(signal.SIGINT)
+            break
+    _, rest = up.communicate(timeout=60)
+    said = [line for line in [*lines, *rest.splitlines(keepends=True)] if not line.startswith("import time:")]
+    assert "Traceback" not in "".join(said)
+    assert up.returncode == 130, "".join(said)
+    assert [line.strip() for line in said if line.strip()] == ["kora up: interrupted"]
+
+
 def test_a_secret_in_neither_the_manifests_nor_the_shell_is_one_message_saying_how_to_give_it(tmp_path: Path):
     manifest = tmp_path / "real.yaml"
     manifest.write_text(
