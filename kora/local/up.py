@@ -77,6 +77,7 @@ from kora.resources import (
     plan_workloads,
 )
 from kora.resources.models import ModelAPIMode
+from kora.resources.urls import route_path
 
 __all__ = ["MEMORY_DIR", "cli", "describe", "plan_local"]
 
@@ -194,7 +195,9 @@ class _LocalRun:
         for stop_signal in _stop_signals():
             loop.add_signal_handler(stop_signal, supervisor.stop)
         # Routes are updated in place by a reload; the body limit is the one of the workloads at start.
-        app = create_gateway_app(self._routes, max_body_bytes=gateway_body_limit(self._plans.values()))
+        app = create_gateway_app(
+            self._routes, max_body_bytes=gateway_body_limit(self._plans.values()), not_ready=self._not_ready
+        )
         instrument_app(app, self._telemetry)
         gateway = _Gateway(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
         gateway_task = asyncio.create_task(gateway.serve(sockets=[self._gateway_sock]))
@@ -218,6 +221,20 @@ class _LocalRun:
         write_state(self._state_dir, self._state)
         print("kora up: stopped every workload", flush=True)
         return 0
+
+    def _not_ready(self, prefix: str) -> str | None:
+        """Why the workload behind gateway route ``prefix`` is not Ready (None: it is, or none is known there)."""
+        for workload in self._state.workloads:
+            if route_path(workload.kind, workload.namespace, workload.name) != prefix:
+                continue
+            if workload.phase == READY:
+                return None
+            why = f": {workload.message}" if workload.message else ""
+            return (
+                f"{workload.kind}/{workload.name} is not Ready ({workload.phase}{why}); like a Service without a "
+                f"ready endpoint, the gateway sends it nothing until it is (kora status, kora logs {workload.name})"
+            )
+        return None
 
     def _watch_backends(self) -> None:
         """(Re)start checking the Proxy ModelAPIs' backends of the current graph."""

@@ -239,6 +239,66 @@ def test_invalid_manifest_prints_the_loader_message_and_exits_2(tmp_path: Path):
     assert "missing" in done.stderr
 
 
+BROKEN_TOOLS = """
+apiVersion: kora.dev/v1alpha1
+kind: ModelAPI
+metadata: {name: scripted}
+spec: {mode: Scripted}
+---
+apiVersion: kora.dev/v1alpha1
+kind: MCPServer
+metadata: {name: tools}
+spec:
+  type: python-runtime
+  config:
+    toolsString: |
+      raise RuntimeError("these tools never load")
+---
+apiVersion: kora.dev/v1alpha1
+kind: Agent
+metadata: {name: assistant}
+spec: {modelAPI: scripted, model: scripted, mcpServers: [tools]}
+"""
+
+
+def test_the_gateway_sends_nothing_to_an_agent_that_is_not_ready(tmp_path: Path):
+    # Its tool server fails: the agent runs but is not Ready, so (as a Service without a ready endpoint on a
+    # cluster) the gateway answers for it, 503 with the reason, instead of letting it answer without its tools.
+    manifest = tmp_path / "broken.yaml"
+    manifest.write_text(BROKEN_TOOLS)
+    up = start_up(str(manifest), tmp_path)
+    try:
+
+        def agent_up_tools_failed(s: UpState) -> bool:
+            phases = {w.name: w for w in s.workloads}
+            return phases["tools"].phase == "Failed" and phases["assistant"].pid is not None
+
+        state = up.wait(agent_up_tools_failed, what="the tool server Failed, the agent running")
+        agent = next(w for w in state.workloads if w.name == "assistant")
+        assert agent.phase == "Waiting"
+        question = {"model": "scripted", "messages": [{"role": "user", "content": "hi"}]}
+        # The agent itself would answer (without its tools) ...
+
+        def answers_directly() -> bool:
+            try:
+                return httpx.post(f"{agent.direct_url}/v1/chat/completions", json=question, timeout=30).is_success
+            except httpx.TransportError:  # still starting
+                return False
+
+        wait_until(answers_directly, within=60, message="the agent answering directly")
+        # ... the gateway does not ask it.
+        with pytest.raises(openai.APIStatusError) as raised:
+            up.agent("assistant").chat.completions.create(**question)
+        assert raised.value.status_code == 503
+        error = raised.value.body
+        assert isinstance(error, dict)
+        assert error["code"] == "not_ready"
+        assert error["message"].startswith("Agent/assistant is not Ready (Waiting: ")
+        assert "kora logs assistant" in error["message"]
+    finally:
+        stop(up)
+
+
 def test_a_ctrl_c_while_kora_up_still_imports_is_one_line_not_a_traceback(tmp_path: Path):
     # -X importtime logs each module once imported: Ctrl-C comes right after typer, early among the imports of
     # kora up's module (uvicorn, httpx, the resources ... follow), before kora up has any handler of its own.
