@@ -6,7 +6,9 @@ remaining arguments, so ``kora agent`` does not pay for the operator's or the lo
 parses its own arguments with Typer in its ``cli`` function, through :func:`kora.core.command.run_command`
 (bad arguments: a usage message and exit code 2).
 
-Exit codes: 0 on success, 2 for an unknown command, otherwise whatever the sub-command returns.
+Exit codes: 0 on success, 2 for an unknown command, 130 for a Ctrl-C the sub-command did not handle itself (one
+that comes while its modules are still being imported: one line, no traceback), otherwise whatever the
+sub-command returns.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable, Sequence
+
+#: Exit code after Ctrl-C (128 + SIGINT, the shells' convention).
+EXIT_INTERRUPTED = 130
 
 # command -> ("module", "function", one-line help). The function takes the argument list and returns an exit code.
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -56,8 +61,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kora: unknown command {args[0]!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     module_name, function_name, _ = entry
-    command: Callable[[list[str]], int] = getattr(importlib.import_module(module_name), function_name)
-    return command(args[1:])
+    try:
+        command: Callable[[list[str]], int] = getattr(importlib.import_module(module_name), function_name)
+        return command(args[1:])
+    except KeyboardInterrupt:
+        # Before a command installs its own handling (during its imports), Ctrl-C is Python's default
+        # KeyboardInterrupt: a stop asked for, not a failure to show with a traceback.
+        print(f"\nkora {args[0]}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover - exercised through the console script

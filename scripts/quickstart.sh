@@ -5,6 +5,7 @@
 #
 # Offline by default: the example's ModelAPI is Kora's *scripted* model. For a real OpenAI-compatible model:
 #   MODEL_API_URL=https://api.openai.com/v1 MODEL_NAME=gpt-4o-mini MODEL_API_KEY=sk-... bash scripts/quickstart.sh
+# The key goes to kora up from the environment (--secret-env model-api/api-key=MODEL_API_KEY): no file holds it.
 #
 #   bash scripts/quickstart.sh [--port N]    gateway port, default 8080 (or KORA_GATEWAY_PORT=N)
 #
@@ -26,15 +27,19 @@ bash scripts/bootstrap.sh
 STATE=${KORA_STATE_DIR:-.kora/quickstart}
 mkdir -p "$STATE"
 manifests=examples/quickstart
+secrets=()
 if [ -n "${MODEL_API_URL:-}" ]; then
   : "${MODEL_NAME:?set MODEL_NAME too: the model the endpoint at MODEL_API_URL serves}"
+  # The manifests reference the key (Secret model-api, key api-key); kora up reads it from MODEL_API_KEY, so
+  # it is never written to a file.
   python scripts/quickstart/real_model.py examples/quickstart/kora.yaml "$STATE/kora.yaml"
   manifests="$STATE/kora.yaml"
+  if [ -n "${MODEL_API_KEY:-}" ]; then secrets=(--secret-env model-api/api-key=MODEL_API_KEY); fi
   echo "Using the real model '$MODEL_NAME' at $MODEL_API_URL."
 else
   echo "Offline: the model is Kora's SCRIPTED model (set MODEL_API_URL and MODEL_NAME to use a real one)."
 fi
-kora up "$manifests" --port "$PORT" --state-dir "$STATE" &
+kora up "$manifests" --port "$PORT" --state-dir "$STATE" ${secrets[@]+"${secrets[@]}"} &
 up=$!
 trap 'kill -TERM $up 2>/dev/null || true; wait $up 2>/dev/null || true' EXIT INT TERM
 agent="http://127.0.0.1:$PORT/default/agent/assistant"

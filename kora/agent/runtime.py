@@ -41,6 +41,7 @@ from kora.agent.recorder import TurnRecorder, prompt_request
 from kora.agent.settings import AgentSettings
 from kora.agent.telemetry import AgentTracing, TurnSpan, active_sessions, observe_memory
 from kora.agent.turn import TurnOutcome, TurnRequest
+from kora.agent.turn_log import log_turn
 from kora.core.errors import Forbidden, KoraError, StepLimitReached, TurnCancelled
 from kora.core.events import MemoryEvent
 from kora.memory import Memory
@@ -215,6 +216,7 @@ class AgentRuntime:
                 if not recorded:
                     stopped = TurnCancelled("The turn was stopped before it finished.")
                     await self.recorder.record(turn, progress.ran(), stopped)
+                    log_turn(turn, progress.ran(), steps_usage(progress.usage, progress.steps), stopped.code)
                 raise
             except (Exception, asyncio.CancelledError) as error:
                 outcome = await self._failed(turn, error, progress)
@@ -250,6 +252,7 @@ class AgentRuntime:
         it); the outcome."""
         self.tracing.end_step()
         await self.recorder.record(turn, messages)
+        log_turn(turn, messages, usage, "stop")
         return TurnOutcome(text, "stop", usage.input_tokens, usage.output_tokens, usage.requests)
 
     async def _failed(self, turn: TurnRequest, error: BaseException, progress: _Progress) -> TurnOutcome:
@@ -257,13 +260,16 @@ class AgentRuntime:
         step budget (``finish_reason`` ``length``, the usage really spent), else raise the error as a
         :class:`~kora.core.errors.TurnError` (cancellation is re-raised). A session the memory store refuses
         (:func:`kora.memory.base.check_owner`) is re-raised as it is, with nothing stored."""
+        spent = steps_usage(progress.usage, progress.steps)
         if isinstance(error, Forbidden) and error.code == SESSION_FORBIDDEN:
             # The memory store refused the session as another user's: the turn never started, and writing its
             # error event would write to that user's session.
+            log_turn(turn, [], spent, error.code)
             raise error
         if isinstance(error, asyncio.CancelledError):
             stopped = TurnCancelled("The turn was cancelled.")
             await asyncio.shield(self.recorder.record(turn, progress.ran(), stopped))
+            log_turn(turn, progress.ran(), spent, stopped.code)
             raise error
         failure = turn_error(error)
         if isinstance(failure, StepLimitReached):
@@ -272,12 +278,13 @@ class AgentRuntime:
                 f"{self.settings.agentic_loop_max_steps} model requests."
             )
             await self.recorder.record(turn, progress.ran(), failure)
-            usage = steps_usage(progress.usage, progress.steps)
-            return TurnOutcome(failure.message, "length", usage.input_tokens, usage.output_tokens, usage.requests)
+            log_turn(turn, progress.ran(), spent, "length")
+            return TurnOutcome(failure.message, "length", spent.input_tokens, spent.output_tokens, spent.requests)
         if not isinstance(error, KoraError):
             # internal_error logged the exception under the reference its message names.
             log.error("turn failed in session %s: %s", turn.session_id, failure.message)
         await self.recorder.record(turn, progress.ran(), failure)
+        log_turn(turn, progress.ran(), spent, failure.code)
         if failure is error:
             raise failure
         raise failure from error

@@ -4,6 +4,11 @@
 stripped, the query string kept), with the route's timeout (:mod:`kora.proxy.forward` explains the timeout,
 streaming and the 502/504 bodies). Any other path answers 404 JSON listing the known prefixes.
 
+A workload that is not Ready gets nothing: as a Kubernetes Service with no ready endpoint, the route answers
+503 (code ``not_ready``, the workload's phase and reason in the message) without contacting it, so an agent
+whose tool server failed is not asked to answer without its tools. The answer is in the workload's error shape
+(below), with ``Retry-After``.
+
 A request body larger than the gateway's limit (:func:`gateway_body_limit`: the largest any workload accepts) is
 refused with 413 before it is read or sent on (:class:`kora.core.limits.RequestLimits`, size only: each workload
 checks JSON itself, in its own error shape), as a JSON-RPC error for ``kora mcp`` and an agent's ``POST /``, else
@@ -15,7 +20,7 @@ public surface; routes come from the workload plans via :func:`routes_from_plans
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -28,7 +33,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as StarletteRoute
 
 from kora.core import env as names
-from kora.core.errors import KoraError
+from kora.core.errors import KoraError, Unavailable
 from kora.core.limits import RequestLimits, jsonrpc_refusal, openai_refusal
 from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.core.openai_wire import openai_error_body
@@ -39,6 +44,8 @@ from kora.resources.urls import route_path
 __all__ = ["GatewayRoute", "create_gateway_app", "gateway_body_limit", "match_route", "routes_from_plans"]
 
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+#: ``Retry-After`` (seconds) of a route whose workload is not Ready.
+NOT_READY_RETRY_SECONDS = 1
 
 #: The workloads' body-limit variables (each defaults to at most ``DEFAULT_MAX_LARGE_REQUEST_BYTES``).
 _BODY_LIMIT_VARIABLES = (
@@ -108,11 +115,13 @@ def create_gateway_app(
     *,
     max_connections: int = 200,
     max_body_bytes: int = names.DEFAULT_MAX_LARGE_REQUEST_BYTES,
+    not_ready: Callable[[str], str | None] = lambda prefix: None,
 ) -> Starlette:
     """A Starlette app proxying by :func:`match_route`. ``routes`` is read on every request, so a caller may
     update the mapping in place. One pooled httpx client (keep-alive to the upstreams) lives with the app's
     lifespan, so serve it with lifespan on. A body over ``max_body_bytes`` is refused with 413 (see the module
-    docstring); the app's own 404/405 answers are JSON in OpenAI's shape."""
+    docstring); the app's own 404/405 answers are JSON in OpenAI's shape. ``not_ready(prefix)`` says why the
+    workload behind a route prefix is not Ready (None: it is); such a route answers 503 without forwarding."""
     state: dict[str, httpx.AsyncClient] = {}
 
     @asynccontextmanager
@@ -137,6 +146,10 @@ def create_gateway_app(
         route, rest = matched
         if "client" not in state:
             return error_response(503, "unavailable", "the gateway is starting")
+        reason = not_ready(route.prefix)
+        if reason is not None:
+            status, refusal = refuse(raw_path(request), Unavailable(reason, code="not_ready"))
+            return JSONResponse(refusal, status_code=status, headers={"Retry-After": str(NOT_READY_RETRY_SECONDS)})
         return await forward(state["client"], request, route.upstream + rest, timeout_seconds=route.timeout_seconds)
 
     def refuse(path: str, error: KoraError) -> tuple[int, object]:

@@ -14,8 +14,10 @@ Two layers, because a process killed with SIGKILL (or one that crashes hard) run
 2. :func:`stop_leftovers`: at start, ``kora up`` reads the state file its predecessor left in the same state
    dir; when that ``kora up`` is dead but workloads it recorded still run, they are stopped (SIGTERM to each
    workload's process group, SIGKILL after the grace period) before new ones take their ports, and it says
-   so on stderr. A recorded pid is only signalled while it still names a Kora workload of that state dir
-   (:func:`is_workload_of`): pids are reused, and a stranger's process must never be hit.
+   so on stderr. A recorded pid is only signalled while it still is a Kora workload of that state dir
+   (:func:`is_workload_of`): pids are reused, and a stranger's process must never be hit. What makes a process
+   one is the mark ``kora up`` puts in each workload's environment (:func:`workload_mark`), not its command
+   line: any program started from a checkout or venv whose path names ``kora`` has ``kora`` in its argv.
 """
 
 from __future__ import annotations
@@ -33,7 +35,12 @@ from typing import TextIO
 
 from kora.local.state import UpState, WorkloadState, process_alive
 
-__all__ = ["die_with_parent", "is_workload_of", "leftovers", "stop_leftovers"]
+__all__ = ["WORKLOAD_MARK", "die_with_parent", "is_workload_of", "leftovers", "stop_leftovers", "workload_mark"]
+
+#: The environment variable ``kora up`` sets on every workload it starts: the workload's working directory
+#: (absolute, ``<state dir>/work/<slug>``). No other program sets it, so it tells a workload of a state dir
+#: from a process that got a recorded pid later.
+WORKLOAD_MARK = "KORA_UP_WORK_DIR"
 
 #: ``<linux/prctl.h>``: set the signal a process gets when its parent (the thread that forked it) dies.
 _PR_SET_PDEATHSIG = 1
@@ -102,28 +109,41 @@ def stop_leftovers(state_dir: Path, previous: UpState, grace: float, err: TextIO
     return found
 
 
+def workload_mark(work_dir: Path) -> dict[str, str]:
+    """The environment entry that marks a process as the workload working in ``work_dir`` (made absolute):
+    ``{WORKLOAD_MARK: "/abs/state/work/<slug>"}``; the supervisor adds it to every workload's environment."""
+    return {WORKLOAD_MARK: str(work_dir.resolve())}
+
+
 def is_workload_of(pid: int, state_dir: Path) -> bool:
-    """Whether ``pid`` runs a Kora workload (its command line names ``kora``) and, where the system tells
-    (Linux ``/proc``), one working in ``state_dir`` (each workload's working directory is
-    ``state_dir/work/<slug>``); a zombie or a missing process is not one. Elsewhere the command line is
-    checked with ``ps``."""
+    """Whether ``pid`` runs a Kora workload of ``state_dir``: its environment holds :data:`WORKLOAD_MARK` naming
+    a working directory under ``state_dir/work``. Read from ``/proc/PID/environ`` on Linux, from ``ps -E``
+    (BSD, macOS) elsewhere; a zombie, a missing process or one whose environment this user cannot read (another
+    user's) is not one."""
+    work_root = state_dir.resolve() / "work"
     proc = Path("/proc") / str(pid)
     if proc.is_dir():
         try:
             if _proc_state(proc) == "Z":
                 return False
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-            cwd = Path(os.readlink(proc / "cwd"))
+            environ = (proc / "environ").read_bytes().split(b"\0")
         except OSError:  # gone meanwhile, or another user's process
             return False
-        return any(b"kora" in arg for arg in argv) and cwd.is_relative_to(state_dir.resolve() / "work")
+        prefix = f"{WORKLOAD_MARK}=".encode()
+        marks = [entry[len(prefix) :] for entry in environ if entry.startswith(prefix)]
+        return any(Path(os.fsdecode(mark)).is_relative_to(work_root) for mark in marks)
     try:
-        command = subprocess.run(
-            ["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, timeout=10, check=False
+        listing = subprocess.run(
+            ["ps", "-E", "-ww", "-o", "command=", "-p", str(pid)],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
         ).stdout
     except (OSError, subprocess.TimeoutExpired):
         return False
-    return "kora" in command
+    # ps prints the command, then the environment as space-separated NAME=value words.
+    return f" {WORKLOAD_MARK}={work_root}{os.sep}" in listing
 
 
 def _proc_state(proc: Path) -> str:

@@ -8,10 +8,11 @@ One asyncio task per workload (:class:`Supervisor`):
    it depends on: an agent imports its libraries while its model and tool servers start, and its own tool
    client reconnects to a server that was not listening yet;
 2. start ``python -m kora.cli <plan.args>`` in its working directory (the plan's ``files`` written there),
-   with the plan's environment, stdout and stderr appended to its log file, in a new process group (so a
-   Ctrl-C in the terminal reaches only ``kora up``, which then stops the children in order) and, on Linux,
-   with SIGTERM from the kernel should ``kora up`` die without stopping it (:func:`kora.local.orphans.
-   die_with_parent`: a ``kora up`` killed with SIGKILL leaves no workload behind);
+   with the plan's environment and :func:`kora.local.orphans.workload_mark`, stdout and stderr appended to
+   its log file, in a new process group (so a Ctrl-C in the terminal reaches only ``kora up``, which then
+   stops the children in order) and, on Linux, with SIGTERM from the kernel should ``kora up`` die without
+   stopping it (:func:`kora.local.orphans.die_with_parent`: a ``kora up`` killed with SIGKILL leaves no
+   workload behind);
 3. poll the readiness probe (every :data:`EARLY_PROBE_INTERVAL` seconds for the first
    :data:`EARLY_PROBE_SECONDS` after a start, then every :data:`PROBE_INTERVAL`): ``Ready`` once it answers
    200 *and* every dependency is Ready (``Waiting``, naming them, until then: spec "Resource phases");
@@ -46,7 +47,7 @@ import httpx
 
 from kora.core.env import MODEL_HOSTED_MODEL
 from kora.hosted.catalog import hosted_problem
-from kora.local.orphans import die_with_parent
+from kora.local.orphans import die_with_parent, workload_mark
 from kora.local.state import FAILED, PENDING, READY, WAITING, UpState, WorkloadState
 from kora.resources import ResourceRef, WorkloadPlan
 from kora.resources.models import Kind
@@ -306,7 +307,8 @@ class Supervisor:
                 "kora.cli",
                 *plan.args,
                 cwd=work_dir,
-                env=child_environment(os.environ, self.environments[ref], self.pass_env),
+                # The mark tells this workload from a stranger that gets its pid later (kora.local.orphans).
+                env=child_environment(os.environ, self.environments[ref], self.pass_env) | workload_mark(work_dir),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,
                 stderr=asyncio.subprocess.STDOUT,

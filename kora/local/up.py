@@ -1,6 +1,7 @@
 """``kora up FILE|DIR``: run a deployment's manifests as local processes behind a local gateway.
 
     kora up examples/quickstart [--port 8080] [--state-dir .kora] [--grace 5] [--watch]
+                                [--pass-env NAME] [--secret-env [NAMESPACE/]NAME/KEY=VARIABLE]
 
 Steps: load and validate the manifests (:func:`kora.resources.load_path`; on errors print the loader's
 message and exit 2), give each workload a free loopback port, plan with :class:`Loopback` (workloads reach
@@ -8,7 +9,8 @@ each other directly) and public URLs through the gateway (agent cards and ``AGEN
 ``http://127.0.0.1:<port>/<ns>/agent/<name>``), serve the gateway (:mod:`kora.local.gateway`) and
 supervise the workloads (:mod:`kora.local.supervisor`) until SIGINT/SIGTERM/SIGHUP (``kora down`` sends SIGTERM).
 At start, workloads a killed ``kora up`` left in the same state dir are stopped first
-(:mod:`kora.local.orphans`).
+(:mod:`kora.local.orphans`). ``secretKeyRef`` values come from ``--secret-env`` or the manifests' Secret
+documents (:mod:`kora.local.secrets`); one in neither stops ``kora up`` before anything starts.
 
 With ``--watch``, an edit of the manifests is applied while running (:mod:`kora.local.watch`): the files are
 loaded and checked again, and only the workloads whose plan changed restart (new ones start, removed ones
@@ -47,6 +49,7 @@ from kora.hosted.catalog import find_hosted_model
 from kora.local.backends import BackendWatch, proxy_backends
 from kora.local.gateway import create_gateway_app, gateway_body_limit, routes_from_plans
 from kora.local.orphans import stop_leftovers
+from kora.local.secrets import SECRET_ENV_FORMAT, SecretSource, parse_secret_env
 from kora.local.state import (
     DEFAULT_STATE_DIR,
     FAILED,
@@ -74,6 +77,7 @@ from kora.resources import (
     plan_workloads,
 )
 from kora.resources.models import ModelAPIMode
+from kora.resources.urls import route_path
 
 __all__ = ["MEMORY_DIR", "cli", "describe", "plan_local"]
 
@@ -147,8 +151,10 @@ class _LocalRun:
         pass_env: tuple[str, ...] = (),
         otel_endpoint: str | None = None,
         watch: ManifestWatch | None = None,
+        secrets: SecretSource | None = None,
     ) -> None:
         self._graph = graph
+        self._secrets = secrets or SecretSource()
         self._watch = watch
         self._pass_env = pass_env
         self._telemetry = telemetry
@@ -189,7 +195,9 @@ class _LocalRun:
         for stop_signal in _stop_signals():
             loop.add_signal_handler(stop_signal, supervisor.stop)
         # Routes are updated in place by a reload; the body limit is the one of the workloads at start.
-        app = create_gateway_app(self._routes, max_body_bytes=gateway_body_limit(self._plans.values()))
+        app = create_gateway_app(
+            self._routes, max_body_bytes=gateway_body_limit(self._plans.values()), not_ready=self._not_ready
+        )
         instrument_app(app, self._telemetry)
         gateway = _Gateway(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
         gateway_task = asyncio.create_task(gateway.serve(sockets=[self._gateway_sock]))
@@ -213,6 +221,20 @@ class _LocalRun:
         write_state(self._state_dir, self._state)
         print("kora up: stopped every workload", flush=True)
         return 0
+
+    def _not_ready(self, prefix: str) -> str | None:
+        """Why the workload behind gateway route ``prefix`` is not Ready (None: it is, or none is known there)."""
+        for workload in self._state.workloads:
+            if route_path(workload.kind, workload.namespace, workload.name) != prefix:
+                continue
+            if workload.phase == READY:
+                return None
+            why = f": {workload.message}" if workload.message else ""
+            return (
+                f"{workload.kind}/{workload.name} is not Ready ({workload.phase}{why}); like a Service without a "
+                f"ready endpoint, the gateway sends it nothing until it is (kora status, kora logs {workload.name})"
+            )
+        return None
 
     def _watch_backends(self) -> None:
         """(Re)start checking the Proxy ModelAPIs' backends of the current graph."""
@@ -239,8 +261,6 @@ class _LocalRun:
             print(f"kora up: {error}", file=sys.stderr, flush=True)
             print(f"[{stamp}] manifests not applied; the workloads keep running as they were", flush=True)
             return
-        for warning in graph.warnings:
-            print(f"kora up: warning: {warning}", file=sys.stderr)
         diff = diff_plans(self._plans, self._environments_now, plans, environments)
         print(f"[{stamp}] manifests changed: {diff.summary()}", flush=True)
         self._graph, self._plans, self._environments_now = graph, plans, environments
@@ -258,16 +278,14 @@ class _LocalRun:
     def _environments(
         self, graph: ResourceGraph, plans: Mapping[ResourceRef, WorkloadPlan]
     ) -> dict[ResourceRef, dict[str, str]]:
-        """Each workload's environment, Secret references resolved from the manifests; ``LookupError``
-        ("Kind/name: Secret ns/x key 'k' is not in the manifests") for the first that is not there."""
+        """Each workload's environment, Secret references resolved by ``--secret-env`` or the manifests
+        (:class:`~kora.local.secrets.SecretSource`); ``LookupError`` ("Kind/name: Secret ns/x key 'k' is not in
+        the manifests; ...", saying how to give it) for the first found in neither."""
         environments: dict[ResourceRef, dict[str, str]] = {}
         for ref, plan in plans.items():
 
             def resolve(key: SecretKeyRef, namespace: str = ref.namespace) -> str:
-                value = graph.secret_value(key.name, key.key, namespace)
-                if value is None:
-                    raise LookupError(f"Secret {namespace}/{key.name} key {key.key!r} is not in the manifests")
-                return value
+                return self._secrets.value(graph, namespace, key.name, key.key)
 
             try:
                 environments[ref] = plan.environment(resolve)
@@ -367,6 +385,15 @@ def _up(
             "metrics to; an Agent's spec.telemetry.endpoint wins for that agent. See docs/telemetry.md.",
         ),
     ] = None,
+    secret_env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--secret-env",
+            metavar=SECRET_ENV_FORMAT,
+            help="Give a secretKeyRef's value from this variable of your shell instead of a Secret document in "
+            "the manifests (repeatable; namespace default when omitted), e.g. openai/api-key=OPENAI_API_KEY.",
+        ),
+    ] = None,
 ) -> int:
     """Run Kora manifests as local processes."""
     try:
@@ -374,8 +401,16 @@ def _up(
     except ManifestError as error:
         print(f"kora up: {error}", file=sys.stderr)
         return 2
-    for warning in graph.warnings:
-        print(f"kora up: warning: {warning}", file=sys.stderr)
+    # The loader's warnings name Secrets missing from the manifests, which "may live in the cluster": here
+    # each reference is resolved before anything starts (--secret-env or a Secret document), or kora up
+    # exits saying how to give it.
+    try:
+        secrets = SecretSource(parse_secret_env(secret_env or (), os.environ))
+    except ValueError as error:
+        print(f"kora up: {error}", file=sys.stderr)
+        return 2
+    for namespace, name, key in secrets.unused(graph):
+        print(f"kora up: warning: --secret-env {namespace}/{name}/{key}: no manifest references it", file=sys.stderr)
     state_dir = state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     otel_endpoint = (otel_endpoint or "").strip() or None
@@ -410,7 +445,15 @@ def _up(
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
             run = _LocalRun(
-                graph, plans, gateway_sock, state_dir, telemetry, tuple(pass_env or ()), otel_endpoint, watching
+                graph,
+                plans,
+                gateway_sock,
+                state_dir,
+                telemetry,
+                tuple(pass_env or ()),
+                otel_endpoint,
+                watching,
+                secrets,
             )
             return runner.run(run.run(grace))
     finally:

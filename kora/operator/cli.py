@@ -6,7 +6,8 @@
 Credentials: the pod's service account in a cluster, else ``KUBECONFIG`` (or ``~/.kube/config``). Settings
 come from the environment (:mod:`kora.operator.settings`, as the Helm chart sets them). Exit codes: 0 after
 a clean shutdown (SIGTERM, Ctrl-C), 2 for bad settings or options (one message naming each bad variable, or
-the option: a ``--metrics-port`` out of range, taken by another process or by the webhook or liveness endpoint).
+the option: a ``--metrics-port`` out of range, taken by another process or by the webhook or liveness endpoint)
+and for missing or unusable credentials (one line saying what was looked for: :mod:`kora.operator.credentials`).
 
 ``GET /metrics`` (Prometheus text, docs/telemetry.md) is served over plain HTTP on ``0.0.0.0:--metrics-port``
 (:data:`DEFAULT_METRICS_PORT`; 0 turns it off).
@@ -86,6 +87,7 @@ def serve(
 ) -> int:
     """Load the settings and run the operator until stopped; returns the exit code."""
     from kora.core.telemetry import setup_telemetry
+    from kora.operator.credentials import load_kube_config
     from kora.operator.settings import load_operator_settings
 
     metrics_socket: socket.socket | None = None
@@ -93,6 +95,7 @@ def serve(
         settings = load_operator_settings()
         service = _service(webhook_service)
         metrics_socket = _metrics_socket(metrics_port, webhook_port if webhook else None, liveness)
+        kube_config = load_kube_config()
         telemetry = setup_telemetry("Operator", "kora-operator", component="kora operator")
     except (SettingsError, ValueError) as error:
         if metrics_socket is not None:
@@ -109,7 +112,16 @@ def serve(
     options = WebhookOptions(port=webhook_port, host=webhook_host, service=service) if webhook else None
     metrics = None if metrics_socket is None else MetricsOptions(metrics_socket, telemetry.registry)
     try:
-        asyncio.run(run_operator(settings, namespaces=namespaces, webhook=options, liveness=liveness, metrics=metrics))
+        asyncio.run(
+            run_operator(
+                settings,
+                namespaces=namespaces,
+                webhook=options,
+                liveness=liveness,
+                metrics=metrics,
+                kube_config=kube_config,
+            )
+        )
     except KeyboardInterrupt:
         return 0
     finally:

@@ -160,14 +160,15 @@ async def run_operator(
     resync_seconds: float = RESYNC_SECONDS,
     stop: asyncio.Event | None = None,
     ready: asyncio.Event | None = None,
+    kube_config: KubeConfig | None = None,
 ) -> None:
     """Run the operator until ``stop`` is set (or the task is cancelled).
 
     ``namespaces``: watch only these (empty: every namespace). ``liveness``: kopf's health endpoint
     (``http://0.0.0.0:8081/healthz``). ``metrics``: where ``GET /metrics`` is served (None: nowhere). ``ready``
-    is set once the watches are running.
+    is set once the watches are running. ``kube_config``: the credentials (None: ``KubeConfig.from_env()``).
     """
-    client = AsyncClient(config=KubeConfig.from_env(), field_manager="kora-operator")
+    client = AsyncClient(config=kube_config or KubeConfig.from_env(), field_manager="kora-operator")
     reconciler = Reconciler(Kube(client), settings, resync_seconds=resync_seconds)
     registry = build_registry(reconciler, webhook=webhook is not None)
     stop_flag = stop or asyncio.Event()

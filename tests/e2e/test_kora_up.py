@@ -17,6 +17,7 @@ import openai
 import pytest
 
 from kora.core.net import free_port
+from kora.local.orphans import workload_mark
 from kora.local.state import UpState, WorkloadState, process_alive, read_state, write_state
 from kora.local.up import MEMORY_DIR
 from tests.support.agent import wait_until
@@ -64,9 +65,10 @@ class Up:
     def agent(self, name: str) -> openai.OpenAI:
         return openai.OpenAI(base_url=f"{self.gateway}/default/agent/{name}/v1", api_key="unused", max_retries=0)
 
-    def events(self, agent: str, session_id: str | None = None) -> list[dict]:
+    def events(self, agent: str, session_id: str | None = None, headers: dict[str, str] | None = None) -> list[dict]:
         params = {"session_id": session_id} if session_id else {}
-        response = httpx.get(f"{self.gateway}/default/agent/{agent}/memory/events", params=params, timeout=10)
+        url = f"{self.gateway}/default/agent/{agent}/memory/events"
+        response = httpx.get(url, params=params, headers=headers, timeout=10)
         response.raise_for_status()
         return response.json()["events"]
 
@@ -240,6 +242,114 @@ def test_invalid_manifest_prints_the_loader_message_and_exits_2(tmp_path: Path):
     assert "missing" in done.stderr
 
 
+BROKEN_TOOLS = """
+apiVersion: kora.dev/v1alpha1
+kind: ModelAPI
+metadata: {name: scripted}
+spec: {mode: Scripted}
+---
+apiVersion: kora.dev/v1alpha1
+kind: MCPServer
+metadata: {name: tools}
+spec:
+  type: python-runtime
+  config:
+    toolsString: |
+      raise RuntimeError("these tools never load")
+---
+apiVersion: kora.dev/v1alpha1
+kind: Agent
+metadata: {name: assistant}
+spec: {modelAPI: scripted, model: scripted, mcpServers: [tools]}
+"""
+
+
+def test_the_gateway_sends_nothing_to_an_agent_that_is_not_ready(tmp_path: Path):
+    # Its tool server fails: the agent runs but is not Ready, so (as a Service without a ready endpoint on a
+    # cluster) the gateway answers for it, 503 with the reason, instead of letting it answer without its tools.
+    manifest = tmp_path / "broken.yaml"
+    manifest.write_text(BROKEN_TOOLS)
+    up = start_up(str(manifest), tmp_path)
+    try:
+
+        def agent_up_tools_failed(s: UpState) -> bool:
+            phases = {w.name: w for w in s.workloads}
+            return phases["tools"].phase == "Failed" and phases["assistant"].pid is not None
+
+        state = up.wait(agent_up_tools_failed, what="the tool server Failed, the agent running")
+        agent = next(w for w in state.workloads if w.name == "assistant")
+        assert agent.phase == "Waiting"
+        question = {"model": "scripted", "messages": [{"role": "user", "content": "hi"}]}
+        # The agent itself would answer (without its tools) ...
+
+        def answers_directly() -> bool:
+            try:
+                return httpx.post(f"{agent.direct_url}/v1/chat/completions", json=question, timeout=30).is_success
+            except httpx.TransportError:  # still starting
+                return False
+
+        wait_until(answers_directly, within=60, message="the agent answering directly")
+        # ... the gateway does not ask it.
+        with pytest.raises(openai.APIStatusError) as raised:
+            up.agent("assistant").chat.completions.create(**question)
+        assert raised.value.status_code == 503
+        error = raised.value.body
+        assert isinstance(error, dict)
+        assert error["code"] == "not_ready"
+        assert error["message"].startswith("Agent/assistant is not Ready (Waiting: ")
+        assert "kora logs assistant" in error["message"]
+    finally:
+        stop(up)
+
+
+def test_a_ctrl_c_while_kora_up_still_imports_is_one_line_not_a_traceback(tmp_path: Path):
+    # -X importtime logs each module once imported: Ctrl-C comes right after typer, early among the imports of
+    # kora up's module (uvicorn, httpx, the resources ... follow), before kora up has any handler of its own.
+    command = [sys.executable, "-X", "importtime", "-m", "kora.cli", "up", str(ROOT / "examples/quickstart")]
+    up = subprocess.Popen(
+        [*command, "--port", str(free_port()), "--state-dir", str(tmp_path / ".kora")],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert up.stderr is not None
+    lines = []
+    for line in up.stderr:
+        lines.append(line)
+        if line.rstrip().endswith("| typer"):
+            up.send_signal(signal.SIGINT)
+            break
+    _, rest = up.communicate(timeout=60)
+    said = [line for line in [*lines, *rest.splitlines(keepends=True)] if not line.startswith("import time:")]
+    assert "Traceback" not in "".join(said)
+    assert up.returncode == 130, "".join(said)
+    assert [line.strip() for line in said if line.strip()] == ["kora up: interrupted"]
+
+
+def test_a_secret_in_neither_the_manifests_nor_the_shell_is_one_message_saying_how_to_give_it(tmp_path: Path):
+    manifest = tmp_path / "real.yaml"
+    manifest.write_text(
+        "apiVersion: kora.dev/v1alpha1\nkind: ModelAPI\nmetadata: {name: llm}\nspec:\n  mode: Proxy\n"
+        "  proxyConfig:\n    apiBase: 'http://127.0.0.1:9/v1'\n"
+        "    apiKey: {valueFrom: {secretKeyRef: {name: openai, key: k}}}\n"
+    )
+    up = ["up", str(manifest), "--port", str(free_port()), "--state-dir", str(tmp_path / ".kora")]
+    done = kora(*up, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "kora up: ModelAPI/llm: Secret default/openai key 'k' is not in the manifests; add a v1 Secret document "
+        "'openai' with that key (stringData), or give it from your shell: kora up --secret-env openai/k=VARIABLE "
+        "(docs/local.md, 'Secrets')"
+    ]
+    unset = kora(*up, "--secret-env", "openai/k=KORA_TEST_UNSET_KEY", cwd=tmp_path)
+    assert unset.returncode == 2
+    assert unset.stderr.splitlines() == [
+        "kora up: --secret-env openai/k=KORA_TEST_UNSET_KEY: the variable KORA_TEST_UNSET_KEY is not set (or empty) "
+        "in this shell"
+    ]
+
+
 @pytest.mark.embeddings
 def test_a_hosted_minilm_serves_embeddings_through_the_gateway(tmp_path: Path):
     manifest = tmp_path / "embedder.yaml"
@@ -291,13 +401,27 @@ async def test_the_a2a_sdk_client_reaches_the_agent_through_the_gateway(quicksta
     assert types == ["user_message", "tool_call", "tool_result", "agent_response"]
 
 
+#: The user examples/memory's agent trusts, in the header its README sends.
+MEMORY_USER = {"X-Forwarded-User": "ana"}
+
+
+def ask_in_a_new_session(up: Up, question: str, headers: dict[str, str]) -> str:
+    reply = up.agent("assistant").chat.completions.create(
+        model="scripted", messages=[{"role": "user", "content": question}], extra_headers=headers
+    )
+    return reply.choices[0].message.content or ""
+
+
 def test_memory_example_recalls_across_sessions_and_keeps_its_data_across_kora_up(tmp_path: Path):
+    # What the example's header and README promise: tell it something, then in a new session ask.
     up = start_up("examples/memory", tmp_path)
     try:
         up.all_ready()
         client = up.agent("assistant")
         first = client.chat.completions.with_raw_response.create(
-            model="scripted", messages=[{"role": "user", "content": "Hello! I live in Lisbon."}]
+            model="scripted",
+            messages=[{"role": "user", "content": "Hello! I live in Lisbon."}],
+            extra_headers=MEMORY_USER,
         )
         session = first.headers["x-session-id"]
         store = f"{up.gateway}/default/memorystore/memory"
@@ -309,7 +433,13 @@ def test_memory_example_recalls_across_sessions_and_keeps_its_data_across_kora_u
         while facts() != ["I live in Lisbon."]:
             assert time.monotonic() < deadline, f"no fact extracted: {facts()}"
             time.sleep(0.2)
-        assert [e["event_type"] for e in up.events("assistant", session)] == ["user_message", "agent_response"]
+        events = up.events("assistant", session, MEMORY_USER)
+        assert [e["event_type"] for e in events] == ["user_message", "agent_response"]
+        assert ask_in_a_new_session(up, "Where do I live?", MEMORY_USER).startswith("From my memory: - (")
+        assert "I live in Lisbon." in ask_in_a_new_session(up, "Where do I live?", MEMORY_USER)
+        # Another user, and an anonymous request, recall nothing of ana's.
+        assert "Lisbon" not in ask_in_a_new_session(up, "Where do I live?", {"X-Forwarded-User": "bo"})
+        assert "Lisbon" not in ask_in_a_new_session(up, "Where do I live?", {})
     finally:
         stop(up)
     # The store's data lives in kora up's state directory: a new kora up finds it.
@@ -330,6 +460,7 @@ def test_memory_example_recalls_across_sessions_and_keeps_its_data_across_kora_u
             assert time.monotonic() < deadline, "the store did not come back"
             time.sleep(0.2)
         assert [fact["text"] for fact in response.json()["facts"]] == ["I live in Lisbon."]
+        assert "I live in Lisbon." in ask_in_a_new_session(again, "Where do I live?", MEMORY_USER)
     finally:
         stop(again)
 
@@ -393,7 +524,8 @@ def test_kora_up_stops_the_workloads_a_killed_kora_up_left_behind(tmp_path: Path
     state_dir = tmp_path / ".kora"
     work = state_dir / "work" / "default-agent-assistant"
     work.mkdir(parents=True)
-    up_pid, [leftover] = abandoned((work, "import time\nwhile True: time.sleep(1)\n# kora workload"))
+    sleeper = [sys.executable, "-c", "import time\nwhile True: time.sleep(1)"]
+    up_pid, [leftover] = abandoned((work, sleeper, workload_mark(work)))
     try:
         previous = UpState(pid=up_pid, gateway_url="http://127.0.0.1:1", started_at=time.time())
         previous.workloads.append(WorkloadState("assistant", "Agent", "default", "", "", "", "", "Ready", "", leftover))

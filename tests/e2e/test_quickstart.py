@@ -5,11 +5,13 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from kora.core.net import free_port
+from tests.support.processes import HeaderRecorder
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,14 +35,18 @@ def test_quickstart_talks_to_any_openai_compatible_endpoint_when_given_one(tmp_p
     from tests.support.scripted_server import ScriptedModelServer
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_", "MODEL_", "MCP_", "MEMORY_"))}
-    with ScriptedModelServer(model_name="external-llm") as backend:
+    key = f"sk-test-{uuid.uuid4().hex}"
+    state = tmp_path / "state"
+    backend = ScriptedModelServer(model_name="external-llm")
+    recorder = backend.app = HeaderRecorder(backend.app)
+    with backend:
         env |= {
             "KORA_QUICKSTART_EXIT": "1",
             "KORA_GATEWAY_PORT": str(free_port()),
-            "KORA_STATE_DIR": str(tmp_path / "state"),
+            "KORA_STATE_DIR": str(state),
             "MODEL_API_URL": backend.url,
             "MODEL_NAME": "external-llm",
-            "MODEL_API_KEY": "sk-test",
+            "MODEL_API_KEY": key,
         }
         done = _quickstart(env=env)
         assert done.returncode == 0, done.stderr[-2000:]
@@ -49,6 +55,11 @@ def test_quickstart_talks_to_any_openai_compatible_endpoint_when_given_one(tmp_p
         assert "agent > You said: What is 2 plus 3?" in done.stdout
         assert backend.requests
         assert backend.requests[0]["model"] == "external-llm"
+    # The key reached the backend, and no file the quickstart left holds it (kora up read it from the environment).
+    # (kora up's reachability probe, GET /models, sends none)
+    assert {headers.get("authorization") for headers in recorder.headers} - {None} == {f"Bearer {key}"}
+    holding = [path for path in state.rglob("*") if path.is_file() and key.encode() in path.read_bytes()]
+    assert holding == []
 
 
 def _quickstart(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -238,3 +238,39 @@ def test_percent_escapes_in_the_path_reach_the_upstream_unchanged(gateway):
     response = httpx.get(f"{gateway.root_url}/default/agent/a/files/a%2Fb")
     assert response.json()["path"] == "/files/a/b"  # the backend (Starlette) decodes; it got the escaped form
     assert response.json()["raw_path"] == "/files/a%2Fb"
+
+
+def test_a_workload_that_is_not_ready_gets_nothing_and_the_client_a_503_in_its_shape(backend):
+    # As a Service without a ready endpoint: nothing reaches the workload; the answer says why.
+    seen: list[str] = []
+
+    def not_ready(prefix: str) -> str | None:
+        seen.append(prefix)
+        return "Agent/a is not Ready (Waiting: waiting for MCPServer/tools (Failed))" if prefix.endswith("/a") else None
+
+    routes = {
+        "/default/agent/a": GatewayRoute("/default/agent/a", backend.root_url, 120),
+        "/default/agent/b": GatewayRoute("/default/agent/b", backend.root_url, 120),
+    }
+    with ThreadedServer(create_gateway_app(routes, not_ready=not_ready), name="gateway", lifespan="on") as gateway:
+        chat = httpx.post(f"{gateway.root_url}/default/agent/a/v1/chat/completions", json={"messages": []})
+        assert chat.status_code == 503
+        assert chat.headers["retry-after"] == "1"
+        assert chat.json() == {
+            "error": {
+                "message": "Agent/a is not Ready (Waiting: waiting for MCPServer/tools (Failed))",
+                "type": "service_unavailable",
+                "param": None,
+                "code": "not_ready",
+            }
+        }
+        with pytest.raises(openai.APIStatusError) as raised:
+            openai.OpenAI(base_url=f"{gateway.root_url}/default/agent/a/v1", api_key="x", max_retries=0).models.list()
+        assert raised.value.status_code == 503
+        rpc = httpx.post(f"{gateway.root_url}/default/agent/a/", json={"jsonrpc": "2.0", "id": 1, "method": "x"})
+        assert rpc.status_code == 503
+        assert rpc.json()["error"]["data"] == {"type": "not_ready"}
+        assert rpc.json()["error"]["message"].startswith("Agent/a is not Ready")
+        # The ready one is forwarded as before.
+        assert httpx.get(f"{gateway.root_url}/default/agent/b/v1/models").json()["path"] == "/v1/models"
+    assert seen.count("/default/agent/b") == 1

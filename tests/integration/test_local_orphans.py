@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kora.local.orphans import die_with_parent, is_workload_of, leftovers, stop_leftovers
+from kora.local.orphans import die_with_parent, is_workload_of, leftovers, stop_leftovers, workload_mark
 from kora.local.state import UpState, WorkloadState, read_state, write_state
 from tests.support.agent import wait_until
 from tests.support.processes import abandoned, process_gone
@@ -22,16 +22,24 @@ from tests.support.processes import abandoned, process_gone
 ROOT = Path(__file__).resolve().parents[2]
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG) is Linux's")
 
-#: A stand-in for a workload: sleeps, its command line names kora (as `python -m kora.cli ...` does).
-WORKLOAD = "import time\nwhile True: time.sleep(1)\n# kora workload"
+#: A stand-in for a workload's program: sleeps (what makes it a workload is the mark in its environment).
+WORKLOAD = "import time\nwhile True: time.sleep(1)"
 #: The same, deaf to SIGTERM (a workload stuck in a tool): only SIGKILL ends it.
-DEAF_WORKLOAD = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True: time.sleep(1)\n# kora"
+DEAF_WORKLOAD = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True: time.sleep(1)"
 
 
-def run_python(code: str, *args: str, cwd: Path | None = None) -> subprocess.Popen[str]:
-    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))}
+def run_python(
+    code: str, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """``python -c code args`` with the repository importable and ``env`` added to this environment."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
     return subprocess.Popen(
-        [sys.executable, "-c", code, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True
+        [sys.executable, "-c", code, *args],
+        cwd=cwd,
+        env=os.environ | {"PYTHONPATH": path} | (env or {}),
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
 
 
@@ -99,24 +107,29 @@ def test_the_hook_keeps_a_child_whose_parent_lives():
     assert out.strip() == str(int(signal.SIGTERM))  # PR_GET_PDEATHSIG: kept across exec
 
 
-def leave_behind(state_dir: Path, *workloads: tuple[str, str]) -> UpState:
-    """Run a kora up that exits leaving ``workloads`` ((name, python code) each) running in their working
-    directories under ``state_dir``; write and return its state."""
+def leave_behind(state_dir: Path, *workloads: tuple[str, list[str]], marked: bool = True) -> UpState:
+    """Run a kora up that exits leaving ``workloads`` ((name, argv) each) running in their working directories
+    under ``state_dir``, with kora up's mark in their environment unless not ``marked``; write and return its
+    state."""
     children = []
-    for name, code in workloads:
+    for name, argv in workloads:
         work = state_dir / "work" / f"default-agent-{name}"
         work.mkdir(parents=True, exist_ok=True)
-        children.append((work, code))
+        children.append((work, argv, workload_mark(work) if marked else {}))
     up_pid, pids = abandoned(*children)
     state = UpState(pid=up_pid, gateway_url="http://127.0.0.1:1", started_at=time.time())
-    for (name, _code), pid in zip(workloads, pids, strict=True):
+    for (name, _argv), pid in zip(workloads, pids, strict=True):
         state.workloads.append(WorkloadState(name, "Agent", "default", "", "", "", phase="Ready", pid=pid))
     write_state(state_dir, state)
     return read_state(state_dir)
 
 
+def python(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
 def test_leftovers_of_a_dead_kora_up_are_stopped_and_said_so(tmp_path: Path, started: list[int]):
-    previous = leave_behind(tmp_path, ("a", WORKLOAD), ("b", DEAF_WORKLOAD))
+    previous = leave_behind(tmp_path, ("a", python(WORKLOAD)), ("b", python(DEAF_WORKLOAD)))
     pids = [w.pid for w in previous.workloads if w.pid is not None]
     started.extend(pids)
     assert [w.name for w in leftovers(previous, tmp_path)] == ["a", "b"]
@@ -134,21 +147,52 @@ def test_leftovers_of_a_dead_kora_up_are_stopped_and_said_so(tmp_path: Path, sta
 
 
 def test_a_reused_pid_that_is_no_kora_workload_is_left_alone(tmp_path: Path, started: list[int]):
-    # Not Kora (its command line does not name kora), or Kora working elsewhere: another program got the pid.
-    stranger = "import time\nwhile True: time.sleep(1)"
-    previous = leave_behind(tmp_path, ("a", stranger))
-    elsewhere = run_python(WORKLOAD, cwd=tmp_path)
+    # Another program got the pid: one whose command line names kora (any program of a checkout or venv under a
+    # directory named kora, the default clone's), even working in the state dir, but without kora up's mark; or a
+    # Kora workload of another state dir.
+    clone = tmp_path / "kora" / ".venv" / "bin"
+    clone.mkdir(parents=True)
+    (clone / "python").symlink_to(sys.executable)
+    state_dir = tmp_path / "state"
+    previous = leave_behind(state_dir, ("a", [str(clone / "python"), "-c", WORKLOAD, "kora"]), marked=False)
+    other_work = tmp_path / "other" / "work" / "default-agent-c"
+    other_work.mkdir(parents=True)
+    elsewhere = run_python(WORKLOAD, cwd=other_work, env=workload_mark(other_work))
     started.extend([*(w.pid for w in previous.workloads if w.pid is not None), elsewhere.pid])
     previous.workloads.append(WorkloadState("c", "Agent", "default", "", "", "", pid=elsewhere.pid))
     err = io.StringIO()
-    assert stop_leftovers(tmp_path, previous, grace=0.5, err=err) == []
+    assert stop_leftovers(state_dir, previous, grace=0.5, err=err) == []
     assert err.getvalue() == ""
     assert not any(process_gone(pid) for pid in started)
-    assert not is_workload_of(elsewhere.pid, tmp_path)
+    assert not is_workload_of(elsewhere.pid, state_dir)
+    assert is_workload_of(elsewhere.pid, tmp_path / "other")
+
+
+@linux_only
+def test_the_suite_s_orphan_tests_pass_in_a_checkout_whose_path_names_kora(tmp_path: Path):
+    # README's test command in a default clone (`git clone ... kora`): the checkout and its venv's python both
+    # live under a path naming kora, so every process the tests start has kora in its command line.
+    checkout = tmp_path / "kora"
+    checkout.symlink_to(ROOT, target_is_directory=True)
+    venv = tmp_path / "kora-venv"
+    venv.symlink_to(sys.prefix, target_is_directory=True)
+    interpreter = venv / Path(sys.executable).relative_to(sys.prefix)
+    test = "tests/integration/test_local_orphans.py"
+    run = subprocess.run(
+        [str(interpreter), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "not checkout_whose_path", test],
+        cwd=checkout,
+        env=os.environ | {"PYTHONPATH": str(checkout)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert " passed" in run.stdout
 
 
 def test_nothing_is_stopped_while_the_recorded_kora_up_runs(tmp_path: Path, started: list[int]):
-    previous = leave_behind(tmp_path, ("a", WORKLOAD))
+    previous = leave_behind(tmp_path, ("a", python(WORKLOAD)))
     started.extend(w.pid for w in previous.workloads if w.pid is not None)
     previous.pid = os.getpid()  # alive: that kora up owns its workloads
     assert leftovers(previous, tmp_path) == []

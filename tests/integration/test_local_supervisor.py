@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+from kora.local.orphans import is_workload_of
 from kora.local.state import FAILED, READY, WAITING, UpState, WorkloadState
 from kora.local.supervisor import Supervisor
 from kora.local.up import plan_local
@@ -104,6 +105,11 @@ async def test_a_first_crash_restarts_at_once(tmp_path: Path):
         await until(lambda: agent.phase == READY and model.phase == READY, "all Ready")
         first = model.pid
         assert first is not None
+        # Marked as a workload of this state dir (a later kora up stops it should this one die unclean).
+        assert is_workload_of(first, tmp_path)
+        assert agent.pid is not None
+        assert is_workload_of(agent.pid, tmp_path)
+        assert not is_workload_of(first, tmp_path / "elsewhere")
         os.kill(first, signal.SIGKILL)
         await until(lambda: model.restarts == 1, "restart counted")
         await until(lambda: model.phase == READY and model.pid not in (None, first), "Ready again")

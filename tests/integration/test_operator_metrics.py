@@ -177,7 +177,7 @@ def test_reconcile_spans_and_metrics_reach_the_otlp_collector(kube_cluster: Kube
 
 def _refused(*arguments: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``kora operator ARGUMENTS`` expected to stop at start-up (before it contacts any cluster)."""
-    environment = clean_env(**OPERATOR_ENV, KUBECONFIG="/nonexistent/kubeconfig", **(env or {}))
+    environment = clean_env(**(OPERATOR_ENV | {"KUBECONFIG": "/nonexistent/kubeconfig"} | (env or {})))
     return subprocess.run(
         [*KORA, "operator", *arguments], env=environment, capture_output=True, text=True, timeout=60, check=False
     )
@@ -211,3 +211,21 @@ def test_a_metrics_port_another_endpoint_uses_is_refused(arguments: list[str], o
     result = _refused(*arguments)
     assert result.returncode == EXIT_SETTINGS_ERROR
     assert f"--metrics-port {arguments[1]}: {other} uses that port already" in result.stderr
+
+
+def test_no_credentials_is_one_line_naming_what_is_missing(tmp_path):
+    # Outside a pod, KUBECONFIG naming no file: what was looked for, and what to do; no traceback.
+    result = _refused("--metrics-port", "0")
+    assert result.returncode == EXIT_SETTINGS_ERROR
+    assert result.stderr.splitlines() == [
+        "kora operator: no Kubernetes credentials: not in a pod (no /var/run/secrets/kubernetes.io/serviceaccount/"
+        "token) and no kubeconfig at /nonexistent/kubeconfig; set KUBECONFIG to a kubeconfig file, or run the "
+        "operator in the cluster (deploy/helm)"
+    ]
+    # A kubeconfig that is there but is no kubeconfig: named, with the reason.
+    broken = tmp_path / "kubeconfig"
+    broken.write_text("clusters: [unclosed\n")
+    result = _refused("--metrics-port", "0", env={"KUBECONFIG": str(broken)})
+    assert result.returncode == EXIT_SETTINGS_ERROR
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"kora operator: KUBECONFIG={broken}: cannot be used (")

@@ -5,6 +5,7 @@ cleanly, request headers recorded in front of an ASGI app, ``/metrics`` parsed, 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -131,23 +132,22 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
-#: A parent that starts each (working directory, python code) of its arguments in a session of its own, prints
-#: their pids and exits without stopping them: what a ``kora up`` killed with SIGKILL leaves behind.
+#: A parent that starts each child of its JSON argument ([working directory, argv, extra environment] each) in a
+#: session of its own, prints their pids and exits without stopping them: what a ``kora up`` killed
+#: with SIGKILL leaves behind.
 _ABANDON = """
-import subprocess, sys
-for cwd, code in zip(sys.argv[1::2], sys.argv[2::2]):
-    child = subprocess.Popen(
-        [sys.executable, "-c", code], cwd=cwd, stdout=subprocess.DEVNULL, start_new_session=True
-    )
+import json, os, subprocess, sys
+for cwd, argv, env in json.loads(sys.argv[1]):
+    child = subprocess.Popen(argv, cwd=cwd, env=os.environ | env, stdout=subprocess.DEVNULL, start_new_session=True)
     print(child.pid, flush=True)
 """
 
 
-def abandoned(*children: tuple[Path, str]) -> tuple[int, list[int]]:
-    """Start ``children`` ((working directory, python code) each) from a parent that exits at once; returns
-    the dead parent's pid and the children's pids (the caller kills them)."""
-    args = [str(arg) for child in children for arg in child]
-    parent = subprocess.Popen([sys.executable, "-c", _ABANDON, *args], stdout=subprocess.PIPE, text=True)
+def abandoned(*children: tuple[Path, list[str], Mapping[str, str]]) -> tuple[int, list[int]]:
+    """Start ``children`` ((working directory, argv, variables added to this environment) each) from a parent
+    that exits at once; returns the dead parent's pid and the children's pids (the caller kills them)."""
+    spec = json.dumps([[str(cwd), argv, dict(env)] for cwd, argv, env in children])
+    parent = subprocess.Popen([sys.executable, "-c", _ABANDON, spec], stdout=subprocess.PIPE, text=True)
     out, _ = parent.communicate(timeout=60)
     assert parent.returncode == 0, f"the abandoning parent failed: {out}"
     return parent.pid, [int(line) for line in out.split()]
