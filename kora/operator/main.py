@@ -77,6 +77,15 @@ def _copy(value: object) -> object:
     return value
 
 
+def _owner(body: Mapping[str, Any]) -> ResourceRef | None:
+    """The Kora resource a Deployment or pod the operator made belongs to, from its labels (None: not one)."""
+    labels = body.get("metadata", {}).get("labels", {})
+    kind, name = labels.get(KIND_LABEL), labels.get(NAME_LABEL)
+    if kind not in RESOURCE_CLASSES or not name:
+        return None
+    return ResourceRef(kind, body["metadata"]["namespace"], name)
+
+
 def build_registry(reconciler: Reconciler, *, webhook: bool) -> kopf.OperatorRegistry:
     """kopf handlers that feed ``reconciler``; with ``webhook``, the validating admission handlers too."""
     registry = kopf.OperatorRegistry()
@@ -114,24 +123,18 @@ def build_registry(reconciler: Reconciler, *, webhook: bool) -> kopf.OperatorReg
 
     @kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": MANAGED_BY}, registry=registry)
     def observe_deployment(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
-        labels = body.get("metadata", {}).get("labels", {})
-        kind, name = labels.get(KIND_LABEL), labels.get(NAME_LABEL)
-        if kind not in RESOURCE_CLASSES or not name:
-            return
-        owner = ResourceRef(kind, body["metadata"]["namespace"], name)
-        deleted = event.get("type") == "DELETED"
-        reconciler.observe_deployment(owner, None if deleted else _plain(body.get("status") or {}))
+        owner = _owner(body)
+        if owner is not None:
+            deleted = event.get("type") == "DELETED"
+            reconciler.observe_deployment(owner, None if deleted else _plain(body.get("status") or {}))
 
     @kopf.on.event("", "v1", "pods", labels={"app.kubernetes.io/managed-by": MANAGED_BY}, registry=registry)
     def observe_pod(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
-        labels = body.get("metadata", {}).get("labels", {})
-        kind, name = labels.get(KIND_LABEL), labels.get(NAME_LABEL)
-        if kind not in RESOURCE_CLASSES or not name:
-            return
-        metadata = body["metadata"]
-        owner = ResourceRef(kind, metadata["namespace"], name)
-        deleted = event.get("type") == "DELETED"
-        reconciler.observe_pod(owner, metadata["name"], pod_failure(body.get("status") or {}), deleted=deleted)
+        owner = _owner(body)
+        if owner is not None:
+            deleted = event.get("type") == "DELETED"
+            failure = pod_failure(body.get("status") or {})
+            reconciler.observe_pod(owner, body["metadata"]["name"], failure, deleted=deleted)
 
     return registry
 
