@@ -16,8 +16,6 @@ import subprocess
 import tarfile
 import time
 import tomllib
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -25,6 +23,7 @@ import pytest
 
 from kora.core.net import free_port
 from kora.scripted import TextReply
+from tests.support.node import BuiltImage
 from tests.support.scripted_server import ScriptedModelServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,34 +40,14 @@ exec chroot --userspec="$user" "$root" "$@"
 """
 
 
-@dataclass(frozen=True)
-class Image:
-    out: Path
-    archive: Path
-    rootfs: Path
-    process: dict  # the OCI runtime configuration's "process" (args, env, cwd, user), as umoci wrote it
-
-
 @pytest.fixture(scope="module")
-def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
-    out = tmp_path_factory.mktemp("image") / "out"
-    built = subprocess.run(
-        [*AS_ROOT, "bash", str(ROOT / "scripts/image/build.sh"), "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
-    assert built.returncode == 0, built.stderr[-6000:]
-    print(built.stderr.splitlines()[-1])  # the sizes, in the test's output
-    archive = Path(built.stdout.strip().splitlines()[-1])
-    runtime = json.loads((out / "runtime-config.json").read_text())
-    yield Image(out=out, archive=archive, rootfs=out / "rootfs", process=runtime["process"])
-    subprocess.run([*AS_ROOT, "rm", "-rf", str(out)], check=False)
+def image(kora_image: BuiltImage) -> BuiltImage:
+    """The session's image (tests/e2e/conftest.py builds it once for this module and the real-node tier)."""
+    print(kora_image.archive)
+    return kora_image
 
 
-def in_image(image: Image, args: list[str], env: dict[str, str] | None = None) -> list[str]:
+def in_image(image: BuiltImage, args: list[str], env: dict[str, str] | None = None) -> list[str]:
     """The command that runs ``args`` in the image's root filesystem as its process would run: its user,
     environment (plus ``env``) and working directory."""
     user = f"{image.process['user']['uid']}:{image.process['user']['gid']}"
@@ -90,7 +69,7 @@ def read_blob(archive: tarfile.TarFile, digest: str) -> bytes:
     return data
 
 
-def test_archive_is_an_oci_image_configured_for_every_workload(image: Image) -> None:
+def test_archive_is_an_oci_image_configured_for_every_workload(image: BuiltImage) -> None:
     with tarfile.open(image.archive) as archive:
         layout = json.loads(archive.extractfile("./oci-layout").read())  # type: ignore[union-attr]
         index = json.loads(archive.extractfile("./index.json").read())  # type: ignore[union-attr]
@@ -116,7 +95,7 @@ def test_archive_is_an_oci_image_configured_for_every_workload(image: Image) -> 
     assert run["Labels"]["io.kora.extras"] == "none"
 
 
-def test_rootfs_holds_no_build_leftovers(image: Image) -> None:
+def test_rootfs_holds_no_build_leftovers(image: BuiltImage) -> None:
     for leftover in ("var/lib/apt/lists", "var/cache/apt", "var/log", "tmp", "dev", "usr/share/man"):
         path = image.rootfs / leftover
         assert not path.exists() or not any(path.iterdir()), f"{leftover} is not empty"
@@ -125,7 +104,7 @@ def test_rootfs_holds_no_build_leftovers(image: Image) -> None:
     assert int(sizes["archive"]) == image.archive.stat().st_size
 
 
-def test_kora_version_as_the_image_user(image: Image) -> None:
+def test_kora_version_as_the_image_user(image: BuiltImage) -> None:
     assert image.process["args"] == ["kora", "agent"]
     ran = subprocess.run(
         in_image(image, ["sh", "-c", "id -u && kora --version"]), capture_output=True, text=True, timeout=60
@@ -134,7 +113,7 @@ def test_kora_version_as_the_image_user(image: Image) -> None:
     assert ran.stdout.split("\n")[:2] == ["65532", f"kora {VERSION}"]
 
 
-def test_every_workload_module_imports(image: Image) -> None:
+def test_every_workload_module_imports(image: BuiltImage) -> None:
     # Each `kora <command>` dispatches to a module (kora.cli.COMMANDS); all of them must load with the image's
     # packages (model-hosted's optional extra is imported only when it serves, so it loads too).
     code = (
@@ -147,7 +126,7 @@ def test_every_workload_module_imports(image: Image) -> None:
     assert ran.stdout.strip() == "ok"
 
 
-def test_kora_agent_chats_through_a_scripted_model(image: Image) -> None:
+def test_kora_agent_chats_through_a_scripted_model(image: BuiltImage) -> None:
     port = free_port()
     with ScriptedModelServer() as model:
         model.enqueue(TextReply("hello from the image"))
