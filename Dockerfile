@@ -1,7 +1,8 @@
 # One image for every Kora workload: `kora agent|mcp|memory|model-proxy|model|operator` (the operator and the
-# Helm chart pick the command; the entrypoint is `kora`, the default command `agent`). Non-root (uid 65532; any
-# uid works), Debian bookworm's python3 (3.11) with a virtualenv at /opt/kora/venv, installed with the test
-# suite's exact pins (constraints.txt). Where a registry is reachable:
+# Helm chart pick the command; the entrypoint is `kora`, the default command `agent`). Non-root (uid 65532 by
+# default; any other non-root uid works too, as does a read-only root filesystem with /tmp writable), Debian
+# bookworm's python3 (3.11) with a virtualenv at /opt/kora/venv, installed with the test suite's exact pins
+# (constraints.txt). Where a registry is reachable:
 #
 #   docker build -t registry.example/kora:0.1.0 .
 #   docker build --build-arg EXTRAS=embeddings \
@@ -30,11 +31,12 @@ ARG PIP_EXTRA_INDEX_URL=
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 
-# Layer 1: Debian. Documentation, manuals and translations are not installed (licences are).
+# Layer 1: Debian. Documentation, manuals and translations are not installed (licences are). libnss-wrapper gives
+# the embedded Postgres a user name when the uid has none (kora.memory.service.passwd).
 RUN printf '%s\n' 'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' 'path-exclude=/usr/share/locale/*' \
       'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' 'path-exclude=/usr/share/lintian/*' \
       > /etc/dpkg/dpkg.cfg.d/kora-nodoc \
-    && apt-get update && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
+    && apt-get update && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates libnss-wrapper \
     && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/* \
     && echo 'kora:x:65532:65532:Kora:/home/kora:/usr/sbin/nologin' >> /etc/passwd \
     && echo 'kora:x:65532:' >> /etc/group \

@@ -16,7 +16,7 @@
 # docker://registry/kora:<TAG>`), rootfs/ (the image unpacked from that archive, for `chroot`), sizes.txt; the
 # sizes are printed on stderr too, and the archive's path is the only line on stdout.
 #
-# Three layers: Debian (python3, python3-venv, ca-certificates), the dependencies' virtualenv at /opt/kora/venv,
+# Three layers: Debian (python3, python3-venv, ca-certificates, libnss-wrapper), the dependencies' virtualenv at /opt/kora/venv,
 # and Kora itself. The first two are built once per (this script, constraints.txt, pyproject.toml, extras) and
 # cached under ${XDG_CACHE_HOME:-~/.cache}/kora/image/<hash>; a code change rebuilds only Kora's layer (seconds).
 #
@@ -75,7 +75,7 @@ revision=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)
 
 # --- what the image is made of ----------------------------------------------------------------------------
 suite=bookworm
-packages=python3,python3-venv,ca-certificates
+packages=python3,python3-venv,ca-certificates,libnss-wrapper
 uid=65532
 venv=/opt/kora/venv
 home=/home/kora
@@ -155,7 +155,8 @@ if [ ! -f "$cache/.complete" ]; then
     "${dpkg_excludes[@]/#/--dpkgopt=}" --aptopt='Acquire::Retries "3"' \
     "$suite" "$rootfs" "${mirrors[@]}" 2>&1 | grep -E '^(E|W):|success' >&2 || true
   [ -x "$rootfs/usr/bin/python3" ] || { log "mmdebstrap did not produce a root filesystem"; exit 1; }
-  # The non-root user (any uid works: the operator runs workloads as 10001; this one is the image's default).
+  # The image's default user. Any other non-root uid works as well (a cluster's, OpenShift's random one): the
+  # embedded Postgres gives a uid without a name one through libnss-wrapper (kora.memory.service.passwd).
   echo "kora:x:$uid:$uid:Kora:$home:/usr/sbin/nologin" >> "$rootfs/etc/passwd"
   echo "kora:x:$uid:" >> "$rootfs/etc/group"
   install -d -o "$uid" -g "$uid" -m 0755 "$rootfs$home"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import subprocess
 import tarfile
 import time
@@ -22,6 +23,7 @@ import httpx
 import pytest
 
 from kora.core.net import free_port
+from kora.operator.children import MEMORY_DATA_ROOT
 from kora.scripted import TextReply
 from tests.support.node import BuiltImage
 from tests.support.scripted_server import ScriptedModelServer
@@ -31,9 +33,18 @@ VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["versi
 AS_ROOT: list[str] = [] if os.geteuid() == 0 else ["sudo", "-n"]
 pytestmark = pytest.mark.slow
 
-# Mounts /proc and /dev in a private mount namespace (gone with the process), then runs as the given user.
+# In a private mount namespace (gone with the process): with read_only=yes, the root filesystem read-only and a
+# tmpfs on /tmp, as a pod with readOnlyRootFilesystem and an emptyDir there runs it; a host directory on the
+# memory store's data mount (when one is given); /proc and /dev; then runs the command as the given user.
 _CHROOT = """
-root=$1 user=$2; shift 2
+root=$1 user=$2 read_only=$3 data=$4 data_mount=$5; shift 5
+[ -z "$data" ] || mkdir -p "$root$data_mount"
+if [ "$read_only" = yes ]; then
+  mount --bind "$root" "$root"
+  mount -o remount,bind,ro "$root"
+  mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
+fi
+[ -z "$data" ] || mount --bind "$data" "$root$data_mount"
 mount -t proc proc "$root/proc"
 mount --rbind /dev "$root/dev"
 exec chroot --userspec="$user" "$root" "$@"
@@ -47,15 +58,26 @@ def image(kora_image: BuiltImage) -> BuiltImage:
     return kora_image
 
 
-def in_image(image: BuiltImage, args: list[str], env: dict[str, str] | None = None) -> list[str]:
-    """The command that runs ``args`` in the image's root filesystem as its process would run: its user,
-    environment (plus ``env``) and working directory."""
-    user = f"{image.process['user']['uid']}:{image.process['user']['gid']}"
+def in_image(
+    image: BuiltImage,
+    args: list[str],
+    env: dict[str, str] | None = None,
+    *,
+    user: str | None = None,
+    read_only: bool = False,
+    data: Path | None = None,
+) -> list[str]:
+    """The command that runs ``args`` in the image's root filesystem as its process would run: its user (or
+    ``user``, ``uid:gid``), environment (plus ``env``) and working directory. ``read_only``: the root filesystem
+    read-only, /tmp a tmpfs; ``data``: a host directory mounted where the operator mounts a local-storage
+    MemoryStore's volume (:data:`MEMORY_DATA_ROOT`)."""
+    user = user or f"{image.process['user']['uid']}:{image.process['user']['gid']}"
     environment = [*image.process["env"], *(f"{name}={value}" for name, value in (env or {}).items())]
     in_cwd = ["/bin/sh", "-c", 'cd "$0" && exec "$@"', image.process["cwd"], *args]
+    mounts = ["yes" if read_only else "no", str(data or ""), str(MEMORY_DATA_ROOT)]
     return [
         *AS_ROOT,
-        *["unshare", "--mount", "--fork", "sh", "-ec", _CHROOT, "chroot", str(image.rootfs), user],
+        *["unshare", "--mount", "--fork", "sh", "-ec", _CHROOT, "chroot", str(image.rootfs), user, *mounts],
         *["/usr/bin/env", "-i", *environment, *in_cwd],
     ]
 
@@ -168,7 +190,64 @@ def test_kora_agent_chats_through_a_scripted_model(image: BuiltImage) -> None:
             stop(agent)
 
 
-def stop(process: subprocess.Popen[str]) -> None:
+#: A uid of a PodSecurity ``restricted`` namespace or OpenShift's kind: high, unknown to the image, group 0.
+RANDOM_UID = random.SystemRandom().randrange(1_000_000_000, 2_000_000_000)
+
+
+@pytest.mark.parametrize(("uid", "gid"), [(10001, 10001), (RANDOM_UID, 0)], ids=["uid-10001", "random-uid-gid-0"])
+def test_kora_memory_with_embedded_postgres_under_a_uid_the_image_does_not_know(
+    image: BuiltImage, tmp_path: Path, uid: int, gid: int
+) -> None:
+    # As a pod runs it: any non-root uid, a read-only root filesystem with /tmp writable, the data on a volume the
+    # uid owns (the pod's fsGroup does that on a cluster), HOME in /tmp.
+    data = tmp_path / "data"
+    data.mkdir()
+    subprocess.run([*AS_ROOT, "chown", f"{uid}:{gid}", str(data)], check=True)
+    port = free_port()
+    env = {
+        "MEMORY_SERVICE_STORAGE_MODE": "local",
+        "MEMORY_SERVICE_DATA_DIR": f"{MEMORY_DATA_ROOT}/store",
+        "HOME": "/tmp",
+    }
+    command = ["sh", "-c", f'echo "uid $(id -u)"; exec kora memory --host 127.0.0.1 --port {port}']
+    log = tmp_path / "memory.log"
+    with log.open("w") as output:
+        memory = subprocess.Popen(
+            in_image(image, command, env, user=f"{uid}:{gid}", read_only=True, data=data),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 180
+        while True:
+            assert memory.poll() is None, log.read_text()
+            try:
+                ready = httpx.get(f"{base}/ready", timeout=5)
+                if ready.status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, f"not ready within 180 s:\n{log.read_text()}"
+            time.sleep(0.2)
+        assert log.read_text().splitlines()[0] == f"uid {uid}"
+        turn = {
+            "app_name": "imaged",
+            "user_id": "alice",
+            "events": [{"event_type": "user_message", "content": "stored under an unknown uid"}],
+        }
+        stored = httpx.post(f"{base}/v1/sessions/s1/events", json=turn, timeout=30)
+        assert stored.status_code == 200, stored.text
+        events = httpx.get(f"{base}/v1/sessions/s1/events", params={"app_name": "imaged"}, timeout=30)
+        assert [event["content"] for event in events.json()["events"]] == ["stored under an unknown uid"]
+        # Postgres ran as that uid: its data directory is the uid's.
+        assert (data / "store" / "pgdata").stat().st_uid == uid
+    finally:
+        stop(memory)
+
+
+def stop(process: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
     """Ends the process group the command started (unshare ignores SIGTERM while its child runs)."""
     subprocess.run([*AS_ROOT, "kill", "-TERM", "--", f"-{process.pid}"], check=False)
     try:

