@@ -45,6 +45,7 @@ from kora.core.settings_errors import SettingsError
 from kora.core.telemetry import Telemetry, instrument_app, setup_telemetry
 from kora.hosted.catalog import find_hosted_model
 from kora.local.backends import BackendWatch, proxy_backends
+from kora.local.credentials import Credentials
 from kora.local.gateway import create_gateway_app, gateway_body_limit, routes_from_plans
 from kora.local.orphans import stop_leftovers
 from kora.local.state import (
@@ -156,6 +157,7 @@ class _LocalRun:
         self._plans = plans
         self._gateway_sock = gateway_sock
         self._state_dir = state_dir
+        self._credentials = Credentials(state_dir)
         self._gateway_url = f"http://127.0.0.1:{gateway_sock.getsockname()[1]}"
         self._state = UpState(pid=os.getpid(), gateway_url=self._gateway_url, started_at=time.time())
         self._started = time.monotonic()
@@ -258,13 +260,17 @@ class _LocalRun:
     def _environments(
         self, graph: ResourceGraph, plans: Mapping[ResourceRef, WorkloadPlan]
     ) -> dict[ResourceRef, dict[str, str]]:
-        """Each workload's environment, Secret references resolved from the manifests; ``LookupError``
-        ("Kind/name: Secret ns/x key 'k' is not in the manifests") for the first that is not there."""
+        """Each workload's environment, Secret references resolved from the generated credentials
+        (:mod:`kora.local.credentials`, created here when missing) or the manifests; ``LookupError`` ("Kind/name:
+        Secret ns/x key 'k' is not in the manifests") for the first that is not there."""
+        self._credentials.ensure(plans.values())
         environments: dict[ResourceRef, dict[str, str]] = {}
         for ref, plan in plans.items():
 
             def resolve(key: SecretKeyRef, namespace: str = ref.namespace) -> str:
-                value = graph.secret_value(key.name, key.key, namespace)
+                value = self._credentials.get(namespace, key.name, key.key)
+                if value is None:
+                    value = graph.secret_value(key.name, key.key, namespace)
                 if value is None:
                     raise LookupError(f"Secret {namespace}/{key.name} key {key.key!r} is not in the manifests")
                 return value

@@ -21,7 +21,15 @@ import pytest
 
 from kora.core.net import free_port
 from kora.scripted.script import Match, Rule, TextReply
-from tests.support.memory import eventually, model_env, service_env, start_memory_cli, wait_until_ready
+from tests.support.memory import (
+    ADMIN,
+    CREDENTIALS,
+    eventually,
+    model_env,
+    service_env,
+    start_memory_cli,
+    wait_until_ready,
+)
 from tests.support.scripted_server import ScriptedModelServer
 
 pytestmark = pytest.mark.slow
@@ -57,7 +65,7 @@ def running(env: dict[str, str], log: Path) -> Iterator[tuple[subprocess.Popen[b
 
 
 async def facts_of(url: str) -> list[str]:
-    async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+    async with httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=30.0) as client:
         response = await client.get("/v1/facts", params={"scope": "user", "user_id": "alice"})
         assert response.status_code == 200, response.text
         return [fact["text"] for fact in response.json()["facts"]]
@@ -75,7 +83,7 @@ async def test_an_extraction_cut_by_kill_9_runs_again_after_restart(
     env = service_env(memory_db, **model_env(model.url), workers="1", job_lease_seconds="3")
     log = tmp_path / "memory.log"
     with running(env, log) as (process, url):
-        async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+        async with httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=30.0) as client:
             response = await client.post("/v1/sessions/s1/events", json=TURN)
             assert response.status_code == 200, response.text
         assert await asyncio.to_thread(model.model.wait_for_requests, 1, 60.0)
@@ -108,17 +116,17 @@ def _postgres_pid(pgdata: Path) -> int | None:
 
 async def test_local_storage_keeps_its_data_across_stops_and_kill_9(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    env = {"MEMORY_SERVICE_STORAGE_MODE": "local", "MEMORY_SERVICE_DATA_DIR": str(data)}
+    env = {"MEMORY_SERVICE_STORAGE_MODE": "local", "MEMORY_SERVICE_DATA_DIR": str(data), **CREDENTIALS}
     log = tmp_path / "memory.log"
 
     async def stored(url: str) -> tuple[list[object], list[str]]:
-        async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+        async with httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=30.0) as client:
             events = (await client.get("/v1/sessions/s1/events", params={"app_name": APP})).json()["events"]
         return [e["content"] for e in events], await facts_of(url)
 
     try:
         with running(env, log) as (_, url):
-            async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+            async with httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=30.0) as client:
                 assert (await client.post("/v1/sessions/s1/events", json=TURN)).status_code == 200
                 fact = {"content": "The user lives in Paris.", "app_name": APP, "user_id": "alice"}
                 assert (await client.post("/v1/facts", json=fact)).status_code == 200
