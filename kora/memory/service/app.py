@@ -231,14 +231,6 @@ def _add_session_routes(router: APIRouter, service: MemoryService) -> None:
     async def add_events(session_id: Identifier, body: EventsWrite) -> EventsWritten:
         queued = False
         async with _connection(service) as conn, conn.transaction():
-            session = await store.get_or_create_session(
-                conn,
-                session_id,
-                body.app_name,
-                body.user_id,
-                body.rolling_summary,
-                (body.window_events, body.window_tokens),
-            )
             if body.events and await erasures.predates_erasure(
                 conn,
                 service.mark.store_id if service.mark is not None else "",
@@ -250,6 +242,14 @@ def _add_session_routes(router: APIRouter, service: MemoryService) -> None:
                 # Queued before an erasure of this session or user that the client had not seen: never stored.
                 log.info("dropped %d events of session %s: they predate its erasure", len(body.events), session_id)
                 return EventsWritten(session_id=session_id, added=0)
+            session = await store.get_or_create_session(
+                conn,
+                session_id,
+                body.app_name,
+                body.user_id,
+                body.rolling_summary,
+                (body.window_events, body.window_tokens),
+            )
             written = await store.add_events(conn, session, body.events)
             if written.added and written.conversation and settings.long_term_enabled and service.summary:
                 await jobs.enqueue(
