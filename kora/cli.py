@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "logs": ("kora.local.commands", "logs_cli", "Print (-f: follow) a workload's log."),
     "down": ("kora.local.commands", "down_cli", "Stop the running kora up and every workload."),
     "chat": ("kora.local.commands", "chat_cli", "Chat with an agent through the local gateway (streaming)."),
+    "token": ("kora.local.commands", "token_cli", "Print the operator token of an Agent or MemoryStore of kora up."),
 }
 
 

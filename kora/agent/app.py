@@ -57,6 +57,7 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
                 failure_mode=settings.memory_failure_mode,
                 rolling_summary=settings.memory_rolling_summary,
                 token_budget=settings.memory_client_token_budget,
+                token=settings.memory_store_token,
             ),
         ),
     )

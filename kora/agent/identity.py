@@ -35,6 +35,7 @@ from starlette.datastructures import Headers
 
 from kora.agent.settings import AgentSettings
 from kora.core.errors import KoraError, RequestError, Unauthenticated, Unavailable
+from kora.core.tokens import AUTHORIZATION, bearer_token, token_matches
 from kora.memory import Memory
 
 if TYPE_CHECKING:
@@ -55,9 +56,6 @@ KEYS_MAX_AGE_SECONDS = 300.0
 UNKNOWN_KEY_REFETCH_SECONDS = 30.0
 #: Seconds to wait for the key server.
 KEYS_FETCH_TIMEOUT_SECONDS = 10.0
-
-BEARER = "bearer"
-AUTHORIZATION = "Authorization"
 
 
 @dataclass(frozen=True)
@@ -110,10 +108,20 @@ async def open_session(memory: Memory, session_id: str | None, app_name: str, id
     return await memory.get_or_create_session(session_id, app_name, identity.user_id)
 
 
+@dataclass(frozen=True)
+class MemoryReader:
+    """Who asks the memory endpoints (``/memory/*``): the ``operator`` (``AGENT_ADMIN_TOKEN``: every session), or
+    the verified ``user_id`` (their own sessions only; None: anonymous, nothing listed)."""
+
+    operator: bool = False
+    user_id: str | None = None
+
+
 class IdentityResolver:
     """Resolves the :class:`Identity` of each request for ``settings`` (see the module docstring)."""
 
     def __init__(self, settings: AgentSettings) -> None:
+        self._admin_token = settings.agent_admin_token
         self._header = settings.auth_trusted_user_header
         self._tokens = (
             TokenVerifier(
@@ -155,24 +163,19 @@ class IdentityResolver:
             return Identity(value, {self._header: value})
         return ANONYMOUS
 
+    async def memory_reader(self, headers: Headers) -> MemoryReader:
+        """Who asks a memory endpoint: the operator when the bearer token is ``AGENT_ADMIN_TOKEN`` (compared in
+        constant time, before any user JWT), else the verified user of :meth:`resolve` (anonymous without one).
 
-def bearer_token(headers: Headers) -> str | None:
-    """The bearer token of ``headers``; None without an ``Authorization`` header or with another scheme.
-
-    Raises :class:`~kora.core.errors.Unauthenticated` for an empty token or a repeated ``Authorization`` header.
-    """
-    values = headers.getlist(AUTHORIZATION)
-    if not values:
-        return None
-    if len(values) > 1:
-        raise Unauthenticated("The Authorization header was sent more than once.")
-    scheme, _, token = values[0].strip().partition(" ")
-    if scheme.lower() != BEARER:
-        return None
-    token = token.strip()
-    if not token:
-        raise Unauthenticated("The bearer token is empty.")
-    return token
+        Raises :class:`~kora.core.errors.Unauthenticated` (401) for a bearer token that is neither the operator's
+        nor (with ``AUTH_JWT_JWKS_URL``) a user's JWT that verifies; the errors of :meth:`resolve` otherwise.
+        """
+        token = bearer_token(headers)
+        if token is not None and token_matches(token, self._admin_token):
+            return MemoryReader(operator=True)
+        if token is not None and self._tokens is None:
+            raise Unauthenticated("The bearer token is not this agent's operator token (AGENT_ADMIN_TOKEN).")
+        return MemoryReader(user_id=(await self.resolve(headers)).user_id)
 
 
 class TokenVerifier:

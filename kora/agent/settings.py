@@ -137,6 +137,12 @@ class AgentSettings(BaseSettings):
         description="Memory service URL (a MemoryStore's `kora memory`); selects RemoteMemory.",
         json_schema_extra={"format": "uri"},  # a URL in the schema and the docs
     )
+    memory_store_token: str = Field(
+        default="",
+        repr=False,
+        description="Kora: bearer token sent to the memory service (its `MEMORY_SERVICE_AGENT_TOKEN`); the operator "
+        "and `kora up` set it with `MEMORY_STORE_ENDPOINT`. Empty: the store refuses the agent (401).",
+    )
     memory_max_read_scope: ReadScope = Field(
         default="session",
         description="Broadest scope recall and `search_memory` may read: `session` < `agent` (this agent's "
@@ -222,6 +228,12 @@ class AgentSettings(BaseSettings):
         default="sub",
         min_length=1,
         description="Kora: the bearer token's claim holding the user id (needs `AUTH_JWT_JWKS_URL`).",
+    )
+    agent_admin_token: str = Field(
+        default="",
+        repr=False,
+        description="Kora: the operator's bearer token on this agent: `/memory/*` for every session and erasure of "
+        "any session or user (docs/identity.md), checked before any user JWT. Empty: no request is the operator's.",
     )
     auth_trusted_user_header: str = Field(
         default="",

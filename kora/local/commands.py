@@ -1,4 +1,4 @@
-"""``kora status | logs | down | chat``: the user's side of a running ``kora up`` (via its state file).
+"""``kora status | logs | down | chat | token``: the user's side of a running ``kora up`` (via its state file).
 
 Every command takes ``--state-dir``; without it the run is found by :func:`kora.local.state.locate` (``.kora``
 or ``.kora/*/``, the one alive). Exit codes: 0 on success; 1 when no ``kora up`` ever ran there, when
@@ -19,9 +19,13 @@ from typing import Annotated, TextIO
 import typer
 
 from kora.core.command import run_command
+from kora.local.credentials import read_credentials
 from kora.local.state import Located, UpState, WorkloadState, locate, process_alive, read_state, render_table
+from kora.resources.graph import ResourceRef
+from kora.resources.models import Kind
+from kora.resources.wiring import ADMIN_TOKEN_KEY, credentials_secret
 
-__all__ = ["chat_cli", "down_cli", "logs_cli", "status_cli"]
+__all__ = ["chat_cli", "down_cli", "logs_cli", "status_cli", "token_cli"]
 
 
 #: ``--state-dir``, which every command takes (default: found, see :func:`kora.local.state.locate`).
@@ -117,6 +121,41 @@ def logs_cli(argv: list[str]) -> int:
     """``kora logs NAME [-f]``: print a workload's log (stdout and stderr of every run); ``-f`` follows it
     until Ctrl-C or until ``kora up`` stops."""
     return run_command(_logs, argv, "kora logs")
+
+
+def _token(
+    name: Annotated[str, typer.Argument(help="An Agent or MemoryStore (or Kind/name when two kinds share it).")],
+    state_dir: _StateDir = None,
+) -> int:
+    """Print the operator's bearer token of an Agent (AGENT_ADMIN_TOKEN) or MemoryStore
+    (MEMORY_SERVICE_ADMIN_TOKEN)."""
+    found = _find("kora token", state_dir, name)
+    if isinstance(found, int):
+        return found
+    located, workload = found
+    ref = ResourceRef(workload.kind, workload.namespace, workload.name)
+    if workload.kind not in {Kind.AGENT.value, Kind.MEMORY_STORE.value}:
+        print(
+            f"kora token: {workload.kind}/{workload.name} has no credentials (Agents and MemoryStores do)",
+            file=sys.stderr,
+        )
+        return 2
+    secret = credentials_secret(ref)
+    token = read_credentials(located.state_dir).get(f"{ref.namespace}/{secret}/{ADMIN_TOKEN_KEY}")
+    if token is None:
+        print(
+            f"kora token: {workload.kind}/{workload.name} has no token yet (has kora up started it?)", file=sys.stderr
+        )
+        return 1
+    print(token)
+    return 0
+
+
+def token_cli(argv: list[str]) -> int:
+    """``kora token NAME``: print the operator's bearer token of an Agent or MemoryStore of the ``kora up`` run
+    (kept in ``<state dir>/credentials.json``), for ``Authorization: Bearer`` on its ``/memory/*`` or ``/v1``
+    admin routes."""
+    return run_command(_token, argv, "kora token")
 
 
 def _stopped(state_dir: Path) -> bool:

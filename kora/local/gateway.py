@@ -68,10 +68,13 @@ class GatewayRoute:
 
 
 def routes_from_plans(plans: Iterable[WorkloadPlan]) -> dict[str, GatewayRoute]:
-    """``{prefix: route}`` for every plan: prefix from :func:`route_path`, upstream ``direct_url``, timeout
+    """``{prefix: route}`` for every plan that has a gateway route (``plan.gateway_route``: a MemoryStore only
+    when its ``spec.gatewayRoute.enabled``): prefix from :func:`route_path`, upstream ``direct_url``, timeout
     ``route_timeout_seconds``."""
     routes: dict[str, GatewayRoute] = {}
     for plan in plans:
+        if not plan.gateway_route:
+            continue
         prefix = route_path(plan.kind, plan.namespace, plan.name)
         routes[prefix] = GatewayRoute(prefix, plan.direct_url.rstrip("/"), plan.route_timeout_seconds)
     return routes

@@ -47,6 +47,7 @@ from kora.core.settings_errors import SettingsError
 from kora.core.telemetry import Telemetry, instrument_app, setup_telemetry
 from kora.hosted.catalog import find_hosted_model
 from kora.local.backends import BackendWatch, proxy_backends
+from kora.local.credentials import Credentials
 from kora.local.gateway import create_gateway_app, gateway_body_limit, routes_from_plans
 from kora.local.orphans import stop_leftovers
 from kora.local.secrets import SECRET_ENV_FORMAT, SecretSource, parse_secret_env
@@ -162,6 +163,7 @@ class _LocalRun:
         self._plans = plans
         self._gateway_sock = gateway_sock
         self._state_dir = state_dir
+        self._credentials = Credentials(state_dir)
         self._gateway_url = f"http://127.0.0.1:{gateway_sock.getsockname()[1]}"
         self._state = UpState(pid=os.getpid(), gateway_url=self._gateway_url, started_at=time.time())
         self._started = time.monotonic()
@@ -278,13 +280,18 @@ class _LocalRun:
     def _environments(
         self, graph: ResourceGraph, plans: Mapping[ResourceRef, WorkloadPlan]
     ) -> dict[ResourceRef, dict[str, str]]:
-        """Each workload's environment, Secret references resolved by ``--secret-env`` or the manifests
+        """Each workload's environment, Secret references resolved from the generated credentials
+        (:mod:`kora.local.credentials`, created here when missing), then by ``--secret-env`` or the manifests
         (:class:`~kora.local.secrets.SecretSource`); ``LookupError`` ("Kind/name: Secret ns/x key 'k' is not in
-        the manifests; ...", saying how to give it) for the first found in neither."""
+        the manifests; ...", saying how to give it) for the first found nowhere."""
+        self._credentials.ensure(plans.values())
         environments: dict[ResourceRef, dict[str, str]] = {}
         for ref, plan in plans.items():
 
             def resolve(key: SecretKeyRef, namespace: str = ref.namespace) -> str:
+                generated = self._credentials.get(namespace, key.name, key.key)
+                if generated is not None:
+                    return generated
                 return self._secrets.value(graph, namespace, key.name, key.key)
 
             try:

@@ -135,8 +135,14 @@ class Memory(ABC):
         checks when the turn reads it."""
 
     @abstractmethod
-    async def list_sessions(self) -> list[SessionInfo]:
-        """All sessions, oldest first."""
+    async def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
+        """All sessions, oldest first; with ``user_id``, only the sessions that verified user started."""
+
+    async def check_reader(self, session_id: str, user_id: str | None) -> None:
+        """Raise :func:`session_forbidden` when ``session_id`` belongs to a user other than ``user_id`` (None:
+        anonymous), before a memory endpoint shows it. Unlike :meth:`check_access` this may ask a remote store
+        about a session the agent does not hold; it never creates anything."""
+        self.check_access(session_id, user_id)
 
     @abstractmethod
     async def delete_session(self, session_id: str) -> bool:
@@ -177,15 +183,32 @@ class Memory(ABC):
         """
 
     @abstractmethod
-    async def list_events(self, session_id: str | None = None, limit: int | None = None) -> list[MemoryEvent]:
-        """Events of one session, or of all sessions when ``session_id`` is None, oldest first (newest last).
+    async def list_events(
+        self, session_id: str | None = None, limit: int | None = None, user_id: str | None = None
+    ) -> list[MemoryEvent]:
+        """Events of one session, or of all sessions when ``session_id`` is None (with ``user_id``: of that
+        verified user's sessions only), oldest first (newest last).
 
         ``limit`` keeps only the most recent ``limit`` events.
         """
 
     @abstractmethod
-    async def count_events(self, session_id: str | None = None) -> int:
-        """How many events one session (or all sessions) holds; the ``total`` of ``GET /memory/events``."""
+    async def count_events(self, session_id: str | None = None, user_id: str | None = None) -> int:
+        """How many events one session (or all sessions; with ``user_id`` that user's) holds; the ``total`` of
+        ``GET /memory/events``."""
+
+    @abstractmethod
+    async def erase_session(self, session_id: str) -> dict[str, int]:
+        """Erase ``session_id`` from every tier and copy this memory reaches (docs/identity.md, "Erasure"); what
+        was removed, counted per tier (e.g. ``{"sessions": 1, "events": 4}``). Raises
+        :class:`~kora.core.errors.Unavailable` when a remote part cannot be reached (the local copies are erased
+        first, whatever happens)."""
+
+    @abstractmethod
+    async def erase_user(self, user_id: str) -> dict[str, int]:
+        """Erase every session the verified user ``user_id`` started, and their facts, from every tier and copy
+        this memory reaches; counts per tier. Raises :class:`~kora.core.errors.Unavailable` as
+        :meth:`erase_session`."""
 
     @abstractmethod
     async def search(

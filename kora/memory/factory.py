@@ -17,12 +17,14 @@ from kora.memory.null import NullMemory
 @dataclass(frozen=True)
 class RemoteOptions:
     """RemoteMemory's settings: the agent's read scope ceiling, ``MEMORY_FAILURE_MODE``,
-    ``MEMORY_ROLLING_SUMMARY`` and ``MEMORY_CLIENT_TOKEN_BUDGET``."""
+    ``MEMORY_ROLLING_SUMMARY``, ``MEMORY_CLIENT_TOKEN_BUDGET`` and ``MEMORY_STORE_TOKEN``."""
 
     max_read_scope: str = "session"
     failure_mode: Literal["soft", "strict"] = "soft"
     rolling_summary: bool = False
     token_budget: int = 2000
+    #: ``MEMORY_STORE_TOKEN``: the bearer token the memory service knows bound agents by.
+    token: str = ""
 
 
 def build_memory(
@@ -48,6 +50,7 @@ def build_memory(
             failure_mode=options.failure_mode,
             rolling_summary=options.rolling_summary,
             token_budget=options.token_budget,
+            token=options.token,
             local_sessions=max_sessions,
             local_session_events=max_session_events,
         )

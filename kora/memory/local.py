@@ -214,14 +214,19 @@ class LocalMemory(Memory):
         """Whether this memory holds ``session_id`` now (not evicted); O(1)."""
         return session_id in self._sessions
 
+    def holds_any(self) -> bool:
+        """Whether this memory holds any session; O(1)."""
+        return bool(self._sessions)
+
     def check_access(self, session_id: str, user_id: str | None) -> None:
         """Raise :class:`~kora.core.errors.Forbidden` when the session belongs to another user; O(1)."""
         session = self._sessions.get(session_id)
         if session is not None:
             check_owner(session_id, session.owner, user_id)
 
-    async def list_sessions(self) -> list[SessionInfo]:
-        """All sessions, least recently active first (the order in which they would be evicted)."""
+    async def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
+        """All sessions (with ``user_id``, those that user started), least recently active first (the order in
+        which they would be evicted)."""
         return [
             SessionInfo(
                 session_id=s.session_id,
@@ -232,15 +237,37 @@ class LocalMemory(Memory):
                 event_count=len(s.events),
             )
             for s in self._sessions.values()
+            if user_id is None or s.owner == user_id
         ]
 
     async def delete_session(self, session_id: str) -> bool:
         """Remove the session with its events and facts; True if it existed."""
+        return self._remove(session_id) is not None
+
+    def _remove(self, session_id: str) -> _Session | None:
         session = self._sessions.pop(session_id, None)
-        if session is None:
-            return False
-        self._total_events -= len(session.events)
-        return True
+        if session is not None:
+            self._total_events -= len(session.events)
+        return session
+
+    def _erased(self, removed: Iterable[_Session]) -> dict[str, int]:
+        counts = {"sessions": 0, "events": 0, "facts": 0}
+        for session in removed:
+            counts["sessions"] += 1
+            counts["events"] += len(session.events)
+            counts["facts"] += len(session.facts or ())
+        return counts
+
+    async def erase_session(self, session_id: str) -> dict[str, int]:
+        """Remove the session with its events and facts: ``{"sessions", "events", "facts"}`` removed. O(size)."""
+        session = self._remove(session_id)
+        return self._erased([session] if session is not None else [])
+
+    async def erase_user(self, user_id: str) -> dict[str, int]:
+        """Remove every session ``user_id`` started, with their events and facts; counts as
+        :meth:`erase_session`. O(sessions)."""
+        owned = [sid for sid, session in self._sessions.items() if session.owner == user_id]
+        return self._erased([session for sid in owned if (session := self._remove(sid)) is not None])
 
     # -- events ---------------------------------------------------------------------------------------------
 
@@ -279,8 +306,11 @@ class LocalMemory(Memory):
             return []
         return _newest(session.events, event_types, limit)
 
-    async def list_events(self, session_id: str | None = None, limit: int | None = None) -> list[MemoryEvent]:
-        """The newest ``limit`` events of one session, or of all sessions when None; newest last.
+    async def list_events(
+        self, session_id: str | None = None, limit: int | None = None, user_id: str | None = None
+    ) -> list[MemoryEvent]:
+        """The newest ``limit`` events of one session, or of all sessions when None (with ``user_id``: of the
+        sessions that user started); newest last.
 
         Across sessions events are ordered by timestamp (a merge of the sessions' newest-first streams;
         within one session insertion order is kept). Raises ``ValueError`` for a negative ``limit``.
@@ -288,13 +318,18 @@ class LocalMemory(Memory):
         _check_limit(limit)
         if session_id is not None:
             return await self.get_session_events(session_id, None, limit)
-        streams: list[Iterator[_Stored]] = [reversed(s.events) for s in self._sessions.values() if s.events]
+        streams: list[Iterator[_Stored]] = [
+            reversed(s.events) for s in self._sessions.values() if s.events and (user_id is None or s.owner == user_id)
+        ]
         merged = heapq.merge(*streams, key=_timestamp, reverse=True)
         newest_first = list(merged if limit is None else islice(merged, limit))
         return [stored.event() for stored in reversed(newest_first)]
 
-    async def count_events(self, session_id: str | None = None) -> int:
-        """Events held by one session (0 if unknown) or by all sessions; O(1)."""
+    async def count_events(self, session_id: str | None = None, user_id: str | None = None) -> int:
+        """Events held by one session (0 if unknown) or by all sessions, O(1); with ``user_id``, by that user's
+        sessions, O(sessions)."""
+        if session_id is None and user_id is not None:
+            return sum(len(s.events) for s in self._sessions.values() if s.owner == user_id)
         if session_id is None:
             return self._total_events
         session = self._sessions.get(session_id)

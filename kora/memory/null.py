@@ -30,7 +30,7 @@ class NullMemory(Memory):
         """``session_id`` as given, or a fresh id when None or empty; nothing is stored."""
         return session_id or new_session_id()
 
-    async def list_sessions(self) -> list[SessionInfo]:
+    async def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
         """Always ``[]``."""
         return []
 
@@ -53,13 +53,23 @@ class NullMemory(Memory):
         """Always ``[]``."""
         return []
 
-    async def list_events(self, session_id: str | None = None, limit: int | None = None) -> list[MemoryEvent]:
+    async def list_events(
+        self, session_id: str | None = None, limit: int | None = None, user_id: str | None = None
+    ) -> list[MemoryEvent]:
         """Always ``[]``."""
         return []
 
-    async def count_events(self, session_id: str | None = None) -> int:
+    async def count_events(self, session_id: str | None = None, user_id: str | None = None) -> int:
         """Always 0."""
         return 0
+
+    async def erase_session(self, session_id: str) -> dict[str, int]:
+        """Nothing to erase: ``{}``."""
+        return {}
+
+    async def erase_user(self, user_id: str) -> dict[str, int]:
+        """Nothing to erase: ``{}``."""
+        return {}
 
     async def search(
         self, session_id: str, query: str, scope: str = "session", limit: int = 5, user_id: str | None = None

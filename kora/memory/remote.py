@@ -47,6 +47,7 @@ from kora.core.errors import Unavailable
 from kora.core.events import EventType, MemoryEvent
 from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.core.telemetry import instrument_http_client
+from kora.core.tokens import bearer_header
 from kora.memory.base import (
     SESSION_FORBIDDEN,
     Memory,
@@ -54,18 +55,24 @@ from kora.memory.base import (
     MemoryStatus,
     SessionInfo,
     TurnContext,
+    check_owner,
     new_session_id,
     session_forbidden,
 )
 from kora.memory.local import LocalMemory
 from kora.memory.wire import (
+    ERASURE_HEADER,
     SCOPES,
     USER_SCOPES,
     ContextRequest,
+    ErasureList,
     EventList,
     EventsWrite,
     FactCreate,
     FactWritten,
+    ForgetRequest,
+    ForgetResult,
+    Mark,
     MemoryContext,
     RecallHit,
     RecallRequest,
@@ -103,16 +110,24 @@ class _Batch:
     session_id: str
     user_id: str | None
     events: list[MemoryEvent]
+    #: The store's erasure mark when the batch was queued (None: none seen yet); the store drops the batch when an
+    #: erasure of its session or user came after it.
+    erasures_seen: str | None = None
+
+
+#: Erasures read per request while catching up with the store's log.
+ERASURES_PAGE = 1000
 
 
 class RemoteMemory(Memory):
     """A client of the memory service at ``endpoint`` for agent ``app_name``. Create, ``await start()``, use,
-    ``await close()``.
+        ``await close()``.
 
-    ``max_read_scope`` bounds automatic recall and ``search_memory`` (``session``, ``agent`` or ``user``);
-    ``failure_mode`` is ``soft`` or ``strict`` (module docstring); ``rolling_summary`` asks the store for the
-    medium-term tier; ``token_budget`` bounds (in tokens) what the window may take of the model's context;
-    ``local_sessions`` and ``local_session_events`` bound the local window.
+        ``max_read_scope`` bounds automatic recall and ``search_memory`` (``session``, ``agent`` or ``user``);
+        ``failure_mode`` is ``soft`` or ``strict`` (module docstring); ``rolling_summary`` asks the store for the
+        medium-term tier; ``token_budget`` bounds (in tokens) what the window may take of the model's context; ``token``
+    is the bearer token the store knows its bound agents by (``MEMORY_STORE_TOKEN``);
+        ``local_sessions`` and ``local_session_events`` bound the local window.
     """
 
     remote = True
@@ -126,6 +141,7 @@ class RemoteMemory(Memory):
         failure_mode: Literal["soft", "strict"] = "soft",
         rolling_summary: bool = False,
         token_budget: int = 2000,
+        token: str = "",
         local_sessions: int = 1000,
         local_session_events: int = 500,
         outbox_limit: int = 10_000,
@@ -143,6 +159,7 @@ class RemoteMemory(Memory):
             base_url=self.endpoint,
             timeout=httpx2.Timeout(READ_TIMEOUT_SECONDS),
             transport=transport,
+            headers=bearer_header(token),
             # Idle connections expire before the memory service's server closes them (see POOL_KEEPALIVE_SECONDS).
             limits=httpx2.Limits(keepalive_expiry=POOL_KEEPALIVE_SECONDS),
         )
@@ -163,6 +180,9 @@ class RemoteMemory(Memory):
         self.degraded: str | None = None
         #: Batches of events dropped because the outbox was full while the store was unreachable.
         self.dropped_writes = 0
+        #: The store's erasure mark this agent has applied (module docstring, "Erasure"); None: none yet.
+        self.erasure_mark: Mark | None = None
+        self._catching_up = False
 
     # -- life cycle -------------------------------------------------------------------------------------------
 
@@ -222,13 +242,55 @@ class RemoteMemory(Memory):
         if response.status_code >= 500:
             self._mark_degraded(f"the memory service answered {response.status_code}")
             raise StoreUnreachable(self.degraded)
+        if response.status_code == 401:  # a store this agent cannot use, as if it were down; /ready says why
+            self._mark_degraded("the memory service refused this agent's credential (MEMORY_STORE_TOKEN)")
+            raise StoreUnreachable(self.degraded)
         self._mark_reachable()
+        await self._catch_up(response.headers.get(ERASURE_HEADER))
         if response.status_code >= 400:
             raise StoreRefused(*_error_message(response))
         try:
             return answer.model_validate_json(response.content)
         except ValidationError as error:
             raise StoreUnreachable(f"unexpected answer from the memory service: {error}") from error
+
+    async def _catch_up(self, header: str | None) -> None:
+        """Apply the store's erasures this agent has not applied yet (the answer's mark names a newer one), to the
+        local window and the outbox, before the answer is used. A failed read of the log leaves the mark where it
+        was, so the next answer tries again."""
+        mark = Mark.parse(header)
+        known = self.erasure_mark
+        if mark is None or self._catching_up or mark == known:
+            return
+        same_store = known is not None and known.store_id == mark.store_id
+        if same_store and known is not None and mark.seq <= known.seq:
+            return
+        if known is None and not self._local.holds_any() and not self._outbox:
+            self.erasure_mark = mark  # nothing held that an earlier erasure could name
+            return
+        after = known.seq if same_store and known is not None else 0
+        self._catching_up = True
+        try:
+            while True:
+                try:
+                    response = await self._client.get("/v1/erasures", params={"after": after, "limit": ERASURES_PAGE})
+                    page = ErasureList.model_validate_json(response.content) if response.status_code == 200 else None
+                except (httpx2.HTTPError, ValidationError) as error:
+                    log.warning("memory store: cannot read its erasure log now: %s", error)
+                    return
+                if page is None:
+                    log.warning("memory store: its erasure log answered %d", response.status_code)
+                    return
+                for erasure in page.erasures:
+                    removed = await self._forget_locally(erasure.session_id, erasure.user_id)
+                    if any(removed.values()):
+                        log.info("applied the store's erasure %d here: %s", erasure.seq, removed)
+                    after = erasure.seq
+                if len(page.erasures) < ERASURES_PAGE:
+                    self.erasure_mark = Mark(page.store_id, max(after, page.seq))
+                    return
+        finally:
+            self._catching_up = False
 
     def _mark_degraded(self, reason: str) -> None:
         if self.degraded is None:
@@ -291,13 +353,31 @@ class RemoteMemory(Memory):
         rest on the turn's context read."""
         self._local.check_access(session_id, user_id)
 
-    async def list_sessions(self) -> list[SessionInfo]:
-        """This agent's sessions in the store (soft mode, store unreachable: the local window's)."""
+    async def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
+        """This agent's sessions in the store (with ``user_id``, that user's); soft mode, store unreachable: the
+        local window's."""
+        params: dict[str, str | int | list[str]] = {"app_name": self.app_name}
+        if user_id is not None:
+            params["user_id"] = user_id
         try:
-            listed = await self._call("GET", "/v1/sessions", SessionList, params={"app_name": self.app_name})
+            listed = await self._call("GET", "/v1/sessions", SessionList, params=params)
         except (StoreUnreachable, StoreRefused) as error:
-            return await self._fallback(error, self._local.list_sessions())
+            return await self._fallback(error, self._local.list_sessions(user_id))
         return listed.sessions
+
+    async def check_reader(self, session_id: str, user_id: str | None) -> None:
+        """What the local window knows; for a session it does not hold, the owner the store has (one request).
+        A store that cannot answer leaves nothing to show but the local window, which does not hold it."""
+        if self._local.holds(session_id):
+            self._local.check_access(session_id, user_id)
+            return
+        try:
+            found = await self._call(
+                "GET", f"/v1/sessions/{session_id}", SessionInfo, params={"app_name": self.app_name}
+            )
+        except (StoreUnreachable, StoreRefused):
+            return
+        check_owner(session_id, found.user_id, user_id)
 
     async def delete_session(self, session_id: str) -> bool:
         """Remove the session from the store and the local window; True if the store had it."""
@@ -310,6 +390,59 @@ class RemoteMemory(Memory):
             raise self._unavailable(error) from error
         return answer.deleted
 
+    # -- erasure ----------------------------------------------------------------------------------------------
+
+    def _purge(self, sessions: set[str], user_id: str | None) -> dict[str, int]:
+        """Drop from the outbox every queued batch of ``sessions`` or of ``user_id``; the events dropped."""
+        kept: deque[_Batch] = deque()
+        dropped = 0
+        for batch in self._outbox:
+            if batch.session_id in sessions or (user_id is not None and batch.user_id == user_id):
+                dropped += len(batch.events)
+            else:
+                kept.append(batch)
+        self._outbox = kept
+        for session_id in sessions:
+            self._users.pop(session_id, None)
+        if user_id is not None:
+            for session_id in [sid for sid, owner in self._users.items() if owner == user_id]:
+                del self._users[session_id]
+        return {"outbox_events": dropped}
+
+    async def _forget_locally(self, session_id: str | None, user_id: str | None) -> dict[str, int]:
+        """Erase a session or a user from the local window and the outbox; counts (``local_*``, ``outbox_events``)."""
+        if user_id is not None:
+            local = await self._local.erase_user(user_id)
+        else:
+            assert session_id is not None
+            local = await self._local.erase_session(session_id)
+        counts = {f"local_{tier}": count for tier, count in local.items()}
+        return counts | self._purge({session_id} if session_id is not None else set(), user_id)
+
+    async def _forget(self, session_id: str | None, user_id: str | None) -> dict[str, int]:
+        """Erase locally, then in the store (``POST /v1/forget``); the local counts and the store's per tier.
+        Raises :class:`~kora.core.errors.Unavailable` when the store cannot be reached or refuses (the local copies
+        are gone already; asking again erases the store's)."""
+        async with self._sending:  # no batch of what is erased is on its way while the outbox is purged
+            counts = await self._forget_locally(session_id, user_id)
+        request = ForgetRequest(user_id=user_id, session_id=session_id)
+        try:
+            result = await self._call("POST", "/v1/forget", ForgetResult, request)
+        except (StoreUnreachable, StoreRefused) as error:
+            raise Unavailable(
+                f"The memory store could not erase it now ({error}); this agent's copies are erased. Ask again.",
+                code="memory_unavailable",
+            ) from error
+        return result.removed.model_dump() | counts
+
+    async def erase_session(self, session_id: str) -> dict[str, int]:
+        """Erase ``session_id`` from this agent's window and outbox and from the store (every agent's copy)."""
+        return await self._forget(session_id, None)
+
+    async def erase_user(self, user_id: str) -> dict[str, int]:
+        """Erase ``user_id``'s sessions and facts from this agent's window and outbox and from the store."""
+        return await self._forget(None, user_id)
+
     # -- events -----------------------------------------------------------------------------------------------
 
     async def add_event(self, session_id: str, event: MemoryEvent) -> None:
@@ -321,7 +454,8 @@ class RemoteMemory(Memory):
         if not events:
             return
         await self._local.add_events(session_id, events)
-        self._outbox.append(_Batch(session_id, self._users.get(session_id), list(events)))
+        seen = str(self.erasure_mark) if self.erasure_mark is not None else None
+        self._outbox.append(_Batch(session_id, self._users.get(session_id), list(events), seen))
         if len(self._outbox) > self._outbox_limit:
             lost = self._outbox.popleft()
             self.dropped_writes += 1
@@ -361,6 +495,7 @@ class RemoteMemory(Memory):
             window_events=self._window[0],
             window_tokens=self._window[1],
             events=batch.events,
+            erasures_seen=batch.erasures_seen,
         )
         try:
             await self._call("POST", f"/v1/sessions/{batch.session_id}/events", _Written, write)
@@ -369,7 +504,8 @@ class RemoteMemory(Memory):
         except StoreRefused as refused:
             # The store will never take this batch (e.g. the session belongs to another user): keep going.
             log.error("memory store refused %d events of session %s: %s", len(batch.events), batch.session_id, refused)
-        self._outbox.popleft()
+        if self._outbox and self._outbox[0] is batch:  # an erasure applied meanwhile may have dropped it already
+            self._outbox.popleft()
         return True
 
     def _pending_events(self, session_id: str) -> list[MemoryEvent]:
@@ -397,26 +533,34 @@ class RemoteMemory(Memory):
         pending = [e for e in queued if wanted is None or e.event_type in wanted]
         return _merged(stored.events, pending, limit)
 
-    async def list_events(self, session_id: str | None = None, limit: int | None = None) -> list[MemoryEvent]:
-        """Events of one session or of all this agent's sessions in the store, oldest first."""
+    async def list_events(
+        self, session_id: str | None = None, limit: int | None = None, user_id: str | None = None
+    ) -> list[MemoryEvent]:
+        """Events of one session or of all this agent's sessions (with ``user_id``, that user's) in the store,
+        oldest first."""
         if session_id is not None:
             return await self.get_session_events(session_id, None, limit)
         params: dict[str, str | int | list[str]] = {"app_name": self.app_name}
         if limit is not None:
             params["limit"] = limit
+        if user_id is not None:
+            params["user_id"] = user_id
         try:
             stored = await self._call("GET", "/v1/events", EventList, params=params)
         except (StoreUnreachable, StoreRefused) as error:
-            return await self._fallback(error, self._local.list_events(None, limit))
+            return await self._fallback(error, self._local.list_events(None, limit, user_id))
         return stored.events
 
-    async def count_events(self, session_id: str | None = None) -> int:
-        """How many events the store holds for one session or for this agent."""
+    async def count_events(self, session_id: str | None = None, user_id: str | None = None) -> int:
+        """How many events the store holds for one session or for this agent (with ``user_id``, that user's)."""
         path = f"/v1/sessions/{session_id}/events" if session_id is not None else "/v1/events"
+        params: dict[str, str | int | list[str]] = {"app_name": self.app_name, "limit": 0}
+        if user_id is not None and session_id is None:
+            params["user_id"] = user_id
         try:
-            stored = await self._call("GET", path, EventList, params={"app_name": self.app_name, "limit": 0})
+            stored = await self._call("GET", path, EventList, params=params)
         except (StoreUnreachable, StoreRefused) as error:
-            return await self._fallback(error, self._local.count_events(session_id))
+            return await self._fallback(error, self._local.count_events(session_id, user_id))
         return stored.total
 
     async def _fallback(self, error: Exception, local: Coroutine[None, None, ResultT]) -> ResultT:

@@ -18,6 +18,7 @@ for administrators, never offered to a model). ``agent`` and ``user`` need a ``u
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
@@ -120,6 +121,33 @@ class EventsWrite(_Body):
     window_events: Limit | None = None
     window_tokens: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
     events: list[StoredEvent] = Field(max_length=MAX_EVENTS_PER_WRITE)
+    #: The last erasure mark (``<store_id>:<seq>``, :data:`ERASURE_HEADER`) the client had seen when it queued
+    #: these events: an erasure of their session or user after it drops them (they predate it). None: the client
+    #: had seen none, and events older than a matching erasure are dropped.
+    erasures_seen: Annotated[str, Field(max_length=100)] | None = None
+
+
+#: Response header of the memory service naming its erasure mark, ``<store_id>:<seq>`` (:class:`ErasureList`).
+ERASURE_HEADER = "Kora-Erasures"
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A store's erasure mark (:data:`ERASURE_HEADER`): its ``store_id`` and the newest erasure's ``seq`` (0: none)."""
+
+    store_id: str
+    seq: int
+
+    def __str__(self) -> str:
+        return f"{self.store_id}:{self.seq}"
+
+    @classmethod
+    def parse(cls, text: str | None) -> Mark | None:
+        """The mark ``text`` spells (``<store_id>:<seq>``); None for None or anything else."""
+        if not text:
+            return None
+        store_id, _, seq = text.rpartition(":")
+        return cls(store_id, int(seq)) if store_id and seq.isdigit() else None
 
 
 class EventsWritten(BaseModel):
@@ -282,6 +310,23 @@ class Removed(BaseModel):
     facts: int = 0
     fact_history: int = 0
     jobs: int = 0
+
+
+class Erasure(BaseModel):
+    """One erasure of the log: of a user (``user_id``) or of a session id (``session_id``)."""
+
+    seq: int
+    user_id: str | None = None
+    session_id: str | None = None
+
+
+class ErasureList(BaseModel):
+    """``GET /v1/erasures?after=``: the erasures after ``after`` of this store (``store_id``), oldest first, at
+    most ``limit``; ``seq`` is the newest of the whole log (0: none yet)."""
+
+    store_id: str
+    seq: int
+    erasures: list[Erasure]
 
 
 class ForgetResult(BaseModel):

@@ -21,10 +21,16 @@ environment variable or a URL. Per resource (``<svc>`` is :func:`kora.resources.
   secret is never copied), liveness/readiness probes from the plan, non-root with no privilege escalation and
   no capabilities, no service-account token and no service-link variables;
 - ``HTTPRoute <svc>`` (``gateway.networking.k8s.io/v1``) when Gateway API is enabled: PathPrefix
-  :func:`kora.resources.urls.route_path` rewritten to ``/``, ``timeouts.request`` from the plan;
+  :func:`kora.resources.urls.route_path` rewritten to ``/``, ``timeouts.request`` from the plan; for a
+  MemoryStore only with ``spec.gatewayRoute.enabled`` (its agents reach it directly);
 - ``NetworkPolicy <svc>`` when strict mode or ``NETWORK_POLICY_ENABLED`` is on: ingress on port 8000 only,
   from the Gateway's and the operator's namespaces (strict mode), or from the operator's namespace, the
   Gateway's when Gateway API is on, and Kora's workloads of the same namespace (``NETWORK_POLICY_ENABLED``).
+  A MemoryStore's admits the operator's namespace, the Gateway's only when it is routed, and exactly its
+  bound agents' pods (:data:`MEMORY_STORE_LABEL`), in either mode.
+
+The credentials Secret of an Agent or MemoryStore (:func:`kora.resources.wiring.credentials_secret`, generated
+tokens) is created once by the reconciler (:func:`credentials_manifest`) and never rewritten.
 
 Every child carries the labels of :func:`child_labels`, an owner reference to the resource (so Kubernetes'
 garbage collector deletes it with the resource) and a :data:`SPEC_HASH_ANNOTATION` over everything Kora sets,
@@ -46,10 +52,12 @@ from pathlib import Path
 
 from pydantic import JsonValue
 
+from kora.core.tokens import new_token
 from kora.operator.settings import OperatorSettings
 from kora.resources.models import (
     API_VERSION,
     MAX_DURATION_SECONDS,
+    Agent,
     AnyResource,
     MemoryStore,
     ModelAPI,
@@ -95,6 +103,7 @@ GATEWAY_V1 = f"{GATEWAY_GROUP}/v1"
 
 #: ``app.kubernetes.io/managed-by`` of every object the operator creates.
 MANAGED_BY = "kora-operator"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 PART_OF = "kora"
 #: Annotation holding :func:`spec_hash` of what Kora set on the object.
 SPEC_HASH_ANNOTATION = "kora.dev/spec-hash"
@@ -104,6 +113,8 @@ KIND_LABEL = "kora.dev/kind"
 NAME_LABEL = "kora.dev/name"
 #: Label every namespace carries with its own name (set by the API server from Kubernetes 1.21 on).
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+#: Label of a bound Agent's pods naming its MemoryStore: the store's NetworkPolicy admits exactly these pods.
+MEMORY_STORE_LABEL = "kora.dev/memorystore"
 
 #: Name of the one container of every workload.
 CONTAINER_NAME = "kora"
@@ -165,11 +176,20 @@ def selector_labels(resource: AnyResource) -> dict[str, str]:
     return {KIND_LABEL: resource.kind, NAME_LABEL: resource.name}
 
 
+def bound_store(resource: AnyResource) -> str | None:
+    """The MemoryStore an Agent is bound to (remote memory), else None."""
+    if not isinstance(resource, Agent):
+        return None
+    memory = resource.spec.config.memory
+    return memory.memory_store if memory.enabled and memory.type == "remote" else None
+
+
 def child_labels(resource: AnyResource, plan: WorkloadPlan) -> dict[str, str]:
     """Labels of every child and pod: the recommended ``app.kubernetes.io/*`` (``name`` the kind's service
     prefix such as ``agent``, ``instance`` the service name, ``component`` the ``kora`` sub-command the pod
-    runs, ``managed-by`` :data:`MANAGED_BY`, ``part-of`` ``kora``) plus :func:`selector_labels`."""
-    return {
+    runs, ``managed-by`` :data:`MANAGED_BY`, ``part-of`` ``kora``) plus :func:`selector_labels`; an Agent bound
+    to a MemoryStore also :data:`MEMORY_STORE_LABEL` naming it, which the store's NetworkPolicy admits."""
+    labels = {
         "app.kubernetes.io/name": resource.SERVICE_PREFIX,
         "app.kubernetes.io/instance": plan.service_name,
         "app.kubernetes.io/component": plan.args[0],
@@ -177,6 +197,10 @@ def child_labels(resource: AnyResource, plan: WorkloadPlan) -> dict[str, str]:
         "app.kubernetes.io/part-of": PART_OF,
         **selector_labels(resource),
     }
+    store = bound_store(resource)
+    if store is not None:
+        labels[MEMORY_STORE_LABEL] = store
+    return labels
 
 
 def child_label_selector(resource: AnyResource) -> str:
@@ -495,8 +519,16 @@ def _network_policy(
     than the Gateway object's needs that namespace admitted (not configurable yet). The label is set by the API
     server from Kubernetes 1.21; on 1.20 the operator sets it on :func:`policy_namespaces` (the reconciler).
     """
-    peers: list[JsonValue] = [_namespace_peer(namespace) for namespace in policy_namespaces(settings)]
-    if not settings.strict_gateway_api_enabled:
+    namespaces = {settings.operator_namespace}
+    routed = plan.gateway_route and (settings.strict_gateway_api_enabled or settings.gateway_api_enabled)
+    if routed:
+        namespaces.add(settings.gateway_namespace)
+    peers: list[JsonValue] = [_namespace_peer(namespace) for namespace in sorted(namespaces)]
+    if isinstance(resource, MemoryStore):
+        # Exactly its bound agents (pods of this namespace labelled with its name), in either mode.
+        agents: JsonObject = {MEMORY_STORE_LABEL: resource.metadata.name, MANAGED_BY_LABEL: MANAGED_BY}
+        peers.append({"podSelector": {"matchLabels": agents}})
+    elif not settings.strict_gateway_api_enabled:
         workloads = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/part-of": PART_OF}
         peers.append({"podSelector": {"matchLabels": dict(workloads)}})
     return {
@@ -531,7 +563,7 @@ def child_manifests(
         children.append(_data_claim(resource, plan, labels))
     children.append(_service(resource, plan, labels))
     children.append(_deployment(resource, settings, plan, labels))
-    if settings.gateway_api_enabled:
+    if settings.gateway_api_enabled and plan.gateway_route:
         children.append(_http_route(resource, settings, plan, labels))
     if settings.network_policies:
         children.append(_network_policy(resource, settings, plan, labels))
@@ -549,6 +581,21 @@ def stale_children(resource: AnyResource, settings: OperatorSettings, existing: 
     :data:`PRUNABLE_KINDS` are named: a PersistentVolumeClaim goes with its MemoryStore only."""
     desired = set(desired_children(resource, settings))
     return sorted(ref for ref in set(existing) if (ref.api_version, ref.kind) in PRUNABLE_KINDS and ref not in desired)
+
+
+def credentials_manifest(resource: AnyResource, name: str, keys: Iterable[str]) -> JsonObject:
+    """The credentials Secret ``name`` of ``resource``: a fresh token (:func:`kora.core.tokens.new_token`) per key,
+    owned by ``resource`` (deleted with it). Created only when absent: the tokens are random, so this manifest is
+    never re-applied over an existing Secret."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _metadata(
+            resource, name, {**selector_labels(resource), "app.kubernetes.io/managed-by": MANAGED_BY}
+        ),
+        "type": "Opaque",
+        "stringData": {key: new_token() for key in keys},
+    }
 
 
 def gateway_manifest(settings: OperatorSettings) -> JsonObject | None:

@@ -18,7 +18,7 @@ from lightkube.core.resource import NamespacedResource
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import ConfigMap, Namespace, PersistentVolumeClaim, Service
+from lightkube.resources.core_v1 import ConfigMap, Namespace, PersistentVolumeClaim, Secret, Service
 from lightkube.resources.networking_v1 import NetworkPolicy
 from lightkube.types import PatchType
 
@@ -96,6 +96,19 @@ class Kube:
             field_manager=FIELD_MANAGER,
             force=True,
         )
+
+    async def create_secret(self, manifest: Mapping[str, object]) -> bool:
+        """Create the Secret ``manifest`` unless one of its name exists; True when created. Never updates: a
+        credentials Secret keeps the tokens it was created with. Raises ``lightkube.ApiError`` for other errors."""
+        try:
+            secret = Secret.from_dict(dict(manifest))
+            assert isinstance(secret, Secret)
+            await self.client.create(secret)
+        except ApiError as error:
+            if error.status.code == 409:
+                return False
+            raise
+        return True
 
     async def delete(self, key: ChildRef) -> bool:
         """Delete the child ``key``; False when it was already gone (or its kind is not served)."""

@@ -42,6 +42,7 @@ from kora.operator.children import (
     ChildRef,
     child_manifests,
     cluster_problems,
+    credentials_manifest,
     gateway_manifest,
     plan_for,
     policy_namespaces,
@@ -65,6 +66,7 @@ from kora.resources.graph import ResourceRef, dependencies_of, references_of
 from kora.resources.loader import describe_resource_error
 from kora.resources.models import RESOURCE_CLASSES, Agent, AnyResource, Kind, Phase
 from kora.resources.urls import service_name
+from kora.resources.wiring import credentials_secret
 
 log = logging.getLogger(__name__)
 # The global tracer: a no-op until `kora operator` has set up telemetry with an OTLP endpoint.
@@ -133,6 +135,8 @@ class Reconciler:
         self._absent: set[ResourceRef] = set()
         #: Namespaces of :func:`policy_namespaces` found carrying their name label (never checked again).
         self._labelled: set[str] = set()
+        #: Credentials Secrets known to exist (created, or found); forgotten on resync and when a resource goes.
+        self._credentials: set[ChildRef] = set()
 
     # -- input from the watches -------------------------------------------------------------------------------
 
@@ -145,6 +149,7 @@ class Reconciler:
             self._set_references(ref, set())
             self.deployments.pop(ref, None)
             self.children = {key: value for key, value in self.children.items() if not _owned_by(key, ref)}
+            self._credentials = {key for key in self._credentials if not _owned_by(key, ref)}
             after = None
         else:
             after = parse(kind, body)
@@ -258,6 +263,7 @@ class Reconciler:
         self.children.clear()
         self.deployments.clear()
         self._absent.clear()
+        self._credentials.clear()
         for ref in self.resources:
             self.queue.add(ref)
 
@@ -303,6 +309,8 @@ class Reconciler:
         deployment = await self._deployment(ref)
         held = any(d.problem() for d in dependencies) and deployment is None and isinstance(resource, Agent)
         plan = plan_for(resource, self.settings)
+        for secret, keys in plan.credentials.items():
+            writes += await self._ensure_credentials(resource, secret, keys)
         if not held:
             for manifest in child_manifests(resource, self.settings, plan):
                 writes += await self._ensure(manifest)
@@ -367,6 +375,17 @@ class Reconciler:
         self.children[key] = wanted
         return 1
 
+    async def _ensure_credentials(self, resource: AnyResource, name: str, keys: tuple[str, ...]) -> int:
+        """Create ``resource``'s credentials Secret ``name`` once (:func:`credentials_manifest`); 1 when created."""
+        key = ChildRef("v1", "Secret", resource.namespace, name)
+        if key in self._credentials:
+            return 0
+        created = await self.kube.create_secret(credentials_manifest(resource, name, keys))
+        if created:
+            log.info("created %s", key)
+        self._credentials.add(key)
+        return int(created)
+
     async def _remove(self, key: ChildRef) -> int:
         if key not in self.children:
             self.children[key] = await self.kube.annotation(key, SPEC_HASH_ANNOTATION)
@@ -398,7 +417,7 @@ class Reconciler:
 
 
 def _owned_by(key: ChildRef, ref: ResourceRef) -> bool:
-    return key.namespace == ref.namespace and key.name == service_name(ref.kind, ref.name)
+    return key.namespace == ref.namespace and key.name in {service_name(ref.kind, ref.name), credentials_secret(ref)}
 
 
 def _generation(body: Mapping[str, object]) -> int | None:

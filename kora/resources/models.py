@@ -211,6 +211,14 @@ class GatewayRoute(WireModel):
     """Route timeout overriding the per-kind default (agent 120s, modelAPI 120s, mcp 30s)."""
 
 
+class MemoryStoreGatewayRoute(GatewayRoute):
+    """A MemoryStore's gateway route: none unless ``enabled`` (the store is no public endpoint; its agents reach
+    it directly). Routed or not, every ``/v1`` route of the memory service needs its credentials."""
+
+    enabled: bool = False
+    """Route the memory service on the shared gateway (off by default; its API still needs credentials)."""
+
+
 class ObjectMeta(BaseModel):
     """The part of Kubernetes ``metadata`` Kora reads. Other keys the API server adds are kept as given."""
 
@@ -404,6 +412,7 @@ AGENT_RESERVED_ENV = frozenset(
         "PEER_AGENTS",
         "TASK_STORE_TYPE",
         "OTEL_SERVICE_NAME",
+        "AGENT_ADMIN_TOKEN",
     }
 )
 #: Prefixes of variables Kora writes into an Agent's workload (per-server URLs and all memory settings).
@@ -717,8 +726,8 @@ class MemoryStoreSpec(WireModel):
     """Long-term facts."""
     max_read_scope: ReadScope = "user"
     """Broadest scope any agent bound to this store may read (session < agent < user), whatever the agent asks."""
-    gateway_route: GatewayRoute = Field(default_factory=GatewayRoute)
-    """Gateway route settings of the memory service."""
+    gateway_route: MemoryStoreGatewayRoute = Field(default_factory=MemoryStoreGatewayRoute)
+    """Gateway route of the memory service: none unless ``enabled`` is true."""
 
 
 class MemoryStore(Resource):

@@ -6,7 +6,9 @@ strategies implement :class:`UrlStrategy`:
 
 - :class:`ClusterDNS`: Kubernetes Service DNS, ``http://agent-<name>.<namespace>.svc.cluster.local:8000``.
 - :class:`GatewayRouted`: through the gateway, ``http://gateway/<namespace>/agent/<name>``; workloads
-  still listen where the wrapped ``direct`` strategy says (the gateway's upstream).
+  still listen where the wrapped ``direct`` strategy says (the gateway's upstream). MemoryStores are the
+  exception: agents reach them directly (the store is no public endpoint; strict mode admits exactly its agents
+  with a NetworkPolicy).
 - :class:`Loopback`: ``http://127.0.0.1:<port>`` with one port per workload (the local runtime).
 
 URLs are base URLs without a trailing slash; callers append ``/v1``, ``/mcp`` etc.
@@ -17,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from kora.resources.models import RESOURCE_CLASSES
+from kora.resources.models import RESOURCE_CLASSES, Kind
 
 #: Port every workload listens on inside the cluster (container port and Service port).
 DEFAULT_PORT = 8000
@@ -95,7 +97,10 @@ class GatewayRouted:
         self.direct: UrlStrategy = direct if direct is not None else ClusterDNS()
 
     def url(self, ref: WorkloadKey) -> str:
-        """The gateway URL, e.g. ``http://gw/default/mcp/tools``."""
+        """The gateway URL, e.g. ``http://gw/default/mcp/tools``; a MemoryStore's direct URL (agents reach their
+        store directly, admitted by its NetworkPolicy: the store is no public endpoint)."""
+        if ref.kind == Kind.MEMORY_STORE.value:
+            return self.direct.url(ref)
         return self.base_url + route_path(ref.kind, ref.namespace, ref.name)
 
     def direct_url(self, ref: WorkloadKey) -> str:

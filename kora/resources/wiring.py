@@ -20,7 +20,8 @@ Per kind (non-agent workloads take ``--host H --port P`` arguments; the agent re
   ``MCP_SERVER_<NAME>_URL`` unless ``enableTools`` is false; ``PEER_AGENTS`` + ``PEER_AGENT_<NAME>_CARD_URL``
   unless ``enableDelegation`` is false; ``MEMORY_ENABLED`` and, when enabled, ``MEMORY_CONTEXT_LIMIT``,
   ``MEMORY_MAX_SESSIONS``, ``MEMORY_MAX_SESSION_EVENTS``, ``MEMORY_MAX_READ_SCOPE``, ``MEMORY_TOOLS`` (when
-  set) and for ``type: remote`` ``MEMORY_STORE_ENDPOINT``, ``MEMORY_FAILURE_MODE``,
+  set) and for ``type: remote`` ``MEMORY_STORE_ENDPOINT``, ``MEMORY_STORE_TOKEN`` (the store's agent token),
+  ``MEMORY_FAILURE_MODE``,
   ``MEMORY_ROLLING_SUMMARY``, ``MEMORY_CLIENT_TOKEN_BUDGET``; ``OTEL_SERVICE_NAME`` (agent name) and
   ``OTEL_EXPORTER_OTLP_ENDPOINT`` (from ``spec.telemetry``), ``OTEL_RESOURCE_ATTRIBUTES`` (every kind: see
   below). ``spec.config.env`` comes last; the models
@@ -36,6 +37,7 @@ Per kind (non-agent workloads take ``--host H --port P`` arguments; the agent re
 - ModelAPI Hosted: ``kora model-hosted --host H --port P`` with ``MODEL_HOSTED_MODEL``; readiness ``/ready``
   (503 until the model has loaded).
 - MemoryStore: ``kora memory --host H --port P`` with ``MEMORY_SERVICE_STORAGE_MODE`` (``storage.type``),
+  ``MEMORY_SERVICE_ADMIN_TOKEN`` / ``MEMORY_SERVICE_AGENT_TOKEN`` (from its credentials Secret),
   ``MEMORY_SERVICE_DATABASE_URL`` (external, from the Secret), ``MEMORY_SERVICE_DATA_DIR`` (local storage,
   only when the runner gives a ``data_root``: ``<data_root>/<namespace>/<name>``),
   ``MEMORY_SERVICE_SUMMARY_MODEL_API_URL`` / ``_MODEL`` and ``MEMORY_SERVICE_EMBEDDING_MODEL_API_URL`` /
@@ -43,6 +45,11 @@ Per kind (non-agent workloads take ``--host H --port P`` arguments; the agent re
   ``_SHORT_TERM_HARD_EVENT_CAP``, ``_MEDIUM_TERM_ENABLED``, ``_COMPACTION_TRIGGER``, ``_COMPACTION_TARGET``,
   ``_DIGEST_RETENTION``, ``_LONG_TERM_ENABLED``, ``_DEFAULT_TOP_K``, ``_SCORE_THRESHOLD`` (always, from
   ``shortTerm`` / ``mediumTerm`` / ``longTerm``) and ``MEMORY_SERVICE_MAX_READ_SCOPE`` (``maxReadScope``).
+
+Credentials (docs/identity.md): Agents and MemoryStores own a Secret of generated tokens,
+:func:`credentials_secret` (``WorkloadPlan.credentials``). An agent reads its operator token ``AGENT_ADMIN_TOKEN``
+from its own; a MemoryStore its admin and agent tokens from its own, and its bound agents the agent token as
+``MEMORY_STORE_TOKEN``. Every value is a ``secretKeyRef``, so no token is ever written into a manifest.
 
 Every kind also gets ``OTEL_RESOURCE_ATTRIBUTES`` = ``service.namespace=<ns>,kora.resource.kind=<Kind>,
 kora.resource.name=<name>`` after its ``OTEL_SERVICE_NAME`` (merged with a user's own value), which
@@ -99,6 +106,19 @@ class SecretKeyRef:
 
     name: str
     key: str
+
+
+#: Key of a credentials Secret holding its workload's admin (operator) token.
+ADMIN_TOKEN_KEY = "admin-token"
+#: Key of a MemoryStore's credentials Secret holding its bound agents' token.
+AGENT_TOKEN_KEY = "agent-token"
+
+
+def credentials_secret(ref: ResourceRef) -> str:
+    """The Secret holding the generated credentials of ``ref``'s workload: ``<service name>-credentials`` (e.g.
+    ``memorystore-mem-credentials``). The runner creates it (the operator as a Secret it owns, ``kora up`` in its
+    state directory); nothing else writes it. ``KeyError`` for an unknown kind."""
+    return f"{service_name(ref.kind, ref.name)}-credentials"
 
 
 @dataclass(frozen=True)
@@ -158,6 +178,12 @@ class WorkloadPlan:
     route_timeout_seconds: float
     replicas: int = 1
     files: Mapping[str, str] = field(default_factory=dict)
+    #: Secrets of generated tokens this workload owns: Secret name -> its keys (:func:`credentials_secret`). The
+    #: runner creates each token once (random, :func:`kora.core.tokens.new_token`) and keeps it.
+    credentials: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Whether the workload gets a route on the shared gateway: a MemoryStore only with
+    #: ``spec.gatewayRoute.enabled``.
+    gateway_route: bool = True
 
     @property
     def kind(self) -> str:
@@ -279,6 +305,8 @@ def _agent_env(agent: Agent, strategy: UrlStrategy, public_url: str, host: str, 
         for peer in spec.agent_network.access:
             url = strategy.url(ResourceRef(Kind.AGENT.value, namespace, peer))
             env.append(EnvEntry(names.peer_agent_card_url_var(peer), url))
+    admin = SecretKeyRef(credentials_secret(ref_of(agent)), ADMIN_TOKEN_KEY)
+    env.append(EnvEntry(names.AGENT_ADMIN_TOKEN, secret_key_ref=admin))
     env.append(EnvEntry(names.MEMORY_ENABLED, _bool(memory.enabled)))
     if memory.enabled:
         env += [
@@ -293,6 +321,9 @@ def _agent_env(agent: Agent, strategy: UrlStrategy, public_url: str, host: str, 
             store = ResourceRef(Kind.MEMORY_STORE.value, namespace, memory.memory_store)
             env += [
                 EnvEntry(names.MEMORY_STORE_ENDPOINT, strategy.url(store)),
+                EnvEntry(
+                    names.MEMORY_STORE_TOKEN, secret_key_ref=SecretKeyRef(credentials_secret(store), AGENT_TOKEN_KEY)
+                ),
                 EnvEntry(names.MEMORY_FAILURE_MODE, memory.failure_mode),
                 EnvEntry(names.MEMORY_ROLLING_SUMMARY, _bool(memory.client_params.rolling_summary)),
                 EnvEntry(names.MEMORY_CLIENT_TOKEN_BUDGET, str(memory.client_params.token_budget)),
@@ -371,7 +402,12 @@ def _mcp_env(server: MCPServer) -> list[EnvEntry]:
 
 def _memory_store_env(store: MemoryStore, strategy: UrlStrategy, data_root: Path | None) -> list[EnvEntry]:
     spec, namespace = store.spec, store.metadata.namespace
-    env = [EnvEntry(names.MEMORY_SERVICE_STORAGE_MODE, spec.storage.type)]
+    credentials = credentials_secret(ref_of(store))
+    env = [
+        EnvEntry(names.MEMORY_SERVICE_STORAGE_MODE, spec.storage.type),
+        EnvEntry(names.MEMORY_SERVICE_ADMIN_TOKEN, secret_key_ref=SecretKeyRef(credentials, ADMIN_TOKEN_KEY)),
+        EnvEntry(names.MEMORY_SERVICE_AGENT_TOKEN, secret_key_ref=SecretKeyRef(credentials, AGENT_TOKEN_KEY)),
+    ]
     if spec.storage.external is not None:
         ref = spec.storage.external.connection_secret_ref
         env.append(EnvEntry(names.MEMORY_SERVICE_DATABASE_URL, secret_key_ref=SecretKeyRef(ref.name, ref.key)))
@@ -426,15 +462,20 @@ def plan_workload(
     files: dict[str, str] = {}
     probes = Probes()
     replicas = 1
+    credentials: dict[str, tuple[str, ...]] = {}
+    gateway_route = True
     if isinstance(resource, Agent):
         args, env = ["agent"], _agent_env(resource, strategy, public_url, host, port)
         replicas = resource.spec.replicas
+        credentials[credentials_secret(ref)] = (ADMIN_TOKEN_KEY,)
     elif isinstance(resource, MCPServer):
         args, env = _listen_args("mcp", host, port), _mcp_env(resource)
     elif isinstance(resource, ModelAPI):
         args, env, files, probes = _model_api_command(resource, host, port)
     else:
         args, env = _listen_args("memory", host, port), _memory_store_env(resource, strategy, data_root)
+        credentials[credentials_secret(ref)] = (ADMIN_TOKEN_KEY, AGENT_TOKEN_KEY)
+        gateway_route = resource.spec.gateway_route.enabled
     return WorkloadPlan(
         ref=ref,
         service_name=service_name(ref.kind, ref.name),
@@ -450,6 +491,8 @@ def plan_workload(
         route_timeout_seconds=route_timeout(resource, timeouts),
         replicas=replicas,
         files=files,
+        credentials=credentials,
+        gateway_route=gateway_route,
     )
 
 

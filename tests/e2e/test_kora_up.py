@@ -65,8 +65,16 @@ class Up:
     def agent(self, name: str) -> openai.OpenAI:
         return openai.OpenAI(base_url=f"{self.gateway}/default/agent/{name}/v1", api_key="unused", max_retries=0)
 
+    def token(self, name: str) -> str:
+        """The operator token of workload ``name``, as ``kora token`` prints it."""
+        command = [sys.executable, "-m", "kora.cli", "token", name, "--state-dir", str(self.state_dir)]
+        printed = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
+        return printed.stdout.strip()
+
     def events(self, agent: str, session_id: str | None = None, headers: dict[str, str] | None = None) -> list[dict]:
+        """The agent's events (of ``session_id``), read with its operator token unless ``headers`` say who asks."""
         params = {"session_id": session_id} if session_id else {}
+        headers = headers or {"Authorization": f"Bearer {self.token(agent)}"}
         url = f"{self.gateway}/default/agent/{agent}/memory/events"
         response = httpx.get(url, params=params, headers=headers, timeout=10)
         response.raise_for_status()
@@ -165,7 +173,11 @@ def test_status_logs_and_chat_commands(quickstart: Up):
     assert "assistant > 2 plus 3 is 5." in chat.stdout
     assert "assistant > 1 plus 1 is 2." in chat.stdout
     # One session for the whole chat.
-    sessions = httpx.get(f"{quickstart.gateway}/default/agent/assistant/memory/sessions", timeout=10).json()
+    sessions_url = f"{quickstart.gateway}/default/agent/assistant/memory/sessions"
+    # An anonymous caller lists no one's sessions; the operator (kora token) lists every one.
+    assert httpx.get(sessions_url, timeout=10).json()["total"] == 0
+    operator = {"Authorization": f"Bearer {quickstart.token('assistant')}"}
+    sessions = httpx.get(sessions_url, headers=operator, timeout=10).json()
     assert sessions["total"] == 1
     # The promised error paths: unknown workload (2), chat with a non-agent (2), no kora up state (1).
     unknown = kora("logs", "nobody", "--state-dir", str(quickstart.state_dir), cwd=cwd)
@@ -425,9 +437,11 @@ def test_memory_example_recalls_across_sessions_and_keeps_its_data_across_kora_u
         )
         session = first.headers["x-session-id"]
         store = f"{up.gateway}/default/memorystore/memory"
+        admin = {"Authorization": f"Bearer {up.token('memory')}"}
+        assert httpx.get(f"{store}/v1/facts", timeout=10).status_code == 401  # the store is private by default
 
         def facts() -> list[str]:
-            return [fact["text"] for fact in httpx.get(f"{store}/v1/facts", timeout=10).json()["facts"]]
+            return [fact["text"] for fact in httpx.get(f"{store}/v1/facts", headers=admin, timeout=10).json()["facts"]]
 
         deadline = time.monotonic() + 60
         while facts() != ["I live in Lisbon."]:
@@ -452,7 +466,7 @@ def test_memory_example_recalls_across_sessions_and_keeps_its_data_across_kora_u
         deadline = time.monotonic() + 60
         while True:
             try:
-                response = httpx.get(url, timeout=10)
+                response = httpx.get(url, headers=admin, timeout=10)  # the token is kept across runs
                 if response.status_code == 200:
                     break
             except httpx.HTTPError:
@@ -475,10 +489,11 @@ def test_a_memory_store_killed_with_its_postgres_comes_back_with_its_data(tmp_pa
         )
         session = reply.headers["x-session-id"]
         facts_url = f"{up.gateway}/default/memorystore/memory/v1/facts"
+        admin = {"Authorization": f"Bearer {up.token('memory')}"}
 
         def facts() -> list[str]:
             try:
-                response = httpx.get(facts_url, timeout=10)
+                response = httpx.get(facts_url, headers=admin, timeout=10)
             except httpx.HTTPError:
                 return []
             return [fact["text"] for fact in response.json()["facts"]] if response.status_code == 200 else []

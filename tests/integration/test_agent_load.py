@@ -15,6 +15,7 @@ import pytest
 
 from kora.core.net import POOL_KEEPALIVE_SECONDS, free_port
 from tests.support.a2a import message_params, rpc_body
+from tests.support.agent import OPERATOR, OPERATOR_TOKEN
 from tests.support.processes import kora_process, rss_bytes
 
 SESSIONS, TURNS = 500, 10
@@ -75,6 +76,7 @@ async def test_500_sessions_of_10_turns_over_chat_and_a2a_keep_every_event_and_b
         "MODEL_MAX_RETRIES": "0",
         "MEMORY_MAX_SESSIONS": str(MAX_SESSIONS),
         "MEMORY_MAX_SESSION_EVENTS": str(MAX_SESSION_EVENTS),
+        "AGENT_ADMIN_TOKEN": OPERATOR_TOKEN,
     }
     # --max-recorded 1: the scripted model need not keep 5000 request bodies.
     model_args = ["model", "--port", str(model_port), "--max-recorded", "1"]
@@ -111,7 +113,7 @@ async def test_500_sessions_of_10_turns_over_chat_and_a2a_keep_every_event_and_b
 
             # More sessions than LocalMemory keeps: the least recently active are evicted, the count stays bounded.
             await asyncio.gather(*(run_session(http, SESSIONS + i, 1) for i in range(EXTRA_SESSIONS)))
-            sessions = (await http.get("/memory/sessions")).json()
+            sessions = (await http.get("/memory/sessions", headers=OPERATOR)).json()
             assert sessions["total"] <= MAX_SESSIONS
             kept = {s["session_id"] for s in sessions["sessions"]}
             assert {f"load-{SESSIONS + i}" for i in range(EXTRA_SESSIONS)} <= kept

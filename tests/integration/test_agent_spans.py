@@ -22,7 +22,7 @@ from kora.memory import LocalMemory, Memory
 from kora.memory.remote import RemoteMemory
 from kora.scripted import ErrorReply, TextReply, ToolCall, ToolCallReply
 from tests.support.agent import agent_settings
-from tests.support.memory import memory_service, service_env
+from tests.support.memory import AGENT_TOKEN, memory_service, service_env
 
 pytestmark = pytest.mark.usefixtures("turn_path")
 
@@ -108,7 +108,7 @@ async def test_a_text_turn_is_one_agent_span_with_one_step(model, exporter, mode
 @pytest.mark.parametrize("mode", ["run", "stream"])
 async def test_a_remote_memorys_recall_and_write_are_spans_of_the_turn(model, exporter, memory_db, mode):
     async with memory_service(service_env(memory_db)) as store:
-        memory = RemoteMemory(store, "a")
+        memory = RemoteMemory(store, "a", token=AGENT_TOKEN)
         await memory.start()
         runtime = traced_runtime(model, exporter, memory=memory)
         try:

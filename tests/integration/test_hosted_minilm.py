@@ -150,11 +150,11 @@ def test_recall_at_3_on_the_recall_set_is_at_least_0_9(minilm: openai.OpenAI):
 async def test_the_memory_service_recalls_the_recall_set_at_3_with_minilm(minilm: openai.OpenAI, memory_db: str):
     """The same set through ``kora memory``: every fact saved for its user, every question recalled within that
     user's scope (HNSW cosine blended with full text and recency), recall@3 >= 0.9."""
-    from tests.support.memory import memory_service, service_env
+    from tests.support.memory import ADMIN, memory_service, service_env
 
     data = json.loads(RECALL_SET.read_text(encoding="utf-8"))
     env = service_env(memory_db, embedding_model_api_url=str(minilm.base_url).rstrip("/"), embedding_model=MODEL)
-    async with memory_service(env) as url, httpx.AsyncClient(base_url=url, timeout=60) as store:
+    async with memory_service(env) as url, httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=60) as store:
         text_of_id = {}
         for fact in data["facts"]:
             body = {"content": fact["text"], "app_name": "assistant", "user_id": fact["user"], "session_id": "s"}

@@ -26,6 +26,8 @@ import pytest
 from kora.core.net import free_port
 from kora.scripted.script import Match, Rule, TextReply
 from tests.support.memory import (
+    ADMIN,
+    CREDENTIALS,
     eventually,
     model_env,
     servers_of,
@@ -70,7 +72,7 @@ def running(env: dict[str, str], log: Path) -> Iterator[tuple[subprocess.Popen[b
 
 
 async def facts_of(url: str) -> list[str]:
-    async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+    async with httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=30.0) as client:
         response = await client.get("/v1/facts", params={"scope": "user", "user_id": "alice"})
         assert response.status_code == 200, response.text
         return [fact["text"] for fact in response.json()["facts"]]
@@ -88,7 +90,7 @@ async def test_an_extraction_cut_by_kill_9_runs_again_after_restart(
     env = service_env(memory_db, **model_env(model.url), workers="1", job_lease_seconds="3")
     log = tmp_path / "memory.log"
     with running(env, log) as (process, url):
-        async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+        async with httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=30.0) as client:
             response = await client.post("/v1/sessions/s1/events", json=TURN)
             assert response.status_code == 200, response.text
         assert await asyncio.to_thread(model.model.wait_for_requests, 1, 60.0)
@@ -121,17 +123,17 @@ def _postgres_pid(pgdata: Path) -> int | None:
 
 async def test_local_storage_keeps_its_data_across_stops_and_kill_9(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    env = {"MEMORY_SERVICE_STORAGE_MODE": "local", "MEMORY_SERVICE_DATA_DIR": str(data)}
+    env = {"MEMORY_SERVICE_STORAGE_MODE": "local", "MEMORY_SERVICE_DATA_DIR": str(data), **CREDENTIALS}
     log = tmp_path / "memory.log"
 
     async def stored(url: str) -> tuple[list[object], list[str]]:
-        async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+        async with httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=30.0) as client:
             events = (await client.get("/v1/sessions/s1/events", params={"app_name": APP})).json()["events"]
         return [e["content"] for e in events], await facts_of(url)
 
     try:
         with running(env, log) as (_, url):
-            async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+            async with httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=30.0) as client:
                 assert (await client.post("/v1/sessions/s1/events", json=TURN)).status_code == 200
                 fact = {"content": "The user lives in Paris.", "app_name": APP, "user_id": "alice"}
                 assert (await client.post("/v1/facts", json=fact)).status_code == 200
@@ -158,13 +160,13 @@ async def test_local_storage_comes_back_after_a_container_kill_mid_write(tmp_pat
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     command = [*KORA, "memory", "--host", "127.0.0.1", "--port", str(port)]
-    env = kora_environ({"MEMORY_SERVICE_STORAGE_MODE": "local", "MEMORY_SERVICE_DATA_DIR": str(data)})
+    env = kora_environ({"MEMORY_SERVICE_STORAGE_MODE": "local", "MEMORY_SERVICE_DATA_DIR": str(data), **CREDENTIALS})
     log = tmp_path / "memory.log"
     containers = [start_in_pid_namespace(command, env, log)]
     try:
         await asyncio.to_thread(wait_until_ready, url, 120.0)
         acknowledged: list[str] = []
-        async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+        async with httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=30.0) as client:
             fact = {"content": "The user lives in Paris.", "app_name": APP, "user_id": "alice"}
             assert (await client.post("/v1/facts", json=fact)).status_code == 200
 
@@ -198,7 +200,7 @@ async def test_local_storage_comes_back_after_a_container_kill_mid_write(tmp_pat
         stale_pid = int((pgdata / "postmaster.pid").read_text().split()[0])
         containers.append(start_in_pid_namespace(command, env, log, occupy_pid=stale_pid))
         await asyncio.to_thread(wait_until_ready, url, 120.0)
-        async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+        async with httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=30.0) as client:
             response = await client.get("/v1/sessions/s1/events", params={"app_name": APP})
             assert response.status_code == 200, response.text
             stored = [event["content"] for event in response.json()["events"]]

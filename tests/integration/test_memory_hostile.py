@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from kora.memory.service.app import create_app
 from kora.memory.service.settings import load_memory_service_settings
 from tests.support.hostile import Raw, render
-from tests.support.memory import fresh_database, service_env, wait_until_ready
+from tests.support.memory import ADMIN, fresh_database, service_env, wait_until_ready
 from tests.support.threaded import ThreadedServer
 
 SEED_APP, SEED_USER, SEED_SESSION = "seed-app", "seed-user", "seed-session"
@@ -48,7 +48,7 @@ def target(postgres: str) -> Iterator[Target]:
     settings_ = load_memory_service_settings(service_env(fresh_database(postgres)))
     with ThreadedServer(create_app(settings_), name="memory", lifespan="on") as server:
         wait_until_ready(server.root_url)
-        with httpx.Client(base_url=server.root_url, timeout=60.0) as client:
+        with httpx.Client(base_url=server.root_url, headers=ADMIN, timeout=60.0) as client:
             written = client.post(
                 f"/v1/sessions/{SEED_SESSION}/events",
                 json={

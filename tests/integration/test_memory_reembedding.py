@@ -17,7 +17,7 @@ import pytest
 
 from kora.memory.service.schema import embedding_dimension, embedding_model, ensure_embedding_model
 from kora.scripted.embedding import embed
-from tests.support.memory import MemoryProcess, eventually, memory_service, service_env
+from tests.support.memory import ADMIN, MemoryProcess, eventually, memory_service, service_env
 from tests.support.scripted_server import ScriptedModelServer
 
 APP = "assistant"
@@ -36,7 +36,7 @@ def embedder_env(database_url: str, embedder: ScriptedModelServer, **extra: str)
 @asynccontextmanager
 async def client_of(env: dict[str, str]) -> AsyncIterator[httpx.AsyncClient]:
     """The memory service with ``env``, and a client of it."""
-    async with memory_service(env) as url, httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+    async with memory_service(env) as url, httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=30.0) as client:
         yield client
 
 
@@ -204,7 +204,7 @@ async def test_re_embedding_cut_by_kill_9_resumes_after_a_restart(memory_db: str
         assert 0 < left < len(texts), "killed halfway"
         await asyncio.to_thread(service.start)
         try:
-            async with httpx.AsyncClient(base_url=service.url, timeout=30.0) as client:
+            async with httpx.AsyncClient(base_url=service.url, headers=ADMIN, timeout=30.0) as client:
                 await eventually(lambda: _no_backlog(client), "every fact embedded after the restart")
                 assert (await client.get("/v1/jobs", params={"status": "failed"})).json()["jobs"] == []
         finally:

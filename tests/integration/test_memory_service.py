@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from kora.core.events import MemoryEvent
-from tests.support.memory import memory_service, service_env
+from tests.support.memory import ADMIN, memory_service, service_env
 
 APP = "assistant"
 
@@ -23,7 +23,7 @@ def _event(event_type: str, content: object) -> dict[str, object]:
 async def memory(memory_db: str):
     """The memory service with no models: full-text recall only, no extraction or summaries."""
     async with memory_service(service_env(memory_db)) as url:
-        async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+        async with httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=30.0) as client:
             yield client
 
 
@@ -170,7 +170,7 @@ async def test_recall_rejects_bad_scopes(memory: httpx.AsyncClient, body: dict, 
 
 async def test_scope_above_the_store_ceiling_is_forbidden(memory_db: str) -> None:
     async with memory_service(service_env(memory_db, max_read_scope="agent")) as url:
-        async with httpx.AsyncClient(base_url=url) as client:
+        async with httpx.AsyncClient(base_url=url, headers=ADMIN) as client:
             body = {"query": "x", "scope": "user", "app_name": APP, "user_id": "u"}
             response = await client.post("/v1/recall", json=body)
             assert response.status_code == 403

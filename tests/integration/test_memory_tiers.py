@@ -29,7 +29,7 @@ from kora.core.net import free_port
 from kora.scripted.model import ScriptedModel
 from kora.scripted.model import create_app as create_model_app
 from kora.scripted.script import ErrorReply, Match, Rule, TextReply
-from tests.support.memory import EXTRACTED_FACTS_FORMAT, eventually, memory_service, model_env, service_env
+from tests.support.memory import ADMIN, EXTRACTED_FACTS_FORMAT, eventually, memory_service, model_env, service_env
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
 
@@ -81,7 +81,7 @@ async def service(memory_db: str, model: ScriptedModelServer | None, **extra: st
     """The memory service on ``memory_db`` (one worker unless ``extra`` says), ``model`` as its summary model."""
     env = {"workers": "1", **(model_env(model.url) if model is not None else {}), **extra}
     async with memory_service(service_env(memory_db, **env)) as url:
-        async with httpx.AsyncClient(base_url=url, timeout=60.0) as client:
+        async with httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=60.0) as client:
             yield client
 
 
@@ -203,7 +203,7 @@ async def test_invalid_answers_are_retried_then_the_job_is_failed_with_a_reason(
 async def test_an_unreachable_model_makes_the_job_wait_and_try_again(memory_db: str) -> None:
     nowhere = f"http://127.0.0.1:{free_port()}/v1"
     async with memory_service(service_env(memory_db, **model_env(nowhere), workers="1")) as url:
-        async with httpx.AsyncClient(base_url=url, timeout=60.0) as client:
+        async with httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=60.0) as client:
             await write(client, "s1", turn("I live in Paris", "Nice"))
 
             async def retried() -> dict | None:
@@ -461,7 +461,7 @@ async def test_forget_returns_while_an_extraction_waits_on_the_model_and_its_fac
     held = HeldModel(scripted)
     async with ThreadedServer(held, name="held-model", lifespan="off") as model_server:
         env = service_env(memory_db, workers="1", **model_env(f"{model_server.root_url}/v1"))
-        async with memory_service(env) as url, httpx.AsyncClient(base_url=url, timeout=60.0) as client:
+        async with memory_service(env) as url, httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=60.0) as client:
             await write(client, "s1", turn("I live in Paris", "Nice"))
             await write(
                 client, "other", [event("tool_call", {"tool_name": "t", "args": {}, "tool_call_id": "c"})], "bob"

@@ -19,12 +19,14 @@ from kora.memory.base import TurnContext
 from kora.memory.remote import RemoteMemory
 from kora.scripted.script import Match, Rule, TextReply, ToolCall, ToolCallReply
 from tests.support.agent import running_agent, wait_until
-from tests.support.memory import MemoryProcess, eventually, memory_service, model_env, service_env
+from tests.support.memory import ADMIN, AGENT_TOKEN, MemoryProcess, eventually, memory_service, model_env, service_env
 from tests.support.scripted_server import ScriptedModelServer
 
 
 def _facts(url: str, **params: str) -> list[str]:
-    return [fact["text"] for fact in httpx.get(f"{url}/v1/facts", params=params, timeout=10).json()["facts"]]
+    return [
+        fact["text"] for fact in httpx.get(f"{url}/v1/facts", headers=ADMIN, params=params, timeout=10).json()["facts"]
+    ]
 
 
 async def test_turns_are_written_to_the_store_and_facts_recalled_into_later_turns(
@@ -65,7 +67,7 @@ async def test_turns_are_written_to_the_store_and_facts_recalled_into_later_turn
 
 async def test_remote_memory_recalls_across_sessions_only_for_a_verified_user(memory_db: str) -> None:
     async with memory_service(service_env(memory_db)) as store:
-        alice = RemoteMemory(store, "assistant", max_read_scope="agent")
+        alice = RemoteMemory(store, "assistant", token=AGENT_TOKEN, max_read_scope="agent")
         await alice.start()
         try:
             fact_id = await alice.save("s1", "The user's cat is called Miso.", user_id="alice")
@@ -184,14 +186,16 @@ async def test_strict_mode_answers_503_while_the_store_is_down(
 
 async def test_closing_sends_what_is_queued(memory_db: str) -> None:
     async with memory_service(service_env(memory_db)) as store:
-        memory = RemoteMemory(store, "assistant")
+        memory = RemoteMemory(store, "assistant", token=AGENT_TOKEN)
         await memory.start()
         for n in range(5):
             await memory.add_events("s1", [memory.create_event("user_message", f"m{n}")])
         # Let the background sender take the first batch, so close() drains while a send is in flight.
         await asyncio.sleep(0)
         await memory.close()
-        events = httpx.get(f"{store}/v1/sessions/s1/events", params={"app_name": "assistant"}).json()["events"]
+        events = httpx.get(f"{store}/v1/sessions/s1/events", headers=ADMIN, params={"app_name": "assistant"}).json()[
+            "events"
+        ]
         assert [e["content"] for e in events] == [f"m{n}" for n in range(5)]
 
 
@@ -205,7 +209,7 @@ async def test_rolling_summary_and_window_leave_no_turn_out(memory_db: str, mode
     )
     env = service_env(memory_db, **model_env(model.url), long_term_enabled="false", compaction_trigger="4", workers="1")
     async with memory_service(env) as store:
-        memory = RemoteMemory(store, "assistant", rolling_summary=True)
+        memory = RemoteMemory(store, "assistant", token=AGENT_TOKEN, rolling_summary=True)
         await memory.start()
         try:
 
@@ -229,7 +233,7 @@ async def test_rolling_summary_and_window_leave_no_turn_out(memory_db: str, mode
                 )
 
             async def folded() -> TurnContext | None:
-                jobs = httpx.get(f"{store}/v1/jobs", timeout=10).json()["jobs"]
+                jobs = httpx.get(f"{store}/v1/jobs", headers=ADMIN, timeout=10).json()["jobs"]
                 context = await memory.turn_context("s1", "next", 6)
                 return None if jobs or memory._outbox else context
 

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from kora.core.events import MemoryEvent
 from kora.scripted import TextReply
 from tests.support.a2a import legacy_params, message_params, rpc_body, sdk_client, user_message
-from tests.support.agent import RunningAgent, agent_client, running_agent, wait_until
+from tests.support.agent import OPERATOR, RunningAgent, agent_client, running_agent, wait_until
 from tests.support.identity import identity_provider
-from tests.support.memory import memory_service, service_env
+from tests.support.memory import ADMIN, memory_service, service_env
 from tests.support.scripted_server import ScriptedModelServer
 
 HEADER = "X-Forwarded-User"
@@ -260,7 +260,10 @@ def _event(content: str) -> dict[str, object]:
 async def test_the_memory_service_refuses_a_users_session_to_others_on_every_route_that_names_it(
     memory_db: str,
 ) -> None:
-    async with memory_service(service_env(memory_db)) as url, httpx.AsyncClient(base_url=url, timeout=30) as store:
+    async with (
+        memory_service(service_env(memory_db)) as url,
+        httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=30) as store,
+    ):
         owned = {"app_name": APP, "user_id": "alice", "events": [_event(SECRET)]}
         assert (await store.post("/v1/sessions/s-a/events", json=owned)).status_code == 200
         saved = {"content": "The user's locker code is 4711.", "app_name": APP, "session_id": "s-a"}
@@ -300,7 +303,10 @@ async def test_the_memory_service_refuses_a_users_session_to_others_on_every_rou
 
 
 async def test_the_facts_of_a_users_session_stay_hers_after_the_session_is_deleted(memory_db: str) -> None:
-    async with memory_service(service_env(memory_db)) as url, httpx.AsyncClient(base_url=url, timeout=30) as store:
+    async with (
+        memory_service(service_env(memory_db)) as url,
+        httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=30) as store,
+    ):
         body = {"content": "The user's locker code is 4711.", "app_name": APP, "session_id": "gone", "user_id": "al"}
         assert (await store.post("/v1/facts", json=body)).status_code == 200
         await store.delete("/v1/sessions/gone", params={"app_name": APP})
@@ -314,7 +320,10 @@ async def test_the_facts_of_a_users_session_stay_hers_after_the_session_is_delet
 
 
 async def test_the_memory_service_keeps_an_anonymous_session_open_and_unclaimed(memory_db: str) -> None:
-    async with memory_service(service_env(memory_db)) as url, httpx.AsyncClient(base_url=url, timeout=30) as store:
+    async with (
+        memory_service(service_env(memory_db)) as url,
+        httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=30) as store,
+    ):
         for user in (None, "bob", None, "carol"):
             body: dict[str, object] = {"app_name": APP, "events": [_event(f"from {user}")]}
             if user is not None:
@@ -340,7 +349,11 @@ def guarded() -> Iterator[tuple[httpx.Client, ScriptedModelServer, list[dict[str
             headers={"X-Session-ID": OWNED, HEADER: "alice"},
         )
         assert first.status_code == 200, first.text
-        yield client, model, client.get("/memory/events", params={"session_id": OWNED}).json()["events"]
+        yield (
+            client,
+            model,
+            client.get("/memory/events", params={"session_id": OWNED}, headers=OPERATOR).json()["events"],
+        )
 
 
 header_users = st.text(st.characters(min_codepoint=0x20, max_codepoint=0xFF, exclude_characters="\x7f"), max_size=40)
@@ -358,7 +371,7 @@ def test_fuzz_users_and_session_ids_never_reach_another_users_session(guarded, u
     headers: dict[str, bytes] = {}
     if user is not None and user.strip(" \t"):
         headers[HEADER] = user.strip(" \t").encode("latin-1")
-    before = client.get("/memory/events", params={"session_id": OWNED}).json()["events"]
+    before = client.get("/memory/events", params={"session_id": OWNED}, headers=OPERATOR).json()["events"]
     if via == "a2a":
         body: dict[str, Any] = rpc_body("message/send", message_params("code?", session or None))
         response = client.post("/", json=body, headers=headers)
@@ -375,7 +388,7 @@ def test_fuzz_users_and_session_ids_never_reach_another_users_session(guarded, u
     if response.status_code == 403:
         assert refusal["code"] == "session_forbidden"
     is_alice = headers.get(HEADER) == b"alice"
-    after = client.get("/memory/events", params={"session_id": OWNED}).json()["events"]
+    after = client.get("/memory/events", params={"session_id": OWNED}, headers=OPERATOR).json()["events"]
     assert after[: len(kept)] == kept
     if not is_alice:
         # Nothing of alice's is answered, and nothing is added to her session.

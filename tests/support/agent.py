@@ -17,8 +17,13 @@ from kora.agent.app import create_app
 from kora.agent.runtime import AgentRuntime
 from kora.agent.settings import AgentSettings, load_agent_settings
 from kora.memory import LocalMemory
+from tests.support.memory import AGENT_TOKEN
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
+
+#: The operator token (``AGENT_ADMIN_TOKEN``) of every test agent, and the headers that send it.
+OPERATOR_TOKEN = "test-agent-operator-token"
+OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 
 
 @dataclass
@@ -37,7 +42,9 @@ class RunningAgent:
         return openai.AsyncOpenAI(base_url=f"{self.url}/v1", api_key="k", max_retries=0, **kwargs)
 
     def get(self, path: str, **params: Any) -> httpx.Response:
-        return httpx.get(f"{self.url}{path}", params=params, timeout=10)
+        """GET ``path``; the memory endpoints as the operator (:data:`OPERATOR`), who sees every session."""
+        headers = OPERATOR if path.startswith("/memory/") else {}
+        return httpx.get(f"{self.url}{path}", params=params, headers=headers, timeout=10)
 
     def events(self, session_id: str | None = None) -> list[dict[str, Any]]:
         params = {"session_id": session_id} if session_id else {}
@@ -58,12 +65,15 @@ def wait_until(predicate: Callable[[], bool], within: float = 10.0, message: str
 
 #: Settings every test agent gets unless a test overrides them; the ``turn_path`` fixture (tests/conftest.py)
 #: sets ``AGENT_DIRECT_FIRST_REQUEST`` here so a module's turn tests run on both turn paths.
-DEFAULT_ENV: dict[str, str] = {"MODEL_MAX_RETRIES": "0"}
+DEFAULT_ENV: dict[str, str] = {"MODEL_MAX_RETRIES": "0", "AGENT_ADMIN_TOKEN": OPERATOR_TOKEN}
 
 
 def agent_settings(model: ScriptedModelServer, name: str = "agent", **env: str) -> AgentSettings:
-    """Agent settings against ``model``; ``env`` adds settings (upper-case names)."""
+    """Agent settings against ``model``; ``env`` adds settings (upper-case names). An agent bound to a memory
+    store (``MEMORY_STORE_ENDPOINT``) sends the test stores' agent credential unless ``env`` names another."""
     base = {"AGENT_NAME": name, "MODEL_API_URL": model.url, "MODEL_NAME": model.model_name}
+    if env.get("MEMORY_STORE_ENDPOINT"):
+        base["MEMORY_STORE_TOKEN"] = AGENT_TOKEN
     return load_agent_settings({**base, **DEFAULT_ENV, **env})
 
 

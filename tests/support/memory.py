@@ -32,6 +32,17 @@ from tests.support.threaded import ThreadedServer
 T = TypeVar("T")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
+#: The credentials every test memory service has (:func:`service_env`): its admin token, and the agent token its
+#: bound agents send (``MEMORY_STORE_TOKEN``; :func:`tests.support.agent.running_agent` sends it by default).
+ADMIN_TOKEN = "test-memory-admin-token"
+AGENT_TOKEN = "test-memory-agent-token"
+#: The service's variables holding the test credentials.
+CREDENTIALS = {"MEMORY_SERVICE_ADMIN_TOKEN": ADMIN_TOKEN, "MEMORY_SERVICE_AGENT_TOKEN": AGENT_TOKEN}
+#: Headers of a request with the admin credential (a test looking at the store as its operator would).
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+#: Headers of a request with the bound agents' credential.
+AGENT = {"Authorization": f"Bearer {AGENT_TOKEN}"}
+
 #: The fact extraction's ``response_format``, as the memory contract fixes it (the service must send exactly this).
 EXTRACTED_FACTS_FORMAT = {
     "type": "json_schema",
@@ -80,9 +91,14 @@ def fresh_database(admin_uri: str) -> str:
 
 
 def service_env(database_url: str, **extra: str) -> dict[str, str]:
-    """``MEMORY_SERVICE_*`` variables for external storage on ``database_url``, plus ``extra`` (given without
-    the prefix, lower-case: ``summary_model="m"``)."""
-    env = {"MEMORY_SERVICE_STORAGE_MODE": "external", "MEMORY_SERVICE_DATABASE_URL": database_url}
+    """``MEMORY_SERVICE_*`` variables for external storage on ``database_url`` with the test credentials
+    (:data:`ADMIN_TOKEN`, :data:`AGENT_TOKEN`), plus ``extra`` (given without the prefix, lower-case:
+    ``summary_model="m"``; ``admin_token=""`` unsets a credential)."""
+    env = {
+        "MEMORY_SERVICE_STORAGE_MODE": "external",
+        "MEMORY_SERVICE_DATABASE_URL": database_url,
+        **CREDENTIALS,
+    }
     env.update({f"MEMORY_SERVICE_{key.upper()}": value for key, value in extra.items()})
     return env
 

@@ -32,6 +32,8 @@ def test_every_endpoint_is_a_route_of_the_app_itself() -> None:
         ("/tools", ["GET"]),
         ("/memory/events", ["GET"]),
         ("/memory/sessions", ["GET"]),
+        ("/memory/sessions/{session_id}", ["DELETE"]),
+        ("/memory/users/{user_id}", ["DELETE"]),
         ("/v1/chat/completions", ["POST"]),
     ]
 
@@ -49,5 +51,7 @@ def test_openapi_operation_ids_are_stable() -> None:
         ("/tools", "get"): "tools_tools_get",
         ("/memory/events", "get"): "memory_events_memory_events_get",
         ("/memory/sessions", "get"): "memory_sessions_memory_sessions_get",
+        ("/memory/sessions/{session_id}", "delete"): "erase_session_memory_sessions__session_id__delete",
+        ("/memory/users/{user_id}", "delete"): "erase_user_memory_users__user_id__delete",
         ("/v1/chat/completions", "post"): "chat_completions_v1_chat_completions_post",
     }

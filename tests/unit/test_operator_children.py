@@ -33,6 +33,7 @@ from kora.operator.children import (
     NAMESPACE_NAME_LABEL,
     SPEC_HASH_ANNOTATION,
     ChildRef,
+    bound_store,
     child_label_selector,
     child_manifests,
     cluster_problems,
@@ -106,6 +107,7 @@ metadata: {name: mem, namespace: team, uid: uid-mem}
 spec:
   storage: {type: external, external: {connectionSecretRef: {name: pg, key: url}}}
   models: {summarization: {modelAPI: llm, model: small}, embedding: {modelAPI: minilm}}
+  gatewayRoute: {enabled: true}
 ---
 apiVersion: kora.dev/v1alpha1
 kind: MemoryStore
@@ -303,6 +305,13 @@ def test_the_examples_build_valid_children(example):
             ],
         ),
         ("MemoryStore", "mem", "plain", [("Service", "memorystore-mem"), ("Deployment", "memorystore-mem")]),
+        # A MemoryStore is routed only when its spec.gatewayRoute.enabled opts in (mem does, notes does not).
+        (
+            "MemoryStore",
+            "mem",
+            "routed",
+            [("Service", "memorystore-mem"), ("Deployment", "memorystore-mem"), ("HTTPRoute", "memorystore-mem")],
+        ),
         (
             "MemoryStore",
             "notes",
@@ -311,7 +320,6 @@ def test_the_examples_build_valid_children(example):
                 ("PersistentVolumeClaim", "memorystore-notes-data"),
                 ("Service", "memorystore-notes"),
                 ("Deployment", "memorystore-notes"),
-                ("HTTPRoute", "memorystore-notes"),
             ],
         ),
         ("Agent", "boss", "plain", [("Service", "agent-boss"), ("Deployment", "agent-boss")]),
@@ -349,6 +357,8 @@ def test_every_child_is_labelled_owned_and_hashed():
                 "app.kubernetes.io/part-of": "kora",
                 "kora.dev/kind": item.kind,
                 "kora.dev/name": item.name,
+                # A bound agent's pods name their store, whose NetworkPolicy admits exactly them.
+                **({"kora.dev/memorystore": store} if (store := bound_store(item)) else {}),
             }
             assert metadata["ownerReferences"] == [
                 {
@@ -492,7 +502,8 @@ def test_strict_mode_gives_workloads_gateway_urls():
     assert value(boss, "MODEL_API_URL") == f"{gateway}/modelapi/openai/v1"
     assert value(boss, "MCP_SERVER_WEB_TOOLS_URL") == f"{gateway}/mcp/web-tools"
     assert value(boss, "PEER_AGENT_RESEARCH_BOT_CARD_URL") == f"{gateway}/agent/research-bot"
-    assert value(boss, "MEMORY_STORE_ENDPOINT") == f"{gateway}/memorystore/mem"
+    # The store is no public endpoint: agents reach it directly, admitted by its NetworkPolicy.
+    assert value(boss, "MEMORY_STORE_ENDPOINT") == "http://memorystore-mem.team.svc.cluster.local:8000"
     assert value(boss, "AGENT_PUBLIC_URL") == f"{gateway}/agent/boss"
     assert value(boss, "AGENT_HOST") == "0.0.0.0"
     store = by_kind(find("MemoryStore", "mem"), STRICT)
@@ -711,6 +722,8 @@ KORA_PODS = {
 )
 def test_network_policy(env, peers):
     for item in GRAPH:
+        if item.kind == "MemoryStore":
+            continue  # test_memory_store_network_policy_admits_exactly_its_agents
         policy = by_kind(item, env)["NetworkPolicy"]
         assert policy["apiVersion"] == "networking.k8s.io/v1"
         assert policy["metadata"]["name"] == item.service_name
@@ -719,6 +732,32 @@ def test_network_policy(env, peers):
         }
         assert policy["spec"]["policyTypes"] == ["Ingress"]
         assert _from(policy) == peers
+
+
+@pytest.mark.parametrize("env", [STRICT, STRICT | {"NETWORK_POLICY_ENABLED": "false"}, POLICY, POLICY | GATEWAY])
+def test_memory_store_network_policy_admits_exactly_its_agents(env):
+    its_agents = {
+        "podSelector": {"matchLabels": {"kora.dev/memorystore": "mem", "app.kubernetes.io/managed-by": "kora-operator"}}
+    }
+    # mem is routed on the gateway (spec.gatewayRoute.enabled): the Gateway's namespace is admitted too.
+    routed = [_namespace("gateways")] if env.get("GATEWAY_API_ENABLED") == "true" else []
+    assert _from(by_kind(find("MemoryStore", "mem"), env)["NetworkPolicy"]) == [
+        *routed,
+        _namespace("kora-system"),
+        its_agents,
+    ]
+    notes = {
+        "podSelector": {
+            "matchLabels": {"kora.dev/memorystore": "notes", "app.kubernetes.io/managed-by": "kora-operator"}
+        }
+    }
+    assert _from(by_kind(find("MemoryStore", "notes"), env)["NetworkPolicy"]) == [_namespace("kora-system"), notes]
+    boss = by_kind(find("Agent", "boss"), env)["Deployment"]
+    assert boss["spec"]["template"]["metadata"]["labels"]["kora.dev/memorystore"] == "mem"
+    assert (
+        "kora.dev/memorystore"
+        not in by_kind(find("Agent", "research-bot"), env)["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    )
 
 
 def test_no_network_policy_by_default():

@@ -108,7 +108,7 @@ EXPECTED_URLS = {
         {
             "model": "http://gw.example:8080/team/modelapi/llm",
             "mcp": "http://gw.example:8080/team/mcp/web-tools",
-            "mem": "http://gw.example:8080/team/memorystore/mem",
+            "mem": "http://memorystore-mem.team.svc.cluster.local:8000",  # a store is reached directly
             "peer": "http://gw.example:8080/team/agent/research-bot",
             "boss": "http://gw.example:8080/team/agent/boss",
         },
@@ -128,7 +128,7 @@ EXPECTED_URLS = {
         {
             "model": "http://127.0.0.1:8080/team/modelapi/llm",
             "mcp": "http://127.0.0.1:8080/team/mcp/web-tools",
-            "mem": "http://127.0.0.1:8080/team/memorystore/mem",
+            "mem": "http://127.0.0.1:9003",  # a store is reached directly
             "peer": "http://127.0.0.1:8080/team/agent/research-bot",
             "boss": "http://127.0.0.1:8080/team/agent/boss",
         },
@@ -170,6 +170,7 @@ def test_agent_environment_under_each_strategy(strategy_name):
         "MCP_SERVER_WEB_TOOLS_URL": urls["mcp"],
         "PEER_AGENTS": "research-bot",
         "PEER_AGENT_RESEARCH_BOT_CARD_URL": urls["peer"],
+        "AGENT_ADMIN_TOKEN": SecretKeyRef("agent-boss-credentials", "admin-token"),
         "MEMORY_ENABLED": "true",
         "MEMORY_CONTEXT_LIMIT": "6",
         "MEMORY_MAX_SESSIONS": "1000",
@@ -177,6 +178,7 @@ def test_agent_environment_under_each_strategy(strategy_name):
         "MEMORY_MAX_READ_SCOPE": "user",
         "MEMORY_TOOLS": "read",
         "MEMORY_STORE_ENDPOINT": urls["mem"],
+        "MEMORY_STORE_TOKEN": SecretKeyRef("memorystore-mem-credentials", "agent-token"),
         "MEMORY_FAILURE_MODE": "strict",
         "MEMORY_ROLLING_SUMMARY": "true",
         "MEMORY_CLIENT_TOKEN_BUDGET": "1500",
@@ -397,6 +399,11 @@ def test_script_file_is_passed_as_a_path(tmp_path):
 
 
 #: What a MemoryStore's tier settings become when the spec leaves them out (the contract's defaults).
+#: The store's generated credentials, from the Secret the runner creates for it.
+STORE_CREDENTIALS = {
+    "MEMORY_SERVICE_ADMIN_TOKEN": SecretKeyRef("memorystore-mem-credentials", "admin-token"),
+    "MEMORY_SERVICE_AGENT_TOKEN": SecretKeyRef("memorystore-mem-credentials", "agent-token"),
+}
 TIER_DEFAULTS = {
     "MEMORY_SERVICE_SHORT_TERM_TOKEN_BUDGET": "2000",
     "MEMORY_SERVICE_SHORT_TERM_HARD_EVENT_CAP": "50",
@@ -418,6 +425,7 @@ def test_memory_store_plan(strategy_name):
     assert plan.args[0] == "memory"
     assert env_of(plan) == {
         "MEMORY_SERVICE_STORAGE_MODE": "external",
+        **STORE_CREDENTIALS,
         "MEMORY_SERVICE_DATABASE_URL": SecretKeyRef("pg", "url"),
         "MEMORY_SERVICE_SUMMARY_MODEL_API_URL": urls["model"] + "/v1",
         "MEMORY_SERVICE_SUMMARY_MODEL": "small",
@@ -502,6 +510,7 @@ TIERS = (
 def test_memory_store_options(spec, strategy_name, data_root, expected):
     assert store_env(spec, strategy_name, data_root) == {
         **expected,
+        **STORE_CREDENTIALS,
         "OTEL_SERVICE_NAME": "memorystore-mem",
         **otel_resource("MemoryStore", "mem"),
     }

@@ -10,28 +10,37 @@ Routes (all JSON; the OpenAPI document is at ``/openapi.json``):
 ``POST /v1/sessions/{id}/events``     append events (idempotent per event id); queues extraction and folds
 ``GET /v1/sessions/{id}/events``      the session's events (``event_type`` repeated, ``limit``)
 ``POST /v1/sessions/{id}/context``    summary + window + recalled facts for a turn, in one round trip
-``GET /v1/events``                    events across sessions (``app_name``, ``limit``)
+``GET /v1/events``                    events across sessions (``app_name``, ``user_id``, ``limit``)
 ``POST /v1/recall``                   facts (and events) matching a query within a scope
 ``POST /v1/facts``                    store a fact now (``save_memory``), deduplicated
 ``GET /v1/facts``                     list facts of a scope (``store``: all; ``include_invalid``)
 ``GET /v1/facts/{id}/history``        what happened to a fact: ``created``, ``superseded`` (old/new text, why)
-``POST /v1/forget``                   erase a user or a session across every tier
-``GET /v1/jobs``                      background jobs (``status=failed``: what extraction could not do)
+``POST /v1/forget``                   erase a user or a session across every tier (and log it for the agents)
+``GET /v1/erasures``                  the erasure log after ``after`` (every response names its newest, see
+                                      :mod:`kora.memory.service.erasures`)
+``GET /v1/jobs``                      background jobs (``status=failed``: what extraction could not do); admin
 ``GET /health``, ``GET /ready``       liveness; readiness (503 with the reason while the database is unusable)
 ====================================  ================================================================
+
+Every ``/v1`` route needs a bearer credential (:mod:`kora.memory.service.auth`): the agent credential
+(``MEMORY_SERVICE_AGENT_TOKEN``) for one agent's sessions (routes naming an ``app_name``), recall, fact writes,
+``forget`` (an erasure the agent forwards) and the erasure log; the admin credential
+(``MEMORY_SERVICE_ADMIN_TOKEN``) for everything, including what spans agents or users: listing sessions or events
+without ``app_name``, facts at ``store`` scope, a fact's history, ``jobs``. 401 without a valid credential, 403
+``admin_only`` for the agent credential on an admin request. Only ``/health`` and ``/ready`` are open.
 
 Sessions belong to the verified user who started them (:func:`kora.memory.base.check_owner`): the routes that
 carry the caller's ``user_id`` (``POST /v1/sessions``, the session's ``events`` write and ``context``, ``recall``
 and ``facts`` naming a ``session_id``) answer 403 ``session_forbidden`` for a session of another user, to another
 verified user and to a request without ``user_id`` alike, and read or change nothing. The routes without a user
-(listing, ``GET`` of a session or its events, ``DELETE``, ``forget``, ``jobs``) are the operator's and see every
-session, like ``GET /v1/facts?scope=store``.
+(listing, ``GET`` of a session or its events, ``DELETE``, ``forget``) see every session of the agent they name;
+the agent filters them for its own callers (``/memory/*`` on the agent).
 
 Errors are ``{"error": {"message", "type", "code"}}`` with the status of :mod:`kora.core.errors`: 400 for a
 malformed body or parameter (never FastAPI's 422), for JSON beyond the limits of :mod:`kora.core.limits` and for
-a value the database refuses, 413 for a body over ``MEMORY_SERVICE_MAX_REQUEST_BYTES``, 403 for a scope above the
-store's ceiling or another user's session, 404 for an unknown session or fact, 503 while the database is
-unusable.
+a value the database refuses, 401 for a missing or unknown credential, 403 for the agent credential on an admin
+request, a scope above the store's ceiling or another user's session, 404 for an unknown session or fact, 413 for
+a body over ``MEMORY_SERVICE_MAX_REQUEST_BYTES``, 503 while the database is unusable.
 """
 
 from __future__ import annotations
@@ -42,7 +51,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated
 
-from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from psycopg import DataError, OperationalError
@@ -51,18 +60,20 @@ from psycopg_pool import PoolTimeout
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from kora.core.errors import KoraError, NotFound, RequestError, Unavailable, internal_error
+from kora.core.errors import KoraError, NotFound, RequestError, Unauthenticated, Unavailable, internal_error
 from kora.core.events import EventType
 from kora.core.limits import RequestLimits
 from kora.core.openai_wire import error_body, invalid_request_message, openai_error_body
 from kora.memory.base import SessionInfo
-from kora.memory.service import facts, jobs, recall, store
+from kora.memory.service import erasures, facts, jobs, recall, store
+from kora.memory.service.auth import Role, require
 from kora.memory.service.database import Conn
 from kora.memory.service.service import MemoryService
 from kora.memory.service.settings import MemoryServiceSettings
 from kora.memory.wire import (
     MAX_LIMIT,
     ContextRequest,
+    ErasureList,
     EventList,
     EventsWrite,
     EventsWritten,
@@ -72,6 +83,7 @@ from kora.memory.wire import (
     ForgetRequest,
     ForgetResult,
     Identifier,
+    Mark,
     MemoryContext,
     RecallHit,
     RecallRequest,
@@ -136,12 +148,25 @@ def create_app(settings: MemoryServiceSettings) -> FastAPI:
     app.state.service = service
     _install_error_handlers(app)
     app.add_middleware(RequestLimits, max_body_bytes=settings.max_request_bytes)
-    router = APIRouter()
-    _add_probes(router, service)
-    _add_session_routes(router, service)
-    _add_recall_routes(router, service)
-    _add_admin_routes(router, service)
-    app.include_router(router)
+    app.add_middleware(erasures.MarkHeader, mark=lambda: service.mark)
+    probes = APIRouter()
+    _add_probes(probes, service)
+    app.include_router(probes)
+
+    def agent_access(request: Request) -> Role:
+        return require(request, settings, Role.AGENT)
+
+    def admin_access(request: Request) -> Role:
+        return require(request, settings, Role.ADMIN)
+
+    # Every /v1 route needs a credential; those spanning users or agents the admin one (module docstring).
+    guarded = APIRouter(dependencies=[Depends(agent_access)])
+    _add_session_routes(guarded, service)
+    _add_recall_routes(guarded, service)
+    app.include_router(guarded)
+    admin = APIRouter(dependencies=[Depends(admin_access)])
+    _add_admin_routes(admin, service)
+    app.include_router(admin)
     return app
 
 
@@ -182,10 +207,13 @@ def _add_session_routes(router: APIRouter, service: MemoryService) -> None:
 
     @router.get("/v1/sessions")
     async def list_sessions(
+        request: Request,
         app_name: Annotated[Identifier | None, Query()] = None,
         user_id: Annotated[Identifier | None, Query()] = None,
         limit: OptionalLimit = None,
     ) -> SessionList:
+        if app_name is None:  # every agent's sessions
+            require(request, settings, Role.ADMIN)
         async with _connection(service) as conn:
             return SessionList(sessions=await store.list_sessions(conn, app_name, user_id, limit))
 
@@ -203,6 +231,17 @@ def _add_session_routes(router: APIRouter, service: MemoryService) -> None:
     async def add_events(session_id: Identifier, body: EventsWrite) -> EventsWritten:
         queued = False
         async with _connection(service) as conn, conn.transaction():
+            if body.events and await erasures.predates_erasure(
+                conn,
+                service.mark.store_id if service.mark is not None else "",
+                Mark.parse(body.erasures_seen),
+                session_id,
+                body.user_id,
+                min(event.timestamp for event in body.events),
+            ):
+                # Queued before an erasure of this session or user that the client had not seen: never stored.
+                log.info("dropped %d events of session %s: they predate its erasure", len(body.events), session_id)
+                return EventsWritten(session_id=session_id, added=0)
             session = await store.get_or_create_session(
                 conn,
                 session_id,
@@ -240,10 +279,15 @@ def _add_session_routes(router: APIRouter, service: MemoryService) -> None:
 
     @router.get("/v1/events")
     async def all_events(
-        app_name: Annotated[Identifier | None, Query()] = None, limit: OptionalLimit = None
+        request: Request,
+        app_name: Annotated[Identifier | None, Query()] = None,
+        user_id: Annotated[Identifier | None, Query()] = None,
+        limit: OptionalLimit = None,
     ) -> EventList:
+        if app_name is None:  # every agent's events
+            require(request, settings, Role.ADMIN)
         async with _connection(service) as conn:
-            return await store.app_events(conn, app_name, limit)
+            return await store.app_events(conn, app_name, limit, user_id)
 
     @router.post("/v1/sessions/{session_id}/context", response_model=MemoryContext)
     async def context(session_id: Identifier, body: ContextRequest) -> Response:
@@ -305,6 +349,7 @@ def _add_recall_routes(router: APIRouter, service: MemoryService) -> None:
 
     @router.get("/v1/facts")
     async def list_facts(
+        request: Request,
         app_name: Annotated[Identifier | None, Query()] = None,
         scope: Scope = "store",
         user_id: Annotated[Identifier | None, Query()] = None,
@@ -313,6 +358,7 @@ def _add_recall_routes(router: APIRouter, service: MemoryService) -> None:
         limit: Annotated[int, Query(ge=0, le=MAX_LIMIT)] = 100,
     ) -> FactList:
         if scope == "store":
+            require(request, settings, Role.ADMIN)
             condition, params = "true", dict[str, object]()
         else:
             if app_name is None and scope != "user":
@@ -322,8 +368,27 @@ def _add_recall_routes(router: APIRouter, service: MemoryService) -> None:
         async with _connection(service) as conn:
             return FactList(facts=await facts.list_facts(conn, condition, params, include_invalid, limit))
 
+    # An agent forwards the erasures its operator or the user asked of it (kora.memory.service.auth).
+    @router.post("/v1/forget")
+    async def forget(body: ForgetRequest) -> ForgetResult:
+        async with _connection(service) as conn, conn.transaction():
+            removed = await store.forget(conn, body.user_id, body.session_id)
+            seq = await erasures.record(conn, body.user_id, body.session_id)
+        service.advance_mark(seq)
+        return ForgetResult(removed=removed)
+
+    @router.get("/v1/erasures")
+    async def erasure_log(
+        after: Annotated[int, Query(ge=0)] = 0, limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 1000
+    ) -> ErasureList:
+        async with _connection(service) as conn:
+            mark = await erasures.load_mark(conn)
+            found = await erasures.since(conn, after, limit)
+        return ErasureList(store_id=mark.store_id, seq=mark.seq, erasures=found)
+
     @router.get("/v1/facts/{fact_id}/history")
-    async def fact_history(fact_id: Identifier) -> FactHistory:
+    async def fact_history(request: Request, fact_id: Identifier) -> FactHistory:
+        require(request, settings, Role.ADMIN)  # a fact id names no agent or user: any fact of the store
         async with _connection(service) as conn:
             entries = await facts.history(conn, fact_id)
         if not entries:
@@ -332,11 +397,6 @@ def _add_recall_routes(router: APIRouter, service: MemoryService) -> None:
 
 
 def _add_admin_routes(router: APIRouter, service: MemoryService) -> None:
-    @router.post("/v1/forget")
-    async def forget(body: ForgetRequest) -> ForgetResult:
-        async with _connection(service) as conn:
-            return ForgetResult(removed=await store.forget(conn, body.user_id, body.session_id))
-
     @router.get("/v1/jobs")
     async def list_jobs(
         status: Annotated[str | None, Query(pattern="^(queued|failed)$")] = None,
@@ -355,7 +415,9 @@ def _add_admin_routes(router: APIRouter, service: MemoryService) -> None:
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(KoraError)
     async def kora_error(_: Request, error: KoraError) -> JSONResponse:
-        return JSONResponse(error_body(error), status_code=error.status)
+        # RFC 6750: a 401 for a bearer token says how to authenticate.
+        challenge = {"WWW-Authenticate": "Bearer"} if isinstance(error, Unauthenticated) else None
+        return JSONResponse(error_body(error), status_code=error.status, headers=challenge)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:

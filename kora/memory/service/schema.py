@@ -9,8 +9,9 @@ key ``sid``; owner: ``app_name`` and, when verified, ``user_id``), ``events`` (v
 ``body`` and its token estimate, full-text indexed), ``summaries`` (rolling summaries, versioned per session),
 ``facts`` (long-term facts with their embedding, full-text indexed, superseded facts kept with
 ``invalidated_at``), ``fact_history`` (created / superseded rows: old text, new text and why), ``jobs`` (the
-durable background queue; a claimed job has a lease, ``locked_until``) and ``store_meta`` (the embedding model's
-name and dimension in use). A session keeps the window its client asked for last (``window_events``,
+durable background queue; a claimed job has a lease, ``locked_until``), ``erasures`` (one row per erasure, which
+agents replay on their own copies) and ``store_meta`` (the embedding model's name and dimension in use, the store's
+random ``store_id``). A session keeps the window its client asked for last (``window_events``,
 ``window_tokens``; None: the store's bounds), which decides what the rolling summary folds.
 
 The vector column's dimension follows the embedding model (:func:`ensure_embedding_model`); until one is known
@@ -142,6 +143,20 @@ ALTER TABLE jobs ALTER COLUMN sid DROP NOT NULL;
 CREATE INDEX facts_unembedded ON facts (fact_id) WHERE embedding IS NULL AND invalidated_at IS NULL;
 """
 
+#: Version 5: the erasure log (:mod:`kora.memory.service.erasures`): one row per ``forget``, so agents learn what
+#: to drop from their own copies, and ``store_id``, which tells a store whose log started again from another.
+_V5 = """
+CREATE TABLE erasures (
+    seq bigserial PRIMARY KEY,
+    user_id text,
+    session_id text,
+    at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX erasures_user ON erasures (user_id) WHERE user_id IS NOT NULL;
+CREATE INDEX erasures_session ON erasures (session_id) WHERE session_id IS NOT NULL;
+INSERT INTO store_meta (key, value) VALUES ('store_id', gen_random_uuid()::text) ON CONFLICT (key) DO NOTHING;
+"""
+
 #: Most dimensions pgvector's HNSW index takes for ``halfvec`` (for ``vector``: 2 000).
 HNSW_MAX_DIMENSIONS = 4000
 
@@ -167,7 +182,7 @@ END $$;
 """
 
 #: Migrations in order: ``MIGRATIONS[i]`` brings the schema from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
 
 
 def index_expression(value: str, dimension: int) -> str:

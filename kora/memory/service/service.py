@@ -14,9 +14,11 @@ from collections.abc import Sequence
 from kora.core.errors import Unavailable
 from kora.memory.service import facts, jobs
 from kora.memory.service.database import Database
+from kora.memory.service.erasures import load_mark
 from kora.memory.service.models import InvalidAnswer, ModelClient, ModelUnreachable
 from kora.memory.service.schema import ensure_embedding_model
 from kora.memory.service.settings import MemoryServiceSettings
+from kora.memory.wire import Mark
 
 log = logging.getLogger("kora.memory")
 
@@ -46,12 +48,17 @@ class MemoryService:
         self._started = asyncio.Event()
         self._wake = asyncio.Event()
         self._workers: list[asyncio.Task[None]] = []
+        #: The store's erasure mark (:mod:`kora.memory.service.erasures`), once the database is open.
+        self.mark: Mark | None = None
 
     async def start(self) -> None:
         """Open (and migrate) the database, learn the embedding dimension, start the workers. Never raises: a
         failure is kept in :attr:`startup_error` and reported by ``/ready`` and every request."""
         try:
             await self.db.open()
+            assert self.db.pool is not None
+            async with self.db.pool.connection() as conn:
+                self.mark = await load_mark(conn)
             await self._learn_dimension()
             self._workers = [
                 asyncio.create_task(jobs.worker(self, self._wake), name=f"memory-worker-{n}")
@@ -62,6 +69,11 @@ class MemoryService:
             self.startup_error = f"{type(error).__name__}: {error}"
         finally:
             self._started.set()
+
+    def advance_mark(self, seq: int) -> None:
+        """An erasure ``seq`` committed: the mark every response carries from now on names it."""
+        if self.mark is not None and seq > self.mark.seq:
+            self.mark = Mark(self.mark.store_id, seq)
 
     async def _learn_dimension(self) -> None:
         """Ask the embedding model for one vector to size the vector column (clearing the embeddings of another

@@ -106,6 +106,19 @@ class MemoryServiceSettings(BaseSettings):
         description="Facts given an embedding per background `embed` job: after the embedding model changed "
         "(name or dimension), or for facts stored while it could not be reached.",
     )
+    admin_token: str = Field(
+        default="",
+        repr=False,
+        description="Bearer token of the admin credential: every route, including what spans agents or users "
+        "(facts at `store` scope, all sessions, jobs). Empty: those routes are refused. The operator and `kora up` "
+        "generate it.",
+    )
+    agent_token: str = Field(
+        default="",
+        repr=False,
+        description="Bearer token of the bound agents (their `MEMORY_STORE_TOKEN`): one agent's sessions, context, "
+        "events, recall, fact writes and the erasures it forwards. Empty: only the admin token is accepted.",
+    )
     log_level: LogLevel = Field(default="INFO", description="Log level (any case).")
     max_request_bytes: int = Field(
         default=DEFAULT_MAX_LARGE_REQUEST_BYTES,

@@ -253,21 +253,20 @@ async def session_events(
     return EventList(events=events, total=int(str(row["n"])) if row else 0)
 
 
-async def app_events(conn: Conn, app_name: str | None, limit: int | None) -> EventList:
-    """Events across the sessions of ``app_name`` (every agent's when None), the newest ``limit``, oldest first."""
+async def app_events(conn: Conn, app_name: str | None, limit: int | None, user_id: str | None = None) -> EventList:
+    """Events across the sessions of ``app_name`` (every agent's when None) and, with ``user_id``, of the sessions
+    that user started; the newest ``limit``, oldest first."""
+    where = "(%(app)s::text IS NULL OR s.app_name = %(app)s) AND (%(user)s::text IS NULL OR s.user_id = %(user)s)"
+    params = {"app": app_name, "user": user_id, "limit": limit}
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(
             f"SELECT {_EVENT_COLUMNS} FROM (SELECT e.* FROM events e JOIN sessions s USING (sid) "
-            f"WHERE %(app)s::text IS NULL OR s.app_name = %(app)s ORDER BY e.ts DESC, e.seq DESC LIMIT %(limit)s) e "
+            f"WHERE {where} ORDER BY e.ts DESC, e.seq DESC LIMIT %(limit)s) e "
             f"ORDER BY ts, seq",
-            {"app": app_name, "limit": limit},
+            params,
         )
         events = [_event(row) for row in await cur.fetchall()]
-        await cur.execute(
-            "SELECT count(*) AS n FROM events e JOIN sessions s USING (sid) "
-            "WHERE %(app)s::text IS NULL OR s.app_name = %(app)s",
-            {"app": app_name},
-        )
+        await cur.execute(f"SELECT count(*) AS n FROM events e JOIN sessions s USING (sid) WHERE {where}", params)
         row = await cur.fetchone()
     return EventList(events=events, total=int(str(row["n"])) if row else 0)
 
