@@ -59,7 +59,7 @@ class MemoryApp:
     def stored_events(self, session: str) -> list[str]:
         """The session's events as the memory service holds them in Postgres: ``event_type`` each."""
         url = self.store_url(f"/v1/sessions/{session}/events")
-        response = httpx.get(url, headers=self.store_admin(), timeout=30)
+        response = httpx.get(url, params={"app_name": "assistant"}, headers=self.store_admin(), timeout=30)
         response.raise_for_status()
         return [event["event_type"] for event in response.json()["events"]]
 
@@ -221,7 +221,7 @@ spec:
   type: python-runtime
   config:
     toolsString: |
-      import kora_no_such_module
+      raise RuntimeError("the tools cannot start: TOOLS_DATABASE_URL is not set")
 
 
       def ping() -> str:
@@ -249,9 +249,9 @@ def test_tools_that_fail_to_start_are_named_in_the_agents_status(kora: KoraOnNod
 
     def says_why() -> str | None:
         message = str((kora.get("agent", "helper", namespace).get("status") or {}).get("message", ""))
-        return message if "kora_no_such_module" in message else None
+        return message if "TOOLS_DATABASE_URL" in message else None
 
     message = wait_for(says_why, "the Agent's status naming the tools' error")
     assert kora.phase("Agent", "helper", namespace) == "Waiting"
     assert "MCPServer broken-tools" in message
-    assert "No module named 'kora_no_such_module'" in message
+    assert "raised RuntimeError while loading: the tools cannot start: TOOLS_DATABASE_URL is not set" in message
