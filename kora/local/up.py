@@ -372,6 +372,7 @@ def _up(
         list[str] | None,
         typer.Option(
             "--pass-env",
+            metavar="NAME",
             help="Hand this variable of your shell on to every workload (repeatable); by default they get only "
             "PATH, HOME, locale, TZ, temp dirs and what their manifests set.",
         ),
