@@ -434,7 +434,11 @@ def _up(
     try:
         gateway_sock = bind_socket("127.0.0.1", port)
     except OSError as error:
-        print(f"kora up: cannot listen on 127.0.0.1:{port}: {error}", file=sys.stderr)
+        print(
+            f"kora up: cannot listen on 127.0.0.1:{port}: {error}; choose another port with --port N "
+            "(--port 0: any free one)",
+            file=sys.stderr,
+        )
         return 2
     try:
         plans = plan_local(graph, f"http://127.0.0.1:{gateway_sock.getsockname()[1]}", state_dir)

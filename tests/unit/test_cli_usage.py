@@ -157,3 +157,15 @@ def test_help_shows_flags_bare_and_every_default_whole(capsys: pytest.CaptureFix
     assert "[default: 8080; 0<=x<=65535]" in " ".join(out.split())
     assert main(["logs", "--help"]) == 0
     assert "-f, --follow  " in capsys.readouterr().out
+
+
+def test_kora_up_on_a_taken_port_says_how_to_choose_another(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    from kora.core.net import bind_socket
+
+    with bind_socket("127.0.0.1", 0) as taken:
+        port = taken.getsockname()[1]
+        examples = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
+        assert main(["up", str(examples), "--port", str(port), "--state-dir", str(tmp_path / ".kora")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kora up: cannot listen on 127.0.0.1:{port}: ")
+    assert err.rstrip().endswith("; choose another port with --port N (--port 0: any free one)")
