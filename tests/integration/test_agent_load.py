@@ -16,6 +16,8 @@ uvloop a loop iteration runs its due timers before it reads the sockets, so an i
 
 import asyncio
 import time
+from collections.abc import Coroutine, Iterable
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -23,6 +25,8 @@ import pytest
 from kora.core.net import free_port
 from tests.support.a2a import message_params, rpc_body
 from tests.support.processes import kora_process, rss_bytes
+
+T = TypeVar("T")
 
 SESSIONS, TURNS = 500, 10
 #: LocalMemory bounds for the run: every load session fits; the wave after it must evict.
@@ -68,6 +72,15 @@ async def run_session(http: httpx.AsyncClient, index: int, turns: int) -> None:
         assert answer == f"You said: {text}"
 
 
+async def all_of(coroutines: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
+    """Run ``coroutines`` concurrently in a task group; their results in order. A failure cancels the others and
+    waits for them (``asyncio.gather`` left them running past the test, and their half-open connects were reported
+    as coroutines never awaited)."""
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(coroutine) for coroutine in coroutines]
+    return [task.result() for task in tasks]
+
+
 async def all_events(http: httpx.AsyncClient, session: str) -> list[dict]:
     response = await http.get("/memory/events", params={"session_id": session, "limit": 1000})
     assert response.status_code == 200
@@ -100,10 +113,10 @@ async def test_500_sessions_of_10_turns_over_chat_and_a2a_keep_every_event_and_b
         )
         async with httpx.AsyncClient(base_url=agent_url, timeout=300, limits=limits) as http:
             # Warm up (imports, first-request paths) before the first reading, in sessions of their own.
-            await asyncio.gather(*(run_session(http, -1 - i, 2) for i in range(20)))
+            await all_of(run_session(http, -1 - i, 2) for i in range(20))
             before = rss_bytes(agent.pid)
             started = time.monotonic()
-            await asyncio.gather(*(run_session(http, i, TURNS) for i in range(SESSIONS)))
+            await all_of(run_session(http, i, TURNS) for i in range(SESSIONS))
             elapsed = time.monotonic() - started
             after = rss_bytes(agent.pid)
             print(
@@ -112,7 +125,7 @@ async def test_500_sessions_of_10_turns_over_chat_and_a2a_keep_every_event_and_b
             )
 
             # Every session: its own prompts, each followed by its own answer, in order; nothing else.
-            histories = await asyncio.gather(*(all_events(http, f"load-{i}") for i in range(SESSIONS)))
+            histories = await all_of(all_events(http, f"load-{i}") for i in range(SESSIONS))
             for index, events in enumerate(histories):
                 expected = []
                 for turn in range(TURNS):
@@ -122,7 +135,7 @@ async def test_500_sessions_of_10_turns_over_chat_and_a2a_keep_every_event_and_b
             assert after - before < RSS_GROWTH_LIMIT
 
             # More sessions than LocalMemory keeps: the least recently active are evicted, the count stays bounded.
-            await asyncio.gather(*(run_session(http, SESSIONS + i, 1) for i in range(EXTRA_SESSIONS)))
+            await all_of(run_session(http, SESSIONS + i, 1) for i in range(EXTRA_SESSIONS))
             sessions = (await http.get("/memory/sessions")).json()
             assert sessions["total"] <= MAX_SESSIONS
             kept = {s["session_id"] for s in sessions["sessions"]}
