@@ -13,6 +13,7 @@ sub-command returns.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import sys
 from collections.abc import Callable, Sequence
@@ -59,7 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     entry = COMMANDS.get(args[0])
     if entry is None:
-        print(f"kora: unknown command {args[0]!r}\n\n{_usage()}", file=sys.stderr)
+        close = difflib.get_close_matches(args[0], COMMANDS, n=1, cutoff=0.6)
+        hint = f"; did you mean 'kora {close[0]}'?" if close else ""
+        print(f"kora: unknown command {args[0]!r}{hint}\n\n{_usage()}", file=sys.stderr)
         return 2
     module_name, function_name, _ = entry
     try:

@@ -14,6 +14,11 @@ user's bearer token, or the trusted gateway's header under the same name. The pe
 settings; an anonymous turn sends none. The credential comes from the turn's run context, never from the
 tool's arguments, so the model cannot choose whom a task is for.
 
+Each tool's description says who the peer is, so a model can choose whom to ask: the peer's card ``description``
+and its skills (name and description, at most :data:`MAX_PEER_SKILLS`, each cut at :data:`MAX_SKILL_CHARS`), once
+its card was read (:meth:`Delegation.learn_cards`, started with the agent and retried while a peer is not up yet,
+or the first delegation); until then, and for a peer without a card, the peer's name only.
+
 Each delegated task is an ``invoke_agent {peer}`` CLIENT span (``gen_ai.agent.name`` the peer, ``kora.a2a.task_id``
 the peer's task, an error status when the answer is ``Error: ...``) whose trace context travels to the peer on the
 HTTP request, and a ``kora.agent.delegation.duration`` measurement (:mod:`kora.agent.telemetry`).
@@ -21,6 +26,8 @@ HTTP request, and a ``kora.agent.delegation.duration`` measurement (:mod:`kora.a
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -28,6 +35,7 @@ from typing import Any
 
 import httpx
 from a2a.client import (
+    A2ACardResolver,
     A2AClientError,
     A2AClientTimeoutError,
     AgentCardResolutionError,
@@ -36,7 +44,7 @@ from a2a.client import (
 )
 from a2a.client.client import Client, ClientCallContext
 from a2a.helpers.proto_helpers import get_message_text, new_text_part
-from a2a.types.a2a_pb2 import Message, Role, SendMessageRequest, Task, TaskState
+from a2a.types.a2a_pb2 import AgentCard, Message, Role, SendMessageRequest, Task, TaskState
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from pydantic_ai import FunctionToolset, RunContext, Tool
@@ -54,6 +62,39 @@ from kora.core.protocol import (
 
 _tracer = trace.get_tracer(SCOPE)
 
+#: Skills of a peer its delegation tool's description lists at most, and characters of each skill's description.
+MAX_PEER_SKILLS = 8
+MAX_SKILL_CHARS = 160
+#: Seconds before reading the cards of peers not up yet again, doubling up to the cap.
+CARD_RETRY_FIRST_SECONDS = 1.0
+CARD_RETRY_MAX_SECONDS = 30.0
+
+
+def peer_tool_description(name: str, card: AgentCard | None = None) -> str:
+    """The description of the tool delegating to peer ``name``: what it does, then who the peer is by its
+    ``card`` (None: not read yet, or the peer has none): ``Delegate a task to the peer agent 'math' and return
+    its answer. The agent: Does arithmetic. Its skills: add (Add two integers.); multiply (...).``"""
+    text = f"Delegate a task to the peer agent '{name}' and return its answer."
+    if card is None:
+        return text
+    if card.description.strip():
+        text += f" The agent: {_cut(card.description, MAX_SKILL_CHARS * 2)}"
+    skills = [
+        f"{skill.name or skill.id} ({_cut(skill.description, MAX_SKILL_CHARS)})"
+        if skill.description.strip() and skill.description != card.description
+        else (skill.name or skill.id)
+        for skill in card.skills[:MAX_PEER_SKILLS]
+    ]
+    if skills:
+        more = f"; and {len(card.skills) - MAX_PEER_SKILLS} more" if len(card.skills) > MAX_PEER_SKILLS else ""
+        text += f" Its skills: {'; '.join(skills)}{more}."
+    return text
+
+
+def _cut(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3].rstrip() + "..."
+
 
 def delegation_tool_name(agent: str) -> str:
     """The tool name for delegating to ``agent``: ``delegate_to_<agent>``."""
@@ -68,9 +109,11 @@ class Delegation:
         self._sub_agents = dict(sub_agents)
         self._timeout = timeout
         self._http = http
-        # Peer name -> whether it serves an A2A card; learnt on the first delegation to it.
-        # name -> the peer's A2A client, or None when it has no card (then its chat endpoint is used).
+        # name -> the peer's A2A client, or None when it has no card (then its chat endpoint is used); learnt from
+        # its card, read at start (learn_cards) or on the first delegation to it.
         self._clients: dict[str, Client | None] = {}
+        # name -> its delegation tool, whose description the peer's card completes once read.
+        self._tools: dict[str, Tool[TurnDeps]] = {}
 
     @property
     def tool_agents(self) -> dict[str, str]:
@@ -79,7 +122,22 @@ class Delegation:
 
     def toolset(self) -> FunctionToolset[TurnDeps]:
         """A toolset with one ``delegate_to_<name>`` tool per sub-agent."""
-        return FunctionToolset([self._tool(name) for name in self._sub_agents])
+        self._tools = {name: self._tool(name) for name in self._sub_agents}
+        return FunctionToolset(list(self._tools.values()))
+
+    async def learn_cards(self) -> None:
+        """Read every peer's card (its client is kept for delegations, its description goes into its tool), trying
+        again those that cannot be reached yet after :data:`CARD_RETRY_FIRST_SECONDS`, doubling up to
+        :data:`CARD_RETRY_MAX_SECONDS`; returns once every peer answered (with a card or without). Run it as a
+        background task and cancel it on shutdown."""
+        delay = CARD_RETRY_FIRST_SECONDS
+        while missing := [name for name in self._sub_agents if name not in self._clients]:
+            for name in missing:
+                with contextlib.suppress(AgentCardResolutionError, A2AClientError, httpx.HTTPError):
+                    await self._a2a_client(name)
+            if any(name not in self._clients for name in missing):
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, CARD_RETRY_MAX_SECONDS)
 
     def _tool(self, name: str) -> Tool[TurnDeps]:
         schema = {
@@ -97,7 +155,7 @@ class Delegation:
         return Tool.from_schema(
             function,
             name=delegation_tool_name(name),
-            description=f"Delegate a task to the peer agent '{name}' and return its answer.",
+            description=peer_tool_description(name),
             json_schema=schema,
             takes_ctx=True,
         )
@@ -152,11 +210,15 @@ class Delegation:
         if name not in self._clients:
             config = ClientConfig(streaming=False, httpx_client=self._http)
             try:
-                self._clients[name] = await create_client(self._sub_agents[name], client_config=config)
+                card = await A2ACardResolver(self._http, self._sub_agents[name]).get_agent_card()
             except AgentCardResolutionError as error:
                 if error.status_code is None:
                     raise  # a network failure says nothing about whether the peer speaks A2A
                 self._clients[name] = None
+            else:
+                self._clients[name] = await create_client(card, client_config=config)
+                if name in self._tools:
+                    self._tools[name].description = peer_tool_description(name, card)
         return self._clients[name]
 
     async def _delegate_a2a(

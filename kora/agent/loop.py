@@ -13,6 +13,8 @@ pydantic-ai's failures become Kora's (:func:`turn_error`): a spent step budget i
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from contextlib import aclosing, contextmanager
 from dataclasses import dataclass, replace
@@ -167,14 +169,22 @@ class AgenticLoop:
         self._limits = UsageLimits(request_limit=settings.agentic_loop_max_steps)
         self._parameters = ModelRequestParameters()
         self._parameters_key: tuple[tuple[str, str, int], ...] | None = None
+        self._cards: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Connect the tool servers (each tried once; failures are retried in the background)."""
+        """Connect the tool servers (each tried once; failures are retried in the background) and start reading
+        the peers' cards in the background (their descriptions complete the delegation tools')."""
         if self.mcp is not None:
             await self.mcp.start()
+        if self.settings.sub_agent_urls:
+            self._cards = asyncio.create_task(self.delegation.learn_cards(), name="kora-peer-cards")
 
     async def close(self) -> None:
-        """Close tool-server sessions and the delegation HTTP client."""
+        """Stop reading cards; close tool-server sessions and the delegation HTTP client."""
+        if self._cards is not None:
+            self._cards.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._cards
         if self.mcp is not None:
             await self.mcp.close()
         await self._http.aclose()

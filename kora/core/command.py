@@ -41,7 +41,9 @@ def run_command(command: Callable[..., int], argv: Sequence[str], prog_name: str
         # Standalone mode drops what a command returns; an Exit carries the code out.
         raise typer.Exit(command(*args, **kwargs))
 
-    app = typer.Typer(add_completion=False)
+    # Plain Click help, not Rich's boxes: Rich cut lines at 80 columns wherever the output is no terminal (a pipe,
+    # a CI log) and showed a <bool> metavar on flags; Click wraps to the width and shows flags bare.
+    app = typer.Typer(add_completion=False, rich_markup_mode=None)
     app.command()(exit_with_code)
     try:
         # Standalone mode prints usage errors the usual way and always ends in SystemExit with the code.

@@ -18,7 +18,8 @@ One asyncio task per workload (:class:`Supervisor`):
    200 *and* every dependency is Ready (``Waiting``, naming them, until then: spec "Resource phases");
    ``Waiting`` again when the probe fails after having been Ready or a dependency stops being Ready
    (dependents are not stopped, as in Kubernetes);
-4. when the process exits: ``Failed`` ("exited with code N; restarting ..."), restart at once the first
+4. when the process exits: ``Failed`` ("exited with code N: <its log's last line>; restarting ..."; the line only
+   when it exited by itself, :func:`last_log_line`), restart at once the first
    time, then after a back-off for repeated crashes (1 s, 2 s, 4 s, ... capped at 30 s; reset once a run
    lasted :data:`BACKOFF_RESET_SECONDS`), go to 1.
 
@@ -56,10 +57,12 @@ __all__ = [
     "BACKOFF_RESET_SECONDS",
     "EARLY_PROBE_INTERVAL",
     "EARLY_PROBE_SECONDS",
+    "LAST_LINE_CHARS",
     "MAX_BACKOFF_SECONDS",
     "PROBE_INTERVAL",
     "Supervisor",
     "backoff_delays",
+    "last_log_line",
     "start_gates",
 ]
 
@@ -273,7 +276,10 @@ class Supervisor:
             attempt += 1
             self._by_ref[ref].restarts += 1
             when = f"restarting in {delay:g} s" if delay else "restarting now"
-            self._set(ref, FAILED, f"exited with code {code}; {when} (see {plan.name} log)")
+            # A program that exited by itself usually said why last; a signal's victim did not.
+            said = last_log_line(Path(self._by_ref[ref].log)) if code > 0 else None
+            why = f": {said}" if said else ""
+            self._set(ref, FAILED, f"exited with code {code}{why}; {when} (see {plan.name} log)")
             if delay and await self._sleep(delay):
                 return
 
@@ -364,6 +370,29 @@ class Supervisor:
         self._processes.pop(ref, None)
         if ref in self._by_ref:
             self._by_ref[ref].pid = None
+
+
+#: Characters of a log's last line a Failed message quotes at most.
+LAST_LINE_CHARS = 120
+#: Bytes read from the end of a log to find its last line.
+_LOG_TAIL_BYTES = 8192
+
+
+def last_log_line(path: Path, limit: int = LAST_LINE_CHARS) -> str | None:
+    """The last non-blank line of the log at ``path`` that is not ``kora up``'s own (its ``--- kora up:`` run
+    headers), whitespace condensed and cut to ``limit`` characters (ending ``...``); None when there is none or
+    the log cannot be read. For a crashed workload it is usually the reason (a traceback's exception line)."""
+    try:
+        with path.open("rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - _LOG_TAIL_BYTES))
+            tail = log.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in reversed(tail.splitlines()):
+        text = " ".join(line.split())
+        if text and not text.startswith("--- kora up:"):
+            return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+    return None
 
 
 def _open_log(path: Path, header: str) -> BinaryIO:

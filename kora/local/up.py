@@ -379,6 +379,7 @@ def _up(
         list[str] | None,
         typer.Option(
             "--pass-env",
+            metavar="NAME",
             help="Hand this variable of your shell on to every workload (repeatable); by default they get only "
             "PATH, HOME, locale, TZ, temp dirs and what their manifests set.",
         ),
@@ -440,7 +441,11 @@ def _up(
     try:
         gateway_sock = bind_socket("127.0.0.1", port)
     except OSError as error:
-        print(f"kora up: cannot listen on 127.0.0.1:{port}: {error}", file=sys.stderr)
+        print(
+            f"kora up: cannot listen on 127.0.0.1:{port}: {error}; choose another port with --port N "
+            "(--port 0: any free one)",
+            file=sys.stderr,
+        )
         return 2
     try:
         plans = plan_local(graph, f"http://127.0.0.1:{gateway_sock.getsockname()[1]}", state_dir)

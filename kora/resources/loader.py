@@ -24,14 +24,16 @@ Rules beyond each model's own validation:
 
 from __future__ import annotations
 
+import difflib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from kora.resources.graph import (
     ConfigMap,
@@ -120,6 +122,20 @@ def _reason(error: Mapping[str, Any]) -> str:
     return message.removeprefix("Value error, ")
 
 
+def _named_resource(body: object) -> ResourceRef | None:
+    """The resource a refused document names (kind and metadata.name, namespace ``default`` unless given); None
+    when it names none."""
+    if not isinstance(body, Mapping) or body.get("kind") not in RESOURCE_CLASSES:
+        return None
+    metadata = body.get("metadata")
+    if not isinstance(metadata, Mapping) or not isinstance(metadata.get("name"), str):
+        return None
+    namespace = metadata.get("namespace")
+    return ResourceRef(
+        str(body["kind"]), namespace if isinstance(namespace, str) and namespace else "default", metadata["name"]
+    )
+
+
 def _label(body: Mapping[str, Any]) -> str:
     kind = body.get("kind")
     metadata = body.get("metadata")
@@ -163,9 +179,68 @@ def _validate_document(doc: _Document, problems: list[Problem]) -> AnyResource |
             return RESOURCE_CLASSES[str(kind)].model_validate(body)
         return _CORE_KINDS[str(kind)].model_validate(body)
     except ValidationError as error:
+        model: type[BaseModel] = RESOURCE_CLASSES[str(kind)] if kind in RESOURCE_CLASSES else _CORE_KINDS[str(kind)]
         for item in error.errors(include_url=False):
-            problems.append(Problem(doc.source, doc.index, label, _field_path(item["loc"]), _reason(item)))
+            reason = _reason(item)
+            if item["type"] == "extra_forbidden":
+                reason += _did_you_mean(model, item["loc"])
+            problems.append(Problem(doc.source, doc.index, label, _field_path(item["loc"]), reason))
         return None
+
+
+def _did_you_mean(model: type[BaseModel], loc: Sequence[int | str]) -> str:
+    """``"; did you mean 'memory'?"`` for an unknown field at ``loc`` close to a field ``model`` has there (the
+    wire names: camelCase), else ``""``."""
+    known = _fields_at(model, loc[:-1])
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6) if loc else []
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _fields_at(annotation: object, path: Sequence[int | str]) -> list[str]:
+    """The wire names of the fields of the model found at ``path`` from ``annotation`` (a model class or a type
+    holding one: optional, list, dict, Annotated); ``[]`` when there is none."""
+    for part in path:
+        annotation = _step(annotation, part)
+        if annotation is None:
+            return []
+    model = _model_of(annotation)
+    if model is None:
+        return []
+    return [field.alias or name for name, field in model.model_fields.items()]
+
+
+def _step(annotation: object, part: int | str) -> object | None:
+    """The type found under ``part`` (a field's wire name, a dict key or a list index) of ``annotation``."""
+    for option in _options(annotation):
+        origin = get_origin(option)
+        if isinstance(part, int) and origin in (list, tuple, Sequence):
+            item: object = get_args(option)[0]
+            return item
+        if isinstance(part, str) and origin in (dict, Mapping):
+            value: object = get_args(option)[1]
+            return value
+        model = _model_of(option)
+        if isinstance(part, str) and model is not None:
+            for name, field in model.model_fields.items():
+                if part in (name, field.alias):
+                    return field.annotation
+    return None
+
+
+def _options(annotation: object) -> list[object]:
+    """``annotation`` without ``Annotated`` and split into the members of a union (``X | None``)."""
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if get_origin(annotation) in (Union, UnionType):
+        return [option for member in get_args(annotation) for option in _options(member)]
+    return [annotation]
+
+
+def _model_of(annotation: object) -> type[BaseModel] | None:
+    for option in _options(annotation):
+        if isinstance(option, type) and issubclass(option, BaseModel):
+            return option
+    return None
 
 
 def resource_problems(body: object, source: str = "request") -> list[Problem]:
@@ -207,8 +282,15 @@ def _resolve_script_file(resource: ModelAPI, doc: _Document, problems: list[Prob
 
 
 def _check_graph(
-    graph: ResourceGraph, origin: Mapping[ResourceRef, _Document], require_secrets: bool, problems: list[Problem]
+    graph: ResourceGraph,
+    origin: Mapping[ResourceRef, _Document],
+    require_secrets: bool,
+    problems: list[Problem],
+    invalid: frozenset[ResourceRef] = frozenset(),
 ) -> None:
+    """Reference and Secret checks over ``graph``. A reference to one of ``invalid`` (resources in the manifests
+    whose document was refused) is not reported: that document's own problems are the cause."""
+
     def report(ref: ResourceRef, path: str, reason: str) -> None:
         doc = origin[ref]
         problems.append(Problem(doc.source, doc.index, f"{ref.kind}/{ref.name}", path, reason))
@@ -217,6 +299,8 @@ def _check_graph(
         ref = ref_of(resource)
         for path, target in references_of(resource):
             found = graph.get(target)
+            if found is None and target in invalid:
+                continue
             if found is None:
                 report(ref, path, f"no {target.kind} named {target.name!r} in namespace {target.namespace!r}")
             elif target == ref:
@@ -239,11 +323,14 @@ def _build(documents: Iterable[_Document], require_secrets: bool, problems: list
     graph = ResourceGraph()
     origin: dict[ResourceRef, _Document] = {}
     first_seen: dict[tuple[str, str, str], _Document] = {}  # every kind, Secrets and ConfigMaps included
+    invalid: set[ResourceRef] = set()  # resources whose document was refused
     for doc in documents:
         if doc.body is None:  # an empty document, e.g. a trailing '---'
             continue
         item = _validate_document(doc, problems)
         if item is None:
+            if (refused := _named_resource(doc.body)) is not None:
+                invalid.add(refused)
             continue
         kind, namespace, name = item.kind, item.metadata.namespace, item.metadata.name
         first = first_seen.setdefault((kind, namespace, name), doc)
@@ -269,7 +356,7 @@ def _build(documents: Iterable[_Document], require_secrets: bool, problems: list
             _resolve_script_file(item, doc, problems)
         origin[ref] = doc
         graph.resources[ref] = item
-    _check_graph(graph, origin, require_secrets, problems)
+    _check_graph(graph, origin, require_secrets, problems, frozenset(invalid))
     _, stuck = _agent_order(graph)
     for ref in stuck:
         doc = origin[ref]

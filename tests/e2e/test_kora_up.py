@@ -56,8 +56,11 @@ class Up:
             time.sleep(0.1)
         raise AssertionError(f"timed out waiting for {what}; state: {self.state()}")
 
-    def all_ready(self) -> UpState:
-        return self.wait(lambda s: s.workloads and all(w.phase == "Ready" for w in s.workloads), what="all Ready")
+    def all_ready(self, within: float = 180.0) -> UpState:
+        # Generous: an embedded Postgres's first start on a loaded 2-core machine took over a minute.
+        return self.wait(
+            lambda s: s.workloads and all(w.phase == "Ready" for w in s.workloads), within=within, what="all Ready"
+        )
 
     def output(self) -> str:
         return (self.state_dir.parent / "up.out").read_text()

@@ -158,3 +158,55 @@ async def test_a_peer_whose_task_outlasts_the_delegation_timeout_gives_error_tex
             result = await asyncio.to_thread(delegate_and_conclude, model, agent, "slow", "slow")
             assert result["content"] == "Error: agent 'slow' did not answer within 1 s."
             wait_until(lambda: slow.event_types("slow.parent") == ["task_delegation_received", "agent_response"])
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+async def test_a_delegation_tool_describes_the_peer_by_its_card(model):
+    # A real model routes by the tool's description: the peer's card description and skills are in it.
+    from tests.support.agent import mcp_app
+
+    expected = (
+        "Delegate a task to the peer agent 'child' and return its answer. The agent: Does arithmetic. "
+        "Its skills: child; add (Add two integers.)."
+    )
+    model.enqueue(TextReply("ok"))
+    async with ThreadedServer(mcp_app("calc", [add]), name="calc", lifespan="on") as calc:
+        env = {"AGENT_DESCRIPTION": "Does arithmetic.", "MCP_SERVERS": "calc", "MCP_SERVER_CALC_URL": calc.root_url}
+        async with running_agent(model, name="child", **env) as child:
+            async with running_agent(model, name="parent", AGENT_SUB_AGENTS=f"child:{child.url}") as parent:
+
+                def described() -> str:
+                    (tool,) = [t for t in parent.get("/tools").json()["tools"] if t["name"] == "delegate_to_child"]
+                    return str(tool["description"])
+
+                wait_until(lambda: described() == expected, within=30, message=f"the description, now {described()!r}")
+                parent.openai().chat.completions.create(model="a", messages=[{"role": "user", "content": "hi"}])
+                (offered,) = [t for t in model.requests[-1]["tools"] if t["function"]["name"] == "delegate_to_child"]
+                assert offered["function"]["description"] == expected
+                card_skill = next(
+                    s for s in parent.get("/.well-known/agent.json").json()["skills"] if s["id"] == "delegate_to_child"
+                )
+                assert card_skill["description"] == expected
+
+
+async def test_a_peer_that_is_not_up_yet_is_described_once_it_is(model):
+    from kora.agent.app import create_app
+    from tests.support.agent import agent_settings
+
+    late = ThreadedServer(create_app(agent_settings(model, "late", AGENT_DESCRIPTION="Comes late.")), lifespan="on")
+    late.start()  # to learn its port; stopped, it listens there again when started
+    url = late.root_url
+    late.stop()
+    async with running_agent(model, name="parent", AGENT_SUB_AGENTS=f"late:{url}") as parent:
+
+        def described() -> str:
+            (tool,) = [t for t in parent.get("/tools").json()["tools"] if t["name"] == "delegate_to_late"]
+            return str(tool["description"])
+
+        assert described() == "Delegate a task to the peer agent 'late' and return its answer."
+        with late:
+            wait_until(lambda: "The agent: Comes late." in described(), within=60, message="the late peer described")

@@ -15,7 +15,7 @@ import httpx
 
 from kora.local.orphans import is_workload_of
 from kora.local.state import FAILED, READY, WAITING, UpState, WorkloadState
-from kora.local.supervisor import Supervisor
+from kora.local.supervisor import LAST_LINE_CHARS, Supervisor
 from kora.local.up import plan_local
 from kora.resources import load_text
 
@@ -117,3 +117,27 @@ async def test_a_first_crash_restarts_at_once(tmp_path: Path):
         # Its dependant was told while the model was away, and is Ready again with it.
         assert any(name == "a" and phase == WAITING and "ModelAPI/m" in message for name, phase, message in seen)
         await until(lambda: agent.phase == READY, "agent Ready again")
+
+
+BROKEN_TOOLS = """
+apiVersion: kora.dev/v1alpha1
+kind: MCPServer
+metadata: {name: tools}
+spec:
+  type: python-runtime
+  config:
+    toolsString: |
+      raise RuntimeError("these tools never load")
+"""
+
+
+async def test_a_workload_that_exits_by_itself_is_failed_with_its_log_s_last_line(tmp_path: Path):
+    # The reason is in the table (kora status, kora up's own lines), not only in the log.
+    async with supervised(BROKEN_TOOLS, tmp_path) as workloads:
+        tools = workloads["tools"]
+        await until(lambda: tools.phase == FAILED and tools.restarts >= 1, "Failed")
+        assert tools.message.startswith("exited with code ")
+        reason = tools.message.split(": ", 1)[1].rsplit("; restarting", 1)[0]
+        assert "these tools never load" in reason, tools.message
+        assert len(reason) <= LAST_LINE_CHARS
+        assert tools.message.endswith("(see tools log)")

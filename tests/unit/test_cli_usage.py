@@ -138,3 +138,34 @@ def test_kora_up_names_an_unresolvable_secret_and_exits_2(tmp_path: Path, capsys
     err = capsys.readouterr().err
     assert "kora up: ModelAPI/remote: Secret default/k key 'api' is not in the manifests" in err
     assert not (state_dir / "state.json").exists(), "nothing started, so no state to read"
+
+
+def test_an_unknown_command_close_to_one_suggests_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["upp", "examples/quickstart"]) == 2
+    assert capsys.readouterr().err.startswith("kora: unknown command 'upp'; did you mean 'kora up'?")
+    assert main(["zzz"]) == 2
+    assert capsys.readouterr().err.startswith("kora: unknown command 'zzz'\n")
+
+
+def test_help_shows_flags_bare_and_every_default_whole(capsys: pytest.CaptureFixture[str]) -> None:
+    # Captured output is no terminal: help must still be whole (it was cut at 80 columns with an ellipsis).
+    assert main(["up", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "<bool>" not in out
+    assert "…" not in out
+    assert "[env var: OTEL_EXPORTER_OTLP_ENDPOINT]" in " ".join(out.split())
+    assert "[default: 8080; 0<=x<=65535]" in " ".join(out.split())
+    assert main(["logs", "--help"]) == 0
+    assert "-f, --follow  " in capsys.readouterr().out
+
+
+def test_kora_up_on_a_taken_port_says_how_to_choose_another(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    from kora.core.net import bind_socket
+
+    with bind_socket("127.0.0.1", 0) as taken:
+        port = taken.getsockname()[1]
+        examples = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
+        assert main(["up", str(examples), "--port", str(port), "--state-dir", str(tmp_path / ".kora")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kora up: cannot listen on 127.0.0.1:{port}: ")
+    assert err.rstrip().endswith("; choose another port with --port N (--port 0: any free one)")

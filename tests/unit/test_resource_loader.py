@@ -284,3 +284,58 @@ def test_cycle_is_reported_at_each_agent_and_by_dependency_order():
     b = Agent.model_validate(yaml.safe_load(agent_doc("b", access=["a"])))
     with pytest.raises(ManifestError, match="default/a, default/b"):
         dependency_order(graph_of(a, b))
+
+
+def test_an_unknown_field_close_to_a_known_one_is_named_at_any_depth():
+    text = """
+apiVersion: kora.dev/v1alpha1
+kind: Agent
+metadata: {name: a}
+spec: {modelAPI: m, model: x, mcpServer: [t], config: {memroy: {enabled: true}, env: [{name: X, vaule: "1"}]}}
+---
+apiVersion: kora.dev/v1alpha1
+kind: ModelAPI
+metadata: {name: m}
+spec: {mode: Scripted}
+"""
+    found = problems_of(text)
+    assert "Agent/a: spec.mcpServer: Extra inputs are not permitted; did you mean 'mcpServers'?" in " ".join(found)
+    assert any(p.endswith("spec.config.memroy: Extra inputs are not permitted; did you mean 'memory'?") for p in found)
+    assert any(
+        p.endswith("spec.config.env[0].vaule: Extra inputs are not permitted; did you mean 'value'?") for p in found
+    )
+    # Nothing close: no guess.
+    (far,) = problems_of(
+        text.replace("mcpServer: [t], ", "zzzzzz: 1, ").replace("memroy", "memory").replace("vaule", "value")
+    )
+    assert far.endswith("spec.zzzzzz: Extra inputs are not permitted")
+
+
+def test_a_reference_to_a_resource_whose_document_was_refused_reports_that_document_only():
+    text = """
+apiVersion: kora.dev/v1alpha1
+kind: MCPServer
+metadata: {name: tools}
+spec: {type: python-runtime, config: {toolString: "def f(): pass"}}
+---
+apiVersion: kora.dev/v1alpha1
+kind: ModelAPI
+metadata: {name: m, namespace: team}
+spec: {mode: Proxy}
+---
+apiVersion: kora.dev/v1alpha1
+kind: Agent
+metadata: {name: a, namespace: team}
+spec: {modelAPI: m, model: x}
+---
+apiVersion: kora.dev/v1alpha1
+kind: Agent
+metadata: {name: b}
+spec: {modelAPI: missing, model: x, mcpServers: [tools]}
+"""
+    found = problems_of(text)
+    assert not any("no MCPServer named 'tools'" in p or "no ModelAPI named 'm'" in p for p in found), found
+    assert any("MCPServer/tools: spec.config.toolString" in p for p in found)
+    assert any("ModelAPI/m" in p for p in found)
+    # A reference to what is not in the manifests at all is still reported.
+    assert any("Agent/b: spec.modelAPI: no ModelAPI named 'missing'" in p for p in found), found

@@ -1,8 +1,10 @@
 """The agent server's exception handlers: JSON errors everywhere, OpenAI's error shape under ``/v1``.
 
 Under ``/v1`` every error is ``{"error": {"message", "type", "code"}}`` (``kora.core.openai_wire``);
-elsewhere it is ``{"detail": ...}``. Validation errors answer 400 (not FastAPI's 422), and an unexpected
-exception answers 500 "Internal error" (logged here), never a traceback or an internal type name.
+elsewhere it is ``{"detail": ...}``. A path that exists under ``/v1`` but was asked without it (an OpenAI client
+whose ``base_url`` lacks ``/v1``) gets a 404 in OpenAI's shape saying so, code ``missing_v1``. Validation
+errors answer 400 (not FastAPI's 422), and an unexpected exception answers 500 "Internal error" (logged here),
+never a traceback or an internal type name.
 """
 
 from __future__ import annotations
@@ -27,6 +29,11 @@ def error_response(error: KoraError, headers: dict[str, str] | None = None) -> J
     return JSONResponse(error_body(error), status_code=error.status, headers=challenge(error) | (headers or {}))
 
 
+def _route_paths(app: FastAPI) -> set[str]:
+    """The paths ``app`` routes (read on a 404 only)."""
+    return {path for route in app.routes if isinstance(path := getattr(route, "path", None), str)}
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers for :class:`KoraError`, HTTP errors, validation errors and any other exception."""
 
@@ -36,10 +43,17 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> Response:
-        if request.url.path.startswith("/v1"):
-            code = "not_found" if error.status_code == 404 else "http_error"
+        path = request.url.path
+        if path.startswith("/v1"):
+            code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
             body = openai_error_body(str(error.detail), "invalid_request_error", code)
             return JSONResponse(body, status_code=error.status_code, headers=error.headers)
+        if error.status_code == 404 and f"/v1{path}" in _route_paths(app):
+            message = (
+                f"No route {request.method} {path}: the OpenAI-compatible API is under /v1 ({request.method} "
+                f"/v1{path}); an OpenAI client's base_url must end in /v1."
+            )
+            return JSONResponse(openai_error_body(message, "invalid_request_error", "missing_v1"), status_code=404)
         return JSONResponse({"detail": error.detail}, status_code=error.status_code, headers=error.headers)
 
     @app.exception_handler(RequestValidationError)
