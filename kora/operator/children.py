@@ -127,8 +127,13 @@ MEMORY_DATA_ROOT = Path("/var/lib/kora/memory")
 DEFAULT_MEMORY_STORAGE_SIZE = "1Gi"
 #: User, group and volume group of every workload (any non-root id works; the image needs no user of its own).
 WORKLOAD_UID = 10001
+#: The one writable directory of every workload's read-only root filesystem (an emptyDir), and its ``HOME``:
+#: temporary files, the embedded Postgres's lock (and its socket when the data directory's path is too long for
+#: one), caches a library keeps under ``HOME``. A local-storage MemoryStore writes its data on its own volume.
+SCRATCH_DIR = "/tmp"
 _FILES_VOLUME = "files"
 _DATA_VOLUME = "data"
+_SCRATCH_VOLUME = "tmp"
 
 #: ``(apiVersion, kind)`` of every object a resource may own, in apply order.
 CHILD_KINDS: tuple[tuple[str, str], ...] = (
@@ -353,17 +358,26 @@ def _metadata(resource: AnyResource, name: str, labels: Mapping[str, str]) -> Js
 def _deployment(
     resource: AnyResource, settings: OperatorSettings, plan: WorkloadPlan, labels: dict[str, str]
 ) -> JsonObject:
+    env: list[JsonValue] = [_env_var(entry) for entry in plan.env]
+    if not any(entry.name == "HOME" for entry in plan.env):
+        # A uid without an entry in the image's /etc/passwd gets HOME=/ from the runtime: read-only.
+        env.append({"name": "HOME", "value": SCRATCH_DIR})
     container: JsonObject = {
         "name": CONTAINER_NAME,
         "image": settings.kora_image,
         "args": [_escape(arg) for arg in plan.args],
-        "env": [_env_var(entry) for entry in plan.env],
+        "env": env,
         "ports": [{"name": PORT_NAME, "containerPort": plan.port, "protocol": "TCP"}],
         # A container that exits with an error leaves its last output in its status, where the operator reads
         # why a workload does not start (kora.operator.status.pod_failure).
         "terminationMessagePolicy": "FallbackToLogsOnError",
         **_probes(plan.probes),
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        # What PodSecurity's "restricted" profile asks of a container, and a read-only root filesystem.
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": True,
+        },
     }
     if settings.kora_image_pull_policy is not None:
         container["imagePullPolicy"] = settings.kora_image_pull_policy
@@ -382,8 +396,9 @@ def _deployment(
     if local_memory:
         volumes.append({"name": _DATA_VOLUME, "persistentVolumeClaim": {"claimName": _data_claim_name(plan)}})
         mounts.append({"name": _DATA_VOLUME, "mountPath": str(MEMORY_DATA_ROOT)})
-    if mounts:
-        container["volumeMounts"] = mounts
+    volumes.append({"name": _SCRATCH_VOLUME, "emptyDir": {}})
+    mounts.append({"name": _SCRATCH_VOLUME, "mountPath": SCRATCH_DIR})
+    container["volumeMounts"] = mounts
     pod_spec: JsonObject = {
         "containers": [container],
         "automountServiceAccountToken": False,
@@ -396,9 +411,8 @@ def _deployment(
             "fsGroup": WORKLOAD_UID,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
+        "volumes": volumes,
     }
-    if volumes:
-        pod_spec["volumes"] = volumes
     spec: JsonObject = {
         "replicas": 1 if local_memory else plan.replicas,
         "selector": {"matchLabels": dict(selector_labels(resource))},

@@ -17,7 +17,10 @@ import subprocess
 import tarfile
 import time
 import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -25,6 +28,7 @@ import pytest
 from kora.core.net import free_port
 from kora.operator.children import MEMORY_DATA_ROOT
 from kora.scripted import TextReply
+from tests.support.mcp import mcp_session
 from tests.support.node import BuiltImage
 from tests.support.scripted_server import ScriptedModelServer
 
@@ -148,35 +152,60 @@ def test_every_workload_module_imports(image: BuiltImage) -> None:
     assert ran.stdout.strip() == "ok"
 
 
-def test_kora_agent_chats_through_a_scripted_model(image: BuiltImage) -> None:
+#: A uid of a PodSecurity ``restricted`` namespace or OpenShift's kind: high, unknown to the image, group 0.
+RANDOM_UID = random.SystemRandom().randrange(1_000_000_000, 2_000_000_000)
+#: As the operator runs every workload: uid and gid 10001 (unknown to the image), a read-only root filesystem
+#: with an emptyDir on /tmp, HOME there.
+AS_A_POD: dict[str, Any] = {"user": "10001:10001", "read_only": True}
+POD_ENV = {"HOME": "/tmp"}
+
+
+@contextmanager
+def serving(
+    image: BuiltImage,
+    args: list[str],
+    env: dict[str, str],
+    ready_url: str,
+    log: Path,
+    within: float = 60.0,
+    **where: Any,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``args`` run in the image (:func:`in_image` with ``where``), yielded once ``ready_url`` answers 200;
+    ended at the end. Its output goes to ``log``, shown when it fails."""
+    with log.open("w") as output:
+        process = subprocess.Popen(
+            in_image(image, args, env, **where), stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + within
+        while True:
+            assert process.poll() is None, log.read_text()
+            try:
+                if httpx.get(ready_url, timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, f"{ready_url} did not answer 200 within {within} s:\n{log.read_text()}"
+            time.sleep(0.1)
+        yield process
+    finally:
+        stop(process)
+
+
+def test_kora_agent_chats_through_a_scripted_model(image: BuiltImage, tmp_path: Path) -> None:
     port = free_port()
     with ScriptedModelServer() as model:
         model.enqueue(TextReply("hello from the image"))
         env = {
+            **POD_ENV,
             "AGENT_NAME": "imaged",
             "MODEL_API_URL": model.url,
             "MODEL_NAME": model.model_name,
             "AGENT_PORT": str(port),
         }
-        agent = subprocess.Popen(
-            in_image(image, image.process["args"], env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-        try:
-            base = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 60
-            while True:
-                assert agent.poll() is None, agent.stdout.read() if agent.stdout else ""
-                try:
-                    health = httpx.get(f"{base}/health", timeout=2)
-                    break
-                except httpx.TransportError:
-                    assert time.monotonic() < deadline, "kora agent did not answer /health within 60 s"
-                    time.sleep(0.1)
-            assert health.status_code == 200
+        base = f"http://127.0.0.1:{port}"
+        with serving(image, image.process["args"], env, f"{base}/ready", tmp_path / "agent.log", **AS_A_POD):
+            health = httpx.get(f"{base}/health", timeout=5)
             assert health.json() == {"status": "ok", "agent": "imaged"}
             reply = httpx.post(
                 f"{base}/v1/chat/completions",
@@ -186,12 +215,41 @@ def test_kora_agent_chats_through_a_scripted_model(image: BuiltImage) -> None:
             assert reply.status_code == 200, reply.text
             assert reply.json()["choices"][0]["message"]["content"] == "hello from the image"
             assert model.requests[-1]["messages"][-1]["content"] == "who are you?"
-        finally:
-            stop(agent)
 
 
-#: A uid of a PodSecurity ``restricted`` namespace or OpenShift's kind: high, unknown to the image, group 0.
-RANDOM_UID = random.SystemRandom().randrange(1_000_000_000, 2_000_000_000)
+TOOLS = 'def add(a: int, b: int) -> int:\n    """Add two numbers."""\n    return a + b\n'
+
+
+async def test_kora_mcp_serves_inline_tools_as_a_pod_runs_it(image: BuiltImage, tmp_path: Path) -> None:
+    port = free_port()
+    env = {**POD_ENV, "MCP_TOOLS_STRING": TOOLS}
+    args = ["kora", "mcp", "--host", "127.0.0.1", "--port", str(port)]
+    base = f"http://127.0.0.1:{port}"
+    with serving(image, args, env, f"{base}/ready", tmp_path / "mcp.log", **AS_A_POD):
+        async with mcp_session(f"{base}/mcp") as session:
+            result = await session.call_tool("add", {"a": 2, "b": 3})
+        assert not result.is_error, result
+        assert result.structured_content == {"result": 5}, result
+
+
+def test_kora_model_and_model_proxy_as_a_pod_runs_them(image: BuiltImage, tmp_path: Path) -> None:
+    model_port, proxy_port = free_port(), free_port()
+    model_url = f"http://127.0.0.1:{model_port}"
+    model_args = ["kora", "model", "--host", "127.0.0.1", "--port", str(model_port)]
+    proxy_args = ["kora", "model-proxy", "--host", "127.0.0.1", "--port", str(proxy_port)]
+    proxy_env = {**POD_ENV, "MODEL_PROXY_API_BASE": f"{model_url}/v1", "MODEL_PROXY_MODELS": "scripted"}
+    proxy_url = f"http://127.0.0.1:{proxy_port}"
+    with (
+        serving(image, model_args, POD_ENV, f"{model_url}/health", tmp_path / "model.log", **AS_A_POD),
+        serving(image, proxy_args, proxy_env, f"{proxy_url}/health", tmp_path / "proxy.log", **AS_A_POD),
+    ):
+        reply = httpx.post(
+            f"{proxy_url}/v1/chat/completions",
+            json={"model": "scripted", "messages": [{"role": "user", "content": "hello"}]},
+            timeout=30,
+        )
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["choices"][0]["message"]["role"] == "assistant"
 
 
 @pytest.mark.parametrize(("uid", "gid"), [(10001, 10001), (RANDOM_UID, 0)], ids=["uid-10001", "random-uid-gid-0"])
@@ -204,33 +262,13 @@ def test_kora_memory_with_embedded_postgres_under_a_uid_the_image_does_not_know(
     data.mkdir()
     subprocess.run([*AS_ROOT, "chown", f"{uid}:{gid}", str(data)], check=True)
     port = free_port()
-    env = {
-        "MEMORY_SERVICE_STORAGE_MODE": "local",
-        "MEMORY_SERVICE_DATA_DIR": f"{MEMORY_DATA_ROOT}/store",
-        "HOME": "/tmp",
-    }
+    env = {**POD_ENV, "MEMORY_SERVICE_STORAGE_MODE": "local", "MEMORY_SERVICE_DATA_DIR": f"{MEMORY_DATA_ROOT}/store"}
     command = ["sh", "-c", f'echo "uid $(id -u)"; exec kora memory --host 127.0.0.1 --port {port}']
     log = tmp_path / "memory.log"
-    with log.open("w") as output:
-        memory = subprocess.Popen(
-            in_image(image, command, env, user=f"{uid}:{gid}", read_only=True, data=data),
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 180
-        while True:
-            assert memory.poll() is None, log.read_text()
-            try:
-                ready = httpx.get(f"{base}/ready", timeout=5)
-                if ready.status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, f"not ready within 180 s:\n{log.read_text()}"
-            time.sleep(0.2)
+    base = f"http://127.0.0.1:{port}"
+    pod = {"user": f"{uid}:{gid}", "read_only": True, "data": data}
+    # A first start runs initdb: a generous bound.
+    with serving(image, command, env, f"{base}/ready", log, within=180, **pod):
         assert log.read_text().splitlines()[0] == f"uid {uid}"
         turn = {
             "app_name": "imaged",
@@ -241,10 +279,8 @@ def test_kora_memory_with_embedded_postgres_under_a_uid_the_image_does_not_know(
         assert stored.status_code == 200, stored.text
         events = httpx.get(f"{base}/v1/sessions/s1/events", params={"app_name": "imaged"}, timeout=30)
         assert [event["content"] for event in events.json()["events"]] == ["stored under an unknown uid"]
-        # Postgres ran as that uid: its data directory is the uid's.
-        assert (data / "store" / "pgdata").stat().st_uid == uid
-    finally:
-        stop(memory)
+    # Postgres ran as that uid: its data directory is the uid's.
+    assert (data / "store" / "pgdata").stat().st_uid == uid
 
 
 def stop(process: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:

@@ -50,7 +50,14 @@ from tests.support.helm import (
     rendered_environment,
     set_flags,
 )
-from tests.support.kube import GATEWAY_API_CRDS, KubeCluster, exists, kora_resource, load_yaml_documents
+from tests.support.kube import (
+    GATEWAY_API_CRDS,
+    KubeCluster,
+    exists,
+    kora_resource,
+    load_yaml_documents,
+    restricted_problems,
+)
 from tests.support.operator import launch_operator, metrics_url, phase_is, supervised, wait_for
 from tests.support.processes import prometheus
 
@@ -210,7 +217,8 @@ def test_the_metrics_values_move_the_port_and_switch_it_off():
 def test_the_rendered_environment_is_settings_the_operator_accepts(scenario: str):
     env = rendered_environment(operator_container(render(SCENARIOS[scenario])))
     known = {name.upper() for name in OperatorSettings.model_fields} | {v.name for v in VARIABLES}
-    assert set(env) - known == {"OTEL_EXPORTER_OTLP_ENDPOINT"} & set(env)
+    # Besides the operator's settings: telemetry's endpoint, and HOME (the process's, not a setting).
+    assert set(env) - known == ({"OTEL_EXPORTER_OTLP_ENDPOINT"} & set(env)) | {"HOME"}
     settings = load_operator_settings(env)
     values = SCENARIOS[scenario]
     assert settings.gateway_api_enabled is bool(values.get("gatewayAPI.enabled"))
@@ -225,6 +233,17 @@ def test_the_rendered_environment_is_settings_the_operator_accepts(scenario: str
         assert settings.kora_image_pull_policy == "Always"
         assert settings.route_timeouts.mcp == 45
         assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector.observability:4318"
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_the_operator_pod_passes_podsecurity_restricted_with_a_read_only_root(scenario: str):
+    objects = render(SCENARIOS[scenario])
+    pod = find(objects, "Deployment")["spec"]["template"]["spec"]
+    assert restricted_problems(pod) == []
+    container = operator_container(objects)
+    assert container["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
+    assert {"name": "tmp", "emptyDir": {}} in pod["volumes"]
+    assert rendered_environment(container)["HOME"] == "/tmp"
 
 
 def test_the_created_gateway_is_the_one_the_operator_would_make():

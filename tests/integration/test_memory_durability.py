@@ -4,7 +4,7 @@ worker's lease on it has passed, so the turn's facts still appear. With ``local`
 its data outlive the service: a clean stop, a ``kill -9`` and a start again find everything stored before, and a
 clean stop after a crash still stops the embedded Postgres. Killed as a container is (the service and its Postgres
 at once, mid-write), a restart in a new container whose processes took the dead server's pid comes back ready by
-itself, with every acknowledged write.
+itself, with every acknowledged write; killed so during its first ``initdb``, it initialises again and serves.
 """
 
 from __future__ import annotations
@@ -208,6 +208,37 @@ async def test_local_storage_comes_back_after_a_container_kill_mid_write(tmp_pat
         assert stored[: len(acknowledged)] == acknowledged
         assert len(stored) - len(acknowledged) in (0, 1)
         assert await facts_of(url) == ["The user lives in Paris."]
+    except BaseException:
+        print(log.read_text(errors="replace"))
+        raise
+    finally:
+        for container in containers:
+            if container.poll() is None:
+                kill_namespace(container)
+
+
+async def test_local_storage_comes_back_after_a_container_kill_during_initdb(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [*KORA, "memory", "--host", "127.0.0.1", "--port", str(port)]
+    env = kora_environ({"MEMORY_SERVICE_STORAGE_MODE": "local", "MEMORY_SERVICE_DATA_DIR": str(data)})
+    log = tmp_path / "memory.log"
+    containers = [start_in_pid_namespace(command, env, log)]
+    try:
+        # Killed while initdb writes the first data directory (it has begun: PG_VERSION is there).
+        deadline = time.monotonic() + 60
+        while not any(data.glob("*/PG_VERSION")):
+            assert time.monotonic() < deadline, "initdb did not start"
+            await asyncio.sleep(0.01)
+        kill_namespace(containers[0])
+        assert not (data / "pgdata" / "PG_VERSION").exists()  # nothing half-made where the server looks
+        containers.append(start_in_pid_namespace(command, env, log))
+        await asyncio.to_thread(wait_until_ready, url, 120.0)
+        async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+            assert (await client.post("/v1/sessions/s1/events", json=TURN)).status_code == 200
+            events = (await client.get("/v1/sessions/s1/events", params={"app_name": APP})).json()["events"]
+        assert [event["content"] for event in events] == ["I live in Paris.", "Lovely."]
     except BaseException:
         print(log.read_text(errors="replace"))
         raise

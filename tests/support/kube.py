@@ -365,3 +365,57 @@ def session_kube_cluster(directory: Path) -> Iterator[KubeCluster]:
         except ControlPlaneUnavailable as error:
             pytest.fail(str(error), pytrace=False)
         yield cluster
+
+
+#: The volume types PodSecurity's "restricted" profile allows.
+RESTRICTED_VOLUME_TYPES = frozenset(
+    {
+        "configMap",
+        "csi",
+        "downwardAPI",
+        "emptyDir",
+        "ephemeral",
+        "persistentVolumeClaim",
+        "projected",
+        "secret",
+    }
+)
+
+
+def restricted_problems(pod_spec: Mapping[str, Any]) -> list[str]:
+    """What in ``pod_spec`` (a pod template's ``spec``, as JSON) PodSecurity's ``restricted`` profile (Kubernetes
+    1.25's, the newest) refuses, plus a writable root filesystem; empty when it passes. The checks are the
+    profile's: volume types, no privilege escalation, non-root (``runAsNonRoot`` at pod or container level, no uid
+    0), ``seccompProfile`` RuntimeDefault or Localhost, every capability dropped and none but NET_BIND_SERVICE
+    added; and ``readOnlyRootFilesystem`` on every container."""
+    problems: list[str] = []
+    pod = pod_spec.get("securityContext") or {}
+    for volume in pod_spec.get("volumes") or []:
+        kinds = set(volume) - {"name"}
+        if not kinds <= RESTRICTED_VOLUME_TYPES:
+            problems.append(f"volume {volume['name']} is of type {sorted(kinds)}")
+    if pod.get("runAsUser") == 0:
+        problems.append("the pod runs as uid 0")
+    containers = [*(pod_spec.get("initContainers") or []), *pod_spec["containers"]]
+    for container in containers:
+        context = container.get("securityContext") or {}
+        name = container["name"]
+        if context.get("allowPrivilegeEscalation") is not False:
+            problems.append(f"{name}: allowPrivilegeEscalation is not false")
+        if context.get("runAsNonRoot", pod.get("runAsNonRoot")) is not True:
+            problems.append(f"{name}: runAsNonRoot is not true")
+        if context.get("runAsUser", pod.get("runAsUser")) == 0:
+            problems.append(f"{name}: runs as uid 0")
+        seccomp = context.get("seccompProfile", pod.get("seccompProfile")) or {}
+        if seccomp.get("type") not in ("RuntimeDefault", "Localhost"):
+            problems.append(f"{name}: seccompProfile is {seccomp or 'unset'}")
+        capabilities = context.get("capabilities") or {}
+        if "ALL" not in (capabilities.get("drop") or []):
+            problems.append(f"{name}: capabilities do not drop ALL")
+        if set(capabilities.get("add") or []) - {"NET_BIND_SERVICE"}:
+            problems.append(f"{name}: capabilities add {capabilities['add']}")
+        if context.get("privileged"):
+            problems.append(f"{name}: privileged")
+        if context.get("readOnlyRootFilesystem") is not True:
+            problems.append(f"{name}: the root filesystem is writable")
+    return problems

@@ -49,9 +49,10 @@ from kora.operator.children import (
 )
 from kora.operator.settings import OperatorSettings, load_operator_settings
 from kora.resources.loader import load_path, load_text
-from kora.resources.models import RESOURCE_CLASSES, AnyResource
+from kora.resources.models import RESOURCE_CLASSES, AnyResource, EnvVar
 from kora.resources.urls import ClusterDNS, GatewayRouted
 from kora.resources.wiring import plan_workload
+from tests.support.kube import restricted_problems
 
 ROOT = Path(__file__).resolve().parents[2]
 GATEWAY_CRDS = ROOT / "tests" / "data" / "gateway-api-v1.6.1"
@@ -397,6 +398,12 @@ def test_a_resource_without_uid_cannot_own():
 
 # --- Deployment -----------------------------------------------------------------------------------------------------
 
+#: Every workload's one writable directory (its root filesystem is read-only).
+TMP_VOLUME = {"name": "tmp", "emptyDir": {}}
+TMP_MOUNT = {"name": "tmp", "mountPath": "/tmp"}
+#: The HOME every workload gets unless its resource sets one, after the plan's variables.
+HOME_ENV = {"name": "HOME", "value": "/tmp"}
+
 
 def test_deployment_shape():
     manifests = by_kind(find("Agent", "boss"), IMAGE | {"KORA_IMAGE_PULL_POLICY": "Always"})
@@ -422,7 +429,7 @@ def test_deployment_shape():
         "fsGroup": 10001,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
-    assert "volumes" not in pod
+    assert pod["volumes"] == [TMP_VOLUME]
     main = container(manifests)
     assert main["name"] == "kora"
     assert main["image"] == "registry.example/kora:0.1.0"
@@ -441,10 +448,28 @@ def test_deployment_shape():
         "timeoutSeconds": 5,
         "failureThreshold": 3,
     }
-    assert main["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    assert main["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+    }
     assert "workingDir" not in main
-    assert "volumeMounts" not in main
+    assert main["volumeMounts"] == [TMP_MOUNT]
+    assert main["env"][-1] == {"name": "HOME", "value": "/tmp"}
     assert "imagePullPolicy" not in container(by_kind(find("Agent", "boss")))
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_every_workload_passes_podsecurity_restricted_with_a_read_only_root(mode):
+    for item in GRAPH:
+        pod = by_kind(item, MODES[mode])["Deployment"]["spec"]["template"]["spec"]
+        assert restricted_problems(pod) == [], item.metadata.name
+        # The root filesystem is read-only; /tmp, an emptyDir, is HOME and where temporary files go.
+        (main,) = pod["containers"]
+        assert TMP_MOUNT in main["volumeMounts"]
+        assert TMP_VOLUME in pod["volumes"]
+        writable = [m["mountPath"] for m in main["volumeMounts"] if not m.get("readOnly")]
+        assert writable == (["/var/lib/kora/memory", "/tmp"] if "PersistentVolumeClaim" in by_kind(item) else ["/tmp"])
 
 
 def test_agent_environment_under_cluster_dns():
@@ -487,8 +512,10 @@ def test_the_operator_runs_what_kora_up_plans():
             plan = plan_workload(item, strategy, public=operator(env).public_strategy(), data_root=MEMORY_DATA_ROOT)
             built = container(by_kind(item, env))
             assert built["args"] == [arg.replace("$", "$$") for arg in plan.args]
-            assert [entry["name"] for entry in built["env"]] == [entry.name for entry in plan.env]
-            for entry, made in zip(plan.env, built["env"], strict=True):
+            # ... then HOME, in the writable directory of the read-only root filesystem.
+            assert built["env"][len(plan.env) :] == [HOME_ENV]
+            assert [entry["name"] for entry in built["env"][: len(plan.env)]] == [entry.name for entry in plan.env]
+            for entry, made in zip(plan.env, built["env"][: len(plan.env)], strict=True):
                 if entry.secret_key_ref is None:
                     assert made["value"].replace("$$", "$") == entry.value
                 else:
@@ -527,9 +554,9 @@ def test_scripted_model_gets_its_script_from_a_config_map():
     main = container(manifests)
     assert main["args"] == ["model", "--host", "0.0.0.0", "--port", "8000", "--script", "script.json"]
     assert main["workingDir"] == FILES_DIR
-    assert main["volumeMounts"] == [{"name": "files", "mountPath": FILES_DIR, "readOnly": True}]
+    assert main["volumeMounts"] == [{"name": "files", "mountPath": FILES_DIR, "readOnly": True}, TMP_MOUNT]
     pod = manifests["Deployment"]["spec"]["template"]
-    assert pod["spec"]["volumes"] == [{"name": "files", "configMap": {"name": "modelapi-llm"}}]
+    assert pod["spec"]["volumes"] == [{"name": "files", "configMap": {"name": "modelapi-llm"}}, TMP_VOLUME]
     assert main["livenessProbe"]["httpGet"]["path"] == "/health"
     assert main["readinessProbe"]["httpGet"]["path"] == "/health"
     # A new script changes the pod template, so the pods restart and read it.
@@ -564,6 +591,7 @@ def test_proxy_model_keeps_its_key_in_the_secret():
         {"name": "MODEL_PROXY_MODELS", "value": "gpt-4o,gpt-4o-mini"},
         {"name": "OTEL_SERVICE_NAME", "value": "modelapi-openai"},
         otel_resource("ModelAPI", "openai"),
+        HOME_ENV,
     ]
     assert (main["livenessProbe"]["httpGet"]["path"], main["readinessProbe"]["httpGet"]["path"]) == (
         "/health",
@@ -591,13 +619,22 @@ def test_tool_servers():
         otel_resource("MCPServer", "web-tools"),
         {"name": "API_URL", "value": "http://api"},
         {"name": "API_KEY", "valueFrom": {"secretKeyRef": {"name": "keys", "key": "api"}}},
+        HOME_ENV,
     ]
     package = container(by_kind(find("MCPServer", "fetcher")))
     assert package["env"] == [
         {"name": "MCP_PACKAGE", "value": "mcp-server-fetch"},
         {"name": "OTEL_SERVICE_NAME", "value": "mcpserver-fetcher"},
         otel_resource("MCPServer", "fetcher"),
+        HOME_ENV,
     ]
+
+
+def test_a_home_the_resource_sets_is_kept_and_not_doubled():
+    tools = find("MCPServer", "web-tools").model_copy(deep=True)
+    tools.spec.config.env.append(EnvVar(name="HOME", value="/var/lib/tools"))
+    env = container(by_kind(tools))["env"]
+    assert [entry for entry in env if entry["name"] == "HOME"] == [{"name": "HOME", "value": "/var/lib/tools"}]
 
 
 def test_local_memory_store_keeps_its_data_on_a_volume():
@@ -613,10 +650,11 @@ def test_local_memory_store_keeps_its_data_on_a_volume():
     assert spec["replicas"] == 1
     assert spec["strategy"] == {"type": "Recreate"}
     assert spec["template"]["spec"]["volumes"] == [
-        {"name": "data", "persistentVolumeClaim": {"claimName": "memorystore-notes-data"}}
+        {"name": "data", "persistentVolumeClaim": {"claimName": "memorystore-notes-data"}},
+        TMP_VOLUME,
     ]
     main = container(manifests)
-    assert main["volumeMounts"] == [{"name": "data", "mountPath": "/var/lib/kora/memory"}]
+    assert main["volumeMounts"] == [{"name": "data", "mountPath": "/var/lib/kora/memory"}, TMP_MOUNT]
     # The wiring's <data_root>/<namespace>/<name>: a directory inside the volume, never its root (lost+found).
     assert value(manifests, "MEMORY_SERVICE_DATA_DIR") == "/var/lib/kora/memory/team/notes"
     assert value(manifests, "MEMORY_SERVICE_STORAGE_MODE") == "local"
@@ -637,7 +675,7 @@ def test_external_memory_store_reads_its_database_url_from_the_secret():
     )
     assert value(manifests, "MEMORY_SERVICE_SUMMARY_MODEL") == "small"
     assert "strategy" not in manifests["Deployment"]["spec"]
-    assert "volumes" not in manifests["Deployment"]["spec"]["template"]["spec"]
+    assert manifests["Deployment"]["spec"]["template"]["spec"]["volumes"] == [TMP_VOLUME]
 
 
 # --- Service, HTTPRoute, NetworkPolicy, Gateway ---------------------------------------------------------------
@@ -979,7 +1017,10 @@ def test_builders_never_raise_and_are_deterministic(data, mode):
         assert recorded_hash(manifest) == spec_hash(manifest)
     plan = plan_for(item, env)
     (deployment,) = [m for m in first if m["kind"] == "Deployment"]
+    assert restricted_problems(deployment["spec"]["template"]["spec"]) == []
     built = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
-    for entry, made in zip(plan.env, built, strict=True):
+    home = [] if any(entry.name == "HOME" for entry in plan.env) else [HOME_ENV]
+    assert built[len(plan.env) :] == home
+    for entry, made in zip(plan.env, built[: len(plan.env)], strict=True):
         if entry.value is not None:
             assert made["value"].replace("$$", "$") == entry.value
