@@ -29,6 +29,7 @@ from kora.core.net import free_port
 from kora.operator.children import MEMORY_DATA_ROOT
 from kora.scripted import TextReply
 from tests.support.mcp import mcp_session
+from tests.support.memory import ADMIN, CREDENTIALS
 from tests.support.node import BuiltImage
 from tests.support.scripted_server import ScriptedModelServer
 
@@ -262,7 +263,12 @@ def test_kora_memory_with_embedded_postgres_under_a_uid_the_image_does_not_know(
     data.mkdir()
     subprocess.run([*AS_ROOT, "chown", f"{uid}:{gid}", str(data)], check=True)
     port = free_port()
-    env = {**POD_ENV, "MEMORY_SERVICE_STORAGE_MODE": "local", "MEMORY_SERVICE_DATA_DIR": f"{MEMORY_DATA_ROOT}/store"}
+    env = {
+        **POD_ENV,
+        **CREDENTIALS,
+        "MEMORY_SERVICE_STORAGE_MODE": "local",
+        "MEMORY_SERVICE_DATA_DIR": f"{MEMORY_DATA_ROOT}/store",
+    }
     command = ["sh", "-c", f'echo "uid $(id -u)"; exec kora memory --host 127.0.0.1 --port {port}']
     log = tmp_path / "memory.log"
     base = f"http://127.0.0.1:{port}"
@@ -275,9 +281,9 @@ def test_kora_memory_with_embedded_postgres_under_a_uid_the_image_does_not_know(
             "user_id": "alice",
             "events": [{"event_type": "user_message", "content": "stored under an unknown uid"}],
         }
-        stored = httpx.post(f"{base}/v1/sessions/s1/events", json=turn, timeout=30)
+        stored = httpx.post(f"{base}/v1/sessions/s1/events", json=turn, headers=ADMIN, timeout=30)
         assert stored.status_code == 200, stored.text
-        events = httpx.get(f"{base}/v1/sessions/s1/events", params={"app_name": "imaged"}, timeout=30)
+        events = httpx.get(f"{base}/v1/sessions/s1/events", params={"app_name": "imaged"}, headers=ADMIN, timeout=30)
         assert [event["content"] for event in events.json()["events"]] == ["stored under an unknown uid"]
     # Postgres ran as that uid: its data directory is the uid's.
     assert (data / "store" / "pgdata").stat().st_uid == uid
