@@ -17,8 +17,8 @@ lint-imports --no-cache
 # from source: once per machine (about ten minutes, then cached under ~/.cache/kora), so a fresh CI machine pays
 # it here, visibly, not inside a test's timeout.
 started=$SECONDS
-echo "test.sh: Kubernetes control plane for the operator tests: checking the cache (first build ~4 min; a build" \
-  "another process runs is waited for) ..." >&2
+echo "test.sh: Kubernetes binaries for the operator tests and the e2e node: checking the cache (first build" \
+  "~10-12 min; a build another process runs is waited for) ..." >&2
 bash scripts/k8s/build-control-plane.sh >/dev/null
 echo "test.sh: Kubernetes binaries ready (build or cache check) in $((SECONDS - started)) s" >&2
 # The Helm chart's tests run the pinned Helm 3 binary (fetched once, checked by sha256, cached under ~/.cache/kora).

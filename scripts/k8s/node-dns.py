@@ -77,9 +77,11 @@ def main() -> None:
                 f"{line}\n" for line in records(items("/api/v1/services"), items("/api/v1/endpoints"), domain)
             )
             if text != written:
-                with open(f"{hosts_file}.tmp", "w", encoding="utf-8") as out:
+                # A dot file: dnsmasq reads every other file of the directory as hosts.
+                temporary = os.path.join(os.path.dirname(hosts_file), f".{os.path.basename(hosts_file)}.tmp")
+                with open(temporary, "w", encoding="utf-8") as out:
                     out.write(text)
-                os.replace(f"{hosts_file}.tmp", hosts_file)
+                os.replace(temporary, hosts_file)
                 written = text
         except (OSError, ValueError, KeyError) as error:
             print(f"node-dns: {error}", file=sys.stderr, flush=True)

@@ -36,16 +36,22 @@ log() { echo "start-node: $(date +%T) $*" >&2; }
 
 . "$here/../lib/host-tools.sh"
 ensure_host_tools containerd:containerd runc:runc /usr/lib/cni/bridge:containernetworking-plugins \
-  iptables:iptables conntrack:conntrack dnsmasq:dnsmasq-base gcc:gcc umoci:umoci openssl:openssl curl:curl \
+  iptables:iptables conntrack:conntrack dnsmasq:dnsmasq-base gcc:gcc /usr/include/signal.h:libc6-dev \
+  umoci:umoci openssl:openssl curl:curl \
   ip:iproute2 sysctl:procps findmnt:util-linux setsid:util-linux python3:python3
 bin=${KORA_K8S_BIN:-$("$here/build-control-plane.sh")}
 
+[ -n "$1" ] && [ "$1" != / ] || { echo "start-node: DIR must be a directory of its own" >&2; exit 2; }
 mkdir -p "$1"
 dir=$(cd "$1" && pwd)
+# The mark stop-node.sh looks for before it touches anything named after DIR.
+touch "$dir/.kora-node"
 node_ip=10.244.0.1 pod_cidr=10.244.0.0/24 service_cidr=10.96.0.0/24 dns_ip=10.96.0.10
 api_port=16443 etcd_port=12379 bridge=kora0 node=kora-node
 cd "$dir"
 mkdir -p pki cni/net.d containerd kubelet dns images volume-plugins volumes
+# Whatever stops this script half-way (a failed step under set -e) stops what it started, too.
+trap '"$here/stop-node.sh" "$dir" >&2 || true' ERR
 
 fail() {
   log "$1; last lines of $2:"
@@ -69,13 +75,21 @@ wait_until() {  # wait_until WHAT LOG COMMAND...: poll COMMAND for 120 s
 sysctls="net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables net.ipv4.conf.all.route_localnet
   vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys
   kernel.keys.root_maxbytes"
-[ -f sysctl.saved ] || sysctl $sysctls 2>/dev/null | sed 's/ = /=/' > sysctl.saved
+if [ ! -f sysctl.saved ]; then
+  for key in $sysctls; do  # one at a time: a key this kernel lacks (br_netfilter not loaded yet) is skipped
+    value=$(sysctl -n "$key" 2>/dev/null) && echo "$key=$value"
+  done > sysctl.saved
+fi
 for path in /var/log/pods /var/log/containers; do
   [ -e "$path" ] || echo "$path" >> created-host-dirs
 done
 sysctl -qw net.ipv4.ip_forward=1
-sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || { modprobe br_netfilter 2>/dev/null &&
-  sysctl -qw net.bridge.bridge-nf-call-iptables=1; } || log "net.bridge.bridge-nf-call-iptables not settable"
+# Without it, a pod reaching a Service whose endpoint is on the same bridge gets no answer: fail here, not later.
+if ! sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null; then
+  modprobe br_netfilter 2>/dev/null && sysctl -qw net.bridge.bridge-nf-call-iptables=1 ||
+    { log "cannot set net.bridge.bridge-nf-call-iptables=1 (no br_netfilter module): Services would not work"; exit 1; }
+  grep -qx net.bridge.bridge-nf-call-iptables=. sysctl.saved || echo net.bridge.bridge-nf-call-iptables=0 >> sysctl.saved
+fi
 ip link show "$bridge" >/dev/null 2>&1 || ip link add "$bridge" type bridge
 ip addr show dev "$bridge" | grep -q "$node_ip/24" || ip addr add "$node_ip/24" dev "$bridge"
 ip link set "$bridge" up
@@ -239,7 +253,8 @@ YAML
 wait_until "node $node Ready" kubelet.log sh -c "$(printf '%q ' "${kubectl[@]}") get node $node \
   -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
 wait_until "the default ServiceAccount" kcm.log "${kubectl[@]}" -n default get serviceaccount default
-wait_until "cluster DNS answering" node-dns.log grep -q "kube-dns.kube-system.svc.cluster.local" dns/cluster.hosts
+wait_until "cluster DNS names written" node-dns.log grep -q "kube-dns.kube-system.svc.cluster.local" dns/cluster.hosts
+kill -0 "$(cat dnsmasq.pid)" 2>/dev/null || fail "dnsmasq exited" dnsmasq.log
 
 if [ -n "${OWNER_PID:-}" ]; then
   # A detached watcher: when the owner is gone without stopping the node, stop it.
@@ -247,5 +262,6 @@ if [ -n "${OWNER_PID:-}" ]; then
     watcher "$OWNER_PID" "$here/stop-node.sh" "$dir" > "$dir/watcher.log" 2>&1 < /dev/null &
   echo $! > "$dir/watcher.pid"
 fi
+trap - ERR
 log "node $node Ready"
 echo "export KUBECONFIG=$dir/kubeconfig"

@@ -14,14 +14,19 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 [ $# -eq 1 ] || { echo "usage: $0 DIR" >&2; exit 2; }
+[ -n "$1" ] || { echo "usage: $0 DIR" >&2; exit 2; }
 dir=$(cd "$1" 2>/dev/null && pwd) || exit 0
+# Only a directory start-node.sh made (it leaves this mark first) is a node's: anything else is left alone.
+[ "$dir" != / ] && [ -f "$dir/.kora-node" ] || exit 0
 [ "$(id -u)" = 0 ] || { echo "stop-node: needs root" >&2; exit 1; }
 bridge=kora0
 bin=${KORA_K8S_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/kora/k8s-1.20.2/bin}
 cd "$dir" || exit 0
 
-ours() {  # ours PID: is PID alive and a process of this node (its command line names DIR)?
-  [ -r "/proc/$1/cmdline" ] && tr '\0' ' ' < "/proc/$1/cmdline" | grep -qF -- "$dir"
+# DIR as an extended regular expression, for matching whole paths (never a mere substring of a longer one).
+dir_pattern=$(printf '%s' "$dir" | sed 's/[][\.*^$(){}?+|]/\\&/g')
+ours() {  # ours PID: is PID alive and a process of this node (one of its arguments is DIR or a path under it)?
+  [ -r "/proc/$1/cmdline" ] && tr '\0' '\n' < "/proc/$1/cmdline" | grep -qE -- "(^|=|//)$dir_pattern(/|$)"
 }
 alive() { [ -f "$1.pid" ] && ours "$(cat "$1.pid")"; }
 stray() {  # stray PID: a process of this node that no pid file names (a shim), not this script or its caller
@@ -44,7 +49,8 @@ stop() {  # stop NAME...: SIGTERM, wait up to 10 s, SIGKILL
     rm -f "$name.pid"
   done
 }
-ctr=(ctr --address "$dir/containerd.sock" -n k8s.io)
+# Bounded: a wedged containerd must not hang the clean-up.
+ctr=(timeout 15 ctr --address "$dir/containerd.sock" -n k8s.io)
 
 if alive kubelet && alive apiserver; then
   "$bin/kubectl" --kubeconfig="$dir/kubeconfig" --request-timeout=10s delete pods --all --all-namespaces \
@@ -83,7 +89,7 @@ for tool in iptables ip6tables; do
   fi
 done
 ip link del "$bridge" 2>/dev/null
-findmnt -rn -o TARGET | grep -F "$dir/" | sort -r | while read -r target; do
+findmnt -rn -o TARGET | grep -E -- "^$dir_pattern/" | sort -r | while read -r target; do
   umount "$target" 2>/dev/null || umount -l "$target"
 done
 for cg in $kubepods; do find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null; done
@@ -94,7 +100,7 @@ rm -f created-host-dirs
 # What is left, if anything, is named: a test asserts on this exit status.
 problems=()
 for p in /proc/[0-9]*; do stray "${p#/proc/}" && problems+=("process ${p#/proc/}"); done
-findmnt -rn -o TARGET | grep -qF "$dir/" && problems+=("mounts under $dir")
+findmnt -rn -o TARGET | grep -qE -- "^$dir_pattern/" && problems+=("mounts under $dir")
 ip link show "$bridge" >/dev/null 2>&1 && problems+=("bridge $bridge")
 iptables-save 2>/dev/null | grep -E 'KUBE-|CNI-' >/dev/null && problems+=("iptables chains KUBE-/CNI-")
 for cg in $kubepods; do [ -d "$cg" ] && problems+=("cgroup $cg"); done

@@ -2,13 +2,17 @@
 #
 #   ensure_host_tools COMMAND:PACKAGE ...
 #
-# Installs with apt-get (through sudo unless root) the Debian package of every COMMAND missing from PATH, and the
+# Installs with apt-get (through sudo unless root) the Debian package of every COMMAND missing from PATH (a COMMAND
+# that is an absolute path, such as /usr/include/signal.h, stands for a file that must exist), and the
 # Debian archive keyring and CA certificates when absent. Returns 1, saying what is missing, on a machine without
 # apt-get.
 ensure_host_tools() {
   local need=() tool sudo=
   for tool in "$@"; do
-    command -v "${tool%%:*}" >/dev/null || need+=("${tool#*:}")
+    case ${tool%%:*} in
+      /*) [ -e "${tool%%:*}" ] || need+=("${tool#*:}") ;;
+      *) command -v "${tool%%:*}" >/dev/null || need+=("${tool#*:}") ;;
+    esac
   done
   [ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
   [ -e /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
