@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.node import REQUIRE_NODE, missing_root_reason, start_node, stop_node, wait_for
+from tests.support.node import require_node, start_node, stop_node, wait_for
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
 
@@ -55,16 +55,17 @@ def _traces(directory: Path) -> list[str]:
         traces.append("bridge kora0")
     rules = subprocess.run(["iptables-save"], capture_output=True, text=True, check=False).stdout
     traces += [f"iptables {line}" for line in rules.splitlines() if "KUBE-" in line or "CNI-" in line][:5]
-    traces += [f"cgroup {path}" for path in Path("/sys/fs/cgroup").glob("*/kubepods")]
+    # cgroup v1 (one hierarchy per controller) and v2 (one unified hierarchy).
+    traces += [
+        f"cgroup {path}"
+        for path in [*Path("/sys/fs/cgroup").glob("*/kubepods"), Path("/sys/fs/cgroup/kubepods")]
+        if path.exists()
+    ]
     return traces
 
 
 def test_a_node_runs_a_pod_and_stopping_it_leaves_nothing_behind(tmp_path: Path) -> None:
-    reason = missing_root_reason()
-    if reason is not None:
-        if os.environ.get(REQUIRE_NODE) == "1":
-            pytest.fail(f"{REQUIRE_NODE}=1, but {reason}", pytrace=False)
-        pytest.skip(reason)
+    require_node()
     directory = tmp_path / "node"
     before = _sysctls()
     # Safe first, on a directory where nothing runs (what a clean-up after a killed run does).

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import yaml
+import pytest
 
 from tests.support.helm import CHART, helm_binary, set_flags
-from tests.support.kube import KubeCluster, KubectlError, build_control_plane
+from tests.support.kube import KubeCluster, KubectlError, build_control_plane, load_yaml_documents
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts" / "k8s"
@@ -54,9 +54,15 @@ class NodeUnavailable(RuntimeError):
     message)."""
 
 
-def missing_root_reason() -> str | None:
-    """Why the node tier cannot run here (None when it can): it needs root for containers and networking."""
-    return None if os.geteuid() == 0 else "the real-node tier needs root (containers, a bridge, iptables)"
+def require_node() -> None:
+    """Skip the calling test where the node tier cannot run (not root), saying why; fail it instead under
+    ``KORA_REQUIRE_NODE=1`` (scripts/test.sh), where it must run."""
+    if os.geteuid() == 0:
+        return
+    reason = "the real-node tier needs root (containers, a bridge, iptables)"
+    if os.environ.get(REQUIRE_NODE) == "1":
+        pytest.fail(f"{REQUIRE_NODE}=1, but {reason}", pytrace=False)
+    pytest.skip(reason)
 
 
 def stop_node(directory: Path = NODE_DIR, keep: bool = False) -> subprocess.CompletedProcess[str]:
@@ -84,15 +90,20 @@ def start_node(directory: Path = NODE_DIR) -> KubeCluster:
     if leftover.returncode != 0:
         raise NodeUnavailable(f"stop-node.sh could not clean up a previous node:\n{leftover.stderr}")
     env = {**os.environ, "KORA_K8S_BIN": str(bin_dir), "OWNER_PID": str(os.getpid())}
-    result = subprocess.run(
-        ["bash", str(SCRIPTS / "start-node.sh"), str(directory)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    try:
+        result = subprocess.run(
+            ["bash", str(SCRIPTS / "start-node.sh"), str(directory)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as error:
+        stop_node(directory)
+        raise NodeUnavailable(f"start-node.sh did not finish in 600 s:\n{error.stderr!r}") from error
     if result.returncode != 0:
+        stop_node(directory)  # the script stops what it started; this also covers a kill half-way
         raise NodeUnavailable(f"start-node.sh failed:\n{result.stderr.strip()}")
     return KubeCluster(directory=directory, kubeconfig=directory / "kubeconfig", server=NODE_SERVER, bin_dir=bin_dir)
 
@@ -235,21 +246,38 @@ class KoraOnNode:
         phase = status.get("phase")
         return str(phase) if phase is not None else None
 
-    def wait_ready(self, kind: str, name: str, namespace: str, within: float = 600.0) -> JsonObject:
+    def wait_ready(self, kind: str, name: str, namespace: str, within: float = 300.0) -> JsonObject:
         """Wait until the Kora resource's phase is ``Ready`` (the operator saw its Deployment available from real
         pods); the resource. ``AssertionError`` with its status when it does not get there."""
-        wait_for(
-            lambda: self.phase(kind, name, namespace) == "Ready",
-            f"{kind} {namespace}/{name} Ready (status {self.get(kind, name, namespace).get('status')})",
-            within,
+        self.wait_all_ready(
+            [{"apiVersion": "kora.dev/v1alpha1", "kind": kind, "metadata": {"name": name}}], namespace, within
         )
         return self.get(kind, name, namespace)
 
-    def wait_all_ready(self, documents: list[JsonObject], namespace: str, within: float = 600.0) -> None:
-        """:meth:`wait_ready` for every Kora resource among ``documents`` (parsed manifests)."""
-        for document in documents:
-            if str(document.get("apiVersion", "")).startswith("kora.dev/"):
-                self.wait_ready(document["kind"], document["metadata"]["name"], namespace, within)
+    def wait_all_ready(self, documents: list[JsonObject], namespace: str, within: float = 300.0) -> None:
+        """Wait until every Kora resource among ``documents`` (parsed manifests) is ``Ready``, all within one bound
+        of ``within`` seconds; ``AssertionError`` naming each one that is not, with its status."""
+        wanted = [
+            (str(d["kind"]), str(d["metadata"]["name"]))
+            for d in documents
+            if str(d.get("apiVersion", "")).startswith("kora.dev/")
+        ]
+
+        def not_ready() -> dict[str, object]:
+            waiting: dict[str, object] = {}
+            for kind, name in wanted:
+                try:
+                    status = self.get(kind, name, namespace).get("status") or {}
+                except KubectlError as error:
+                    status = {"error": error.stderr.strip()}
+                if status.get("phase") != "Ready":
+                    waiting[f"{kind} {namespace}/{name}"] = status
+            return waiting
+
+        deadline = time.monotonic() + within
+        while waiting := not_ready():
+            assert time.monotonic() < deadline, f"not Ready within {within:.0f} s: {waiting}"
+            time.sleep(1.0)
 
     def pods(self, namespace: str, selector: str) -> list[JsonObject]:
         """Pods matching label ``selector``, as JSON objects."""
@@ -285,10 +313,7 @@ class KoraOnNode:
 def load_documents(path: Path) -> list[JsonObject]:
     """The YAML documents of a manifest file or of every ``*.yaml`` in a directory."""
     files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
-    documents: list[JsonObject] = []
-    for file in files:
-        documents += [doc for doc in yaml.safe_load_all(file.read_text(encoding="utf-8")) if doc]
-    return documents
+    return [document for file in files for document in load_yaml_documents(file)]
 
 
 def host_path_volume(kora: KoraOnNode, name: str, size: str = "2Gi") -> Path:

@@ -210,7 +210,7 @@ def test_a_long_last_line_is_cut() -> None:
     failure = pod_failure(crashed)
     assert failure is not None
     assert len(failure) < 400
-    assert failure.endswith("…")
+    assert failure.endswith("...")
 
 
 def test_a_failing_pod_is_named_in_its_resources_status_and_in_the_agent_waiting_for_it() -> None:

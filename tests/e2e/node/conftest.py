@@ -7,20 +7,18 @@ report a clean host: anything left behind fails the run.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
 from tests.support.kube import KubeCluster
 from tests.support.node import (
-    REQUIRE_NODE,
     BuiltImage,
     KoraOnNode,
     NodeUnavailable,
     kora_on_node,
     load_image,
-    missing_root_reason,
+    require_node,
     start_node,
     stop_node,
 )
@@ -31,11 +29,7 @@ pytestmark = pytest.mark.node
 @pytest.fixture(scope="package")
 def node() -> Iterator[KubeCluster]:
     """A started node (``tests.support.kube.KubeCluster`` for its kubeconfig and ``kubectl``)."""
-    reason = missing_root_reason()
-    if reason is not None:
-        if os.environ.get(REQUIRE_NODE) == "1":
-            pytest.fail(f"{REQUIRE_NODE}=1, but {reason}", pytrace=False)
-        pytest.skip(reason)
+    require_node()
     try:
         cluster = start_node()
     except NodeUnavailable as error:
