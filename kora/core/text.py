@@ -11,6 +11,9 @@ the whole decoded body here, before any work, and refuses it as a client mistake
 * :func:`check_storable_json` and :func:`check_storable_text` (the memory service's body models, as pydantic
   validators): ``ValueError`` for a bad string, a non-finite number or nesting beyond 64 levels.
 
+Also :func:`last_line`: the line of a process's output that says why it stopped, as ``kora up`` and the operator
+both quote it.
+
 Pure functions, standard library only.
 """
 
@@ -77,4 +80,15 @@ def unstorable_location(value: object) -> str | None:
                 pending.append((inner, child))
         elif isinstance(item, list):
             pending.extend((f"{where}.{index}" if where else str(index), child) for index, child in enumerate(item))
+    return None
+
+
+def last_line(text: str, limit: int, *, skip_prefix: str | None = None) -> str | None:
+    """The last non-blank line of ``text`` (a process's output), whitespace condensed and cut to ``limit``
+    characters (ending ``...``), passing over lines that start with ``skip_prefix``; None when there is none. For a
+    process that crashed it is usually the reason (a traceback's exception line, a one-line startup error)."""
+    for line in reversed(text.splitlines()):
+        condensed = " ".join(line.split())
+        if condensed and not (skip_prefix and condensed.startswith(skip_prefix)):
+            return condensed if len(condensed) <= limit else condensed[: limit - 3].rstrip() + "..."
     return None

@@ -47,6 +47,7 @@ from typing import BinaryIO
 import httpx
 
 from kora.core.env import MODEL_HOSTED_MODEL
+from kora.core.text import last_line
 from kora.hosted.catalog import hosted_problem
 from kora.local.orphans import die_with_parent, workload_mark
 from kora.local.state import FAILED, PENDING, READY, WAITING, UpState, WorkloadState
@@ -388,11 +389,7 @@ def last_log_line(path: Path, limit: int = LAST_LINE_CHARS) -> str | None:
             tail = log.read().decode("utf-8", errors="replace")
     except OSError:
         return None
-    for line in reversed(tail.splitlines()):
-        text = " ".join(line.split())
-        if text and not text.startswith("--- kora up:"):
-            return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
-    return None
+    return last_line(tail, limit, skip_prefix="--- kora up:")
 
 
 def _open_log(path: Path, header: str) -> BinaryIO:

@@ -132,7 +132,8 @@ def build_registry(reconciler: Reconciler, *, webhook: bool) -> kopf.OperatorReg
     def observe_pod(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
         owner = _owner(body)
         if owner is not None:
-            deleted = event.get("type") == "DELETED"
+            # A pod on its way out (a rollout replacing it) no longer speaks for its workload.
+            deleted = event.get("type") == "DELETED" or bool(body["metadata"].get("deletionTimestamp"))
             failure = pod_failure(body.get("status") or {})
             reconciler.observe_pod(owner, body["metadata"]["name"], failure, deleted=deleted)
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from kora.core.text import last_line
 from kora.resources.graph import ResourceRef
 from kora.resources.models import (
     CONDITION_MEMORY_DEGRADED,
@@ -159,11 +160,7 @@ def _mapping(value: object) -> Mapping[str, object]:
 
 
 def _last_line(text: object) -> str | None:
-    lines = [line.strip() for line in str(text or "").splitlines() if line.strip()]
-    if not lines:
-        return None
-    line = lines[-1]
-    return line if len(line) <= MAX_OUTPUT_CHARS else line[: MAX_OUTPUT_CHARS - 1] + "…"
+    return last_line(str(text or ""), MAX_OUTPUT_CHARS)
 
 
 def _condition(
