@@ -12,7 +12,8 @@ node (``scripts/k8s/start-node.sh``), builds the image unless ``--image`` names 
   both as the kubelet reports them (1 s resolution), and from the new pod first seen to Ready, polled every 0.1 s;
 
 then the same figures for ``kora up`` (start to every workload Ready, for both examples; a killed agent Ready
-again), each measured right after its cluster counterpart. The node is stopped at the end. Every wait is bounded.
+again), measured in the same run once the node is stopped, so the two never share the machine. Every wait is
+bounded.
 """
 
 from __future__ import annotations
@@ -47,10 +48,9 @@ CHAT = {"model": "assistant", "messages": [{"role": "user", "content": "What is 
 
 
 def all_ready(kora: KoraOnNode, example: str, namespace: str) -> float:
-    """Seconds until every resource of ``examples/<example>`` in ``namespace`` is Ready (polled every 0.2 s)."""
+    """Seconds until every resource of ``examples/<example>`` in ``namespace`` is Ready (polled every second)."""
     started = time.monotonic()
-    for document in load_documents(EXAMPLES / example):
-        kora.wait_ready(document["kind"], document["metadata"]["name"], namespace)
+    kora.wait_all_ready(load_documents(EXAMPLES / example), namespace)
     return time.monotonic() - started
 
 
