@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from lightkube import ApiError, Client
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import ConfigMap, Service
+from lightkube.resources.core_v1 import ConfigMap, Secret, Service
 from lightkube.resources.networking_v1 import NetworkPolicy
 
 from kora.operator.kube import Gateway, HTTPRoute
@@ -145,6 +145,25 @@ def test_memory_degraded_is_set_while_the_store_is_not_ready_and_cleared_after(
                 _deployment(kube_cluster, f"agent-{agent_name}", namespace).spec.template.spec.containers[0].to_dict()
             )
             assert env["MEMORY_STORE_ENDPOINT"] == f"http://memorystore-{store_name}.{namespace}.svc.cluster.local:8000"
+            # The credentials: Secrets the operator made once, owned by their resources, reaching pods by reference.
+            store_secret = f"memorystore-{store_name}-credentials"
+            assert env["MEMORY_STORE_TOKEN"] == {"secretKeyRef": {"name": store_secret, "key": "agent-token"}}
+            agent_secret = f"agent-{agent_name}-credentials"
+            assert env["AGENT_ADMIN_TOKEN"] == {"secretKeyRef": {"name": agent_secret, "key": "admin-token"}}
+            store_env = environment_of(
+                _deployment(kube_cluster, f"memorystore-{store_name}", namespace)
+                .spec.template.spec.containers[0]
+                .to_dict()
+            )
+            assert store_env["MEMORY_SERVICE_AGENT_TOKEN"] == env["MEMORY_STORE_TOKEN"]
+            assert store_env["MEMORY_SERVICE_ADMIN_TOKEN"] == {
+                "secretKeyRef": {"name": store_secret, "key": "admin-token"}
+            }
+            tokens = client.get(Secret, store_secret, namespace=namespace)
+            assert set(tokens.data) == {"admin-token", "agent-token"}
+            assert tokens.data["admin-token"] != tokens.data["agent-token"]
+            assert tokens.metadata.ownerReferences[0].name == store_name
+            assert set(client.get(Secret, agent_secret, namespace=namespace).data) == {"admin-token"}
             kube_cluster.mark_deployment_available(f"agent-{agent_name}", namespace)
             ready = wait_for("agent Ready", phase_is(client, "Agent", agent_name, namespace, "Ready"))
             assert {c["type"]: c["status"] for c in ready["conditions"]}["MemoryDegraded"] == "False"
@@ -161,11 +180,12 @@ def test_memory_degraded_is_set_while_the_store_is_not_ready_and_cleared_after(
             )
             assert "MemoryStore" in next(c["message"] for c in degraded["conditions"] if c["type"] == "MemoryDegraded")
             assert _exists(kube_cluster, Deployment, f"agent-{agent_name}", namespace)
-            # ... and the operator puts the store's Deployment back.
+            # ... and the operator puts the store's Deployment back, with the tokens it made first (never new ones).
             wait_for(
                 "store Deployment back",
                 lambda: _exists(kube_cluster, Deployment, f"memorystore-{store_name}", namespace),
             )
+            assert client.get(Secret, store_secret, namespace=namespace).data == tokens.data
 
 
 def test_gateway_routes_and_strict_network_policies(kube_cluster: KubeCluster, tmp_path: Path):

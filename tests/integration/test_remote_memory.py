@@ -45,6 +45,7 @@ async def test_turns_are_written_to_the_store_and_facts_recalled_into_later_turn
             assert agent.event_types(session) == ["user_message", "agent_response"]
             sessions = agent.get("/memory/sessions").json()["sessions"]
             assert [s["session_id"] for s in sessions] == [session]
+            assert sessions[0]["user_id"] == "default"  # anonymous, listed as with LocalMemory
             # The scripted model's default extraction keeps the user's first-person sentences.
             wait_until(lambda: _facts(store) == ["I live in Lisbon."], within=30, message="fact extracted")
             extraction = [r for r in model.requests if "response_format" in r]
