@@ -127,6 +127,10 @@ class EventsWrite(_Body):
     erasures_seen: Annotated[str, Field(max_length=100)] | None = None
 
 
+#: Kora's own memory tools: their calls and results, and the answers of turns that called ``search_memory``, are
+#: never recalled (they only repeat what memory held, and would come back on every later search).
+MEMORY_TOOL_NAMES = ("search_memory", "save_memory")
+
 #: Response header of the memory service naming its erasure mark, ``<store_id>:<seq>`` (:class:`ErasureList`).
 ERASURE_HEADER = "Kora-Erasures"
 
