@@ -17,6 +17,7 @@ import psycopg
 
 from kora.memory.remote import RemoteMemory
 from tests.support.agent import OPERATOR, RunningAgent, running_agent, wait_until
+from tests.support.identity import identity_provider, new_key
 from tests.support.memory import ADMIN, AGENT, MemoryProcess, memory_service, service_env
 from tests.support.scripted_server import ScriptedModelServer
 
@@ -218,3 +219,33 @@ async def test_the_store_drops_writes_queued_before_an_erasure_of_their_session_
 
 def _dump(event: Any) -> dict[str, Any]:
     return dict(event.model_dump(mode="json"))
+
+
+async def test_with_jwt_users_the_operator_token_is_checked_first_and_users_see_and_erase_only_theirs(
+    model: ScriptedModelServer,
+) -> None:
+    async with identity_provider() as idp, running_agent(model, APP, **idp.agent_env()) as agent:
+
+        def as_user(user: str) -> dict[str, str]:
+            return {"Authorization": f"Bearer {idp.keys.token(user)}"}
+
+        for user, text in (("alice", SECRET), ("bob", BOBS)):
+            response = httpx.post(
+                f"{agent.url}/v1/chat/completions",
+                json={"model": "m", "messages": [{"role": "user", "content": text}]},
+                headers=as_user(user),
+                timeout=60,
+            )
+            assert response.status_code == 200, response.text
+        # The operator's token is no JWT: it is recognised before any verification would refuse it.
+        listed = httpx.get(f"{agent.url}/memory/sessions", headers=OPERATOR, timeout=30).json()
+        assert {s["user_id"] for s in listed["sessions"]} == {"alice", "bob"}
+        mine = httpx.get(f"{agent.url}/memory/events", headers=as_user("bob"), timeout=30).text
+        assert BOBS in mine
+        assert SECRET not in mine
+        forged = {"Authorization": f"Bearer {idp.keys.token('alice', key=new_key())}"}
+        assert httpx.get(f"{agent.url}/memory/sessions", headers=forged, timeout=30).status_code == 401
+        assert httpx.delete(f"{agent.url}/memory/users/alice", headers=as_user("bob"), timeout=30).status_code == 403
+        erased = httpx.delete(f"{agent.url}/memory/users/alice", headers=as_user("alice"), timeout=30)
+        assert erased.json() == {"removed": {"sessions": 1, "events": 2, "facts": 0}}
+        assert SECRET not in _held_by(agent)
