@@ -362,3 +362,50 @@ def test_multi_agent_coordinator_waits_for_its_peers_and_is_wired_to_them(kube_c
             assert "MCP_SERVERS" not in env  # tools are off for the coordinator
             kube_cluster.mark_deployment_available("agent-coordinator", namespace)
             wait_for("coordinator Ready", phase_is(client, "Agent", "coordinator", namespace, "Ready"))
+
+
+def test_strict_mode_lets_exactly_its_agents_reach_a_memory_store_directly(kube_cluster: KubeCluster, tmp_path: Path):
+    namespace = kube_cluster.fresh_namespace("strict-memory")
+    settings = {
+        "GATEWAY_API_ENABLED": "true",
+        "GATEWAY_NAME": "edge",
+        "GATEWAY_NAMESPACE": "kora-system",
+        "GATEWAY_INTERNAL_URL": "http://edge.kora-system.svc.cluster.local",
+        "STRICT_GATEWAY_API_ENABLED": "true",
+        "OPERATOR_NAMESPACE": "kora-system",
+    }
+    kube_cluster.kubectl("create", "namespace", "kora-system", check=False)
+    manifest = (EXAMPLES / "memory" / "kora.yaml").read_text(encoding="utf-8")
+    unrouted = tmp_path / "memory.yaml"
+    unrouted.write_text(manifest.replace("gatewayRoute:\n    enabled: true", "gatewayRoute:\n    enabled: false"))
+    assert "enabled: false" in unrouted.read_text()
+    with running_operator(kube_cluster, namespace, tmp_path / "operator.log", settings):
+        kube_cluster.kubectl("apply", "-n", namespace, "-f", str(unrouted))
+        with kube_cluster.client() as client:
+            wait_for("model Deployment", lambda: _exists(kube_cluster, Deployment, "modelapi-scripted", namespace))
+            kube_cluster.mark_deployment_available("modelapi-scripted", namespace)
+            wait_for("store Deployment", lambda: _exists(kube_cluster, Deployment, "memorystore-memory", namespace))
+            kube_cluster.mark_deployment_available("memorystore-memory", namespace)
+            wait_for("agent Deployment", lambda: _exists(kube_cluster, Deployment, "agent-assistant", namespace))
+            agent = _deployment(kube_cluster, "agent-assistant", namespace)
+            env = environment_of(agent.spec.template.spec.containers[0].to_dict())
+            # Strict mode routes the model through the gateway, never the store: it is no public endpoint.
+            assert env["MODEL_API_URL"].startswith("http://edge.kora-system.svc.cluster.local/")
+            assert env["MEMORY_STORE_ENDPOINT"] == f"http://memorystore-memory.{namespace}.svc.cluster.local:8000"
+            assert agent.spec.template.metadata.labels["kora.dev/memorystore"] == "memory"
+            assert _get_or_none(client, HTTPRoute, "memorystore-memory", namespace) is None
+            assert _get_or_none(client, HTTPRoute, "agent-assistant", namespace) is not None
+            policy = client.get(NetworkPolicy, "memorystore-memory", namespace=namespace)
+            (rule,) = policy.spec.ingress
+            peers = [peer.to_dict() for peer in rule.from_]
+            assert peers == [
+                {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kora-system"}}},
+                {
+                    "podSelector": {
+                        "matchLabels": {
+                            "kora.dev/memorystore": "memory",
+                            "app.kubernetes.io/managed-by": "kora-operator",
+                        }
+                    }
+                },
+            ]
