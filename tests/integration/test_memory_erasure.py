@@ -291,7 +291,9 @@ def test_fuzz_nobody_but_alice_or_the_operator_erases_or_reads_alice(
     headers = {"anonymous": {}, "bob": {USER: "bob"}, "forged": {"Authorization": "Bearer not-the-operator"}}[who]
     for path in (f"/memory/{kind}/{quote(target, safe='')}", "/memory/users/alice", f"/memory/sessions/{session}"):
         response = client.delete(path, headers=headers)
-        assert response.status_code in {400, 401, 403, 404}, (path, response.status_code, response.text)
+        # Refused, or no such route (an id that decodes to "/" is redirected to /memory/sessions, which erases
+        # nothing either way); never a 2xx, never a 500.
+        assert response.status_code in {307, 400, 401, 403, 404, 405}, (path, response.status_code, response.text)
     for params in ({}, {"session_id": session}, {"session_id": target}):
         response = client.get("/memory/events", params=params, headers=headers)
         assert response.status_code in {200, 400, 401, 403}, response.text
