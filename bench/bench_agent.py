@@ -155,10 +155,16 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError("no VmRSS")
 
 
-def http_get(port: int, path: str, timeout: float = 1.0) -> tuple[int, bytes]:
-    """A minimal blocking GET (no client library: start-up polling must not pay for imports)."""
+#: The bench agent's operator token (AGENT_ADMIN_TOKEN): /memory/sessions lists every session only for it.
+OPERATOR_TOKEN = "bench-operator-token"
+
+
+def http_get(port: int, path: str, timeout: float = 1.0, token: str = "") -> tuple[int, bytes]:
+    """A minimal blocking GET (no client library: start-up polling must not pay for imports); ``token`` is sent as
+    the bearer token when given."""
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
     with socket.create_connection((HOST, port), timeout=timeout) as sock:
-        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n".encode())
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: bench\r\n{auth}Connection: close\r\n\r\n".encode())
         data = b""
         while chunk := sock.recv(65536):
             data += chunk
@@ -180,6 +186,7 @@ def wait_status(port: int, path: str, deadline: float, poll: float = 0.005) -> f
 def agent_env(model_port: int, port: int) -> dict[str, str]:
     return os.environ | {
         "AGENT_NAME": "bench-agent",
+        "AGENT_ADMIN_TOKEN": OPERATOR_TOKEN,
         "MODEL_API_URL": f"http://{HOST}:{model_port}/v1",
         "MODEL_NAME": "scripted",
         "AGENT_PORT": str(port),
@@ -460,7 +467,7 @@ def bench(quick: bool, profile: bool, profile_out: str | None = None) -> None:
             filler = run_load(agent_port, rest, warmup + measured, {"server": agent.pid})
             assert filler["errors"] == 0
         agent_rss_after = rss_mb(agent.pid)
-        status, body = http_get(agent_port, "/memory/sessions", timeout=10)
+        status, body = http_get(agent_port, "/memory/sessions", timeout=10, token=OPERATOR_TOKEN)
         stored_sessions = json.loads(body)["total"] if status == 200 else None
 
         # 4. Streaming latency.

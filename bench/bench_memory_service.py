@@ -60,6 +60,7 @@ import httpx
 import psycopg
 
 from kora.core.net import free_port
+from kora.core.tokens import bearer_header, new_token
 from kora.memory.service import recall, vectors
 from kora.memory.service.database import Conn, Database
 from kora.memory.service.schema import create_vector_index, ensure_embedding_model, index_expression
@@ -136,8 +137,18 @@ def new_database(admin_uri: str, name: str) -> str:
     return admin_uri.replace("/postgres?", f"/{name}?", 1)
 
 
+#: The service's credentials in this run (every /v1 route needs one): the bench calls it as its admin.
+ADMIN_TOKEN, AGENT_TOKEN = new_token(), new_token()
+ADMIN = bearer_header(ADMIN_TOKEN)
+
+
 def service_env(database_url: str, **extra: str) -> dict[str, str]:
-    env = {"MEMORY_SERVICE_STORAGE_MODE": "external", "MEMORY_SERVICE_DATABASE_URL": database_url}
+    env = {
+        "MEMORY_SERVICE_STORAGE_MODE": "external",
+        "MEMORY_SERVICE_DATABASE_URL": database_url,
+        "MEMORY_SERVICE_ADMIN_TOKEN": ADMIN_TOKEN,
+        "MEMORY_SERVICE_AGENT_TOKEN": AGENT_TOKEN,
+    }
     env.update({f"MEMORY_SERVICE_{key.upper()}": value for key, value in extra.items()})
     return env
 
@@ -245,7 +256,10 @@ async def recall_bench(database_url: str, service_url: str, queries: int) -> dic
     assert db.pool is not None
     measured = {}
     try:
-        async with db.pool.connection() as conn, httpx.AsyncClient(base_url=service_url, timeout=30.0) as client:
+        async with (
+            db.pool.connection() as conn,
+            httpx.AsyncClient(base_url=service_url, headers=ADMIN, timeout=30.0) as client,
+        ):
             for group, condition in GROUPS.items():
                 cur = await conn.execute(
                     f"SELECT user_id, body, embedding FROM facts WHERE {condition} ORDER BY random() LIMIT %s",
@@ -442,7 +456,7 @@ async def extraction_bench(admin_uri: str, model_url: str, turns: int) -> dict[s
     database_url = new_database(admin_uri, "bench_extract")
     env = service_env(database_url, summary_model_api_url=model_url, summary_model="scripted")
     with kora(["memory"], env, "/ready") as (process, url):
-        async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+        async with httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=30.0) as client:
             cpu_before = cpu_seconds(process.pid)
             started = time.perf_counter()
             for n in range(turns):

@@ -35,7 +35,14 @@ from pathlib import Path
 
 import httpx
 import psycopg
-from bench_memory_service import cpu_seconds, percentiles, wait_ready  # this directory, first on sys.path
+from bench_memory_service import (  # this directory, first on sys.path
+    ADMIN,
+    ADMIN_TOKEN,
+    AGENT_TOKEN,
+    cpu_seconds,
+    percentiles,
+    wait_ready,
+)
 
 from kora.core.net import free_port
 
@@ -102,6 +109,7 @@ def agent_env(model_url: str, name: str, **extra: str) -> dict[str, str]:
         "MODEL_API_URL": model_url,
         "MODEL_NAME": "scripted",
         "AGENT_LOG_LEVEL": "WARNING",
+        "AGENT_ADMIN_TOKEN": ADMIN_TOKEN,
         **extra,
     }
 
@@ -142,19 +150,26 @@ def bench(turns: int, summary: bool, profile: str | None) -> None:
         database_url = stack.enter_context(postgres(Path(tmp)))
         model_root = stack.enter_context(kora(["model"], {}, "/health"))
         model_url = f"{model_root}/v1"
-        memory_env = {"MEMORY_SERVICE_STORAGE_MODE": "external", "MEMORY_SERVICE_DATABASE_URL": database_url}
+        memory_env = {
+            "MEMORY_SERVICE_STORAGE_MODE": "external",
+            "MEMORY_SERVICE_DATABASE_URL": database_url,
+            "MEMORY_SERVICE_ADMIN_TOKEN": ADMIN_TOKEN,
+            "MEMORY_SERVICE_AGENT_TOKEN": AGENT_TOKEN,
+        }
         if summary:
             memory_env["MEMORY_SERVICE_SUMMARY_MODEL_API_URL"] = model_url
             memory_env["MEMORY_SERVICE_SUMMARY_MODEL"] = "scripted"
         prof = {name: str(Path(profile) / f"{name}.prof") if profile else None for name in ("agent", "memory")}
         memory_url = stack.enter_context(kora(["memory"], memory_env, profile=prof["memory"]))
         local_url = stack.enter_context(kora(["agent"], agent_env(model_url, "bench-local")))
-        remote_env = agent_env(model_url, "bench-remote", MEMORY_STORE_ENDPOINT=memory_url)
+        remote_env = agent_env(
+            model_url, "bench-remote", MEMORY_STORE_ENDPOINT=memory_url, MEMORY_STORE_TOKEN=AGENT_TOKEN
+        )
         remote_url = stack.enter_context(kora(["agent"], remote_env, profile=prof["agent"]))
         timings: dict[str, list[float]] = {"local": [], "remote": [], "context": []}
         local = stack.enter_context(httpx.Client(base_url=local_url, timeout=30.0))
         remote = stack.enter_context(httpx.Client(base_url=remote_url, timeout=30.0))
-        store = stack.enter_context(httpx.Client(base_url=memory_url, timeout=30.0))
+        store = stack.enter_context(httpx.Client(base_url=memory_url, headers=ADMIN, timeout=30.0))
         watched = {"local agent": local_url, "remote agent": remote_url, "kora memory": memory_url}
         cpu: dict[str, float] = {}
         for n in range(WARMUP + turns):
@@ -169,7 +184,8 @@ def bench(turns: int, summary: bool, profile: str | None) -> None:
             elapsed = context_request(store, n)
             if n >= WARMUP:
                 timings["context"].append(elapsed)
-        stored = remote.get("/memory/events", params={"limit": 1}).json().get("total")
+        operator = {"Authorization": f"Bearer {ADMIN_TOKEN}"}  # the remote agent's AGENT_ADMIN_TOKEN
+        stored = remote.get("/memory/events", params={"limit": 1}, headers=operator).json().get("total")
     report(timings, turns, summary, stored)
     print(
         "\nCPU per turn (utime + stime of the process over the measured turns, ms): "

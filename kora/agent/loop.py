@@ -43,13 +43,14 @@ from pydantic_ai.usage import RunUsage
 
 from kora.agent.chat_model import KoraChatModel
 from kora.agent.delegation import Delegation
-from kora.agent.memory_tools import MEMORY_TOOL_NAMES, memory_toolset
+from kora.agent.memory_tools import memory_toolset
 from kora.agent.settings import AgentSettings
 from kora.agent.telemetry import AgentTracing
 from kora.agent.turn import TurnDeps, TurnRequest
 from kora.core.errors import KoraError, ModelError, StepLimitReached, internal_error
 from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.memory import Memory
+from kora.memory.wire import MEMORY_TOOL_NAMES
 
 if TYPE_CHECKING:
     from kora.agent.mcp_servers import McpServers

@@ -21,7 +21,6 @@ from kora.memory import Memory
 #: Read scopes from narrowest to broadest (``session``, ``agent``, ``user``); ``search_memory`` offers those up to
 #: the configured maximum.
 READ_SCOPES: tuple[str, ...] = get_args(ReadScope)
-MEMORY_TOOL_NAMES = ("search_memory", "save_memory")
 
 
 def read_levels(max_scope: str) -> list[str]:

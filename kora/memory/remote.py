@@ -59,7 +59,7 @@ from kora.memory.base import (
     new_session_id,
     session_forbidden,
 )
-from kora.memory.local import LocalMemory
+from kora.memory.local import ANONYMOUS_USER, LocalMemory
 from kora.memory.wire import (
     ERASURE_HEADER,
     SCOPES,
@@ -363,7 +363,10 @@ class RemoteMemory(Memory):
             listed = await self._call("GET", "/v1/sessions", SessionList, params=params)
         except (StoreUnreachable, StoreRefused) as error:
             return await self._fallback(error, self._local.list_sessions(user_id))
-        return listed.sessions
+        # Listed as LocalMemory lists them: a session started anonymously under the user "default".
+        return [
+            s if s.user_id is not None else s.model_copy(update={"user_id": ANONYMOUS_USER}) for s in listed.sessions
+        ]
 
     async def check_reader(self, session_id: str, user_id: str | None) -> None:
         """What the local window knows; for a session it does not hold, the owner the store has (one request).

@@ -124,8 +124,12 @@ class EventsWrite(_Body):
     #: The last erasure mark (``<store_id>:<seq>``, :data:`ERASURE_HEADER`) the client had seen when it queued
     #: these events: an erasure of their session or user after it drops them (they predate it). None: the client
     #: had seen none, and events older than a matching erasure are dropped.
-    erasures_seen: Annotated[str, Field(max_length=100)] | None = None
+    erasures_seen: Annotated[str, Field(max_length=100, pattern=r"^[0-9a-f-]{1,64}:[0-9]{1,19}$")] | None = None
 
+
+#: Kora's own memory tools: their calls and results, and the answers of turns that called ``search_memory``, are
+#: never recalled (they only repeat what memory held, and would come back on every later search).
+MEMORY_TOOL_NAMES = ("search_memory", "save_memory")
 
 #: Response header of the memory service naming its erasure mark, ``<store_id>:<seq>`` (:class:`ErasureList`).
 ERASURE_HEADER = "Kora-Erasures"

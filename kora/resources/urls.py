@@ -101,6 +101,10 @@ class GatewayRouted:
         store directly, admitted by its NetworkPolicy: the store is no public endpoint)."""
         if ref.kind == Kind.MEMORY_STORE.value:
             return self.direct.url(ref)
+        return self.route_url(ref)
+
+    def route_url(self, ref: WorkloadKey) -> str:
+        """The URL of ``ref``'s gateway route, whatever its kind (a MemoryStore's only exists when it opts in)."""
         return self.base_url + route_path(ref.kind, ref.namespace, ref.name)
 
     def direct_url(self, ref: WorkloadKey) -> str:

@@ -82,7 +82,7 @@ from kora.resources.models import (
     SecretValue,
     parse_duration,
 )
-from kora.resources.urls import UrlStrategy, service_name
+from kora.resources.urls import GatewayRouted, UrlStrategy, service_name
 
 __all__ = [
     "DEFAULT_ROUTE_TIMEOUTS",
@@ -476,6 +476,8 @@ def plan_workload(
         args, env = _listen_args("memory", host, port), _memory_store_env(resource, strategy, data_root)
         credentials[credentials_secret(ref)] = (ADMIN_TOKEN_KEY, AGENT_TOKEN_KEY)
         gateway_route = resource.spec.gateway_route.enabled
+        if gateway_route and isinstance(public, GatewayRouted):
+            public_url = public.route_url(ref)  # its clients are told the route it opted into
     return WorkloadPlan(
         ref=ref,
         service_name=service_name(ref.kind, ref.name),

@@ -17,9 +17,11 @@ import openai
 import pytest
 
 from kora.core.net import free_port
+from kora.local.credentials import read_credentials
 from kora.local.orphans import workload_mark
 from kora.local.state import UpState, WorkloadState, process_alive, read_state, write_state
 from kora.local.up import MEMORY_DIR
+from tests.support.access import USER, agent_callers, store_callers, walk_agent_table, walk_store_table
 from tests.support.agent import wait_until
 from tests.support.memory import servers_of
 from tests.support.processes import abandoned, group_members, process_gone
@@ -560,3 +562,26 @@ def test_kora_up_stops_the_workloads_a_killed_kora_up_left_behind(tmp_path: Path
     finally:
         if not process_gone(leftover):
             os.killpg(leftover, signal.SIGKILL)
+
+
+def test_the_access_tables_hold_through_kora_ups_gateway(tmp_path: Path):
+    # examples/memory, its agent told who its users are by a trusted header (docs/identity.md).
+    manifest = (ROOT / "examples" / "memory" / "kora.yaml").read_text(encoding="utf-8")
+    manifest = manifest.replace(
+        "    memory:\n      enabled: true",
+        f"    env: [{{name: AUTH_TRUSTED_USER_HEADER, value: {USER}}}]\n    memory:\n      enabled: true",
+    )
+    assert USER in manifest
+    (tmp_path / "memory.yaml").write_text(manifest, encoding="utf-8")
+    up = start_up(str(tmp_path / "memory.yaml"), tmp_path)
+    try:
+        up.all_ready()
+        tokens = read_credentials(up.state_dir)
+        assert oct((up.state_dir / "credentials.json").stat().st_mode & 0o777) == "0o600"
+        store_admin = tokens["default/memorystore-memory-credentials/admin-token"]
+        store_agent = tokens["default/memorystore-memory-credentials/agent-token"]
+        assert up.token("memory") == store_admin
+        walk_agent_table(f"{up.gateway}/default/agent/assistant", agent_callers(up.token("assistant"), store_agent))
+        walk_store_table(f"{up.gateway}/default/memorystore/memory", store_callers(store_admin, store_agent))
+    finally:
+        stop(up)

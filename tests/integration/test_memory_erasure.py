@@ -9,14 +9,20 @@ happens to the store later.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kora.memory.remote import RemoteMemory
-from tests.support.agent import OPERATOR, RunningAgent, running_agent, wait_until
+from tests.support.agent import OPERATOR, RunningAgent, agent_client, running_agent, wait_until
+from tests.support.identity import identity_provider, new_key
 from tests.support.memory import ADMIN, AGENT, MemoryProcess, memory_service, service_env
 from tests.support.scripted_server import ScriptedModelServer
 
@@ -218,3 +224,80 @@ async def test_the_store_drops_writes_queued_before_an_erasure_of_their_session_
 
 def _dump(event: Any) -> dict[str, Any]:
     return dict(event.model_dump(mode="json"))
+
+
+async def test_with_jwt_users_the_operator_token_is_checked_first_and_users_see_and_erase_only_theirs(
+    model: ScriptedModelServer,
+) -> None:
+    async with identity_provider() as idp, running_agent(model, APP, **idp.agent_env()) as agent:
+
+        def as_user(user: str) -> dict[str, str]:
+            return {"Authorization": f"Bearer {idp.keys.token(user)}"}
+
+        for user, text in (("alice", SECRET), ("bob", BOBS)):
+            response = httpx.post(
+                f"{agent.url}/v1/chat/completions",
+                json={"model": "m", "messages": [{"role": "user", "content": text}]},
+                headers=as_user(user),
+                timeout=60,
+            )
+            assert response.status_code == 200, response.text
+        # The operator's token is no JWT: it is recognised before any verification would refuse it.
+        listed = httpx.get(f"{agent.url}/memory/sessions", headers=OPERATOR, timeout=30).json()
+        assert {s["user_id"] for s in listed["sessions"]} == {"alice", "bob"}
+        mine = httpx.get(f"{agent.url}/memory/events", headers=as_user("bob"), timeout=30).text
+        assert BOBS in mine
+        assert SECRET not in mine
+        forged = {"Authorization": f"Bearer {idp.keys.token('alice', key=new_key())}"}
+        assert httpx.get(f"{agent.url}/memory/sessions", headers=forged, timeout=30).status_code == 401
+        assert httpx.delete(f"{agent.url}/memory/users/alice", headers=as_user("bob"), timeout=30).status_code == 403
+        erased = httpx.delete(f"{agent.url}/memory/users/alice", headers=as_user("alice"), timeout=30)
+        assert erased.json() == {"removed": {"sessions": 1, "events": 2, "facts": 0}}
+        assert SECRET not in _held_by(agent)
+
+
+async def test_a_malformed_erasure_mark_is_refused_and_stores_nothing(memory_db: str) -> None:
+    async with memory_service(service_env(memory_db)) as url:
+        event = {"event_type": "user_message", "content": "hi"}
+        async with httpx.AsyncClient(base_url=url, headers=AGENT, timeout=30) as client:
+            for mark in ("garbage", "abc:", ":12", "abc:-1", "x" * 200):
+                body = {"app_name": APP, "user_id": "alice", "events": [event], "erasures_seen": mark}
+                response = await client.post("/v1/sessions/s1/events", json=body)
+                assert response.status_code == 400, (mark, response.text)
+                assert "erasures_seen" in response.json()["error"]["message"]
+            assert (await client.get("/v1/sessions", params={"app_name": APP})).json()["sessions"] == []
+
+
+@pytest.fixture(scope="module")
+def guarded_agent() -> Iterator[tuple[httpx.Client, str]]:
+    """An agent (LocalMemory, users by trusted header) holding one session of alice; its client and that id."""
+    with ScriptedModelServer() as model, agent_client(model, APP, AUTH_TRUSTED_USER_HEADER=USER) as client:
+        body = {"model": "m", "messages": [{"role": "user", "content": f"My secret is {SECRET}."}]}
+        first = client.post("/v1/chat/completions", json=body, headers={USER: "alice"})
+        assert first.status_code == 200, first.text
+        yield client, first.headers["x-session-id"]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    who=st.sampled_from(["anonymous", "bob", "forged"]),
+    target=st.text(min_size=1, max_size=300),
+    kind=st.sampled_from(["users", "sessions"]),
+)
+def test_fuzz_nobody_but_alice_or_the_operator_erases_or_reads_alice(
+    guarded_agent: tuple[httpx.Client, str], who: str, target: str, kind: str
+) -> None:
+    client, session = guarded_agent
+    headers = {"anonymous": {}, "bob": {USER: "bob"}, "forged": {"Authorization": "Bearer not-the-operator"}}[who]
+    for path in (f"/memory/{kind}/{quote(target, safe='')}", "/memory/users/alice", f"/memory/sessions/{session}"):
+        response = client.delete(path, headers=headers)
+        # Refused, or no such route (an id that decodes to "/" is redirected to /memory/sessions, which erases
+        # nothing either way); never a 2xx, never a 500.
+        assert response.status_code in {307, 400, 401, 403, 404, 405}, (path, response.status_code, response.text)
+    for params in ({}, {"session_id": session}, {"session_id": target}):
+        response = client.get("/memory/events", params=params, headers=headers)
+        assert response.status_code in {200, 400, 401, 403}, response.text
+        assert SECRET not in response.text
+    # Alice's session is untouched.
+    kept = client.get("/memory/events", params={"session_id": session}, headers=OPERATOR).json()["events"]
+    assert SECRET in json.dumps(kept)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from lightkube import ApiError, Client
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import ConfigMap, Namespace, Service
+from lightkube.resources.core_v1 import ConfigMap, Namespace, Secret, Service
 from lightkube.resources.networking_v1 import NetworkPolicy
 
 from kora.operator.children import NAMESPACE_NAME_LABEL
@@ -146,6 +146,25 @@ def test_memory_degraded_is_set_while_the_store_is_not_ready_and_cleared_after(
                 _deployment(kube_cluster, f"agent-{agent_name}", namespace).spec.template.spec.containers[0].to_dict()
             )
             assert env["MEMORY_STORE_ENDPOINT"] == f"http://memorystore-{store_name}.{namespace}.svc.cluster.local:8000"
+            # The credentials: Secrets the operator made once, owned by their resources, reaching pods by reference.
+            store_secret = f"memorystore-{store_name}-credentials"
+            assert env["MEMORY_STORE_TOKEN"] == {"secretKeyRef": {"name": store_secret, "key": "agent-token"}}
+            agent_secret = f"agent-{agent_name}-credentials"
+            assert env["AGENT_ADMIN_TOKEN"] == {"secretKeyRef": {"name": agent_secret, "key": "admin-token"}}
+            store_env = environment_of(
+                _deployment(kube_cluster, f"memorystore-{store_name}", namespace)
+                .spec.template.spec.containers[0]
+                .to_dict()
+            )
+            assert store_env["MEMORY_SERVICE_AGENT_TOKEN"] == env["MEMORY_STORE_TOKEN"]
+            assert store_env["MEMORY_SERVICE_ADMIN_TOKEN"] == {
+                "secretKeyRef": {"name": store_secret, "key": "admin-token"}
+            }
+            tokens = client.get(Secret, store_secret, namespace=namespace)
+            assert set(tokens.data) == {"admin-token", "agent-token"}
+            assert tokens.data["admin-token"] != tokens.data["agent-token"]
+            assert tokens.metadata.ownerReferences[0].name == store_name
+            assert set(client.get(Secret, agent_secret, namespace=namespace).data) == {"admin-token"}
             kube_cluster.mark_deployment_available(f"agent-{agent_name}", namespace)
             ready = wait_for("agent Ready", phase_is(client, "Agent", agent_name, namespace, "Ready"))
             assert {c["type"]: c["status"] for c in ready["conditions"]}["MemoryDegraded"] == "False"
@@ -162,11 +181,12 @@ def test_memory_degraded_is_set_while_the_store_is_not_ready_and_cleared_after(
             )
             assert "MemoryStore" in next(c["message"] for c in degraded["conditions"] if c["type"] == "MemoryDegraded")
             assert _exists(kube_cluster, Deployment, f"agent-{agent_name}", namespace)
-            # ... and the operator puts the store's Deployment back.
+            # ... and the operator puts the store's Deployment back, with the tokens it made first (never new ones).
             wait_for(
                 "store Deployment back",
                 lambda: _exists(kube_cluster, Deployment, f"memorystore-{store_name}", namespace),
             )
+            assert client.get(Secret, store_secret, namespace=namespace).data == tokens.data
 
 
 def _name_label(client: Client, namespace: str) -> str | None:
@@ -370,3 +390,50 @@ def test_multi_agent_coordinator_waits_for_its_peers_and_is_wired_to_them(kube_c
             assert "MCP_SERVERS" not in env  # tools are off for the coordinator
             kube_cluster.mark_deployment_available("agent-coordinator", namespace)
             wait_for("coordinator Ready", phase_is(client, "Agent", "coordinator", namespace, "Ready"))
+
+
+def test_strict_mode_lets_exactly_its_agents_reach_a_memory_store_directly(kube_cluster: KubeCluster, tmp_path: Path):
+    namespace = kube_cluster.fresh_namespace("strict-memory")
+    settings = {
+        "GATEWAY_API_ENABLED": "true",
+        "GATEWAY_NAME": "edge",
+        "GATEWAY_NAMESPACE": "kora-system",
+        "GATEWAY_INTERNAL_URL": "http://edge.kora-system.svc.cluster.local",
+        "STRICT_GATEWAY_API_ENABLED": "true",
+        "OPERATOR_NAMESPACE": "kora-system",
+    }
+    kube_cluster.kubectl("create", "namespace", "kora-system", check=False)
+    manifest = (EXAMPLES / "memory" / "kora.yaml").read_text(encoding="utf-8")
+    unrouted = tmp_path / "memory.yaml"
+    unrouted.write_text(manifest.replace("gatewayRoute:\n    enabled: true", "gatewayRoute:\n    enabled: false"))
+    assert "enabled: false" in unrouted.read_text()
+    with running_operator(kube_cluster, namespace, tmp_path / "operator.log", settings):
+        kube_cluster.kubectl("apply", "-n", namespace, "-f", str(unrouted))
+        with kube_cluster.client() as client:
+            wait_for("model Deployment", lambda: _exists(kube_cluster, Deployment, "modelapi-scripted", namespace))
+            kube_cluster.mark_deployment_available("modelapi-scripted", namespace)
+            wait_for("store Deployment", lambda: _exists(kube_cluster, Deployment, "memorystore-memory", namespace))
+            kube_cluster.mark_deployment_available("memorystore-memory", namespace)
+            wait_for("agent Deployment", lambda: _exists(kube_cluster, Deployment, "agent-assistant", namespace))
+            agent = _deployment(kube_cluster, "agent-assistant", namespace)
+            env = environment_of(agent.spec.template.spec.containers[0].to_dict())
+            # Strict mode routes the model through the gateway, never the store: it is no public endpoint.
+            assert env["MODEL_API_URL"].startswith("http://edge.kora-system.svc.cluster.local/")
+            assert env["MEMORY_STORE_ENDPOINT"] == f"http://memorystore-memory.{namespace}.svc.cluster.local:8000"
+            assert agent.spec.template.metadata.labels["kora.dev/memorystore"] == "memory"
+            assert _get_or_none(client, HTTPRoute, "memorystore-memory", namespace) is None
+            assert _get_or_none(client, HTTPRoute, "agent-assistant", namespace) is not None
+            policy = client.get(NetworkPolicy, "memorystore-memory", namespace=namespace)
+            (rule,) = policy.spec.ingress
+            peers = [peer.to_dict() for peer in rule.from_]
+            assert peers == [
+                {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kora-system"}}},
+                {
+                    "podSelector": {
+                        "matchLabels": {
+                            "kora.dev/memorystore": "memory",
+                            "app.kubernetes.io/managed-by": "kora-operator",
+                        }
+                    }
+                },
+            ]

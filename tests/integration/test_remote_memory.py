@@ -18,7 +18,7 @@ import pytest
 from kora.memory.base import TurnContext
 from kora.memory.remote import RemoteMemory
 from kora.scripted.script import Match, Rule, TextReply, ToolCall, ToolCallReply
-from tests.support.agent import running_agent, wait_until
+from tests.support.agent import RunningAgent, running_agent, wait_until
 from tests.support.memory import ADMIN, AGENT_TOKEN, MemoryProcess, eventually, memory_service, model_env, service_env
 from tests.support.scripted_server import ScriptedModelServer
 
@@ -45,6 +45,7 @@ async def test_turns_are_written_to_the_store_and_facts_recalled_into_later_turn
             assert agent.event_types(session) == ["user_message", "agent_response"]
             sessions = agent.get("/memory/sessions").json()["sessions"]
             assert [s["session_id"] for s in sessions] == [session]
+            assert sessions[0]["user_id"] == "default"  # anonymous, listed as with LocalMemory
             # The scripted model's default extraction keeps the user's first-person sentences.
             wait_until(lambda: _facts(store) == ["I live in Lisbon."], within=30, message="fact extracted")
             extraction = [r for r in model.requests if "response_format" in r]
@@ -118,6 +119,58 @@ async def test_memory_tools_read_and_write_the_store(memory_db: str, model: Scri
                 extra_headers={"X-Session-ID": session},
             )
             assert "favourite colour is teal" in found.choices[0].message.content
+
+
+async def test_a_search_repeated_five_times_returns_the_same_facts_not_its_own_earlier_calls(
+    memory_db: str, model: ScriptedModelServer
+) -> None:
+    async with memory_service(service_env(memory_db)) as store:
+        async with running_agent(model, "assistant", MEMORY_STORE_ENDPOINT=store, MEMORY_TOOLS="all") as agent:
+            model.load_script(
+                [
+                    Rule(
+                        Match(user_matches="remember", after_tool=False),
+                        ToolCallReply([ToolCall("save_memory", {"content": "The user's favourite colour is teal."})]),
+                    ),
+                    Rule(
+                        Match(user_matches="colour", after_tool=False),
+                        ToolCallReply([ToolCall("search_memory", {"query": "favourite colour", "level": "session"})]),
+                    ),
+                    Rule(Match(after_tool=True), TextReply("Found: {tool_result}")),
+                ]
+            )
+            client = agent.async_openai()
+            saved = await client.chat.completions.with_raw_response.create(
+                model="m", messages=[{"role": "user", "content": "Please remember teal."}]
+            )
+            session = saved.headers["x-session-id"]
+            results = []
+            for _ in range(5):
+                await client.chat.completions.create(
+                    model="m",
+                    messages=[{"role": "user", "content": "What is my favourite colour?"}],
+                    extra_headers={"X-Session-ID": session},
+                )
+                searched = len(results) + 1
+                wait_until(
+                    lambda n=searched: len(_search_results(agent, session)) == n, within=30, message="search stored"
+                )
+                results.append(_search_results(agent, session)[-1])
+            # The same answer every time: the fact, and none of the earlier searches, their questions, results or the
+            # answers that quoted them (which all say "favourite colour" too).
+            assert all(result == results[0] for result in results), results
+            assert "The user's favourite colour is teal." in results[0]
+            assert "search_memory" not in results[0]
+            assert "Found:" not in results[0]
+
+
+def _search_results(agent: RunningAgent, session: str) -> list[str]:
+    """The text each ``search_memory`` call of ``session`` returned, oldest first."""
+    return [
+        str(e["content"]["content"])
+        for e in agent.events(session)
+        if e["event_type"] == "tool_result" and e["content"]["tool_name"] == "search_memory"
+    ]
 
 
 async def test_soft_mode_keeps_answering_and_replays_writes_when_the_store_returns(

@@ -1024,3 +1024,11 @@ def test_builders_never_raise_and_are_deterministic(data, mode):
     for entry, made in zip(plan.env, built[: len(plan.env)], strict=True):
         if entry.value is not None:
             assert made["value"].replace("$$", "$") == entry.value
+
+
+def test_a_memory_store_is_told_its_gateway_url_only_when_it_opted_into_a_route():
+    routed = plan_for(find("MemoryStore", "mem"), operator(ROUTED))
+    assert routed.public_url == "http://edge.gateways.svc/team/memorystore/mem"
+    assert routed.url == "http://memorystore-mem.team.svc.cluster.local:8000"  # what its agents use
+    unrouted = plan_for(find("MemoryStore", "notes"), operator(ROUTED))
+    assert unrouted.public_url == "http://memorystore-notes.team.svc.cluster.local:8000"

@@ -30,7 +30,7 @@ from kora.core.errors import Forbidden, RequestError
 from kora.core.events import utc_now
 from kora.memory.service import vectors
 from kora.memory.service.database import Conn
-from kora.memory.wire import USER_SCOPES, RecallHit, Scope, scope_rank
+from kora.memory.wire import MEMORY_TOOL_NAMES, USER_SCOPES, RecallHit, Scope, scope_rank
 
 _WORD = re.compile(r"\w+")
 #: Candidates taken from each index before scoring, per hit asked for. Two are enough for the blend (a top hit is
@@ -149,10 +149,37 @@ async def recall_facts(
     return _best(rows, "fact", top_k, threshold)
 
 
+#: Events that carry information (:func:`recall_events`); ``e`` is the event, ``%(memory_tools)s`` the names.
+_INFORMATIVE = """
+    e.event_type IN ('user_message', 'task_delegation_received', 'agent_response', 'tool_result',
+                     'delegation_response')
+    AND NOT (e.event_type = 'tool_result' AND e.content->>'tool_name' = ANY(%(memory_tools)s))
+    AND NOT EXISTS (
+        SELECT 1 FROM events t
+        WHERE t.sid = e.sid AND t.event_type = 'tool_call' AND t.content->>'tool_name' = 'search_memory'
+          AND CASE WHEN e.event_type = 'agent_response' THEN t.seq < e.seq
+                   WHEN e.event_type IN ('user_message', 'task_delegation_received') THEN t.seq > e.seq
+                   ELSE false END
+          AND NOT EXISTS (
+              SELECT 1 FROM events u
+              WHERE u.sid = e.sid AND u.seq > least(t.seq, e.seq) AND u.seq < greatest(t.seq, e.seq)
+                AND u.event_type IN ('user_message', 'task_delegation_received')))
+"""
+
+
 async def recall_events(conn: Conn, where: ScopeFilter, query: str, top_k: int, threshold: float) -> list[RecallHit]:
-    """Stored events within ``where`` matching ``query`` by full text, best first."""
+    """Stored events within ``where`` matching ``query`` by full text, best first: what was said (user messages,
+    delegated tasks, answers) and what tools and peers answered, never Kora's own calls (``tool_call``,
+    ``delegation_request``), errors, results of its memory tools (:data:`~kora.memory.wire.MEMORY_TOOL_NAMES`),
+    nor the question and the answer of a turn that called ``search_memory`` (a question to memory, and an answer
+    quoting a recall): those would come back on every later search, ranked above the facts they repeat."""
     condition, params = where.sql("s")
-    params |= {"q": or_query(query), "raw": query, "pool": top_k * CANDIDATES_PER_HIT}
+    params |= {
+        "q": or_query(query),
+        "raw": query,
+        "pool": top_k * CANDIDATES_PER_HIT,
+        "memory_tools": list(MEMORY_TOOL_NAMES),
+    }
     statement = f"""
         WITH q AS (
             SELECT websearch_to_tsquery('english', %(q)s) AS tsq,
@@ -163,7 +190,7 @@ async def recall_events(conn: Conn, where: ScopeFilter, query: str, top_k: int, 
                    cardinality(ARRAY(SELECT unnest(tsvector_to_array(e.search)) INTERSECT SELECT unnest(q.lexemes)))
                    ::float8 / cardinality(q.lexemes) END AS text_share
         FROM events e JOIN sessions s USING (sid), q
-        WHERE {condition} AND e.search @@ q.tsq
+        WHERE {condition} AND e.search @@ q.tsq AND {_INFORMATIVE}
         ORDER BY ts_rank_cd(e.search, q.tsq) DESC, e.seq DESC LIMIT %(pool)s
     """
     async with conn.cursor(row_factory=dict_row) as cur:
