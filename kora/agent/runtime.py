@@ -18,6 +18,12 @@ with pydantic-ai's own OpenAI model). ``AGENT_DIRECT_FIRST_REQUEST=false`` runs 
 same either way, and the turn tests run both. One difference: an empty first answer is asked again plainly,
 where the ``Agent`` adds a note asking for text.
 
+A turn that asks for more than a text answer with the agent's own tools (client tools, a ``tool_choice``, a
+``response_format``: :attr:`~kora.agent.turn.TurnRequest.plain` is false) runs wholly in the ``Agent``, whose
+output specs and deferred tools implement those; the client's sampling settings go with every request on both
+stages. A turn that ends with client tool calls answers them (``finish_reason`` ``tool_calls``) and stores them
+as ``tool_call`` events; the client's results open the next turn (:meth:`AgentRuntime._opening`).
+
 Turns in one session run one at a time (a later turn sees the earlier one); turns in different sessions run
 concurrently.
 """
@@ -29,9 +35,10 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from pydantic_ai import ModelMessage, ModelResponse
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage
 
 from kora.agent.chat_model import KoraChatModel
@@ -40,12 +47,12 @@ from kora.agent.loop import AgenticLoop, steps_usage, text_delta, turn_error
 from kora.agent.recorder import TurnRecorder, prompt_request
 from kora.agent.settings import AgentSettings
 from kora.agent.telemetry import AgentTracing, TurnSpan, active_sessions, observe_memory
-from kora.agent.turn import TurnOutcome, TurnRequest
+from kora.agent.turn import ClientCall, TurnOutcome, TurnRequest
 from kora.core.errors import Forbidden, KoraError, StepLimitReached, TurnCancelled
-from kora.core.events import MemoryEvent
+from kora.core.events import EventType, MemoryEvent
 from kora.memory import Memory
 from kora.memory.base import SESSION_FORBIDDEN
-from kora.memory.replay import Prompt, Request, Response
+from kora.memory.replay import Prompt, Request
 
 log = logging.getLogger("kora.agent")
 
@@ -129,6 +136,11 @@ class AgentRuntime:
         """Every tool the model can call now: ``{name, description, parameters, source}``."""
         return self.loop.tool_definitions()
 
+    def check(self, turn: TurnRequest) -> None:
+        """Refuse a turn the agent's tools make impossible before anything runs or is stored (see
+        :meth:`~kora.agent.loop.AgenticLoop.check`). Raises :class:`~kora.core.errors.RequestError` (400)."""
+        self.loop.check(turn)
+
     async def run(self, turn: TurnRequest) -> TurnOutcome:
         """Run a turn to its end and return the answer (the model is asked for whole responses)."""
         with self.tracing.turn(turn.session_id) as span:
@@ -141,21 +153,33 @@ class AgentRuntime:
         async with self._locks.hold(turn.session_id):
             progress = _Progress()
             try:
-                turn, messages = await self._prepare(turn)
-                prompt_at = len(messages) - 1
+                turn, messages, prompt_at = await self._prepare(turn)
                 progress.messages = messages[prompt_at:]
-                if self._direct:
+                if self._direct and turn.plain:
                     parameters = self.loop.request_parameters(turn)
                     # Prepared as the Agent prepares every request (pydantic-ai's notes on framing lookalikes).
                     sent = self.model.prepare_messages(messages, parameters)
                     with self.tracing.first_step(span):
-                        first = await self.model.request(sent, None, parameters)
+                        first = await self.model.request(sent, _settings(turn), parameters)
                     if ends_turn(first):
-                        return await self._ended(turn, [messages[-1], first], first.text or "", _usage_of(first))
+                        return await self._ended(
+                            turn,
+                            [*messages[prompt_at:], first],
+                            first.text or "",
+                            _usage_of(first),
+                            first.finish_reason,
+                        )
                     messages, progress.usage = _hand_over(messages, first)
                     progress.messages = messages[prompt_at:]
                 result = await self.loop.run(turn, messages, progress.usage, progress.steps)
-                return await self._ended(turn, [*messages[prompt_at:], *result.new_messages], result.text, result.usage)
+                return await self._ended(
+                    turn,
+                    [*messages[prompt_at:], *result.new_messages],
+                    result.text,
+                    result.usage,
+                    result.finish_reason,
+                    result.calls,
+                )
             except (Exception, asyncio.CancelledError) as error:
                 return await self._failed(turn, error, progress)
 
@@ -178,22 +202,27 @@ class AgentRuntime:
             recorded = False
             progress = _Progress()
             try:
-                turn, messages = await self._prepare(turn)
-                prompt_at = len(messages) - 1
+                turn, messages, prompt_at = await self._prepare(turn)
                 progress.messages = messages[prompt_at:]
                 said_text = False
-                if self._direct:
+                if self._direct and turn.plain:
                     parameters = self.loop.request_parameters(turn)
                     sent = self.model.prepare_messages(messages, parameters)
                     with self.tracing.first_step(span):
-                        async with self.model.request_stream(sent, None, parameters) as streamed:
+                        async with self.model.request_stream(sent, _settings(turn), parameters) as streamed:
                             async for event in streamed:
                                 if text := text_delta(event):
                                     said_text = True
                                     yield text
                             first = streamed.get()
                     if ends_turn(first):
-                        outcome = await self._ended(turn, [messages[-1], first], first.text or "", _usage_of(first))
+                        outcome = await self._ended(
+                            turn,
+                            [*messages[prompt_at:], first],
+                            first.text or "",
+                            _usage_of(first),
+                            first.finish_reason,
+                        )
                         recorded = True
                         yield outcome
                         return
@@ -206,7 +235,9 @@ class AgentRuntime:
                             yield item
                         else:
                             turn_messages = [*messages[prompt_at:], *item.new_messages]
-                            outcome = await self._ended(turn, turn_messages, item.text, item.usage)
+                            outcome = await self._ended(
+                                turn, turn_messages, item.text, item.usage, item.finish_reason, item.calls
+                            )
                             recorded = True
                             yield outcome
             except GeneratorExit:
@@ -221,16 +252,36 @@ class AgentRuntime:
                 yield outcome.text
                 yield outcome
 
-    async def _prepare(self, turn: TurnRequest) -> tuple[TurnRequest, list[ModelMessage]]:
-        """The turn with what memory recalls (rolling summary, long-term facts) added to its instructions, and its
-        first request: what the model is shown before the prompt (the session's window, else the history the client
-        sent), then the prompt."""
+    async def _prepare(self, turn: TurnRequest) -> tuple[TurnRequest, list[ModelMessage], int]:
+        """The turn with what memory recalls (rolling summary, long-term facts) added to its instructions, its first
+        request (what the model is shown before the turn: the session's window, else the history the client sent;
+        then the turn's opening, :meth:`_opening`) and where the turn's own messages start in it (what the turn
+        stores)."""
         limit = self.settings.memory_context_limit
         with self.tracing.memory("recall", turn.session_id):
             context = await self.memory.turn_context(turn.session_id, turn.prompt, limit, turn.user_id)
         if note := memory_instructions(context):
             turn = replace(turn, system=f"{turn.system}\n\n{note}" if turn.system else note)
-        return turn, [*self._history(turn, context.events, limit), prompt_request(turn)]
+        history = self._history(turn, context.events, limit)
+        opening, stored = self._opening(turn, context.events)
+        return turn, [*history, *opening], len(history) + stored
+
+    @staticmethod
+    def _opening(turn: TurnRequest, events: list[MemoryEvent]) -> tuple[list[ModelMessage], int]:
+        """What opens the turn, and how many of its first messages memory already holds: its prompt; or, for a
+        turn that continues client tool calls, the assistant message with those calls and the client's results.
+        The calls are stored by this turn unless the session already holds them (the turn that made them stored
+        them; their replay leaves them out, as calls without results, so they are shown here again)."""
+        if not turn.tool_results or turn.answered is None:
+            return [prompt_request(turn)], 0
+        opening = replay_to_messages([turn.answered, Request(list(turn.tool_results), turn.started)])
+        stored = {
+            event.content.get("tool_call_id")
+            for event in events
+            if event.event_type == EventType.TOOL_CALL and isinstance(event.content, dict)
+        }
+        held = all(call.tool_call_id in stored for call in turn.answered.calls)
+        return opening, 1 if held else 0
 
     def _history(self, turn: TurnRequest, events: list[MemoryEvent], limit: int) -> list[ModelMessage]:
         if limit == 0:
@@ -238,19 +289,27 @@ class AgentRuntime:
         if events:
             return events_to_messages(events)
         # A client that keeps the conversation itself (plain OpenAI usage) sends it every time.
-        return replay_to_messages(
-            Request([Prompt(text, turn.started)], turn.started)
-            if role == "user"
-            else Response(turn.started, texts=[text])
-            for role, text in turn.client_history[-limit:]
-        )
+        steps = turn.client_history[-limit:]
+        while steps and isinstance(steps[0], Request) and not any(isinstance(p, Prompt) for p in steps[0].parts):
+            steps = steps[1:]  # results whose calls the window cut off: a model API rejects them
+        return replay_to_messages(steps)
 
-    async def _ended(self, turn: TurnRequest, messages: list[ModelMessage], text: str, usage: RunUsage) -> TurnOutcome:
-        """Store a turn that reached its answer (``messages``: from its prompt request on, whichever stage ended
-        it); the outcome."""
+    async def _ended(
+        self,
+        turn: TurnRequest,
+        messages: list[ModelMessage],
+        text: str,
+        usage: RunUsage,
+        finish: str | None = None,
+        calls: tuple[ClientCall, ...] = (),
+    ) -> TurnOutcome:
+        """Store a turn that reached its answer (``messages``: from its opening on, whichever stage ended it); the
+        outcome: ``finish_reason`` ``tool_calls`` with client ``calls``, ``length`` when the model's last answer
+        was cut by a token limit (pydantic-ai's ``finish``), else ``stop``."""
         self.tracing.end_step()
         await self.recorder.record(turn, messages)
-        return TurnOutcome(text, "stop", usage.input_tokens, usage.output_tokens, usage.requests)
+        reason = "tool_calls" if calls else "length" if finish == "length" else "stop"
+        return TurnOutcome(text, reason, usage.input_tokens, usage.output_tokens, usage.requests, calls)
 
     async def _failed(self, turn: TurnRequest, error: BaseException, progress: _Progress) -> TurnOutcome:
         """Store the turn as far as it went (the steps that ran, then its ``error`` event); the outcome of a spent
@@ -310,3 +369,8 @@ def _hand_over(messages: list[ModelMessage], first: ModelResponse) -> tuple[list
 def _usage_of(response: ModelResponse) -> RunUsage:
     """The turn's usage after its first request: one request and that response's tokens."""
     return RunUsage(requests=1, input_tokens=response.usage.input_tokens, output_tokens=response.usage.output_tokens)
+
+
+def _settings(turn: TurnRequest) -> ModelSettings | None:
+    """The client's sampling settings for a plain turn's direct first request (None: none given)."""
+    return cast(ModelSettings, dict(turn.model_settings)) if turn.model_settings else None

@@ -40,8 +40,11 @@ def openai_error_body(message: str, type_: str, code: str | None = None, **extra
 
 
 def error_body(error: KoraError) -> JSONObject:
-    """``error`` (see :mod:`kora.core.errors`) as OpenAI's error body."""
-    return openai_error_body(error.message, error.openai_type, error.code)
+    """``error`` (see :mod:`kora.core.errors`) as OpenAI's error body (``param`` names the request field, if any)."""
+    body = openai_error_body(error.message, error.openai_type, error.code)
+    if error.param is not None:
+        cast(JSONObject, body["error"])["param"] = error.param
+    return body
 
 
 #: Longest field location an error message spells out whole.
@@ -318,9 +321,12 @@ class ChunkWriter:
         return self._head + b'[],"usage":' + _dumps(usage) + b"}\n\n"
 
 
+def model_object(name: str, owned_by: str, created: int = 0) -> JSONObject:
+    """One model: ``{"id", "object": "model", "created", "owned_by"}`` (``GET /models/{id}``)."""
+    return {"id": name, "object": "model", "created": created, "owned_by": owned_by}
+
+
 def model_list_body(names: list[str], owned_by: str, created: int = 0) -> JSONObject:
     """``GET /models``: ``{"object": "list", "data": [{"id", "object": "model", "created", "owned_by"}]}``."""
-    data: list[JsonValue] = [
-        {"id": name, "object": "model", "created": created, "owned_by": owned_by} for name in names
-    ]
+    data: list[JsonValue] = [model_object(name, owned_by, created) for name in names]
     return {"object": "list", "data": data}

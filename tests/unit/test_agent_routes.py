@@ -33,6 +33,8 @@ def test_every_endpoint_is_a_route_of_the_app_itself() -> None:
         ("/memory/events", ["GET"]),
         ("/memory/sessions", ["GET"]),
         ("/v1/chat/completions", ["POST"]),
+        ("/v1/models", ["GET"]),
+        ("/v1/models/{model_id:path}", ["GET"]),
     ]
 
 
@@ -50,4 +52,6 @@ def test_openapi_operation_ids_are_stable() -> None:
         ("/memory/events", "get"): "memory_events_memory_events_get",
         ("/memory/sessions", "get"): "memory_sessions_memory_sessions_get",
         ("/v1/chat/completions", "post"): "chat_completions_v1_chat_completions_post",
+        ("/v1/models", "get"): "list_models_v1_models_get",
+        ("/v1/models/{model_id}", "get"): "get_model_v1_models__model_id__get",
     }
