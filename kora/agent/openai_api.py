@@ -152,6 +152,11 @@ def parse_chat_request(raw: bytes) -> ParsedChat:
         raise InvalidJSON("Request body is not valid JSON.") from None
     if not isinstance(data, dict):
         raise RequestError("Request body must be a JSON object.", code="invalid_json")
+    return parse_chat_body(data)
+
+
+def parse_chat_body(data: dict[str, Any]) -> ParsedChat:
+    """:func:`parse_chat_request` for a decoded body (the Responses API translates its requests to one)."""
     bad_text = unstorable_location(data)
     if bad_text is not None:
         raise RequestError(invalid_request_message([{"loc": bad_text.split("."), "msg": UNSTORABLE_MESSAGE}]))
@@ -224,7 +229,8 @@ def _parsed(request: wire.ChatRequest) -> ParsedChat:
         if isinstance(message, wire.UserMessage):
             last_user = index
     prompt_message = messages[last_user] if last_user >= 0 else None
-    if not isinstance(prompt_message, wire.UserMessage) or not _has_content(prompt_message):
+    continues = bool(conversation) and isinstance(conversation[-1][1], wire.ToolMessage)
+    if not continues and (not isinstance(prompt_message, wire.UserMessage) or not _has_content(prompt_message)):
         raise RequestError(
             "The request has no user message with text content.", code="no_user_message", param="messages"
         )
@@ -236,7 +242,7 @@ def _parsed(request: wire.ChatRequest) -> ParsedChat:
         results = 0
         while results < len(conversation) and isinstance(conversation[-1 - results][1], wire.ToolMessage):
             results += 1
-        history_end = last_user
+        history_end = max(last_user, 0)
         if results:
             history_end, answered, tool_results = _continuation(conversation[-1 - results :], now)
         elif conversation[-1][0] != last_user:
@@ -257,12 +263,13 @@ def _parsed(request: wire.ChatRequest) -> ParsedChat:
         for t in request.tools or ()
     )
     given = request.model_fields_set
+    prompt_content = prompt_message.content if isinstance(prompt_message, wire.UserMessage) else ""
     return ParsedChat(
         request=request,
-        prompt=wire.message_text(prompt_message.content),
+        prompt=wire.message_text(prompt_content),
         history=history,
         system="\n\n".join(systems),
-        prompt_parts=_prompt_parts(prompt_message.content),
+        prompt_parts=_prompt_parts(prompt_content),
         tool_results=tool_results,
         answered=answered,
         client_tools=tools,

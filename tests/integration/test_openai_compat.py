@@ -430,3 +430,132 @@ def test_fuzz_the_openai_fields(setup, body, tail):
         assert setup.agent.events(session) == []
     else:
         assert response.status_code == 200, response.text
+
+
+# -- the Responses API ------------------------------------------------------------------------------------------------
+
+RESPONSES_TOOL = {"type": "function", **WEATHER_TOOL["function"]}
+
+
+def test_responses_text_and_a_continued_session(s):
+    first = s.client.responses.create(model="helper", input="hello there", instructions="Be brief.")
+    assert first.output_text == "You said: hello there"
+    assert first.status == "completed"
+    assert first.usage.total_tokens > 0
+    assert any(m["role"] == "system" and "Be brief." in m["content"] for m in s.model.requests[-1]["messages"])
+    second = s.client.responses.create(model="helper", input="and again", previous_response_id=first.id)
+    assert second.output_text == "You said: and again"
+    # The second turn saw the first from the session's stored events.
+    assert [m["content"] for m in s.model.requests[-1]["messages"] if m["role"] != "system"] == [
+        "hello there",
+        "You said: hello there",
+        "and again",
+    ]
+
+
+def test_responses_function_tool_round_trip_with_previous_response_id(s):
+    first = s.client.responses.create(model="helper", input="weather in Paris?", tools=[RESPONSES_TOOL])
+    (call,) = [item for item in first.output if item.type == "function_call"]
+    assert (call.name, json.loads(call.arguments)) == ("get_weather", {"city": "Paris"})
+    second = s.client.responses.create(
+        model="helper",
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "sunny"}],
+        tools=[RESPONSES_TOOL],
+    )
+    assert second.output_text == "Tool result: sunny"
+    sent = [m for m in s.model.requests[-1]["messages"] if m["role"] != "system"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
+
+
+def test_responses_stream_the_typed_events(s):
+    with s.client.responses.stream(model="helper", input="weather in Oslo?", tools=[RESPONSES_TOOL]) as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert kinds[:2] == ["response.created", "response.in_progress"]
+    assert "response.function_call_arguments.delta" in kinds
+    assert kinds[-1] == "response.completed"
+    (call,) = [item for item in final.output if item.type == "function_call"]
+    assert json.loads(call.arguments) == {"city": "Oslo"}
+    with s.client.responses.stream(model="helper", input="hello") as stream:
+        deltas = [event.delta for event in stream if event.type == "response.output_text.delta"]
+    assert "".join(deltas) == "You said: hello"
+
+
+def test_responses_structured_output_and_refusals(s):
+    schema = Weather.model_json_schema()
+    answer = s.client.responses.create(
+        model="helper",
+        input="weather?",
+        text={"format": {"type": "json_schema", "name": "Weather", "schema": schema, "strict": False}},
+    )
+    assert Weather.model_validate_json(answer.output_text) == Weather(city="Paris", degrees=21)
+    for body, param in (
+        ({"store": False}, "store"),
+        ({"background": True}, "background"),
+        ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
+        ({"temperature": "hot"}, "temperature"),
+    ):
+        response = httpx.post(f"{s.agent.url}/v1/responses", json={"model": "helper", "input": "x", **body}, timeout=30)
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["param"] == param
+    unknown = httpx.post(
+        f"{s.agent.url}/v1/responses", json={"input": "x", "previous_response_id": "resp_zz"}, timeout=30
+    )
+    assert unknown.json()["error"]["param"] == "previous_response_id"
+
+
+response_items = st.lists(
+    st.one_of(
+        st.fixed_dictionaries(
+            {"role": field(st.sampled_from(["user", "assistant", "system"])), "content": field(st.text(max_size=5))}
+        ),
+        st.fixed_dictionaries(
+            {
+                "type": st.just("function_call"),
+                "call_id": field(names),
+                "name": field(names),
+                "arguments": field(st.just("{}")),
+            }
+        ),
+        st.fixed_dictionaries(
+            {"type": st.just("function_call_output"), "call_id": field(names), "output": field(st.text(max_size=5))}
+        ),
+        hostile_values,
+    ),
+    max_size=4,
+)
+responses_bodies = st.fixed_dictionaries(
+    {"input": st.one_of(st.text(max_size=10), response_items, hostile_values)},
+    optional={
+        "model": field(st.just("helper")),
+        "instructions": field(st.text(max_size=5)),
+        "tools": field(
+            st.lists(st.fixed_dictionaries({"type": field(st.just("function")), "name": field(names)}), max_size=2)
+        ),
+        "text": hostile_values,
+        "previous_response_id": field(st.text(max_size=20)),
+        "max_output_tokens": field(st.integers(0, 20)),
+        "stream": field(st.booleans()),
+        "store": field(st.booleans()),
+    },
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=responses_bodies)
+def test_fuzz_the_responses_api(setup, body):
+    session = f"fuzz-{uuid.uuid4().hex}"
+    response = httpx.post(
+        f"{setup.agent.url}/v1/responses",
+        content=render(body).encode("utf-8", "surrogatepass"),
+        headers={"content-type": "application/json", "X-Session-ID": session},
+        timeout=30,
+    )
+    event(f"status {response.status_code}")
+    assert_handled(response)
+    if response.status_code >= 400:
+        assert response.json()["error"]["message"]
+        assert setup.agent.events(session) == []
+    else:
+        assert response.status_code == 200, response.text

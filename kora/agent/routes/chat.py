@@ -27,8 +27,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import JsonValue
 
-from kora.agent.identity import open_session
-from kora.agent.openai_api import parse_chat_request
+from kora.agent.identity import Identity, open_session
+from kora.agent.openai_api import ParsedChat, parse_chat_request
 from kora.agent.routes.errors import error_response
 from kora.agent.state import AgentState
 from kora.agent.turn import TurnOutcome, TurnRequest
@@ -64,22 +64,7 @@ def add_chat_routes(router: APIRouter, state: AgentState) -> None:
         parsed = parse_chat_request(await request.body())
         requested = requested_session(request.headers.get(SESSION_HEADER), parsed.request.session_id)
         runtime = await state.wait_runtime()
-        turn = TurnRequest(
-            session_id="",
-            prompt=parsed.prompt,
-            client_history=parsed.history,
-            system=parsed.system,
-            delegated_by=request.headers.get(DELEGATED_BY_HEADER),
-            user_id=identity.user_id,
-            credential=identity.credential,
-            prompt_parts=parsed.prompt_parts,
-            tool_results=parsed.tool_results,
-            answered=parsed.answered,
-            client_tools=parsed.client_tools,
-            tool_choice=parsed.tool_choice,
-            output=parsed.output,
-            model_settings=parsed.model_settings,
-        )
+        turn = chat_turn(parsed, request, identity)
         runtime.check(turn)
         session_id = await open_session(state.memory, requested, agent_name, identity)
         turn = replace(turn, session_id=session_id)
@@ -120,6 +105,26 @@ def add_chat_routes(router: APIRouter, state: AgentState) -> None:
                 param="model",
             )
         return JSONResponse(model_object(agent_name, OWNED_BY, started))
+
+
+def chat_turn(parsed: ParsedChat, request: Request, identity: Identity) -> TurnRequest:
+    """The turn a parsed request asks for, by ``identity`` (its session is set once opened)."""
+    return TurnRequest(
+        session_id="",
+        prompt=parsed.prompt,
+        client_history=parsed.history,
+        system=parsed.system,
+        delegated_by=request.headers.get(DELEGATED_BY_HEADER),
+        user_id=identity.user_id,
+        credential=identity.credential,
+        prompt_parts=parsed.prompt_parts,
+        tool_results=parsed.tool_results,
+        answered=parsed.answered,
+        client_tools=parsed.client_tools,
+        tool_choice=parsed.tool_choice,
+        output=parsed.output,
+        model_settings=parsed.model_settings,
+    )
 
 
 #: ``owned_by`` of the agent's model entry.
