@@ -559,3 +559,14 @@ def test_fuzz_the_responses_api(setup, body):
         assert setup.agent.events(session) == []
     else:
         assert response.status_code == 200, response.text
+
+
+def test_a_token_limit_cuts_the_answer_with_finish_reason_length(s):
+    answer = s.client.chat.completions.create(
+        model="helper", messages=[user("hello there my friend")], max_completion_tokens=2
+    )
+    assert (answer.choices[0].message.content, answer.choices[0].finish_reason) == ("You said:", "length")
+    assert s.model.requests[-1]["max_tokens"] == 2
+    response = s.client.responses.create(model="helper", input="hello there my friend", max_output_tokens=2)
+    assert (response.output_text, response.status) == ("You said:", "incomplete")
+    assert response.incomplete_details.reason == "max_output_tokens"
