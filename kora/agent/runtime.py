@@ -263,25 +263,29 @@ class AgentRuntime:
         if note := memory_instructions(context):
             turn = replace(turn, system=f"{turn.system}\n\n{note}" if turn.system else note)
         history = self._history(turn, context.events, limit)
-        opening, stored = self._opening(turn, context.events)
-        return turn, [*history, *opening], len(history) + stored
-
-    @staticmethod
-    def _opening(turn: TurnRequest, events: list[MemoryEvent]) -> tuple[list[ModelMessage], int]:
-        """What opens the turn, and how many of its first messages memory already holds: its prompt; or, for a
-        turn that continues client tool calls, the assistant message with those calls and the client's results.
-        The calls are stored by this turn unless the session already holds them (the turn that made them stored
-        them; their replay leaves them out, as calls without results, so they are shown here again)."""
         if not turn.tool_results or turn.answered is None:
-            return [prompt_request(turn)], 0
+            return turn, [*history, prompt_request(turn)], len(history)
+        # A turn that continues client tool calls opens with the assistant message holding them and the client's
+        # results. The calls are stored by this turn unless the session already holds them (the turn that made
+        # them stored them; their replay leaves them out, as calls without results, so they are shown again here).
         opening = replay_to_messages([turn.answered, Request(list(turn.tool_results), turn.started)])
-        stored = {
-            event.content.get("tool_call_id")
-            for event in events
-            if event.event_type == EventType.TOOL_CALL and isinstance(event.content, dict)
-        }
-        held = all(call.tool_call_id in stored for call in turn.answered.calls)
-        return opening, 1 if held else 0
+        held = await self._holds_calls(turn, context.events)
+        return turn, [*history, *opening], len(history) + (1 if held else 0)
+
+    async def _holds_calls(self, turn: TurnRequest, window: list[MemoryEvent]) -> bool:
+        """Whether the session already stores the calls ``turn`` answers: looked up in the replay ``window``,
+        else among the session's latest ``tool_call`` events (a turn whose own tool steps pushed them out)."""
+        assert turn.answered is not None
+        wanted = {call.tool_call_id for call in turn.answered.calls}
+
+        def found(events: list[MemoryEvent]) -> bool:
+            ids = {e.content.get("tool_call_id") for e in events if isinstance(e.content, dict)}
+            return wanted <= ids
+
+        if found([e for e in window if e.event_type == EventType.TOOL_CALL]):
+            return True
+        calls = await self.memory.get_session_events(turn.session_id, [EventType.TOOL_CALL], _CALLS_LOOKED_UP)
+        return found(calls)
 
     def _history(self, turn: TurnRequest, events: list[MemoryEvent], limit: int) -> list[ModelMessage]:
         if limit == 0:
@@ -369,6 +373,10 @@ def _hand_over(messages: list[ModelMessage], first: ModelResponse) -> tuple[list
 def _usage_of(response: ModelResponse) -> RunUsage:
     """The turn's usage after its first request: one request and that response's tokens."""
     return RunUsage(requests=1, input_tokens=response.usage.input_tokens, output_tokens=response.usage.output_tokens)
+
+
+#: How many of a session's latest ``tool_call`` events a continuing turn looks through for the calls it answers.
+_CALLS_LOOKED_UP = 64
 
 
 def _settings(turn: TurnRequest) -> ModelSettings | None:

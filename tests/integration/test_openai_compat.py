@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from kora.scripted import Match, Rule, TextReply, ToolCall, ToolCallReply
-from tests.support.agent import RunningAgent, served_agent
+from tests.support.agent import RunningAgent, running_agent, served_agent
 from tests.support.hostile import any_text, assert_handled, field, hostile_values, render
 from tests.support.scripted_server import ScriptedModelServer
 
@@ -570,3 +570,20 @@ def test_a_token_limit_cuts_the_answer_with_finish_reason_length(s):
     response = s.client.responses.create(model="helper", input="hello there my friend", max_output_tokens=2)
     assert (response.output_text, response.status) == ("You said:", "incomplete")
     assert response.incomplete_details.reason == "max_output_tokens"
+
+
+async def test_a_call_outside_the_replay_window_is_not_stored_twice(model):
+    model.load_script(RULES)
+    async with running_agent(model, "helper", MEMORY_CONTEXT_LIMIT="0") as agent:
+        client, headers = agent.openai(), {"X-Session-ID": "no-window"}
+        first = client.chat.completions.create(
+            model="helper", messages=[user("weather in Paris?")], tools=[WEATHER_TOOL], extra_headers=headers
+        )
+        message = first.choices[0].message
+        follow_up = [
+            user("weather in Paris?"),
+            message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": "fog"},
+        ]
+        client.chat.completions.create(model="helper", messages=follow_up, tools=[WEATHER_TOOL], extra_headers=headers)
+        assert agent.event_types("no-window") == ["user_message", "tool_call", "tool_result", "agent_response"]
