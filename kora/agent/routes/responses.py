@@ -19,9 +19,11 @@ validated, as on the chat endpoint.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -62,19 +64,19 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         body = _decode(await request.body())
         previous = body.get("previous_response_id")
         runtime = await state.wait_runtime()
-        pending = None
         if previous is not None:
             session_id = await open_session(state.memory, session_of(previous), agent_name, identity)
-            window = state.settings.memory_context_limit or 1
-            pending = pending_calls(await state.memory.get_session_events(session_id, limit=max(window, 20)))
-            parsed = parse_chat_body(chat_body(body, pending))
-            turn = chat_turn(parsed, request, identity)
-            runtime.check(turn)
+            stored = await state.memory.get_session_events(session_id, limit=_EVENTS_LOOKED_UP)
+            with responses_params():
+                parsed = parse_chat_body(chat_body(body, pending_calls(stored)))
+                turn = chat_turn(parsed, request, identity)
+                runtime.check(turn)
         else:
-            parsed = parse_chat_body(chat_body(body))
+            with responses_params():
+                parsed = parse_chat_body(chat_body(body))
+                turn = chat_turn(parsed, request, identity)
+                runtime.check(turn)
             requested = requested_session(request.headers.get(SESSION_HEADER), parsed.request.session_id)
-            turn = chat_turn(parsed, request, identity)
-            runtime.check(turn)
             session_id = await open_session(state.memory, requested, agent_name, identity)
         turn = replace(turn, session_id=session_id)
         headers = {SESSION_HEADER: session_id}
@@ -94,6 +96,34 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
                 _whole(events, outcome), media_type="text/event-stream", headers=headers | {"Cache-Control": "no-cache"}
             )
         return JSONResponse(events.body(outcome), headers=headers)
+
+
+#: How many of a session's latest events are read for the calls a previous response handed to the client.
+_EVENTS_LOOKED_UP = 64
+#: Chat Completions request fields as the Responses field they were translated from (``param`` of a refusal).
+_PARAMS: Final = (
+    (re.compile(r"^max_tokens"), "max_output_tokens"),
+    (re.compile(r"^response_format\.json_schema"), "text.format"),
+    (re.compile(r"^response_format"), "text.format"),
+    (re.compile(r"^messages.*"), "input"),
+    (re.compile(r"^(tools\[\d+\])\.function"), r"\1"),
+    (re.compile(r"^tool_choice\.function"), "tool_choice"),
+)
+
+
+@contextmanager
+def responses_params() -> Iterator[None]:
+    """Refusals raised inside name the Responses field (``max_output_tokens``, ``text.format``, ``input``, ...),
+    not the Chat Completions field the request was translated to."""
+    try:
+        yield
+    except RequestError as error:
+        if error.param is not None:
+            for pattern, name in _PARAMS:
+                if pattern.match(error.param):
+                    error.param = pattern.sub(name, error.param, count=1)
+                    break
+        raise
 
 
 async def _whole(events: ResponseEvents, outcome: TurnOutcome) -> AsyncIterator[bytes]:
