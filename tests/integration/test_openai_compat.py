@@ -591,3 +591,12 @@ async def test_a_call_outside_the_replay_window_is_not_stored_twice(model):
         ]
         client.chat.completions.create(model="helper", messages=follow_up, tools=[WEATHER_TOOL], extra_headers=headers)
         assert agent.event_types("no-window") == ["user_message", "tool_call", "tool_result", "agent_response"]
+
+
+def test_tool_choice_required_binds_only_the_first_model_request_of_the_turn(s):
+    s.model.enqueue(ToolCallReply([ToolCall("save_memory", {"content": "x"})]), TextReply("saved"))
+    answer = s.client.chat.completions.create(model="helper", messages=[user("save x")], tool_choice="required")
+    assert answer.choices[0].message.content == "saved"
+    first, second = s.model.requests
+    assert first["tool_choice"] == "required"
+    assert second.get("tool_choice", "auto") == "auto"
