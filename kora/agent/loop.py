@@ -266,7 +266,10 @@ class AgenticLoop:
             ]
             self._parameters = self._with_instructions(ModelRequestParameters(function_tools=tools), "")
             self._parameters_key = key
-        return self._with_instructions(self._parameters, turn.system) if turn.system else self._parameters
+        parameters = self._parameters
+        if turn.client_tools:  # after the agent's own, as the Agent lists the run's ExternalToolset
+            parameters = replace(parameters, function_tools=[*parameters.function_tools, *client_definitions(turn)])
+        return self._with_instructions(parameters, turn.system) if turn.system else parameters
 
     def _with_instructions(self, parameters: ModelRequestParameters, system: str) -> ModelRequestParameters:
         texts = (self.settings.agent_instructions, system)
@@ -362,16 +365,7 @@ class AgenticLoop:
         the client: pydantic-ai ends the run with :class:`DeferredToolRequests` when the model calls one)."""
         toolsets: list[AbstractToolset[Any]] = self.mcp.toolsets() if self.mcp is not None else []
         if turn.client_tools:
-            definitions = [
-                ToolDefinition(
-                    name=tool.name,
-                    parameters_json_schema=tool.parameters,
-                    description=tool.description or None,
-                    strict=tool.strict,
-                )
-                for tool in turn.client_tools
-            ]
-            toolsets = [*toolsets, ExternalToolset(definitions, id="client")]
+            toolsets = [*toolsets, ExternalToolset(client_definitions(turn), id="client")]
         return toolsets
 
     @staticmethod
@@ -385,6 +379,20 @@ class AgenticLoop:
             text = output if isinstance(output, str) else str(output)
         finish = result.response.finish_reason
         return LoopResult(text, result.usage, result.new_messages(), calls, finish)
+
+
+def client_definitions(turn: TurnRequest) -> list[ToolDefinition]:
+    """The client's tools as pydantic-ai tool definitions of kind ``external`` (run outside the agent)."""
+    return [
+        ToolDefinition(
+            name=tool.name,
+            parameters_json_schema=tool.parameters,
+            description=tool.description or None,
+            strict=tool.strict,
+            kind="external",
+        )
+        for tool in turn.client_tools
+    ]
 
 
 def turn_settings(turn: TurnRequest) -> ModelSettings | Callable[[RunContext[TurnDeps]], ModelSettings] | None:

@@ -18,11 +18,13 @@ with pydantic-ai's own OpenAI model). ``AGENT_DIRECT_FIRST_REQUEST=false`` runs 
 same either way, and the turn tests run both. One difference: an empty first answer is asked again plainly,
 where the ``Agent`` adds a note asking for text.
 
-A turn that asks for more than a text answer with the agent's own tools (client tools, a ``tool_choice``, a
-``response_format``: :attr:`~kora.agent.turn.TurnRequest.plain` is false) runs wholly in the ``Agent``, whose
-output specs and deferred tools implement those; the client's sampling settings go with every request on both
-stages. A turn that ends with client tool calls answers them (``finish_reason`` ``tool_calls``) and stores them
-as ``tool_call`` events; the client's results open the next turn (:meth:`AgentRuntime._opening`).
+Client tools are offered on both stages. A first answer that calls only client tools ends the turn with those
+calls (``finish_reason`` ``tool_calls``); one that also calls the agent's own tools goes to the loop, which runs
+those and ends with the client's calls (pydantic-ai's deferred tools). A turn with a ``response_format`` or a
+``tool_choice`` that forces a call runs wholly in the ``Agent`` (:attr:`~kora.agent.turn.TurnRequest.direct_first`):
+its output spec checks and retries the answer, and the forced choice binds its first step only. The client's
+sampling settings go with every request on both stages. Client calls are stored as ``tool_call`` events; the
+client's results open the next turn (:meth:`AgentRuntime._prepare`).
 
 Turns in one session run one at a time (a later turn sees the earlier one); turns in different sessions run
 concurrently.
@@ -35,7 +37,7 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Any
 
 from pydantic_ai import ModelMessage, ModelResponse
 from pydantic_ai.settings import ModelSettings
@@ -43,7 +45,7 @@ from pydantic_ai.usage import RunUsage
 
 from kora.agent.chat_model import KoraChatModel
 from kora.agent.history import events_to_messages, memory_instructions, replay_to_messages
-from kora.agent.loop import AgenticLoop, steps_usage, text_delta, turn_error
+from kora.agent.loop import AgenticLoop, steps_usage, text_delta, turn_error, turn_settings
 from kora.agent.recorder import TurnRecorder, prompt_request
 from kora.agent.settings import AgentSettings
 from kora.agent.telemetry import AgentTracing, TurnSpan, active_sessions, observe_memory
@@ -81,6 +83,17 @@ class SessionLocks:
                 active_sessions.add(-1)
             else:
                 self._locks[session_id] = (lock, users - 1)
+
+
+def client_calls(turn: TurnRequest, response: ModelResponse) -> tuple[ClientCall, ...]:
+    """The calls of a first answer when every call is of a client tool (the turn then ends with them; a call of
+    one of the agent's own tools hands the answer to the loop, which runs those and defers the client's)."""
+    if not response.tool_calls or not turn.client_tools:
+        return ()
+    names = {tool.name for tool in turn.client_tools}
+    if any(call.tool_name not in names for call in response.tool_calls):
+        return ()
+    return tuple(ClientCall(c.tool_call_id, c.tool_name, c.args_as_json_str()) for c in response.tool_calls)
 
 
 def ends_turn(response: ModelResponse) -> bool:
@@ -155,19 +168,21 @@ class AgentRuntime:
             try:
                 turn, messages, prompt_at = await self._prepare(turn)
                 progress.messages = messages[prompt_at:]
-                if self._direct and turn.plain:
+                if self._direct and turn.direct_first:
                     parameters = self.loop.request_parameters(turn)
                     # Prepared as the Agent prepares every request (pydantic-ai's notes on framing lookalikes).
                     sent = self.model.prepare_messages(messages, parameters)
                     with self.tracing.first_step(span):
                         first = await self.model.request(sent, _settings(turn), parameters)
-                    if ends_turn(first):
+                    calls = client_calls(turn, first)
+                    if calls or ends_turn(first):
                         return await self._ended(
                             turn,
                             [*messages[prompt_at:], first],
                             first.text or "",
                             _usage_of(first),
                             first.finish_reason,
+                            calls,
                         )
                     messages, progress.usage = _hand_over(messages, first)
                     progress.messages = messages[prompt_at:]
@@ -205,7 +220,7 @@ class AgentRuntime:
                 turn, messages, prompt_at = await self._prepare(turn)
                 progress.messages = messages[prompt_at:]
                 said_text = False
-                if self._direct and turn.plain:
+                if self._direct and turn.direct_first:
                     parameters = self.loop.request_parameters(turn)
                     sent = self.model.prepare_messages(messages, parameters)
                     with self.tracing.first_step(span):
@@ -215,13 +230,15 @@ class AgentRuntime:
                                     said_text = True
                                     yield text
                             first = streamed.get()
-                    if ends_turn(first):
+                    calls = client_calls(turn, first)
+                    if calls or ends_turn(first):
                         outcome = await self._ended(
                             turn,
                             [*messages[prompt_at:], first],
                             first.text or "",
                             _usage_of(first),
                             first.finish_reason,
+                            calls,
                         )
                         recorded = True
                         yield outcome
@@ -380,5 +397,8 @@ _CALLS_LOOKED_UP = 64
 
 
 def _settings(turn: TurnRequest) -> ModelSettings | None:
-    """The client's sampling settings for a plain turn's direct first request (None: none given)."""
-    return cast(ModelSettings, dict(turn.model_settings)) if turn.model_settings else None
+    """The settings of a turn's direct first request: the client's sampling fields and a ``tool_choice`` of
+    ``none`` (a turn whose ``tool_choice`` forces a call never sends it directly)."""
+    settings = turn_settings(turn)
+    assert not callable(settings)
+    return settings

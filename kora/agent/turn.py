@@ -117,10 +117,11 @@ class TurnRequest:
     model_settings: Mapping[str, JsonValue] = field(default_factory=dict)
 
     @property
-    def plain(self) -> bool:
-        """True when the turn asks for nothing beyond a text answer with the agent's own tools (the runtime may
-        then send its first model request directly)."""
-        return not (self.client_tools or self.output or self.tool_choice not in (None, "auto"))
+    def direct_first(self) -> bool:
+        """True when the runtime may send the turn's first model request itself: no ``response_format`` (an
+        answer is checked, and retried, by the Agent's output spec) and no ``tool_choice`` that forces a call
+        (it binds the Agent's first step only)."""
+        return self.output is None and self.tool_choice in (None, "auto", "none")
 
 
 @dataclass(frozen=True)

@@ -600,3 +600,33 @@ def test_tool_choice_required_binds_only_the_first_model_request_of_the_turn(s):
     first, second = s.model.requests
     assert first["tool_choice"] == "required"
     assert second.get("tool_choice", "auto") == "auto"
+
+
+def test_one_answer_calling_an_own_tool_and_a_client_tool_runs_the_own_and_hands_over_the_client_call(s):
+    s.model.enqueue(
+        ToolCallReply([ToolCall("save_memory", {"content": "Oslo"}), ToolCall("get_weather", {"city": "Oslo"})])
+    )
+    answer = s.client.chat.completions.create(
+        model="helper", messages=[user("both at once")], tools=[WEATHER_TOOL], extra_headers={"X-Session-ID": "both"}
+    )
+    (call,) = answer.choices[0].message.tool_calls
+    assert call.function.name == "get_weather"
+    assert len(s.model.requests) == 1
+    events = s.agent.events("both")
+    assert [(e["event_type"], e["content"].get("tool_name")) for e in events[1:]] == [
+        ("tool_call", "save_memory"),
+        ("tool_call", "get_weather"),
+        ("tool_result", "save_memory"),
+    ]
+    follow_up = s.client.chat.completions.create(
+        model="helper",
+        messages=[
+            user("both at once"),
+            answer.choices[0].message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": "cold"},
+        ],
+        tools=[WEATHER_TOOL],
+        extra_headers={"X-Session-ID": "both"},
+    )
+    assert follow_up.choices[0].message.content == "Tool result: cold"
+    assert [e["event_type"] for e in s.agent.events("both")][-2:] == ["tool_result", "agent_response"]
