@@ -2,14 +2,14 @@
 service does", item 1).
 
 Every Kora surface that speaks or fronts the OpenAI API uses this module: the agent server's
-``/v1/chat/completions`` (it reads :class:`ChatRequest` and writes :func:`completion_body` and
+``/v1/chat/completions`` (it reads requests with :mod:`kora.agent.chat_request` and writes :func:`completion_body` and
 :class:`ChunkWriter` chunks), the agent's model adapter (:mod:`kora.agent.chat_model` writes
 :func:`request_body`; it and the model client read :class:`ChatCompletion` / :class:`ChatCompletionChunk`), the
 scripted model (it writes what the agent server writes), and the model proxy and local gateway (they write
 :func:`openai_error_body`).
 
-What is read is validated by pydantic models of the fields Kora uses: unknown fields are ignored (or kept, for
-requests) and ``null`` is accepted wherever OpenAI-compatible servers are seen to send it. What is written is
+What is read (a model's answers) is validated by pydantic models of the fields Kora uses: unknown fields are
+ignored and ``null`` is accepted wherever OpenAI-compatible servers are seen to send it. What is written is
 built by plain functions returning JSON-ready dicts or SSE bytes. Pure functions and data, no I/O.
 """
 
@@ -61,41 +61,6 @@ def invalid_request_message(errors: Sequence[Mapping[str, Any]]) -> str:
 
 
 # -- requests -----------------------------------------------------------------------------------------------------
-
-
-class ChatMessage(BaseModel):
-    """One request message. ``content`` may be a string, a list of content parts, or null (tool-call turns)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    role: str
-    content: str | list[dict[str, Any]] | None = None
-
-    def text(self) -> str:
-        """The message's text: the string, or the ``text`` of its text parts joined."""
-        if isinstance(self.content, str):
-            return self.content
-        if isinstance(self.content, list):
-            return "".join(str(p.get("text", "")) for p in self.content if p.get("type") == "text")
-        return ""
-
-
-class ChatRequest(BaseModel):
-    """A ``POST /chat/completions`` body as a server reads it: ``messages`` (at least one), ``model``, ``stream``
-    and Kora's ``session_id``; every other OpenAI field is kept in ``model_extra``."""
-
-    model_config = ConfigDict(extra="allow")
-
-    model: str = ""
-    messages: list[ChatMessage] = Field(min_length=1)
-    stream: bool = False
-    session_id: str | None = None
-
-    @property
-    def include_usage(self) -> bool:
-        """Whether a streaming client asked for the final usage chunk (``stream_options.include_usage``)."""
-        options = (self.model_extra or {}).get("stream_options")
-        return isinstance(options, dict) and options.get("include_usage") is True
 
 
 def request_body(
