@@ -3,7 +3,8 @@
 Same app as ``kora model`` (uvloop, httptools, no access log) with extra rules: a prompt starting with
 ``stream-bench`` gets ``STREAM_CHUNKS`` chunks ``c00| ``, ``c01| ``... sent ``STREAM_DELAY`` seconds apart; one
 starting with ``tool-bench`` gets a ``save_memory`` call, then ``Saved.`` after the tool ran; one starting with
-``mcp-bench`` gets a call of the MCP tool ``add(a=2, b=3)``, then ``Sum: 5``.
+``mcp-bench`` gets a call of the MCP tool ``add(a=2, b=3)``, then ``Sum: 5``; one starting with ``client-bench`` a
+call of the client's tool ``get_weather`` (then the default ``Tool result: ...``; bench_openai.py).
 An ASGI wrapper records ``time.monotonic()`` right after each response body piece carrying a ``cNN|`` marker
 was handed to the socket. ``GET /_bench/sends`` returns ``{"NN": t}`` for the markers sent since the last
 call (and clears them). CLOCK_MONOTONIC is system-wide on Linux, so these times compare directly with the
@@ -34,6 +35,10 @@ rules = load_script(
         {
             "when": {"user_matches": "^tool-bench", "tool_available": "save_memory"},
             "reply": {"kind": "tool_calls", "calls": [{"name": "save_memory", "arguments": {"content": "{user}"}}]},
+        },
+        {
+            "when": {"user_matches": "^client-bench", "tool_available": "get_weather", "after_tool": False},
+            "reply": {"kind": "tool_calls", "calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]},
         },
         {"when": {"user_matches": "^mcp-bench", "after_tool": True}, "reply": "Sum: {tool_result}"},
         {

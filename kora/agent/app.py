@@ -28,6 +28,7 @@ from kora.agent.routes.chat import add_chat_routes
 from kora.agent.routes.errors import install_error_handlers
 from kora.agent.routes.memory import add_memory_routes
 from kora.agent.routes.probes import add_probe_routes
+from kora.agent.routes.responses import add_responses_routes
 from kora.agent.routes.tools import add_tool_routes
 from kora.agent.settings import AgentSettings
 from kora.agent.state import AgentState
@@ -83,6 +84,6 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
     app.add_middleware(RequestLimits, max_body_bytes=settings.agent_max_request_bytes, refuse=a2a_refusal)
     # Added to the app's own router, not included: see kora.agent.routes on why the route table stays flat.
     a2a.add_routes(app.router)
-    for add_routes in (add_probe_routes, add_tool_routes, add_memory_routes, add_chat_routes):
+    for add_routes in (add_probe_routes, add_tool_routes, add_memory_routes, add_chat_routes, add_responses_routes):
         add_routes(app.router, state)
     return app

@@ -13,15 +13,16 @@ them for text agents (``tests/integration/test_model_wire_equivalence.py`` compa
 histories):
 
 * one ``system`` message per instruction part, then the history;
-* user prompts as ``user`` messages (text content only), system prompts as ``system`` messages;
+* user prompts as ``user`` messages (text, or text and image parts), system prompts as ``system`` messages;
 * tool returns as ``tool`` messages with pydantic-ai's rendering of the return (``model_response_str``);
   returns answering the calls of the response just before come in the order of those calls;
 * consecutive responses merged into one ``assistant`` message, texts joined by a blank line, tool calls with
   their arguments as JSON text;
 * ``tools`` (schemas adapted by the OpenAI model profile, non-strict: many OpenAI-compatible servers reject
-  strict schemas) and ``tool_choice`` only when tools are offered.
+  strict schemas) and ``tool_choice`` only when tools are offered;
+* the request's ``ModelSettings`` (a client's sampling fields, :func:`settings_body`) as OpenAI's fields.
 
-Content Kora's agents never produce (files, images, thinking, provider-native tools) raises
+Content Kora's agents never produce (files, audio, thinking, provider-native tools) raises
 :class:`~kora.core.errors.RequestError` rather than being dropped silently.
 
 Every request is observed by :class:`~kora.agent.telemetry.ModelRequests`: the GenAI client metrics (duration,
@@ -43,6 +44,7 @@ from pydantic import JsonValue
 from pydantic_ai import RunContext
 from pydantic_ai.messages import (
     FinishReason,
+    ImageUrl,
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -156,8 +158,8 @@ class KoraChatModel(Model):
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
         """One whole (non-streamed) model response for ``messages``. Raises ``ModelError``/``ModelTimeout``."""
-        _, parameters = self.prepare_request(model_settings, model_request_parameters)
-        body = self.request_body(messages, parameters, stream=False)
+        settings, parameters = self.prepare_request(model_settings, model_request_parameters)
+        body = self.request_body(messages, parameters, stream=False, settings=settings)
         with self.observer.observe(body) as record:
             answer = await self.client.complete(body)
             record.response = model_response(answer, self._name)
@@ -173,8 +175,8 @@ class KoraChatModel(Model):
     ) -> AsyncGenerator[StreamedResponse]:
         """A streamed model response for ``messages``; leaving the block closes the connection (the model API
         stops). Raises ``ModelError``/``ModelTimeout``, also while iterating."""
-        _, parameters = self.prepare_request(model_settings, model_request_parameters)
-        body = self.request_body(messages, parameters, stream=True)
+        settings, parameters = self.prepare_request(model_settings, model_request_parameters)
+        body = self.request_body(messages, parameters, stream=True, settings=settings)
         with self.observer.observe(body) as record:
             async with self.client.stream(body) as chunks:
                 streamed = KoraStreamedResponse(
@@ -184,19 +186,59 @@ class KoraChatModel(Model):
                 record.response = streamed.get()
 
     def request_body(
-        self, messages: Sequence[ModelMessage], parameters: ModelRequestParameters, *, stream: bool
+        self,
+        messages: Sequence[ModelMessage],
+        parameters: ModelRequestParameters,
+        *,
+        stream: bool,
+        settings: ModelSettings | None = None,
     ) -> JSONObject:
-        """The ``POST /chat/completions`` body for ``messages`` with prepared ``parameters``."""
+        """The ``POST /chat/completions`` body for ``messages`` with prepared ``parameters`` and ``settings``
+        (:func:`settings_body`; ``tool_choice`` ``none`` sends no tools at all)."""
         instructions = self._get_instruction_parts(messages, parameters) or []
         system: list[JSONObject] = [
             {"role": "system", "content": part.content} for part in instructions if part.content
         ]
-        tools = [
-            function_tool(tool.name, tool.description or "", cast(JSONObject, tool.parameters_json_schema))
-            for tool in [*parameters.function_tools, *parameters.output_tools]
-        ]
+        choice = (settings or {}).get("tool_choice")
+        tools = (
+            []
+            if choice == "none"
+            else [
+                function_tool(tool.name, tool.description or "", cast(JSONObject, tool.parameters_json_schema))
+                for tool in [*parameters.function_tools, *parameters.output_tools]
+            ]
+        )
         required = bool(tools) and not parameters.allow_text_output
-        return request_body(self._name, [*system, *chat_messages(messages)], tools, stream=stream, required=required)
+        body = request_body(self._name, [*system, *chat_messages(messages)], tools, stream=stream, required=required)
+        if settings:
+            body.update(settings_body(settings, has_tools=bool(tools)))
+        return body
+
+
+#: pydantic-ai ``ModelSettings`` keys sent under the same name.
+_SAME_NAME = ("max_tokens", "temperature", "top_p", "seed", "presence_penalty", "frequency_penalty", "logit_bias")
+
+
+def settings_body(settings: ModelSettings, *, has_tools: bool) -> JSONObject:
+    """The request fields for pydantic-ai ``settings``: sampling and limits under OpenAI's names
+    (``stop_sequences`` as ``stop``), ``tool_choice`` (``required``, or one named function) and
+    ``parallel_tool_calls`` when tools are sent, and ``extra_body``'s fields as they are. Other keys (timeouts,
+    retries) are the client's own and not sent."""
+    body: JSONObject = {key: cast(JsonValue, settings[key]) for key in _SAME_NAME if key in settings}  # type: ignore[literal-required]
+    if "stop_sequences" in settings:
+        body["stop"] = cast(JsonValue, settings["stop_sequences"])
+    choice = settings.get("tool_choice")
+    if has_tools:
+        if choice == "required":
+            body["tool_choice"] = "required"
+        elif isinstance(choice, list) and len(choice) == 1:
+            body["tool_choice"] = {"type": "function", "function": {"name": choice[0]}}
+        if "parallel_tool_calls" in settings:
+            body["parallel_tool_calls"] = settings["parallel_tool_calls"]
+    extra = settings.get("extra_body")
+    if isinstance(extra, dict):
+        body.update(cast(JSONObject, extra))
+    return body
 
 
 def model_response(answer: ModelAnswer, model_name: str) -> ModelResponse:
@@ -303,7 +345,7 @@ def chat_messages(messages: Sequence[ModelMessage]) -> list[JSONObject]:
         if isinstance(message, ModelRequest):
             for part in _returns_in_call_order(message, previous):
                 if isinstance(part, UserPromptPart):
-                    result.append({"role": "user", "content": _prompt_text(part)})
+                    result.append({"role": "user", "content": _prompt_content(part)})
                 elif isinstance(part, ToolReturnPart):
                     text = part.model_response_str()
                     result.append({"role": "tool", "tool_call_id": part.tool_call_id, "content": text})
@@ -339,18 +381,23 @@ def _assistant_message(response: ModelResponse) -> JSONObject | None:
     return message
 
 
-def _prompt_text(part: UserPromptPart) -> str:
+def _prompt_content(part: UserPromptPart) -> JsonValue:
+    """A user message's ``content``: the text, or one content part per piece (texts stay separate parts, as
+    pydantic-ai's OpenAI model sends them; images by URL with their ``detail``)."""
     if isinstance(part.content, str):
         return part.content
-    texts: list[str] = []
+    parts: list[JsonValue] = []
     for item in part.content:
-        if isinstance(item, str):
-            texts.append(item)
-        elif isinstance(item, TextContent):
-            texts.append(item.content)
+        if isinstance(item, str | TextContent):
+            parts.append({"type": "text", "text": item if isinstance(item, str) else item.content})
+        elif isinstance(item, ImageUrl):
+            image: JSONObject = {"url": item.url}
+            if detail := (item.vendor_metadata or {}).get("detail"):
+                image["detail"] = detail
+            parts.append({"type": "image_url", "image_url": image})
         else:
-            raise RequestError(f"{type(item).__name__} content cannot be sent to this model API (text only).")
-    return "\n".join(texts)
+            raise RequestError(f"{type(item).__name__} content cannot be sent to this model API (text and images).")
+    return parts
 
 
 def _merge_responses(messages: Sequence[ModelMessage]) -> list[ModelMessage]:

@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from contextlib import aclosing, contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import httpx
 from pydantic_ai import (
     Agent,
     AgentRunResult,
     AgentRunResultEvent,
+    DeferredToolRequests,
     FunctionToolResultEvent,
     ModelMessage,
     PartDeltaEvent,
@@ -37,17 +38,19 @@ from pydantic_ai import (
 from pydantic_ai.exceptions import UnexpectedModelBehavior, UsageLimitExceeded
 from pydantic_ai.messages import InstructionPart, ModelResponse, repair_messages
 from pydantic_ai.models import ModelRequestParameters
-from pydantic_ai.tools import ToolDefinition
-from pydantic_ai.toolsets import AbstractToolset
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tools import RunContext, ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset, ExternalToolset
 from pydantic_ai.usage import RunUsage
 
 from kora.agent.chat_model import KoraChatModel
 from kora.agent.delegation import Delegation
 from kora.agent.memory_tools import memory_toolset
 from kora.agent.settings import AgentSettings
+from kora.agent.structured import check_schema, output_spec, response_format_body
 from kora.agent.telemetry import AgentTracing
-from kora.agent.turn import TurnDeps, TurnRequest
-from kora.core.errors import KoraError, ModelError, StepLimitReached, internal_error
+from kora.agent.turn import ClientCall, TurnDeps, TurnRequest
+from kora.core.errors import KoraError, ModelError, RequestError, StepLimitReached, internal_error
 from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.memory import Memory
 from kora.memory.wire import MEMORY_TOOL_NAMES
@@ -63,16 +66,20 @@ class _RunArgs(TypedDict):
     usage_limits: UsageLimits
     toolsets: list[AbstractToolset[Any]]
     instructions: str | None
+    model_settings: ModelSettings | Callable[[RunContext[TurnDeps]], ModelSettings] | None
 
 
 @dataclass(frozen=True)
 class LoopResult:
     """A turn finished by the loop: the answer, the usage summed over the whole turn (the first request
-    included), and the messages the loop added (responses and tool returns, in order)."""
+    included), the messages the loop added (responses and tool returns, in order), the client tool calls it
+    ended with (if any) and the last response's ``finish_reason`` (pydantic-ai's)."""
 
     text: str
     usage: RunUsage
     new_messages: list[ModelMessage]
+    calls: tuple[ClientCall, ...] = ()
+    finish_reason: str | None = None
 
 
 def text_delta(event: object) -> str:
@@ -116,11 +123,20 @@ def _recording_steps(history: Sequence[ModelMessage], steps: list[ModelMessage])
             ]
 
 
+#: The code of a structured answer that still did not validate after pydantic-ai's output retries.
+INVALID_MODEL_OUTPUT = "invalid_model_output"
+
+
 def turn_error(error: BaseException) -> KoraError:
     """A failure of a turn as Kora reports it: Kora's errors as they are, pydantic-ai's translated, anything
-    else an internal error."""
+    else an internal error. An answer that failed output validation past the retries is a
+    :class:`~kora.core.errors.ModelError` with code ``invalid_model_output``."""
     if isinstance(error, UsageLimitExceeded):
         return StepLimitReached(str(error))
+    if isinstance(error, UnexpectedModelBehavior) and str(error).startswith("Exceeded maximum output retries"):
+        return ModelError(
+            f"The model's answer did not match the requested response_format: {error}", code=INVALID_MODEL_OUTPUT
+        )
     if isinstance(error, UnexpectedModelBehavior):
         return ModelError(f"The model API failed: {error}")
     return internal_error(error)
@@ -211,6 +227,43 @@ class AgenticLoop:
                 )
         return result + (self.mcp.tool_definitions() if self.mcp is not None else [])
 
+    def check(self, turn: TurnRequest) -> None:
+        """Refuse, before the turn does anything, what the agent's tools make impossible: a client tool named like
+        one of the agent's own tools or like another client tool, ``tool_choice`` ``required`` with no tool at
+        all, a named ``tool_choice`` that is no tool, or a ``response_format`` schema that is no JSON schema.
+        Raises :class:`~kora.core.errors.RequestError` (400)."""
+        if turn.output is not None:
+            check_schema(turn.output.schema, "response_format.json_schema.schema")
+        own = {t["name"] for t in self.tool_definitions()}
+        seen: set[str] = set()
+        for index, tool in enumerate(turn.client_tools):
+            param = f"tools[{index}].function.name"
+            if tool.name in own:
+                raise RequestError(
+                    f"Invalid value: the client tool '{tool.name}' has the name of one of the agent's own tools "
+                    "(GET /tools lists them); rename it.",
+                    code="invalid_value",
+                    param=param,
+                )
+            if tool.name in seen:
+                raise RequestError(
+                    f"Invalid value: two tools are named '{tool.name}'.", code="invalid_value", param=param
+                )
+            seen.add(tool.name)
+        choice = turn.tool_choice
+        if choice == "required" and not (own or seen):
+            raise RequestError(
+                "Invalid value: 'tool_choice' is 'required' but neither the request nor the agent offers a tool.",
+                code="invalid_value",
+                param="tool_choice",
+            )
+        if choice not in (None, "auto", "none", "required") and choice not in own | seen:
+            raise RequestError(
+                f"Invalid value: 'tool_choice' names '{choice}', which is no tool of the request or the agent.",
+                code="invalid_value",
+                param="tool_choice",
+            )
+
     def request_parameters(self, turn: TurnRequest) -> ModelRequestParameters:
         """What a turn's first model request offers the model, as the ``Agent`` would: the instructions
         (the agent's, then the turn's) and every tool. Without per-turn instructions the same object is
@@ -224,7 +277,10 @@ class AgenticLoop:
             ]
             self._parameters = self._with_instructions(ModelRequestParameters(function_tools=tools), "")
             self._parameters_key = key
-        return self._with_instructions(self._parameters, turn.system) if turn.system else self._parameters
+        parameters = self._parameters
+        if turn.client_tools:  # after the agent's own, as the Agent lists the run's ExternalToolset
+            parameters = replace(parameters, function_tools=[*parameters.function_tools, *client_definitions(turn)])
+        return self._with_instructions(parameters, turn.system) if turn.system else parameters
 
     def _with_instructions(self, parameters: ModelRequestParameters, system: str) -> ModelRequestParameters:
         texts = (self.settings.agent_instructions, system)
@@ -245,7 +301,9 @@ class AgenticLoop:
         history = repair_messages(messages, repair_last_response=False)
         with _recording_steps(history, steps):
             try:
-                result = await self.agent.run(None, **self._run_args(turn, history, usage))
+                result = await self.agent.run(
+                    None, output_type=output_spec(turn), **self._run_args(turn, history, usage)
+                )
             except Exception as error:
                 raise turn_error(error) from error
         return self._result(result)
@@ -277,7 +335,8 @@ class AgenticLoop:
         tools_ran = False
         result = None
         try:
-            async with self.agent.run_stream_events(None, **self._run_args(turn, messages, usage)) as events:
+            run_args = self._run_args(turn, messages, usage)
+            async with self.agent.run_stream_events(None, output_type=output_spec(turn), **run_args) as events:
                 async for event in events:
                     text = text_delta(event)
                     if isinstance(event, FunctionToolResultEvent):
@@ -307,10 +366,62 @@ class AgenticLoop:
             ),
             "usage": usage,
             "usage_limits": self._limits,
-            "toolsets": self.mcp.toolsets() if self.mcp is not None else [],
+            "toolsets": self._toolsets(turn),
             "instructions": turn.system or None,
+            "model_settings": turn_settings(turn),
         }
 
+    def _toolsets(self, turn: TurnRequest) -> list[AbstractToolset[Any]]:
+        """The turn's toolsets besides the agent's static ones: the MCP servers' and the client's tools (run by
+        the client: pydantic-ai ends the run with :class:`DeferredToolRequests` when the model calls one)."""
+        toolsets: list[AbstractToolset[Any]] = self.mcp.toolsets() if self.mcp is not None else []
+        if turn.client_tools:
+            toolsets = [*toolsets, ExternalToolset(client_definitions(turn), id="client")]
+        return toolsets
+
     @staticmethod
-    def _result(result: AgentRunResult[str]) -> LoopResult:
-        return LoopResult(result.output, result.usage, result.new_messages())
+    def _result(result: AgentRunResult[Any]) -> LoopResult:
+        output = result.output
+        calls: tuple[ClientCall, ...] = ()
+        if isinstance(output, DeferredToolRequests):
+            calls = tuple(ClientCall(c.tool_call_id, c.tool_name, c.args_as_json_str()) for c in output.calls)
+            text = result.response.text or ""
+        else:
+            text = output if isinstance(output, str) else str(output)
+        finish = result.response.finish_reason
+        return LoopResult(text, result.usage, result.new_messages(), calls, finish)
+
+
+def client_definitions(turn: TurnRequest) -> list[ToolDefinition]:
+    """The client's tools as pydantic-ai tool definitions of kind ``external`` (run outside the agent)."""
+    return [
+        ToolDefinition(
+            name=tool.name,
+            parameters_json_schema=tool.parameters,
+            description=tool.description or None,
+            strict=tool.strict,
+            kind="external",
+        )
+        for tool in turn.client_tools
+    ]
+
+
+def turn_settings(turn: TurnRequest) -> ModelSettings | Callable[[RunContext[TurnDeps]], ModelSettings] | None:
+    """The model settings of each model request of ``turn``: the client's sampling fields, and its ``tool_choice``.
+    ``none`` holds for every request; ``required`` and a named tool only for the turn's first request (a later
+    step answers with what the tools returned, as a client does after running the calls)."""
+    settings = cast(ModelSettings, dict(turn.model_settings)) if turn.model_settings else None
+    if turn.output is not None:
+        extra = cast(dict[str, Any], (settings or {}).get("extra_body") or {})
+        settings = {**(settings or {}), "extra_body": {**extra, "response_format": response_format_body(turn.output)}}
+    choice = turn.tool_choice
+    if choice in (None, "auto"):
+        return settings
+    if choice == "none":
+        return {**(settings or {}), "tool_choice": "none"}
+    forced: ModelSettings = {**(settings or {}), "tool_choice": "required" if choice == "required" else [choice]}
+
+    def per_step(context: RunContext[TurnDeps]) -> ModelSettings:
+        return forced if context.run_step <= 1 else (settings or {})
+
+    return per_step

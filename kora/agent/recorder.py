@@ -11,8 +11,9 @@ every event's metadata carries the turn's ``trace_id`` and ``span_id``, so a sto
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+from pydantic_ai.messages import ImageUrl, ModelMessage, ModelRequest, UserContent, UserPromptPart
 
 from kora.agent.history import messages_to_events
 from kora.agent.telemetry import AgentTracing
@@ -23,8 +24,20 @@ from kora.memory import Memory
 
 
 def prompt_request(turn: TurnRequest) -> ModelRequest:
-    """The turn's prompt as the model request that opens it (timestamped when the turn started)."""
-    return ModelRequest(parts=[UserPromptPart(turn.prompt, timestamp=turn.started)], timestamp=turn.started)
+    """The turn's prompt as the model request that opens it (timestamped when the turn started): its text, or its
+    parts (texts and images) when it has several."""
+    content: str | list[UserContent] = turn.prompt
+    if turn.prompt_parts:
+        content = [
+            part if isinstance(part, str) else ImageUrl(part.url, vendor_metadata=_detail(part.detail))
+            for part in turn.prompt_parts
+        ]
+    return ModelRequest(parts=[UserPromptPart(content, timestamp=turn.started)], timestamp=turn.started)
+
+
+def _detail(detail: str | None) -> dict[str, Any] | None:
+    """OpenAI's image ``detail``, where pydantic-ai keeps it (``vendor_metadata``)."""
+    return {"detail": detail} if detail else None
 
 
 class TurnRecorder:

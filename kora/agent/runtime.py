@@ -18,6 +18,14 @@ with pydantic-ai's own OpenAI model). ``AGENT_DIRECT_FIRST_REQUEST=false`` runs 
 same either way, and the turn tests run both. One difference: an empty first answer is asked again plainly,
 where the ``Agent`` adds a note asking for text.
 
+Client tools are offered on both stages. A first answer that calls only client tools ends the turn with those
+calls (``finish_reason`` ``tool_calls``); one that also calls the agent's own tools goes to the loop, which runs
+those and ends with the client's calls (pydantic-ai's deferred tools). A turn with a ``response_format`` or a
+``tool_choice`` that forces a call runs wholly in the ``Agent`` (:attr:`~kora.agent.turn.TurnRequest.direct_first`):
+its output spec checks and retries the answer, and the forced choice binds its first step only. The client's
+sampling settings go with every request on both stages. Client calls are stored as ``tool_call`` events; the
+client's results open the next turn (:meth:`AgentRuntime._prepare`).
+
 Turns in one session run one at a time (a later turn sees the earlier one); turns in different sessions run
 concurrently.
 """
@@ -32,21 +40,22 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic_ai import ModelMessage, ModelResponse
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage
 
 from kora.agent.chat_model import KoraChatModel
 from kora.agent.history import events_to_messages, memory_instructions, replay_to_messages
-from kora.agent.loop import AgenticLoop, steps_usage, text_delta, turn_error
+from kora.agent.loop import AgenticLoop, steps_usage, text_delta, turn_error, turn_settings
 from kora.agent.recorder import TurnRecorder, prompt_request
 from kora.agent.settings import AgentSettings
 from kora.agent.telemetry import AgentTracing, TurnSpan, active_sessions, observe_memory
-from kora.agent.turn import TurnOutcome, TurnRequest
+from kora.agent.turn import ClientCall, TurnOutcome, TurnRequest
 from kora.agent.turn_log import log_turn
 from kora.core.errors import Forbidden, KoraError, StepLimitReached, TurnCancelled
-from kora.core.events import MemoryEvent
+from kora.core.events import EventType, MemoryEvent
 from kora.memory import Memory
 from kora.memory.base import SESSION_FORBIDDEN
-from kora.memory.replay import Prompt, Request, Response
+from kora.memory.replay import Prompt, Request
 
 log = logging.getLogger("kora.agent")
 
@@ -75,6 +84,17 @@ class SessionLocks:
                 active_sessions.add(-1)
             else:
                 self._locks[session_id] = (lock, users - 1)
+
+
+def client_calls(turn: TurnRequest, response: ModelResponse) -> tuple[ClientCall, ...]:
+    """The calls of a first answer when every call is of a client tool (the turn then ends with them; a call of
+    one of the agent's own tools hands the answer to the loop, which runs those and defers the client's)."""
+    if not response.tool_calls or not turn.client_tools:
+        return ()
+    names = {tool.name for tool in turn.client_tools}
+    if any(call.tool_name not in names for call in response.tool_calls):
+        return ()
+    return tuple(ClientCall(c.tool_call_id, c.tool_name, c.args_as_json_str()) for c in response.tool_calls)
 
 
 def ends_turn(response: ModelResponse) -> bool:
@@ -130,6 +150,11 @@ class AgentRuntime:
         """Every tool the model can call now: ``{name, description, parameters, source}``."""
         return self.loop.tool_definitions()
 
+    def check(self, turn: TurnRequest) -> None:
+        """Refuse a turn the agent's tools make impossible before anything runs or is stored (see
+        :meth:`~kora.agent.loop.AgenticLoop.check`). Raises :class:`~kora.core.errors.RequestError` (400)."""
+        self.loop.check(turn)
+
     async def run(self, turn: TurnRequest) -> TurnOutcome:
         """Run a turn to its end and return the answer (the model is asked for whole responses)."""
         with self.tracing.turn(turn.session_id) as span:
@@ -142,21 +167,35 @@ class AgentRuntime:
         async with self._locks.hold(turn.session_id):
             progress = _Progress()
             try:
-                turn, messages = await self._prepare(turn)
-                prompt_at = len(messages) - 1
+                turn, messages, prompt_at = await self._prepare(turn)
                 progress.messages = messages[prompt_at:]
-                if self._direct:
+                if self._direct and turn.direct_first:
                     parameters = self.loop.request_parameters(turn)
                     # Prepared as the Agent prepares every request (pydantic-ai's notes on framing lookalikes).
                     sent = self.model.prepare_messages(messages, parameters)
                     with self.tracing.first_step(span):
-                        first = await self.model.request(sent, None, parameters)
-                    if ends_turn(first):
-                        return await self._ended(turn, [messages[-1], first], first.text or "", _usage_of(first))
+                        first = await self.model.request(sent, _settings(turn), parameters)
+                    calls = client_calls(turn, first)
+                    if calls or ends_turn(first):
+                        return await self._ended(
+                            turn,
+                            [*messages[prompt_at:], first],
+                            first.text or "",
+                            _usage_of(first),
+                            first.finish_reason,
+                            calls,
+                        )
                     messages, progress.usage = _hand_over(messages, first)
                     progress.messages = messages[prompt_at:]
                 result = await self.loop.run(turn, messages, progress.usage, progress.steps)
-                return await self._ended(turn, [*messages[prompt_at:], *result.new_messages], result.text, result.usage)
+                return await self._ended(
+                    turn,
+                    [*messages[prompt_at:], *result.new_messages],
+                    result.text,
+                    result.usage,
+                    result.finish_reason,
+                    result.calls,
+                )
             except (Exception, asyncio.CancelledError) as error:
                 return await self._failed(turn, error, progress)
 
@@ -179,22 +218,29 @@ class AgentRuntime:
             recorded = False
             progress = _Progress()
             try:
-                turn, messages = await self._prepare(turn)
-                prompt_at = len(messages) - 1
+                turn, messages, prompt_at = await self._prepare(turn)
                 progress.messages = messages[prompt_at:]
                 said_text = False
-                if self._direct:
+                if self._direct and turn.direct_first:
                     parameters = self.loop.request_parameters(turn)
                     sent = self.model.prepare_messages(messages, parameters)
                     with self.tracing.first_step(span):
-                        async with self.model.request_stream(sent, None, parameters) as streamed:
+                        async with self.model.request_stream(sent, _settings(turn), parameters) as streamed:
                             async for event in streamed:
                                 if text := text_delta(event):
                                     said_text = True
                                     yield text
                             first = streamed.get()
-                    if ends_turn(first):
-                        outcome = await self._ended(turn, [messages[-1], first], first.text or "", _usage_of(first))
+                    calls = client_calls(turn, first)
+                    if calls or ends_turn(first):
+                        outcome = await self._ended(
+                            turn,
+                            [*messages[prompt_at:], first],
+                            first.text or "",
+                            _usage_of(first),
+                            first.finish_reason,
+                            calls,
+                        )
                         recorded = True
                         yield outcome
                         return
@@ -207,7 +253,9 @@ class AgentRuntime:
                             yield item
                         else:
                             turn_messages = [*messages[prompt_at:], *item.new_messages]
-                            outcome = await self._ended(turn, turn_messages, item.text, item.usage)
+                            outcome = await self._ended(
+                                turn, turn_messages, item.text, item.usage, item.finish_reason, item.calls
+                            )
                             recorded = True
                             yield outcome
             except GeneratorExit:
@@ -223,16 +271,40 @@ class AgentRuntime:
                 yield outcome.text
                 yield outcome
 
-    async def _prepare(self, turn: TurnRequest) -> tuple[TurnRequest, list[ModelMessage]]:
-        """The turn with what memory recalls (rolling summary, long-term facts) added to its instructions, and its
-        first request: what the model is shown before the prompt (the session's window, else the history the client
-        sent), then the prompt."""
+    async def _prepare(self, turn: TurnRequest) -> tuple[TurnRequest, list[ModelMessage], int]:
+        """The turn with what memory recalls (rolling summary, long-term facts) added to its instructions, its first
+        request (what the model is shown before the turn: the session's window, else the history the client sent;
+        then the turn's opening, :meth:`_opening`) and where the turn's own messages start in it (what the turn
+        stores)."""
         limit = self.settings.memory_context_limit
         with self.tracing.memory("recall", turn.session_id):
             context = await self.memory.turn_context(turn.session_id, turn.prompt, limit, turn.user_id)
         if note := memory_instructions(context):
             turn = replace(turn, system=f"{turn.system}\n\n{note}" if turn.system else note)
-        return turn, [*self._history(turn, context.events, limit), prompt_request(turn)]
+        history = self._history(turn, context.events, limit)
+        if not turn.tool_results or turn.answered is None:
+            return turn, [*history, prompt_request(turn)], len(history)
+        # A turn that continues client tool calls opens with the assistant message holding them and the client's
+        # results. The calls are stored by this turn unless the session already holds them (the turn that made
+        # them stored them; their replay leaves them out, as calls without results, so they are shown again here).
+        opening = replay_to_messages([turn.answered, Request(list(turn.tool_results), turn.started)])
+        held = await self._holds_calls(turn, context.events)
+        return turn, [*history, *opening], len(history) + (1 if held else 0)
+
+    async def _holds_calls(self, turn: TurnRequest, window: list[MemoryEvent]) -> bool:
+        """Whether the session already stores the calls ``turn`` answers: looked up in the replay ``window``,
+        else among the session's latest ``tool_call`` events (a turn whose own tool steps pushed them out)."""
+        assert turn.answered is not None
+        wanted = {call.tool_call_id for call in turn.answered.calls}
+
+        def found(events: list[MemoryEvent]) -> bool:
+            ids = {e.content.get("tool_call_id") for e in events if isinstance(e.content, dict)}
+            return wanted <= ids
+
+        if found([e for e in window if e.event_type == EventType.TOOL_CALL]):
+            return True
+        calls = await self.memory.get_session_events(turn.session_id, [EventType.TOOL_CALL], _CALLS_LOOKED_UP)
+        return found(calls)
 
     def _history(self, turn: TurnRequest, events: list[MemoryEvent], limit: int) -> list[ModelMessage]:
         if limit == 0:
@@ -240,20 +312,28 @@ class AgentRuntime:
         if events:
             return events_to_messages(events)
         # A client that keeps the conversation itself (plain OpenAI usage) sends it every time.
-        return replay_to_messages(
-            Request([Prompt(text, turn.started)], turn.started)
-            if role == "user"
-            else Response(turn.started, texts=[text])
-            for role, text in turn.client_history[-limit:]
-        )
+        steps = turn.client_history[-limit:]
+        while steps and isinstance(steps[0], Request) and not any(isinstance(p, Prompt) for p in steps[0].parts):
+            steps = steps[1:]  # results whose calls the window cut off: a model API rejects them
+        return replay_to_messages(steps)
 
-    async def _ended(self, turn: TurnRequest, messages: list[ModelMessage], text: str, usage: RunUsage) -> TurnOutcome:
-        """Store a turn that reached its answer (``messages``: from its prompt request on, whichever stage ended
-        it); the outcome."""
+    async def _ended(
+        self,
+        turn: TurnRequest,
+        messages: list[ModelMessage],
+        text: str,
+        usage: RunUsage,
+        finish: str | None = None,
+        calls: tuple[ClientCall, ...] = (),
+    ) -> TurnOutcome:
+        """Store a turn that reached its answer (``messages``: from its opening on, whichever stage ended it); the
+        outcome: ``finish_reason`` ``tool_calls`` with client ``calls``, ``length`` when the model's last answer
+        was cut by a token limit (pydantic-ai's ``finish``), else ``stop``."""
         self.tracing.end_step()
         await self.recorder.record(turn, messages)
-        log_turn(turn, messages, usage, "stop")
-        return TurnOutcome(text, "stop", usage.input_tokens, usage.output_tokens, usage.requests)
+        reason = "tool_calls" if calls else "length" if finish == "length" else "stop"
+        log_turn(turn, messages, usage, reason)
+        return TurnOutcome(text, reason, usage.input_tokens, usage.output_tokens, usage.requests, calls)
 
     async def _failed(self, turn: TurnRequest, error: BaseException, progress: _Progress) -> TurnOutcome:
         """Store the turn as far as it went (the steps that ran, then its ``error`` event); the outcome of a spent
@@ -317,3 +397,15 @@ def _hand_over(messages: list[ModelMessage], first: ModelResponse) -> tuple[list
 def _usage_of(response: ModelResponse) -> RunUsage:
     """The turn's usage after its first request: one request and that response's tokens."""
     return RunUsage(requests=1, input_tokens=response.usage.input_tokens, output_tokens=response.usage.output_tokens)
+
+
+#: How many of a session's latest ``tool_call`` events a continuing turn looks through for the calls it answers.
+_CALLS_LOOKED_UP = 64
+
+
+def _settings(turn: TurnRequest) -> ModelSettings | None:
+    """The settings of a turn's direct first request: the client's sampling fields and a ``tool_choice`` of
+    ``none`` (a turn whose ``tool_choice`` forces a call never sends it directly)."""
+    settings = turn_settings(turn)
+    assert not callable(settings)
+    return settings

@@ -9,8 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
+
+from pydantic import JsonValue
 
 from kora.core.events import utc_now
+from kora.memory.replay import Request, Response, ToolReturn
 
 
 @dataclass(frozen=True)
@@ -29,12 +33,65 @@ class TurnDeps:
 
 
 @dataclass(frozen=True)
+class ClientTool:
+    """A function tool the client offers and runs itself: ``name``, ``description``, ``parameters`` (a JSON schema
+    object) and ``strict`` (None: the model's default)."""
+
+    name: str
+    description: str
+    parameters: dict[str, JsonValue]
+    strict: bool | None = None
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """The structured answer a client asks for: ``json_object`` (one JSON object) or ``json_schema`` (``schema``
+    named ``name``; ``strict`` as OpenAI's)."""
+
+    kind: Literal["json_object", "json_schema"]
+    name: str = ""
+    description: str | None = None
+    schema: dict[str, JsonValue] | None = None
+    strict: bool | None = None
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """An image in a prompt, by URL (``https:`` or ``data:``), with OpenAI's ``detail``."""
+
+    url: str
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class ClientCall:
+    """A call of a client tool the turn ended with: ``arguments`` is the JSON text the model sent."""
+
+    tool_call_id: str
+    name: str
+    arguments: str
+
+
+#: ``tool_choice`` as a turn takes it: ``auto``, ``none``, ``required``, or the name of the one tool to call.
+ToolChoice = str
+
+
+@dataclass(frozen=True)
 class TurnRequest:
     """One turn: ``prompt`` (user text) in ``session_id``.
 
-    ``client_history`` are ``(role, text)`` turns the client sent itself (replayed only when the session has
-    no stored history); ``system`` is extra instructions for this turn; ``delegated_by`` names the parent
-    agent when the turn is a delegated task; ``started`` (UTC) is the prompt's timestamp.
+    ``client_history`` is the conversation the client sent itself, as replay steps (replayed only when the session
+    has no stored history); ``system`` is extra instructions for this turn; ``delegated_by`` names the parent
+    agent when the turn is a delegated task; ``started`` (UTC) is the prompt's timestamp. ``prompt_parts``, when
+    given, is the prompt as separate parts (texts and images), ``prompt`` then being their text.
+
+    A turn that continues one that ended with client tool calls has ``tool_results`` (the client's results, in
+    the order it sent them) and ``answered`` (the assistant message with those calls); ``prompt`` is then the
+    last user text (for memory recall) and the turn opens with the results instead.
+
+    OpenAI request fields: ``client_tools`` (run by the client), ``tool_choice`` (``auto`` when None; see
+    :data:`ToolChoice`), ``parallel_tool_calls``, ``output`` (``response_format``) and ``model_settings``
+    (pydantic-ai ``ModelSettings`` keys, sent with each model request of the turn).
 
     ``user_id`` is the verified user id of the turn (None when no identity is configured or none was verified:
     see :mod:`kora.agent.identity`); ``credential`` holds the headers it was verified from (the bearer token or
@@ -44,21 +101,38 @@ class TurnRequest:
 
     session_id: str
     prompt: str
-    client_history: list[tuple[str, str]] = field(default_factory=list)
+    client_history: list[Request | Response] = field(default_factory=list)
     system: str = ""
     delegated_by: str | None = None
     started: datetime = field(default_factory=utc_now)
     user_id: str | None = None
     credential: Mapping[str, str] = field(default_factory=dict, repr=False)
+    prompt_parts: tuple[str | ImageRef, ...] = ()
+    tool_results: tuple[ToolReturn, ...] = ()
+    answered: Response | None = None
+    client_tools: tuple[ClientTool, ...] = ()
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    output: OutputFormat | None = None
+    model_settings: Mapping[str, JsonValue] = field(default_factory=dict)
+
+    @property
+    def direct_first(self) -> bool:
+        """True when the runtime may send the turn's first model request itself: no ``response_format`` (an
+        answer is checked, and retried, by the Agent's output spec) and no ``tool_choice`` that forces a call
+        (it binds the Agent's first step only)."""
+        return self.output is None and self.tool_choice in (None, "auto", "none")
 
 
 @dataclass(frozen=True)
 class TurnOutcome:
-    """The end of a turn: the answer ``text``, ``finish_reason`` (``stop``, or ``length`` when the step budget
-    ran out) and the token usage summed over the turn's model requests, as the model reported it."""
+    """The end of a turn: the answer ``text``, ``finish_reason`` (``stop``; ``length`` when the step budget ran out
+    or the model's answer was cut by a token limit; ``tool_calls`` when it ended with ``tool_calls`` for the
+    client to run) and the token usage summed over the turn's model requests, as the model reported it."""
 
     text: str
     finish_reason: str
     input_tokens: int
     output_tokens: int
     model_requests: int
+    tool_calls: tuple[ClientCall, ...] = ()

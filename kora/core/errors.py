@@ -7,7 +7,8 @@ Each kind of error carries, as class attributes, how every boundary reports it:
   ``error_type`` of the ``error`` memory event a failed turn stores;
 * ``jsonrpc_code``: the JSON-RPC 2.0 error code on ``POST /``.
 
-An instance may narrow ``code`` (``RequestError("...", code="no_user_message")``). Boundaries map an error
+An instance may narrow ``code`` (``RequestError("...", code="no_user_message")``) and name the request field it
+is about (``param="temperature"``: OpenAI's ``error.param``). Boundaries map an error
 with one function each: :func:`kora.core.openai_wire.error_body` (``/v1``) and :func:`jsonrpc_error`
 (JSON-RPC on ``POST /``). Tools do not raise these: they return ``Error: ...`` text to the model (spec
 "Errors" item 1).
@@ -49,11 +50,13 @@ class KoraError(Exception):
     default_code: ClassVar[str] = "internal_error"
     jsonrpc_code: ClassVar[int] = -32603
 
-    def __init__(self, message: str, *, code: str | None = None) -> None:
+    def __init__(self, message: str, *, code: str | None = None, param: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         #: The error's code (OpenAI ``code``, stored ``error_type``): the class's, unless narrowed.
         self.code = code or self.default_code
+        #: The request field the error is about, dotted (OpenAI ``param``, e.g. ``messages.2.content``), if any.
+        self.param = param
 
 
 class RequestError(KoraError):

@@ -2,14 +2,14 @@
 service does", item 1).
 
 Every Kora surface that speaks or fronts the OpenAI API uses this module: the agent server's
-``/v1/chat/completions`` (it reads :class:`ChatRequest` and writes :func:`completion_body` and
+``/v1/chat/completions`` (it reads requests with :mod:`kora.agent.chat_request` and writes :func:`completion_body` and
 :class:`ChunkWriter` chunks), the agent's model adapter (:mod:`kora.agent.chat_model` writes
 :func:`request_body`; it and the model client read :class:`ChatCompletion` / :class:`ChatCompletionChunk`), the
 scripted model (it writes what the agent server writes), and the model proxy and local gateway (they write
 :func:`openai_error_body`).
 
-What is read is validated by pydantic models of the fields Kora uses: unknown fields are ignored (or kept, for
-requests) and ``null`` is accepted wherever OpenAI-compatible servers are seen to send it. What is written is
+What is read (a model's answers) is validated by pydantic models of the fields Kora uses: unknown fields are
+ignored and ``null`` is accepted wherever OpenAI-compatible servers are seen to send it. What is written is
 built by plain functions returning JSON-ready dicts or SSE bytes. Pure functions and data, no I/O.
 """
 
@@ -40,8 +40,11 @@ def openai_error_body(message: str, type_: str, code: str | None = None, **extra
 
 
 def error_body(error: KoraError) -> JSONObject:
-    """``error`` (see :mod:`kora.core.errors`) as OpenAI's error body."""
-    return openai_error_body(error.message, error.openai_type, error.code)
+    """``error`` (see :mod:`kora.core.errors`) as OpenAI's error body (``param`` names the request field, if any)."""
+    body = openai_error_body(error.message, error.openai_type, error.code)
+    if error.param is not None:
+        cast(JSONObject, body["error"])["param"] = error.param
+    return body
 
 
 #: Longest field location an error message spells out whole.
@@ -58,41 +61,6 @@ def invalid_request_message(errors: Sequence[Mapping[str, Any]]) -> str:
 
 
 # -- requests -----------------------------------------------------------------------------------------------------
-
-
-class ChatMessage(BaseModel):
-    """One request message. ``content`` may be a string, a list of content parts, or null (tool-call turns)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    role: str
-    content: str | list[dict[str, Any]] | None = None
-
-    def text(self) -> str:
-        """The message's text: the string, or the ``text`` of its text parts joined."""
-        if isinstance(self.content, str):
-            return self.content
-        if isinstance(self.content, list):
-            return "".join(str(p.get("text", "")) for p in self.content if p.get("type") == "text")
-        return ""
-
-
-class ChatRequest(BaseModel):
-    """A ``POST /chat/completions`` body as a server reads it: ``messages`` (at least one), ``model``, ``stream``
-    and Kora's ``session_id``; every other OpenAI field is kept in ``model_extra``."""
-
-    model_config = ConfigDict(extra="allow")
-
-    model: str = ""
-    messages: list[ChatMessage] = Field(min_length=1)
-    stream: bool = False
-    session_id: str | None = None
-
-    @property
-    def include_usage(self) -> bool:
-        """Whether a streaming client asked for the final usage chunk (``stream_options.include_usage``)."""
-        options = (self.model_extra or {}).get("stream_options")
-        return isinstance(options, dict) and options.get("include_usage") is True
 
 
 def request_body(
@@ -318,9 +286,12 @@ class ChunkWriter:
         return self._head + b'[],"usage":' + _dumps(usage) + b"}\n\n"
 
 
+def model_object(name: str, owned_by: str, created: int = 0) -> JSONObject:
+    """One model: ``{"id", "object": "model", "created", "owned_by"}`` (``GET /models/{id}``)."""
+    return {"id": name, "object": "model", "created": created, "owned_by": owned_by}
+
+
 def model_list_body(names: list[str], owned_by: str, created: int = 0) -> JSONObject:
     """``GET /models``: ``{"object": "list", "data": [{"id", "object": "model", "created", "owned_by"}]}``."""
-    data: list[JsonValue] = [
-        {"id": name, "object": "model", "created": created, "owned_by": owned_by} for name in names
-    ]
+    data: list[JsonValue] = [model_object(name, owned_by, created) for name in names]
     return {"object": "list", "data": data}

@@ -68,6 +68,9 @@ or tool-call chunks, simulating a crashed backend) and ``end_after_chunks`` (str
 ends cleanly after that many chunks, with no finish chunk and no ``[DONE]``: an answer cut short).
 ``text`` takes ``chunks`` (explicit stream pieces).
 
+A request's ``max_completion_tokens`` (else ``max_tokens``) cuts a text reply to that many words, with
+``finish_reason: "length"``, as a model stops at its token limit.
+
 Usage is deterministic: ``prompt_tokens`` counts whitespace-separated words over all message contents
 and tool-call argument strings, ``completion_tokens`` the words of the reply text plus those of the
 JSON of each tool call's arguments (at least 1 for a tool-call reply).
@@ -100,7 +103,7 @@ import re
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final, TypeAlias, TypeVar
 
@@ -207,6 +210,20 @@ class Usage:
     def to_json(self) -> JSONObject:
         """The OpenAI ``usage`` object."""
         return usage_body(self.prompt_tokens, self.completion_tokens)
+
+
+def token_limited(body: Mapping[str, Any], reply: Reply) -> tuple[Reply, bool]:
+    """``reply`` cut to the request's ``max_completion_tokens`` (else ``max_tokens``) words, as a model stops at
+    its token limit, and whether it was cut (the answer's ``finish_reason`` is then ``length``). Only text
+    replies are cut."""
+    limit = body.get("max_completion_tokens", body.get("max_tokens"))
+    if not isinstance(reply, TextReply) or isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        return reply, False
+    chunks = split_chunks(reply.text)
+    if len([c for c in chunks if c.strip()]) <= limit:
+        return reply, False
+    kept = [c for c in chunks if c.strip()][:limit]
+    return replace(reply, text="".join(kept), chunks=None), True
 
 
 def count_usage(body: Mapping[str, Any], reply: TextReply | ToolCallReply) -> Usage:
@@ -481,7 +498,7 @@ class _ChatCompletions:
         if problem is not None:
             await _send_error(send, 400, problem, "invalid_request_error", None)
             return
-        reply = self.model.next_reply(body)
+        reply, cut = token_limited(body, self.model.next_reply(body))
         stream = body.get("stream") is True
         watch = _DisconnectWatch(receive) if stream or reply.delay_seconds > 0 else None
         try:
@@ -492,10 +509,10 @@ class _ChatCompletions:
                 await _send_error(send, reply.status, reply.message, reply.type, reply.code)
             elif stream:
                 assert watch is not None
-                if not await self._stream(body, reply, send, watch):
+                if not await self._stream(body, reply, send, watch, cut=cut):
                     self.model.record_abort(body)
             else:
-                await _send_json(send, 200, self._completion(body, reply))
+                await _send_json(send, 200, self._completion(body, reply, cut=cut))
         finally:
             if watch is not None:
                 watch.close()
@@ -511,7 +528,7 @@ class _ChatCompletions:
     def _tool_call_ids(self, reply: ToolCallReply) -> list[str]:
         return [f"call_scripted_{self.model.next_id()}" for _ in reply.calls]
 
-    def _completion(self, body: JSONObject, reply: TextReply | ToolCallReply) -> JSONObject:
+    def _completion(self, body: JSONObject, reply: TextReply | ToolCallReply, *, cut: bool = False) -> JSONObject:
         completion_id, created, model = self._header(body)
         calls: list[JSONObject] = []
         if isinstance(reply, ToolCallReply):
@@ -519,14 +536,20 @@ class _ChatCompletions:
                 tool_call_body(call_id, call.name, arguments_json(call))
                 for call_id, call in zip(self._tool_call_ids(reply), reply.calls, strict=True)
             ]
-        finish_reason = "tool_calls" if calls else "stop"
+        finish_reason = "tool_calls" if calls else "length" if cut else "stop"
         usage = count_usage(body, reply).to_json()
         return completion_body(
             completion_id, model, assistant_message(reply.text, calls), finish_reason, usage, created
         )
 
     async def _stream(
-        self, body: JSONObject, reply: TextReply | ToolCallReply, send: Send, watch: _DisconnectWatch
+        self,
+        body: JSONObject,
+        reply: TextReply | ToolCallReply,
+        send: Send,
+        watch: _DisconnectWatch,
+        *,
+        cut: bool = False,
     ) -> bool:
         """Send ``reply`` as SSE chunks; ``False`` if the client disconnected before the end."""
         completion_id, created, model = self._header(body)
@@ -539,7 +562,7 @@ class _ChatCompletions:
         text = reply.text or ""
         chunks = reply.chunks if isinstance(reply, TextReply) and reply.chunks is not None else split_chunks(text)
         deltas += ({"content": chunk} for chunk in chunks)
-        finish_reason = "stop"
+        finish_reason = "length" if cut else "stop"
         if isinstance(reply, ToolCallReply):
             finish_reason = "tool_calls"
             for index, (call_id, call) in enumerate(zip(self._tool_call_ids(reply), reply.calls, strict=True)):

@@ -158,7 +158,7 @@ async def test_concurrent_turns_in_one_session_are_serialised_and_nothing_is_los
         (b'{"model": "a"}', "missing_messages"),
         (b'{"model": "a", "messages": []}', "missing_messages"),
         (b'{"model": "a", "messages": [{"role": "system", "content": "x"}]}', "no_user_message"),
-        (b'{"model": "a", "messages": [{"content": "no role"}]}', "invalid_request"),
+        (b'{"model": "a", "messages": [{"content": "no role"}]}', "invalid_value"),
     ],
 )
 async def test_bad_requests_get_400_in_openai_error_format(model, body, code):

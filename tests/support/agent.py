@@ -99,11 +99,19 @@ async def running_agent(
 def agent_client(model: ScriptedModelServer, name: str = "agent", **env: str) -> Iterator[httpx.Client]:
     """A synchronous client of an agent server on a free loopback port, against ``model``, once it is ready (for
     module-scoped fixtures and hypothesis tests); ``env`` adds settings."""
+    with served_agent(model, name, **env) as agent, httpx.Client(base_url=agent.url, timeout=30) as client:
+        yield client
+
+
+@contextmanager
+def served_agent(model: ScriptedModelServer, name: str = "agent", **env: str) -> Iterator[RunningAgent]:
+    """:func:`running_agent` for synchronous code (module-scoped fixtures): an agent server on a free loopback
+    port, against ``model``, once it is ready; ``env`` adds settings."""
     settings = agent_settings(model, name, **env)
     with ThreadedServer(create_app(settings), name=f"agent-{name}", lifespan="on") as server:
-        with httpx.Client(base_url=server.root_url, timeout=30) as client:
-            wait_until(lambda: client.get("/ready").status_code == 200, message=f"agent {name} ready")
-            yield client
+        agent = RunningAgent(server, name)
+        wait_until(lambda: agent.get("/ready").status_code == 200, message=f"agent {name} ready")
+        yield agent
 
 
 def mcp_app(name: str, tools: list[Callable[..., Any]]) -> Any:

@@ -35,6 +35,9 @@ def test_every_endpoint_is_a_route_of_the_app_itself() -> None:
         ("/memory/sessions/{session_id}", ["DELETE"]),
         ("/memory/users/{user_id}", ["DELETE"]),
         ("/v1/chat/completions", ["POST"]),
+        ("/v1/models", ["GET"]),
+        ("/v1/models/{model_id:path}", ["GET"]),
+        ("/v1/responses", ["POST"]),
     ]
 
 
@@ -54,4 +57,7 @@ def test_openapi_operation_ids_are_stable() -> None:
         ("/memory/sessions/{session_id}", "delete"): "erase_session_memory_sessions__session_id__delete",
         ("/memory/users/{user_id}", "delete"): "erase_user_memory_users__user_id__delete",
         ("/v1/chat/completions", "post"): "chat_completions_v1_chat_completions_post",
+        ("/v1/models", "get"): "list_models_v1_models_get",
+        ("/v1/models/{model_id}", "get"): "get_model_v1_models__model_id__get",
+        ("/v1/responses", "post"): "create_response_v1_responses_post",
     }

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 import pydantic
 import pytest
 from pydantic_ai.messages import (
+    AudioUrl,
     ImageUrl,
     ModelRequest,
     ModelResponse,
@@ -78,9 +79,19 @@ def test_consecutive_responses_merge_and_returns_follow_call_order():
     assert [m["content"] for m in messages[1:]] == ["first", "second"]
 
 
-def test_content_that_is_not_text_is_refused_not_dropped():
-    with pytest.raises(RequestError, match="ImageUrl"):
-        chat_messages([ModelRequest(parts=[UserPromptPart(["look", ImageUrl("http://x/y.png")])])])
+def test_prompt_parts_stay_separate_and_images_are_sent():
+    image = ImageUrl("http://x/y.png", vendor_metadata={"detail": "low"})
+    (message,) = chat_messages([ModelRequest(parts=[UserPromptPart(["alpha", "beta", image])])])
+    assert message["content"] == [
+        {"type": "text", "text": "alpha"},
+        {"type": "text", "text": "beta"},
+        {"type": "image_url", "image_url": {"url": "http://x/y.png", "detail": "low"}},
+    ]
+
+
+def test_content_that_is_neither_text_nor_image_is_refused_not_dropped():
+    with pytest.raises(RequestError, match="AudioUrl"):
+        chat_messages([ModelRequest(parts=[UserPromptPart(["listen", AudioUrl("http://x/y.mp3")])])])
 
 
 @pytest.mark.parametrize(

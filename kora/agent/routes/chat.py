@@ -1,4 +1,10 @@
-"""``POST /v1/chat/completions``: one agent turn over OpenAI's chat completions format, streaming or not.
+"""``POST /v1/chat/completions``: one agent turn over OpenAI's chat completions format, streaming or not; and
+``GET /v1/models`` / ``GET /v1/models/{id}``, which list the agent as the one model (OpenAI's list shape).
+
+What a request may ask and what is refused: :mod:`kora.agent.openai_api`. A turn that ends with calls of client
+tools answers ``finish_reason: "tool_calls"`` with the calls in the message (streamed: one ``tool_calls`` delta
+before the finish chunk). A streamed request with a ``response_format`` is answered once the answer validated
+(in one content chunk), so an answer that does not validate is an HTTP error, not an error inside a 200 stream.
 
 The session is the ``X-Session-ID`` header, else the body's ``session_id``, else a new one; the answer
 carries it back in ``X-Session-ID``. A session id is 1-128 characters from ``A-Z a-z 0-9 . _ : -``
@@ -14,24 +20,30 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, Final, cast
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import JsonValue
 
-from kora.agent.identity import open_session
-from kora.agent.openai_api import parse_chat_request
+from kora.agent.identity import Identity, open_session
+from kora.agent.openai_api import ParsedChat, parse_chat_request
 from kora.agent.routes.errors import error_response
 from kora.agent.state import AgentState
 from kora.agent.turn import TurnOutcome, TurnRequest
-from kora.core.errors import KoraError
+from kora.core.errors import KoraError, NotFound
 from kora.core.openai_wire import (
     DONE_EVENT,
     ChunkWriter,
+    JSONObject,
     assistant_message,
     completion_body,
     completion_id,
+    model_list_body,
+    model_object,
     sse_error,
+    tool_call_body,
     usage_body,
 )
 from kora.core.protocol import DELEGATED_BY_HEADER, SESSION_HEADER, check_session_id
@@ -41,8 +53,10 @@ if TYPE_CHECKING:
 
 
 def add_chat_routes(router: APIRouter, state: AgentState) -> None:
-    """Add the chat completions route to ``router``, serving turns with ``state``'s runtime and memory."""
+    """Add the chat completions and models routes to ``router``, serving turns with ``state``'s runtime and
+    memory."""
     agent_name = state.settings.agent_name
+    started = int(time.time())
 
     @router.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
@@ -50,21 +64,15 @@ def add_chat_routes(router: APIRouter, state: AgentState) -> None:
         parsed = parse_chat_request(await request.body())
         requested = requested_session(request.headers.get(SESSION_HEADER), parsed.request.session_id)
         runtime = await state.wait_runtime()
+        turn = chat_turn(parsed, request, identity)
+        runtime.check(turn)
         session_id = await open_session(state.memory, requested, agent_name, identity)
-        turn = TurnRequest(
-            session_id=session_id,
-            prompt=parsed.prompt,
-            client_history=parsed.history,
-            system=parsed.system,
-            delegated_by=request.headers.get(DELEGATED_BY_HEADER),
-            user_id=identity.user_id,
-            credential=identity.credential,
-        )
+        turn = replace(turn, session_id=session_id)
         headers = {SESSION_HEADER: session_id}
         model = parsed.request.model or agent_name
-        if parsed.request.stream:
+        if parsed.request.stream and parsed.output is None:
             return StreamingResponse(
-                stream_chunks(runtime, turn, model, include_usage=parsed.request.include_usage),
+                stream_chunks(runtime, turn, model, include_usage=parsed.include_usage),
                 media_type="text/event-stream",
                 headers=headers | {"Cache-Control": "no-cache"},
             )
@@ -72,9 +80,64 @@ def add_chat_routes(router: APIRouter, state: AgentState) -> None:
             outcome = await runtime.run(turn)
         except KoraError as failure:
             return error_response(failure, headers)
+        if parsed.request.stream:
+            # A structured answer is checked whole before any of it is sent: one that fails is an HTTP error.
+            return StreamingResponse(
+                whole_as_chunks(outcome, model, include_usage=parsed.include_usage),
+                media_type="text/event-stream",
+                headers=headers | {"Cache-Control": "no-cache"},
+            )
         usage = usage_body(outcome.input_tokens, outcome.output_tokens)
-        body = completion_body(completion_id(), model, assistant_message(outcome.text), outcome.finish_reason, usage)
+        message = assistant_message(outcome.text or None if outcome.tool_calls else outcome.text, _calls(outcome))
+        body = completion_body(completion_id(), model, message, outcome.finish_reason, usage)
         return JSONResponse(body, headers=headers)
+
+    @router.get("/v1/models")
+    async def list_models() -> Response:
+        return JSONResponse(model_list_body([agent_name], OWNED_BY, started))
+
+    @router.get("/v1/models/{model_id:path}")
+    async def get_model(model_id: str) -> Response:
+        if model_id != agent_name:
+            raise NotFound(
+                f"The model '{model_id}' does not exist: this agent serves '{agent_name}'.",
+                code="model_not_found",
+                param="model",
+            )
+        return JSONResponse(model_object(agent_name, OWNED_BY, started))
+
+
+def chat_turn(parsed: ParsedChat, request: Request, identity: Identity) -> TurnRequest:
+    """The turn a parsed request asks for, by ``identity`` (its session is set once opened)."""
+    return TurnRequest(
+        session_id="",
+        prompt=parsed.prompt,
+        client_history=parsed.history,
+        system=parsed.system,
+        delegated_by=request.headers.get(DELEGATED_BY_HEADER),
+        user_id=identity.user_id,
+        credential=identity.credential,
+        prompt_parts=parsed.prompt_parts,
+        tool_results=parsed.tool_results,
+        answered=parsed.answered,
+        client_tools=parsed.client_tools,
+        tool_choice=parsed.tool_choice,
+        output=parsed.output,
+        model_settings=parsed.model_settings,
+    )
+
+
+#: ``owned_by`` of the agent's model entry.
+OWNED_BY: Final = "kora"
+
+
+def _calls(outcome: TurnOutcome) -> list[JSONObject]:
+    return [tool_call_body(c.tool_call_id, c.name, c.arguments) for c in outcome.tool_calls]
+
+
+def _call_deltas(outcome: TurnOutcome) -> list[JSONObject]:
+    """The client tool calls as streamed ``tool_calls`` deltas, each whole in one delta."""
+    return [{"index": i, **call} for i, call in enumerate(_calls(outcome))]
 
 
 def requested_session(header: str | None, body: str | None) -> str | None:
@@ -103,6 +166,8 @@ async def stream_chunks(
     try:
         async for item in stream:
             if isinstance(item, TurnOutcome):
+                if item.tool_calls:
+                    yield chunks.chunk({"tool_calls": cast(JsonValue, _call_deltas(item))})
                 yield chunks.chunk({}, item.finish_reason)
                 if include_usage:
                     yield chunks.usage(usage_body(item.input_tokens, item.output_tokens))
@@ -112,4 +177,19 @@ async def stream_chunks(
         yield sse_error(failure)
     finally:
         await stream.aclose()
+    yield DONE_EVENT
+
+
+async def whole_as_chunks(outcome: TurnOutcome, model: str, *, include_usage: bool) -> AsyncIterator[bytes]:
+    """A finished turn as a stream: the role chunk, the answer in one content chunk, the finish chunk, the usage
+    chunk when asked for, ``[DONE]``."""
+    chunks = ChunkWriter(completion_id(), model, int(time.time()), include_usage=include_usage)
+    yield chunks.chunk({"role": "assistant", "content": ""})
+    if outcome.text:
+        yield chunks.chunk({"content": outcome.text})
+    if outcome.tool_calls:
+        yield chunks.chunk({"tool_calls": cast(JsonValue, _call_deltas(outcome))})
+    yield chunks.chunk({}, outcome.finish_reason)
+    if include_usage:
+        yield chunks.usage(usage_body(outcome.input_tokens, outcome.output_tokens))
     yield DONE_EVENT

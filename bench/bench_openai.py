@@ -1,0 +1,124 @@
+"""CPU per turn of the agent's OpenAI surfaces, measured in one run against one agent (``MEMORY_TOOLS=all``):
+
+* a Chat Completions text turn and a Responses text turn (the Responses path translates its request to the chat
+  one and renders its own answer: the two should cost about the same);
+* a client-tool round trip: two chat requests, the first ending with the client's ``get_weather`` call, the second
+  carrying its result (two model requests, both through pydantic-ai's Agent), against a server-tool turn (one
+  request: the model calls ``save_memory``, the agent runs it and the model answers; two model requests).
+
+Run: ``python bench/bench_openai.py [--turns N] [--rounds R]`` (about 1 minute on 2 cores). The phases run in
+``R`` interleaved rounds so that a busy neighbour slows them alike; each figure is the median over the rounds of
+the agent process's utime+stime (``/proc``) per turn. The load comes from this process (httpx, 8 concurrent
+requests), whose CPU is not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+from collections.abc import Awaitable, Callable
+
+import httpx
+
+sys.path.insert(0, os.path.dirname(__file__))
+from bench_agent import HERE, HOST, Server, agent_env, cpu_seconds
+
+from kora.core.net import free_port
+
+TOOL = {
+    "type": "function",
+    "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}},
+}
+CONCURRENCY = 8
+
+
+async def chat_text(client: httpx.AsyncClient, n: int) -> None:
+    body = {
+        "model": "bench",
+        "messages": [{"role": "user", "content": f"hello number {n}"}],
+        "session_id": f"c-{n % 200}",
+    }
+    answer = (await client.post("/v1/chat/completions", json=body)).json()
+    assert answer["choices"][0]["message"]["content"].startswith("You said"), answer
+
+
+async def responses_text(client: httpx.AsyncClient, n: int) -> None:
+    body = {"model": "bench", "input": f"hello number {n}", "session_id": f"r-{n % 200}"}
+    answer = (await client.post("/v1/responses", json=body)).json()
+    assert answer["output"][0]["content"][0]["text"].startswith("You said"), answer
+
+
+async def client_tool_round_trip(client: httpx.AsyncClient, n: int) -> None:
+    messages: list[object] = [{"role": "user", "content": f"client-bench {n}"}]
+    first = (await client.post("/v1/chat/completions", json={"messages": messages, "tools": [TOOL]})).json()
+    message = first["choices"][0]["message"]
+    call = message["tool_calls"][0]
+    messages += [message, {"role": "tool", "tool_call_id": call["id"], "content": "sunny"}]
+    second = (await client.post("/v1/chat/completions", json={"messages": messages, "tools": [TOOL]})).json()
+    assert second["choices"][0]["message"]["content"] == "Tool result: sunny", second
+
+
+async def server_tool_turn(client: httpx.AsyncClient, n: int) -> None:
+    body = {"messages": [{"role": "user", "content": f"tool-bench {n}"}], "session_id": f"t-{n % 200}"}
+    answer = (await client.post("/v1/chat/completions", json=body)).json()
+    assert answer["choices"][0]["message"]["content"] == "Saved.", answer
+
+
+PHASES: dict[str, Callable[[httpx.AsyncClient, int], Awaitable[None]]] = {
+    "chat text turn": chat_text,
+    "responses text turn": responses_text,
+    "client-tool round trip (2 requests)": client_tool_round_trip,
+    "server-tool turn (1 request)": server_tool_turn,
+}
+
+
+async def drive(port: int, phase: Callable[[httpx.AsyncClient, int], Awaitable[None]], turns: int, pid: int) -> float:
+    """ms of agent CPU per turn of ``phase`` over ``turns`` turns."""
+    numbers = iter(range(turns))
+    async with httpx.AsyncClient(base_url=f"http://{HOST}:{port}", timeout=60) as client:
+
+        async def worker() -> None:
+            for n in numbers:
+                await phase(client, n)
+
+        before = cpu_seconds(pid)
+        await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+        return 1000 * (cpu_seconds(pid) - before) / turns
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    py = sys.executable
+    model_port, agent_port = free_port(), free_port()
+    model = Server(
+        [py, str(HERE / "stamping_model.py")], os.environ | {"MODEL_PORT": str(model_port)}, model_port, None
+    )
+    env = agent_env(model_port, agent_port) | {"MEMORY_TOOLS": "all"}
+    agent = Server([py, "-m", "kora.cli", "agent"], env, agent_port, "/ready")
+    try:
+        model.start()
+        agent.start()
+        figures: dict[str, list[float]] = {name: [] for name in PHASES}
+        for phase in PHASES.values():  # warm-up
+            asyncio.run(drive(agent_port, phase, 50, agent.pid))
+        for _ in range(args.rounds):
+            for name, phase in PHASES.items():
+                figures[name].append(asyncio.run(drive(agent_port, phase, args.turns, agent.pid)))
+    finally:
+        agent.stop()
+        model.stop()
+    print(f"\nAgent CPU per turn, ms (median of {args.rounds} interleaved rounds of {args.turns} turns; all rounds)")
+    for name, values in figures.items():
+        print(f"  {name:40s} {statistics.median(values):6.2f}   {' '.join(f'{v:.2f}' for v in values)}")
+    chat, responses = (statistics.median(figures[k]) for k in ("chat text turn", "responses text turn"))
+    print(f"  responses / chat: {responses / chat:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,379 @@
+"""OpenAI's Responses API (``POST /v1/responses``) over Kora turns: requests translated to the Chat Completions
+request they mean (:func:`chat_body`, then the same rules as :mod:`kora.agent.openai_api`), and answers rendered
+as a ``response`` object or its stream of typed events (:class:`ResponseEvents`).
+
+Sessions: a response's ``id`` names the session its turn ran in (``resp_<session id, hex>_<random>``), so
+``previous_response_id`` continues that session; its stored events are the conversation, nothing else is kept.
+``function_call_output`` items answer the calls of the previous response: the calls are read back from the
+session (:func:`pending_calls`). Pure functions and data, no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, cast
+
+from pydantic import JsonValue
+
+from kora.agent.turn import ClientCall, TurnOutcome
+from kora.core.errors import RequestError
+from kora.core.events import EventType, MemoryEvent
+from kora.core.protocol import check_session_id
+
+#: Responses fields and the Chat Completions field each becomes (same name unless given).
+_RENAMED: Final[Mapping[str, str]] = {"max_output_tokens": "max_tokens"}
+#: Responses fields passed to the chat translation as they are.
+_SAME: Final = frozenset({"model", "stream", "temperature", "top_p", "parallel_tool_calls", "metadata", "user"})
+#: Responses fields this module reads itself.
+_OWN: Final = frozenset({"input", "instructions", "tools", "tool_choice", "text", "previous_response_id", "store"})
+
+
+def _refuse(message: str, param: str, code: str) -> RequestError:
+    return RequestError(message, code=code, param=param)
+
+
+def response_id(session_id: str) -> str:
+    """A fresh response id naming ``session_id``."""
+    return f"resp_{session_id.encode().hex()}_{uuid.uuid4().hex[:16]}"
+
+
+def session_of(previous_response_id: object) -> str:
+    """The session a ``previous_response_id`` names. Raises :class:`~kora.core.errors.RequestError` (400,
+    ``invalid_value``) for an id this agent did not give."""
+    if isinstance(previous_response_id, str) and previous_response_id.startswith("resp_"):
+        encoded, _, rest = previous_response_id[5:].partition("_")
+        try:
+            session = bytes.fromhex(encoded).decode()
+        except (ValueError, UnicodeDecodeError):
+            session = ""
+        if session and rest:
+            return check_session_id(session, "'previous_response_id'")
+    raise _refuse(
+        "Invalid value: 'previous_response_id' is not the id of a response of this agent.",
+        "previous_response_id",
+        "invalid_value",
+    )
+
+
+def _content(content: object, param: str) -> object:
+    """A message's ``content`` in Chat Completions' terms: ``input_text`` / ``output_text`` parts as text parts,
+    ``input_image`` as ``image_url``; other parts (files, audio) are refused."""
+    if not isinstance(content, list):
+        return content
+    parts: list[object] = []
+    for index, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in ("input_text", "output_text"):
+            parts.append({"type": "text", "text": part.get("text")})
+        elif kind == "input_image":
+            image = {"url": part.get("image_url")}
+            if part.get("detail") not in (None, "auto"):
+                image["detail"] = part.get("detail")
+            parts.append({"type": "image_url", "image_url": image})
+        else:
+            raise _refuse(
+                f"Unsupported value: '{kind}' content is not supported by this agent.",
+                f"{param}.content[{index}].type",
+                "unsupported_value",
+            )
+    return parts
+
+
+def _messages(items: object, instructions: object) -> list[object]:
+    """``input`` (a string or items) and ``instructions`` as Chat Completions ``messages``: consecutive
+    ``function_call`` items become one assistant message with ``tool_calls``, ``function_call_output`` items
+    ``tool`` messages."""
+    messages: list[object] = []
+    if instructions is not None:
+        messages.append({"role": "system", "content": instructions})
+    if isinstance(items, str):
+        return [*messages, {"role": "user", "content": items}]
+    if not isinstance(items, list):
+        raise _refuse("Invalid type: 'input' must be a string or an array of items.", "input", "invalid_type")
+    for index, item in enumerate(items):
+        param = f"input[{index}]"
+        if not isinstance(item, dict):
+            raise _refuse("Invalid type: an input item must be an object.", param, "invalid_type")
+        kind = item.get("type", "message")
+        if kind == "message":
+            messages.append({"role": item.get("role"), "content": _content(item.get("content"), param)})
+        elif kind == "function_call":
+            call = {
+                "id": item.get("call_id"),
+                "type": "function",
+                "function": {"name": item.get("name"), "arguments": item.get("arguments")},
+            }
+            last = messages[-1] if messages else None
+            if isinstance(last, dict) and last.get("role") == "assistant" and "tool_calls" in last:
+                last["tool_calls"].append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            output = item.get("output")
+            content = _content(output, param) if isinstance(output, list) else output
+            messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": content})
+        else:
+            raise _refuse(
+                f"Unsupported value: '{kind}' input items are not supported by this agent.",
+                f"{param}.type",
+                "unsupported_value",
+            )
+    return messages
+
+
+def _tools(tools: object) -> object:
+    if not isinstance(tools, list):
+        return tools
+    chat: list[object] = []
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            kind = tool.get("type") if isinstance(tool, dict) else None
+            raise _refuse(
+                f"Unsupported value: '{kind}' tools are not supported by this agent (function tools only).",
+                f"tools[{index}].type",
+                "unsupported_value",
+            )
+        function = {k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None}
+        chat.append({"type": "function", "function": function})
+    return chat
+
+
+def _tool_choice(choice: object) -> object:
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        return {"type": "function", "function": {"name": choice.get("name")}}
+    return choice
+
+
+def _response_format(text: object) -> object:
+    if text is None:
+        return None
+    if not isinstance(text, dict) or set(text) - {"format"}:
+        raise _refuse("Unsupported value: 'text' takes only 'format'.", "text", "unsupported_value")
+    spec = text.get("format")
+    if not isinstance(spec, dict) or spec.get("type") != "json_schema":
+        return spec
+    schema = {k: spec[k] for k in ("name", "description", "schema", "strict") if k in spec}
+    return {"type": "json_schema", "json_schema": schema}
+
+
+def chat_body(body: Mapping[str, Any], pending: list[ClientCall] | None = None) -> dict[str, Any]:
+    """The Chat Completions body a Responses request means; ``pending``: the calls of the previous response,
+    shown before ``function_call_output`` items that answer them. Fields neither API knows keep their names, so
+    the chat rules refuse them. Raises :class:`~kora.core.errors.RequestError` for items and tools Kora does not
+    serve and for ``store: false`` (a turn is kept in its session)."""
+    if body.get("store") is False:
+        raise _refuse(
+            "Unsupported value: 'store' must be true: the agent keeps every turn in its session memory.",
+            "store",
+            "unsupported_value",
+        )
+    if "input" not in body:
+        raise _refuse("Missing required parameter: 'input'.", "input", "invalid_value")
+    messages = _messages(body.get("input"), body.get("instructions"))
+    if pending:
+        at = next((i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "tool"), None)
+        if at is not None:
+            calls = [
+                {"id": c.tool_call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in pending
+            ]
+            messages.insert(at, {"role": "assistant", "content": None, "tool_calls": calls})
+    chat: dict[str, Any] = {"messages": messages}
+    for name, value in body.items():
+        if name in _OWN:
+            continue
+        chat[_RENAMED.get(name, name)] = value
+    for name, value in (
+        ("tools", _tools(body.get("tools"))),
+        ("tool_choice", _tool_choice(body.get("tool_choice"))),
+        ("response_format", _response_format(body.get("text"))),
+    ):
+        if value is not None:
+            chat[name] = value
+    return chat
+
+
+def pending_calls(events: Iterable[MemoryEvent]) -> list[ClientCall]:
+    """The tool calls of the session's last turn that no result answers yet (the calls a previous response
+    handed to the client), in order."""
+    calls: dict[str, ClientCall] = {}
+    for event in events:
+        content = event.content if isinstance(event.content, dict) else {}
+        call_id = content.get("tool_call_id")
+        if not isinstance(call_id, str):
+            continue
+        if event.event_type == EventType.TOOL_CALL:
+            args = content.get("args")
+            arguments = args if isinstance(args, str) else json.dumps(args if args is not None else {})
+            calls[call_id] = ClientCall(call_id, str(content.get("tool_name") or ""), arguments)
+        elif event.event_type == EventType.TOOL_RESULT:
+            calls.pop(call_id, None)
+    return list(calls.values())
+
+
+# -- answers ----------------------------------------------------------------------------------------------------
+
+
+def _usage(outcome: TurnOutcome | None) -> JsonValue:
+    if outcome is None:
+        return None
+    return {
+        "input_tokens": outcome.input_tokens,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": outcome.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": outcome.input_tokens + outcome.output_tokens,
+    }
+
+
+def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, JsonValue]:
+    """An assistant ``message`` output item with one ``output_text`` part (none while it starts)."""
+    content: list[JsonValue] = (
+        [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" else []
+    )
+    return {"type": "message", "id": item_id, "status": status, "role": "assistant", "content": content}
+
+
+def call_item(call: ClientCall, arguments: str | None = None, status: str = "completed") -> dict[str, JsonValue]:
+    """A ``function_call`` output item."""
+    return {
+        "type": "function_call",
+        "id": f"fc_{call.tool_call_id}",
+        "call_id": call.tool_call_id,
+        "name": call.name,
+        "arguments": call.arguments if arguments is None else arguments,
+        "status": status,
+    }
+
+
+class ResponseEvents:
+    """One response: its object (:meth:`body`) and, streamed, its typed events as SSE bytes, each with its
+    ``type`` and a ``sequence_number``. ``request`` is the Responses request (echoed fields)."""
+
+    def __init__(self, id_: str, model: str, request: Mapping[str, Any]) -> None:
+        self.id = id_
+        self.model = model
+        self.created = int(time.time())
+        self.request = request
+        self._sequence = 0
+        self._message_id = f"msg_{uuid.uuid4().hex}"
+        self._text: list[str] = []
+        self._open = False
+
+    def body(self, outcome: TurnOutcome | None, status: str = "completed") -> dict[str, JsonValue]:
+        """The ``response`` object: ``output`` holds the answer's message (when it has text) and one
+        ``function_call`` item per client call; ``usage`` the turn's tokens."""
+        output: list[JsonValue] = []
+        if outcome is not None:
+            if outcome.text:
+                output.append(message_item(self._message_id, outcome.text))
+            output += [call_item(call) for call in outcome.tool_calls]
+        request = self.request
+        incomplete = (
+            {"reason": "max_output_tokens"} if outcome is not None and outcome.finish_reason == "length" else None
+        )
+        return {
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created,
+            "status": "incomplete" if incomplete and status == "completed" else status,
+            "model": self.model,
+            "output": output,
+            "output_text": outcome.text if outcome is not None else "",
+            "usage": _usage(outcome),
+            "error": None,
+            "incomplete_details": cast(JsonValue, incomplete),
+            "instructions": request.get("instructions"),
+            "metadata": request.get("metadata") or {},
+            "parallel_tool_calls": request.get("parallel_tool_calls", True),
+            "previous_response_id": request.get("previous_response_id"),
+            "temperature": request.get("temperature"),
+            "top_p": request.get("top_p"),
+            "max_output_tokens": request.get("max_output_tokens"),
+            "tool_choice": request.get("tool_choice", "auto"),
+            "tools": request.get("tools") or [],
+            "text": request.get("text") or {"format": {"type": "text"}},
+            "store": True,
+        }
+
+    def event(self, type_: str, **fields: JsonValue) -> bytes:
+        """One SSE event ``event: <type>`` with ``{"type", "sequence_number", **fields}``."""
+        payload = {"type": type_, "sequence_number": self._sequence, **fields}
+        self._sequence += 1
+        return f"event: {type_}\ndata: ".encode() + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+    def started(self) -> list[bytes]:
+        """``response.created`` and ``response.in_progress``."""
+        body = self.body(None, "in_progress")
+        return [self.event("response.created", response=body), self.event("response.in_progress", response=body)]
+
+    def text(self, delta: str) -> list[bytes]:
+        """A text delta (the message item and its part are opened before the first)."""
+        events = []
+        if not self._open:
+            self._open = True
+            item = message_item(self._message_id, "", "in_progress")
+            events.append(self.event("response.output_item.added", output_index=0, item=item))
+            part: JsonValue = {"type": "output_text", "text": "", "annotations": []}
+            events.append(
+                self.event(
+                    "response.content_part.added", item_id=self._message_id, output_index=0, content_index=0, part=part
+                )
+            )
+        self._text.append(delta)
+        events.append(
+            self.event(
+                "response.output_text.delta",
+                item_id=self._message_id,
+                output_index=0,
+                content_index=0,
+                delta=delta,
+                logprobs=[],
+            )
+        )
+        return events
+
+    def finished(self, outcome: TurnOutcome) -> list[bytes]:
+        """The end: the message's ``done`` events, one ``function_call`` item per call (its arguments as one
+        delta), then ``response.completed`` (``response.incomplete`` when a token limit cut the answer)."""
+        events = [] if self._open or not outcome.text else self.text(outcome.text)
+        index = 0
+        if self._open:
+            text = "".join(self._text)
+            ids: dict[str, JsonValue] = {"item_id": self._message_id, "output_index": 0, "content_index": 0}
+            part: JsonValue = {"type": "output_text", "text": text, "annotations": []}
+            events.append(self.event("response.output_text.done", **ids, text=text, logprobs=[]))
+            events.append(self.event("response.content_part.done", **ids, part=part))
+            item = message_item(self._message_id, text)
+            events.append(self.event("response.output_item.done", output_index=0, item=item))
+            index = 1
+        for offset, call in enumerate(outcome.tool_calls):
+            at = index + offset
+            item_id = f"fc_{call.tool_call_id}"
+            events.append(
+                self.event("response.output_item.added", output_index=at, item=call_item(call, "", "in_progress"))
+            )
+            events.append(
+                self.event(
+                    "response.function_call_arguments.delta", item_id=item_id, output_index=at, delta=call.arguments
+                )
+            )
+            events.append(
+                self.event(
+                    "response.function_call_arguments.done", item_id=item_id, output_index=at, arguments=call.arguments
+                )
+            )
+            events.append(self.event("response.output_item.done", output_index=at, item=call_item(call)))
+        body = self.body(outcome)
+        kind = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
+        events.append(self.event(kind, response=body))
+        return events
+
+    def failed(self, code: str, message: str) -> list[bytes]:
+        """``response.failed`` with the error."""
+        body = self.body(None, "failed")
+        body["error"] = {"code": code, "message": message}
+        return [self.event("response.failed", response=body)]
