@@ -222,7 +222,7 @@ async def test_local_storage_comes_back_after_a_container_kill_during_initdb(tmp
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     command = [*KORA, "memory", "--host", "127.0.0.1", "--port", str(port)]
-    env = kora_environ({"MEMORY_SERVICE_STORAGE_MODE": "local", "MEMORY_SERVICE_DATA_DIR": str(data)})
+    env = kora_environ({"MEMORY_SERVICE_STORAGE_MODE": "local", "MEMORY_SERVICE_DATA_DIR": str(data), **CREDENTIALS})
     log = tmp_path / "memory.log"
     containers = [start_in_pid_namespace(command, env, log)]
     try:
@@ -235,7 +235,7 @@ async def test_local_storage_comes_back_after_a_container_kill_during_initdb(tmp
         assert not (data / "pgdata" / "PG_VERSION").exists()  # nothing half-made where the server looks
         containers.append(start_in_pid_namespace(command, env, log))
         await asyncio.to_thread(wait_until_ready, url, 120.0)
-        async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+        async with httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=30.0) as client:
             assert (await client.post("/v1/sessions/s1/events", json=TURN)).status_code == 200
             events = (await client.get("/v1/sessions/s1/events", params={"app_name": APP})).json()["events"]
         assert [event["content"] for event in events] == ["I live in Paris.", "Lovely."]
