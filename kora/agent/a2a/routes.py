@@ -33,7 +33,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
 from kora.agent.a2a import legacy
-from kora.agent.a2a.card import AgentCardSource, public_base_url
+from kora.agent.a2a.card import AgentCardSource, card_response, public_base_url
 from kora.agent.a2a.executor import IDENTITY_STATE, KoraAgentExecutor
 from kora.agent.a2a.negotiation import (
     V03,
@@ -199,8 +199,8 @@ class A2AServer:
         await self.handler.aclose()
 
     async def card_endpoint(self, request: Request) -> Response:
-        """``GET`` the agent card, with the URL this client reached the agent at."""
-        return JSONResponse(self.cards.card_dict(public_base_url(self.settings, request)))
+        """``GET`` the agent card, with the URL this client reached the agent at (cacheable: ``ETag``, 304)."""
+        return card_response(self.cards.card_dict(public_base_url(self.settings, request)), request)
 
     async def rpc_endpoint(self, request: Request) -> Response:
         """``POST /``: one JSON-RPC request or a batch (see :mod:`.legacy` for the rules).
