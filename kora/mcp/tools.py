@@ -17,6 +17,7 @@ from mcp.server.mcpserver.tools.base import Tool
 from mcp_types import CallToolResult, TextContent
 from pydantic import PrivateAttr, ValidationError
 
+import kora
 from kora.mcp.pool import WorkerPool
 from kora.mcp.redact import Redactor
 from kora.mcp.schema import add_parameter_descriptions, parameter_descriptions, schema_signature
@@ -26,6 +27,17 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver.context import Context
 
 logger = logging.getLogger(__name__)
+
+#: MCP methods inline tool servers do not serve (no prompts, no resources): answered "Method not found".
+UNSERVED_METHODS = (
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+)
 
 
 def error_result(text: str) -> CallToolResult:
@@ -134,5 +146,10 @@ def build_inline_server(
     registered = [
         InlineTool.create(tool, pool, timeout_for.get(tool.name, default_timeout), redactor) for tool in tools.values()
     ]
-    server: MCPServer[Any] = MCPServer(name, tools=list(registered))
+    server: MCPServer[Any] = MCPServer(name, version=kora.__version__, tools=list(registered))
+    # Inline tools are tools only: without these handlers the SDK advertises no empty prompts or resources
+    # capability (it derives capabilities from the handlers it has; MCPServer installs them all).
+    handlers = server._lowlevel_server._request_handlers  # no public way to drop them
+    for method in UNSERVED_METHODS:
+        handlers.pop(method, None)
     return server
