@@ -8,7 +8,9 @@ text; file parts are refused) and output modes (``text/plain``), and one skill p
 (tool-server tools, delegation targets, memory tools). ``supportedInterfaces`` lists JSON-RPC at A2A 1.0 first
 and at 0.3 second (the SDK fills the 0.3 fields ``url``, ``protocolVersion`` and ``preferredTransport`` from the
 0.3 one, so 0.3 clients read the card as before). Each served card has an ``ETag`` (a hash of its bytes), so
-clients revalidate with ``If-None-Match`` (:func:`card_response`).
+clients revalidate with ``If-None-Match`` (:func:`card_response`). The SDK's own card route does the same for
+one fixed card; Kora's card carries the URL each request reached the agent at, which its per-card modifier
+(given the card, not the request) cannot know, hence this route.
 
 The card is rebuilt only when its inputs (public URL or tool list) change; the tool list comes from
 the runtime's cached definitions, so serving the card never opens a tool server.
