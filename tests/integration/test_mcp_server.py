@@ -491,3 +491,17 @@ async def test_a_call_while_no_worker_has_started_gives_up_with_an_error(tmp_pat
         gate.unlink()
     assert result.is_error
     assert text_of(result) == "Error: the tool server is not ready (its workers are not running)"
+
+
+async def test_an_unknown_tool_is_a_protocol_error_not_a_tool_result(server):
+    from mcp.shared.exceptions import MCPError
+
+    async with mcp_session(server.root_url + "/mcp") as session:
+        with pytest.raises(MCPError) as caught:
+            await session.call_tool("no_such_tool", {})
+        assert caught.value.error.code == -32602
+        assert "Unknown tool" in caught.value.error.message
+        assert (await session.call_tool("add", {"a": 1})).structured_content == {"result": 3}  # still serving
+    unknown = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "nope", "arguments": {}}}
+    answer = rpc_answer(httpx.post(server.root_url + "/mcp", json={**unknown}, headers=MCP_HEADERS))
+    assert answer["error"]["code"] == -32602
