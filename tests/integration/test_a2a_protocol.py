@@ -180,6 +180,15 @@ def test_the_version_query_parameter_is_honoured_like_the_header(client):
     )
 
 
+@pytest.mark.parametrize("content_type", ["application/json", "text/plain"])
+def test_a_body_that_is_not_json_is_a_parse_error_in_1_0_too(client, content_type):
+    response = client.post("/", content=b"{'jsonrpc': '2.0'}", headers={**V1, "Content-Type": content_type})
+    error = error_of(response)
+    assert error["code"] == -32700
+    assert error["data"][0]["@type"] == ERROR_INFO
+    assert error["data"][0]["metadata"] == {"type": "invalid_json"}
+
+
 def test_errors_in_0_3_keep_their_0_3_shape(client):
     error = error_of(client.post("/", json=rpc_body("tasks/get", {"id": "nope"})))
     assert error["code"] == -32001

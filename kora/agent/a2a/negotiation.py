@@ -7,18 +7,16 @@ Agent server" item 7).
   :class:`MethodNotFound` (-32601); a 1.0 method asked for in 0.3 is the SDK's -32009.
 * Errors in 0.3 mode are ``{"code", "message", "data": {"type": code} | null}`` as before; in 1.0 mode ``data``
   is the array of typed details 1.0 requires, led by a ``google.rpc.ErrorInfo`` (the SDK's own
-  :func:`~a2a.server.request_handlers.response_helpers.build_error_response` makes it), whose ``metadata`` carries
-  Kora's ``type``.
+  :func:`~a2a.utils.error_handlers.build_error_details` makes it), whose ``metadata`` carries Kora's ``type``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from a2a.server.request_handlers.response_helpers import build_error_response
 from a2a.utils import constants
-from a2a.utils.error_handlers import ERROR_INFO_TYPE
-from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP, A2AError, InternalError
+from a2a.utils.error_handlers import ERROR_INFO_TYPE, build_error_details
+from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP, A2AError
 from packaging.version import InvalidVersion, Version
 from starlette.datastructures import Headers, QueryParams
 
@@ -80,10 +78,11 @@ def error_object(error: KoraError, version: str) -> dict[str, Any]:
     """``error`` as the JSON-RPC error object a client of ``version`` reads (see the module docstring)."""
     if version != V1:
         return jsonrpc_error(error)
-    cls = _A2A_ERRORS.get(error.jsonrpc_code, InternalError)
-    answer: dict[str, Any] = build_error_response(None, cls(error.message, data={"type": error.code}))
-    rendered: dict[str, Any] = answer["error"]
-    return rendered
+    # The SDK's build_error_response only renders the codes it has a response model for (not -32700, -32000);
+    # its details builder takes every A2A error class (``UNKNOWN_ERROR`` for a code A2A does not name).
+    cls = _A2A_ERRORS.get(error.jsonrpc_code, A2AError)
+    details = build_error_details(cls(error.message, data={"type": error.code}))
+    return {"code": error.jsonrpc_code, "message": error.message, "data": details}
 
 
 def error_info_entries(data: object) -> list[dict[str, Any]] | None:
