@@ -258,6 +258,20 @@ def test_a_file_part_is_refused_with_content_type_not_supported(client, version,
 
 
 @pytest.mark.parametrize(
+    "part",
+    [
+        {"type": "unsupported_type", "text": "This should be rejected"},
+        {"kind": "text", "type": "data", "text": "x"},
+        {"kind": "data", "type": "text", "data": {"a": 1}},
+    ],
+)
+def test_a_part_whose_legacy_type_disagrees_with_its_kind_is_refused(client, part):
+    error = error_of(client.post("/", json=rpc_body("message/send", v03_message(part))))
+    assert error["code"] == -32602
+    assert "type" in error["message"]
+
+
+@pytest.mark.parametrize(
     ("version", "parts"),
     [
         ("1.0", [{"text": ""}]),

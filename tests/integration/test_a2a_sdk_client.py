@@ -3,6 +3,7 @@ cancel, contexts as memory sessions, task stores."""
 
 import asyncio
 import json
+from email.utils import parsedate_to_datetime
 
 import httpx
 import pytest
@@ -49,6 +50,7 @@ async def test_the_card_is_cacheable_and_revalidated_with_its_etag(model):
         first = await http.get("/.well-known/agent-card.json")
         assert first.status_code == 200
         assert first.headers["cache-control"] == "public, max-age=300"
+        assert parsedate_to_datetime(first.headers["last-modified"]).tzinfo is not None
         etag = first.headers["etag"]
         assert etag.startswith('"')
         assert etag.endswith('"')

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
+from email.utils import formatdate
 from typing import Any
 
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
@@ -71,12 +73,17 @@ def public_base_url(settings: AgentSettings, request: Request) -> str:
     return f"{scheme}://{host}/{prefix + '/' if prefix else ''}"
 
 
-def card_response(wire: Mapping[str, Any], request: Request) -> Response:
-    """The card ``wire`` as an HTTP response: JSON with ``Cache-Control: public, max-age=...`` and a strong
-    ``ETag`` (SHA-256 of the body); 304 without a body when ``If-None-Match`` names that tag (or ``*``)."""
+def card_response(wire: Mapping[str, Any], request: Request, changed_at: float) -> Response:
+    """The card ``wire`` as an HTTP response: JSON with ``Cache-Control: public, max-age=...``, a strong ``ETag``
+    (SHA-256 of the body) and ``Last-Modified`` (``changed_at``, Unix seconds: when the card's contents last
+    changed); 304 without a body when ``If-None-Match`` names that tag (or ``*``)."""
     body = json.dumps(wire, ensure_ascii=False, separators=(",", ":")).encode()
     etag = f'"{hashlib.sha256(body).hexdigest()[:32]}"'
-    headers = {"Cache-Control": f"public, max-age={CARD_MAX_AGE_SECONDS}", "ETag": etag}
+    headers = {
+        "Cache-Control": f"public, max-age={CARD_MAX_AGE_SECONDS}",
+        "ETag": etag,
+        "Last-Modified": formatdate(changed_at, usegmt=True),
+    }
     asked = {tag.strip().removeprefix("W/") for tag in request.headers.get("if-none-match", "").split(",")}
     if etag in asked or "*" in asked:
         return Response(status_code=304, headers=headers)
@@ -104,6 +111,8 @@ class AgentCardSource:
         # Base URL -> (card, wire dict); a handful of entries (direct, via gateway), cleared when tools change.
         self._by_url: dict[str, tuple[AgentCard, dict[str, Any]]] = {}
         self.builds = 0  # how many times the skills were (re)built, for tests of the cache
+        #: When the card's contents last changed (Unix seconds): start-up, or the tool list changing.
+        self.changed_at = time.time()
 
     def card(self, base_url: str) -> AgentCard:
         """The card for clients that reach the agent at ``base_url``; rebuilt only when an input changed."""
@@ -143,6 +152,7 @@ class AgentCardSource:
             self._tool_list = tools
             self._by_url.clear()
             self.builds += 1
+            self.changed_at = time.time()
 
     def _chat_skill(self) -> AgentSkill:
         return AgentSkill(

@@ -253,6 +253,9 @@ def _check_parts(parts: list[JsonObject], v1: bool) -> None:
                 _check_base64(part["raw"], f"{where}.raw")
             media_type = part.get("mediaType") or part.get("media_type")
         else:
+            named = part.get("type")  # the legacy name of ``kind``: kept only when it agrees
+            if named is not None and named != part.get("kind", "text"):
+                raise RequestError(f"Invalid params: {where}.type: {str(named)[:40]!r} is not this part's kind")
             is_file = part.get("kind") == "file"
             file = part.get("file")
             if is_file and isinstance(file, dict) and "bytes" in file:
