@@ -8,8 +8,9 @@
 | MCP (Streamable HTTP) | ``/mcp`` | the tool protocol, served by the official SDK |
 
 ``/mcp`` answers under any ``Host`` header: the SDK's DNS-rebinding protection (which rejects non-local
-hosts with 421) is off, because the server is reached through a Kubernetes Service name or the gateway,
-and it is not a browser-facing endpoint. By default MCP is served without sessions
+hosts with 421) is off, because the server is reached through a Kubernetes Service name or the gateway.
+A request that sends ``Origin`` (a browser) must come from an allowed origin (:mod:`kora.mcp.origin`,
+``MCP_ALLOWED_ORIGINS``), else 403. By default MCP is served without sessions
 (``MCP_STATELESS_HTTP=true``), so requests may land on any replica. Every request passes
 :class:`kora.core.limits.RequestLimits` first: a body over ``MCP_MAX_REQUEST_BYTES`` is a 413, JSON beyond the
 depth and number limits a 400, both with a JSON-RPC error object as MCP's own errors are.
@@ -29,6 +30,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
 from kora.core.limits import RequestLimits, jsonrpc_refusal
+from kora.mcp.origin import OriginCheck, parse_allowed_origins
 from kora.mcp.package import load_package_server
 from kora.mcp.pool import WorkerPool
 from kora.mcp.redact import RecordingEnviron, Redactor
@@ -137,4 +139,6 @@ def create_app(settings: McpSettings) -> FastAPI:
     # Mounted at "/" with the endpoint at "/mcp": mounting at "/mcp" answers POST /mcp with a 307 redirect.
     app.mount("/", mcp_app)
     app.add_middleware(RequestLimits, max_body_bytes=settings.mcp_max_request_bytes, refuse=jsonrpc_refusal)
+    # Outermost: a forbidden origin is refused before its body is read.
+    app.add_middleware(OriginCheck, allowed=parse_allowed_origins(settings.mcp_allowed_origins))
     return app

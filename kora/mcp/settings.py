@@ -23,6 +23,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kora.core.env import DEFAULT_MAX_REQUEST_BYTES, MIN_MAX_REQUEST_BYTES
 from kora.core.settings_errors import SettingsError, describe_validation_error, settings_fields
+from kora.mcp.origin import DEFAULT_ALLOWED_ORIGINS, parse_allowed_origins
 
 COMPONENT = "kora mcp"
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -88,6 +89,12 @@ class McpSettings(BaseSettings):
         default=True,
         description="Serve MCP without sessions, so any replica behind a Service can answer any request.",
     )
+    mcp_allowed_origins: str = Field(
+        default=DEFAULT_ALLOWED_ORIGINS,
+        description="Origins a request that sends an `Origin` header may come from (comma-separated "
+        "`scheme://host[:port]`, `scheme://host:*` for any port, `*` for all); other origins are refused with 403 "
+        "(DNS rebinding). Requests without `Origin` are not affected.",
+    )
     mcp_server_name: str = Field(
         default="kora-tools",
         min_length=1,
@@ -110,6 +117,12 @@ class McpSettings(BaseSettings):
     @classmethod
     def _timeouts_well_formed(cls, value: str) -> str:
         parse_tool_timeouts(value)
+        return value
+
+    @field_validator("mcp_allowed_origins")
+    @classmethod
+    def _origins_well_formed(cls, value: str) -> str:
+        parse_allowed_origins(value)
         return value
 
     @field_validator("mcp_log_level", mode="before")

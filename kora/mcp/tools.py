@@ -4,7 +4,8 @@ Each tool keeps the SDK's schema derivation and argument validation, but its bod
 server: :class:`InlineTool` sends the validated arguments to a :class:`~kora.mcp.pool.WorkerPool` and
 turns every failure into a ``CallToolResult`` with ``is_error=True`` and a text beginning ``Error:`` -
 invalid arguments, an exception inside the tool, a timeout, a crashed worker, a result that does not
-match the return type. Nothing a tool does raises through the protocol or drops the connection.
+match the return type. Nothing a tool does raises through the protocol or drops the connection. Calling a
+tool the server does not have is not a tool failure but a protocol error (:class:`InlineToolServer`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools.base import Tool
-from mcp_types import CallToolResult, TextContent
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, TextContent
 from pydantic import PrivateAttr, ValidationError
 
+import kora
 from kora.mcp.pool import WorkerPool
 from kora.mcp.redact import Redactor
 from kora.mcp.schema import add_parameter_descriptions, parameter_descriptions, schema_signature
@@ -26,6 +29,17 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver.context import Context
 
 logger = logging.getLogger(__name__)
+
+#: MCP methods inline tool servers do not serve (no prompts, no resources): answered "Method not found".
+UNSERVED_METHODS = (
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+)
 
 
 def error_result(text: str) -> CallToolResult:
@@ -118,6 +132,20 @@ class InlineTool(Tool):
             return error_result(text)
 
 
+class InlineToolServer(MCPServer[Any]):
+    """The SDK's ``MCPServer`` whose ``tools/call`` of a tool it does not have is a protocol error (JSON-RPC
+    -32602, "Unknown tool"), as the MCP revisions Kora negotiates (2025-11-25, 2026-07-28) list it, instead of
+    the SDK's ``isError`` result. Every other failure stays an ``isError`` result."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        """Call tool ``name``; raises ``MCPError`` (-32602) when there is no such tool."""
+        if self._tool_manager.get_tool(name) is None:
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name[:200]}")
+        return await super().call_tool(name, arguments, context)
+
+
 def build_inline_server(
     tools: dict[str, ToolFunction],
     pool: WorkerPool,
@@ -134,5 +162,10 @@ def build_inline_server(
     registered = [
         InlineTool.create(tool, pool, timeout_for.get(tool.name, default_timeout), redactor) for tool in tools.values()
     ]
-    server: MCPServer[Any] = MCPServer(name, tools=list(registered))
+    server: MCPServer[Any] = InlineToolServer(name, version=kora.__version__, tools=list(registered))
+    # Inline tools are tools only: without these handlers the SDK advertises no empty prompts or resources
+    # capability (it derives capabilities from the handlers it has; MCPServer installs them all).
+    handlers = server._lowlevel_server._request_handlers  # no public way to drop them
+    for method in UNSERVED_METHODS:
+        handlers.pop(method, None)
     return server

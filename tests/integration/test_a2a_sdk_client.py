@@ -2,6 +2,8 @@
 cancel, contexts as memory sessions, task stores."""
 
 import asyncio
+import json
+from email.utils import parsedate_to_datetime
 
 import httpx
 import pytest
@@ -15,6 +17,12 @@ from tests.support.agent import running_agent
 pytestmark = pytest.mark.usefixtures("turn_path")
 
 
+@pytest.fixture(params=["1.0", "0.3"])
+def protocol(request: pytest.FixtureRequest) -> str:
+    """The A2A version the SDK client speaks (the card offers both)."""
+    return str(request.param)
+
+
 async def test_the_card_describes_the_agent_and_a_url_clients_reach(model):
     async with running_agent(model, name="writer", AGENT_DESCRIPTION="Writes things") as agent:
         for path in ("/.well-known/agent.json", "/.well-known/agent-card.json", "/.well-known/agent"):
@@ -24,16 +32,40 @@ async def test_the_card_describes_the_agent_and_a_url_clients_reach(model):
             assert card["protocolVersion"] == "0.3.0"
             assert card["version"]
             assert card["url"] == f"{agent.url}/"
-            assert card["capabilities"] == {
-                "streaming": True,
-                "pushNotifications": False,
-                "stateTransitionHistory": True,
-            }
-            assert card["defaultInputModes"] == ["text/plain"]
+            assert card["capabilities"] == {"streaming": True, "pushNotifications": False}
+            assert card["supportedInterfaces"] == [
+                {"url": f"{agent.url}/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+                {"url": f"{agent.url}/", "protocolBinding": "JSONRPC", "protocolVersion": "0.3.0"},
+            ]
+            assert card["preferredTransport"] == "JSONRPC"
+            assert card["defaultInputModes"] == ["text/plain", "application/json"]
             assert card["defaultOutputModes"] == ["text/plain"]
             assert [s["id"] for s in card["skills"]] == ["chat"]
         # Cached: the card is built once, not per request (nor by opening tool servers).
         assert agent.server.app.state.a2a.cards.builds == 1
+
+
+async def test_the_card_is_cacheable_and_revalidated_with_its_etag(model):
+    async with running_agent(model) as agent, httpx.AsyncClient(base_url=agent.url, timeout=10) as http:
+        first = await http.get("/.well-known/agent-card.json")
+        assert first.status_code == 200
+        assert first.headers["cache-control"] == "public, max-age=300"
+        assert parsedate_to_datetime(first.headers["last-modified"]).tzinfo is not None
+        etag = first.headers["etag"]
+        assert etag.startswith('"')
+        assert etag.endswith('"')
+        again = await http.get("/.well-known/agent-card.json", headers={"If-None-Match": etag})
+        assert again.status_code == 304
+        assert again.content == b""
+        assert again.headers["etag"] == etag
+        weak = await http.get("/.well-known/agent.json", headers={"If-None-Match": f'"other", W/{etag}'})
+        assert weak.status_code == 304
+        stale = await http.get("/.well-known/agent-card.json", headers={"If-None-Match": '"not-it"'})
+        assert stale.status_code == 200
+        assert stale.json() == first.json()
+        # Another URL (behind a gateway) is another card, with another tag.
+        other = await http.get("/.well-known/agent-card.json", headers={"X-Forwarded-Host": "gw.example.com"})
+        assert other.headers["etag"] != etag
 
 
 async def test_the_card_url_follows_the_gateway_prefix_or_the_configured_public_url(model):
@@ -49,10 +81,10 @@ async def test_the_card_url_follows_the_gateway_prefix_or_the_configured_public_
         assert agent.get("/.well-known/agent.json").json()["url"] == "https://agents.example.com/writer/"
 
 
-async def test_message_send_blocks_until_completed_with_artifact_and_history(model):
+async def test_message_send_blocks_until_completed_with_artifact_and_history(model, protocol):
     model.enqueue(TextReply("Hello from Kora"))
     async with running_agent(model) as agent:
-        client = await sdk_client(agent.url)
+        client = await sdk_client(agent.url, version=protocol)
         (response,) = [r async for r in client.send_message(user_message("hi", context_id="c1"))]
         task = response.task
         assert task.status.state == TaskState.TASK_STATE_COMPLETED
@@ -66,10 +98,10 @@ async def test_message_send_blocks_until_completed_with_artifact_and_history(mod
         await client.close()
 
 
-async def test_message_stream_sends_task_status_and_artifact_updates(model):
+async def test_message_stream_sends_task_status_and_artifact_updates(model, protocol):
     model.enqueue(TextReply("streamed answer", chunk_delay_seconds=0.01))
     async with running_agent(model) as agent:
-        client = await sdk_client(agent.url, streaming=True)
+        client = await sdk_client(agent.url, streaming=True, version=protocol)
         events = [r async for r in client.send_message(user_message("stream please"))]
         kinds = [r.WhichOneof("payload") for r in events]
         assert kinds[0] == "task"
@@ -82,10 +114,10 @@ async def test_message_stream_sends_task_status_and_artifact_updates(model):
         await client.close()
 
 
-async def test_a_follow_up_task_in_the_same_context_sees_the_earlier_turn(model):
+async def test_a_follow_up_task_in_the_same_context_sees_the_earlier_turn(model, protocol):
     model.enqueue(TextReply("Nice to meet you, Ada."), TextReply("You are Ada."))
     async with running_agent(model) as agent:
-        client = await sdk_client(agent.url)
+        client = await sdk_client(agent.url, version=protocol)
         _ = [r async for r in client.send_message(user_message("I am Ada", context_id="ctx"))]
         _ = [r async for r in client.send_message(user_message("Who am I?", context_id="ctx"))]
         contents = [m["content"] for m in model.requests[-1]["messages"] if m["role"] in {"user", "assistant"}]
@@ -94,10 +126,10 @@ async def test_a_follow_up_task_in_the_same_context_sees_the_earlier_turn(model)
         await client.close()
 
 
-async def test_a_failed_model_call_ends_the_task_failed_with_the_reason_and_an_error_event(model):
+async def test_a_failed_model_call_ends_the_task_failed_with_the_reason_and_an_error_event(model, protocol):
     async with running_agent(model, MODEL_TIMEOUT_SECONDS="5") as agent:
         model.enqueue(ErrorReply(500, "scripted outage"))
-        client = await sdk_client(agent.url)
+        client = await sdk_client(agent.url, version=protocol)
         (response,) = [r async for r in client.send_message(user_message("fail", context_id="f"))]
         task = response.task
         assert task.status.state == TaskState.TASK_STATE_FAILED
@@ -106,14 +138,14 @@ async def test_a_failed_model_call_ends_the_task_failed_with_the_reason_and_an_e
         await client.close()
 
 
-async def test_cancel_stops_a_task_blocked_in_a_slow_model_call(model):
+async def test_cancel_stops_a_task_blocked_in_a_slow_model_call(model, protocol):
     model.enqueue(TextReply("too late", delay_seconds=120))
     async with running_agent(model) as agent:
         async with httpx.AsyncClient(base_url=agent.url, timeout=10) as http:
             sent = await http.post("/", json=rpc_body("message/send", message_params("slow", blocking=False)))
             task_id = sent.json()["result"]["id"]
             assert await asyncio.to_thread(model.model.wait_for_requests, 1, 5.0)
-            client = await sdk_client(agent.url)
+            client = await sdk_client(agent.url, version=protocol)
             task = await client.cancel_task(CancelTaskRequest(id=task_id))
             assert task.status.state == TaskState.TASK_STATE_CANCELED
             # The model call was aborted, not waited out: its 120 s delay is far from over.
@@ -125,10 +157,10 @@ async def test_cancel_stops_a_task_blocked_in_a_slow_model_call(model):
             await client.close()
 
 
-async def test_the_null_task_store_keeps_no_finished_tasks(model):
+async def test_the_null_task_store_keeps_no_finished_tasks(model, protocol):
     model.enqueue(TextReply("done"))
     async with running_agent(model, TASK_STORE_TYPE="null") as agent:
-        client = await sdk_client(agent.url)
+        client = await sdk_client(agent.url, version=protocol)
         (response,) = [r async for r in client.send_message(user_message("hi"))]
         assert response.task.status.state == TaskState.TASK_STATE_COMPLETED
         with pytest.raises(TaskNotFoundError):
@@ -136,7 +168,7 @@ async def test_the_null_task_store_keeps_no_finished_tasks(model):
         await client.close()
 
 
-async def test_resubscribe_follows_a_running_task_to_its_end(model):
+async def test_resubscribe_follows_a_running_task_to_its_end(model, protocol):
     from a2a.types.a2a_pb2 import SubscribeToTaskRequest
 
     model.enqueue(TextReply("finally done", delay_seconds=1.0))
@@ -146,10 +178,50 @@ async def test_resubscribe_follows_a_running_task_to_its_end(model):
             f"{agent.url}/", json=rpc_body("message/send", message_params("slow one", blocking=False)), timeout=10
         ).json()["result"]
         assert started["status"]["state"] in {"submitted", "working"}
-        client = await sdk_client(agent.url, streaming=True)
+        client = await sdk_client(agent.url, streaming=True, version=protocol)
         events = [r async for r in client.subscribe(SubscribeToTaskRequest(id=started["id"]))]
         states = [r.status_update.status.state for r in events if r.WhichOneof("payload") == "status_update"]
         assert states[-1] == TaskState.TASK_STATE_COMPLETED
         artifact = next(r.artifact_update.artifact for r in events if r.WhichOneof("payload") == "artifact_update")
         assert artifact.parts[0].text == "finally done"
+        await client.close()
+
+
+async def test_a_data_part_sent_by_the_sdk_reaches_the_model_as_json_text(model, protocol):
+    from a2a.helpers.proto_helpers import new_data_part
+
+    model.enqueue(TextReply("counted"))
+    async with running_agent(model) as agent:
+        client = await sdk_client(agent.url, version=protocol)
+        request = user_message("Count these:")
+        request.message.parts.append(new_data_part({"ids": [1, 2, 4503599627370497], "label": "x"}))
+        (response,) = [r async for r in client.send_message(request)]
+        assert response.task.status.state == TaskState.TASK_STATE_COMPLETED
+        text, data = model.requests[-1]["messages"][-1]["content"].split("\n")
+        assert text == "Count these:"
+        assert data.startswith("{")
+        assert json.loads(data) == {"ids": [1, 2, 4503599627370497], "label": "x"}  # integers stay integers
+        await client.close()
+
+
+async def test_list_tasks_filters_by_state_and_pages_in_1_0(model):
+    from a2a.types.a2a_pb2 import ListTasksRequest
+
+    model.enqueue(TextReply("one"), TextReply("two"), TextReply("three"))
+    async with running_agent(model) as agent:
+        client = await sdk_client(agent.url, version="1.0")
+        sent = []
+        for text in "abc":
+            (response,) = [r async for r in client.send_message(user_message(text, context_id="lc"))]
+            sent.append(response)
+        assert all(r.task.status.state == TaskState.TASK_STATE_COMPLETED for r in sent)
+        listed = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_COMPLETED, page_size=2))
+        assert len(listed.tasks) == 2
+        assert listed.next_page_token
+        rest = await client.list_tasks(
+            ListTasksRequest(status=TaskState.TASK_STATE_COMPLETED, page_size=2, page_token=listed.next_page_token)
+        )
+        assert {t.id for t in listed.tasks} | {t.id for t in rest.tasks} == {r.task.id for r in sent}
+        none = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_CANCELED))
+        assert list(none.tasks) == []
         await client.close()

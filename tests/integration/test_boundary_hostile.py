@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from kora.core.text import UNSTORABLE
 from kora.scripted import TextReply
 from tests.support.a2a import message_params, rpc_body
 from tests.support.agent import agent_client, wait_until
@@ -369,7 +370,12 @@ def holds_raw(value: object) -> bool:
 
 
 def answered(entry: object) -> bool:
-    return not (isinstance(entry, dict) and "id" not in entry and isinstance(entry.get("method"), str))
+    """False only for a valid notification (JSON-RPC 2.0: a valid Request without ``id``); an invalid Request is
+    answered -32600 even without ``id``."""
+    if not isinstance(entry, dict) or "id" in entry or entry.get("jsonrpc") != "2.0":
+        return True
+    method = entry.get("method")
+    return not (isinstance(method, str) and method and UNSTORABLE.search(method) is None)
 
 
 def check_rpc_answer(answer: object) -> None:

@@ -322,6 +322,93 @@ async def test_any_host_header_is_accepted(server):
     assert result.structured_content == {"result": 42}
 
 
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@pytest.mark.parametrize(
+    "origin",
+    ["http://localhost:6274", "http://127.0.0.1", "https://127.0.0.1:8443", "http://[::1]:3000", "http://localhost"],
+)
+async def test_a_local_origin_is_served(server, origin):
+    async with mcp_session(server.root_url + "/mcp", headers={"Origin": origin}) as session:
+        result = await session.call_tool("add", {"a": 1, "b": 1})
+    assert result.structured_content == {"result": 2}
+
+
+@pytest.mark.parametrize(
+    "origin", ["https://evil.example", "http://localhost.evil.example", "http://127.0.0.1.nip.io:80", "null"]
+)
+def test_a_foreign_origin_is_refused_before_the_mcp_sdk_sees_it(server, origin):
+    response = httpx.post(server.root_url + "/mcp", json=INIT, headers={**MCP_HEADERS, "Origin": origin})
+    assert response.status_code == 403
+    body = response.json()
+    assert body["id"] is None
+    assert body["error"]["code"] == -32600
+    assert body["error"]["data"] == {"type": "forbidden_origin"}
+    assert "MCP_ALLOWED_ORIGINS" in body["error"]["message"]
+
+
+async def test_the_allowed_origins_are_configurable():
+    environ = {
+        "MCP_TOOLS_STRING": "def one() -> int:\n    return 1\n",
+        "MCP_ALLOWED_ORIGINS": "https://app.example.com",
+    }
+    with running_mcp(environ) as running:
+        wait_until_ready(running.root_url)
+        url = running.root_url + "/mcp"
+        async with mcp_session(url, headers={"Origin": "https://app.example.com"}) as session:
+            assert (await session.call_tool("one", {})).structured_content == {"result": 1}
+        local = httpx.post(url, json=INIT, headers={**MCP_HEADERS, "Origin": "http://localhost:3000"})
+        assert local.status_code == 403
+        async with mcp_session(url) as session:  # no Origin: not a browser, not affected
+            assert (await session.call_tool("one", {})).structured_content == {"result": 1}
+
+
+def rpc_answer(response: httpx.Response) -> dict:
+    """The JSON-RPC answer of a Streamable HTTP POST, sent as JSON or as one SSE ``data:`` event."""
+    assert response.status_code == 200, response.text
+    if response.headers["content-type"].startswith("application/json"):
+        return response.json()
+    (data,) = [line.removeprefix("data:").strip() for line in response.text.splitlines() if line.startswith("data:")]
+    return json.loads(data)
+
+
+def test_initialize_at_2025_11_25_advertises_only_tools_and_koras_version(server):
+    import kora
+
+    result = rpc_answer(httpx.post(server.root_url + "/mcp", json=INIT, headers=MCP_HEADERS))["result"]
+    assert result["protocolVersion"] == "2025-11-25"
+    assert result["serverInfo"]["version"] == kora.__version__
+    assert set(result["capabilities"]) == {"tools"}
+    listed = {"jsonrpc": "2.0", "id": 2, "method": "prompts/list"}
+    assert rpc_answer(httpx.post(server.root_url + "/mcp", json=listed, headers=MCP_HEADERS))["error"]["code"] == -32601
+
+
+async def test_the_official_client_sees_tools_only_and_koras_version(server):
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    import kora
+
+    async with (
+        create_mcp_http_client() as http,
+        streamable_http_client(server.root_url + "/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        result = await session.initialize()
+        assert result.server_info.version == kora.__version__
+        assert result.capabilities.tools is not None
+        assert result.capabilities.prompts is None
+        assert result.capabilities.resources is None
+
+
 def test_probes_and_the_tool_listing(server):
     assert httpx.get(server.root_url + "/health").json() == {"status": "ok"}
     assert httpx.get(server.root_url + "/ready").json() == {"status": "ready"}
@@ -404,3 +491,17 @@ async def test_a_call_while_no_worker_has_started_gives_up_with_an_error(tmp_pat
         gate.unlink()
     assert result.is_error
     assert text_of(result) == "Error: the tool server is not ready (its workers are not running)"
+
+
+async def test_an_unknown_tool_is_a_protocol_error_not_a_tool_result(server):
+    from mcp.shared.exceptions import MCPError
+
+    async with mcp_session(server.root_url + "/mcp") as session:
+        with pytest.raises(MCPError) as caught:
+            await session.call_tool("no_such_tool", {})
+        assert caught.value.error.code == -32602
+        assert "Unknown tool" in caught.value.error.message
+        assert (await session.call_tool("add", {"a": 1})).structured_content == {"result": 3}  # still serving
+    unknown = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "nope", "arguments": {}}}
+    answer = rpc_answer(httpx.post(server.root_url + "/mcp", json={**unknown}, headers=MCP_HEADERS))
+    assert answer["error"]["code"] == -32602

@@ -6,16 +6,28 @@ import uuid
 from typing import Any
 
 import httpx
-from a2a.client import ClientConfig, create_client
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory, create_client
 from a2a.client.client import Client
 from a2a.helpers.proto_helpers import new_text_part
 from a2a.types.a2a_pb2 import Message, Role, SendMessageRequest
 
 
-async def sdk_client(url: str, *, streaming: bool = False, http: httpx.AsyncClient | None = None) -> Client:
-    """An a2a-sdk client for the agent at ``url``, resolved from its card (as real clients do)."""
-    config = ClientConfig(streaming=streaming, httpx_client=http or httpx.AsyncClient(timeout=30))
-    return await create_client(url, client_config=config)
+async def sdk_client(
+    url: str, *, streaming: bool = False, http: httpx.AsyncClient | None = None, version: str | None = None
+) -> Client:
+    """An a2a-sdk client for the agent at ``url``, resolved from its card (as real clients do): the card's best
+    interface (1.0 when offered), or only its interfaces of A2A ``version`` (``"1.0"``, ``"0.3"``) when given, so a
+    test can speak 0.3 to an agent that offers both."""
+    http = http or httpx.AsyncClient(timeout=30)
+    config = ClientConfig(streaming=streaming, httpx_client=http)
+    if version is None:
+        return await create_client(url, client_config=config)
+    card = await A2ACardResolver(http, url).get_agent_card()
+    kept = [i for i in card.supported_interfaces if i.protocol_version.startswith(version)]
+    assert kept, f"the card offers no interface at {version}"
+    del card.supported_interfaces[:]
+    card.supported_interfaces.extend(kept)
+    return ClientFactory(config).create(card)
 
 
 def user_message(text: str, context_id: str | None = None) -> SendMessageRequest:

@@ -64,3 +64,20 @@ def test_an_unreadable_tools_file_is_a_settings_error(tmp_path: Path):
     s = load_mcp_settings({}, mcp_tools_file=tmp_path / "missing.py")
     with pytest.raises(SettingsError, match="MCP_TOOLS_FILE: cannot read"):
         s.tools_source()
+
+
+@pytest.mark.parametrize("value", ["localhost", "ftp://x", "http://x/path", "http://"])
+def test_allowed_origins_must_be_origins(value: str):
+    with pytest.raises(SettingsError, match=r"MCP_ALLOWED_ORIGINS: .*scheme|MCP_ALLOWED_ORIGINS: .*http"):
+        load_mcp_settings({**SOURCE, "MCP_ALLOWED_ORIGINS": value})
+
+
+def test_allowed_origins_default_to_the_local_host_on_any_port():
+    from kora.mcp.origin import origin_allowed, parse_allowed_origins
+
+    allowed = parse_allowed_origins(load_mcp_settings(SOURCE).mcp_allowed_origins)
+    assert origin_allowed("http://localhost:5173", allowed)
+    assert origin_allowed("https://[::1]", allowed)
+    assert not origin_allowed("http://localhost:5173.evil.example", allowed)
+    assert not origin_allowed("http://127.0.0.2:80", allowed)
+    assert origin_allowed("https://anything.example", parse_allowed_origins("*"))

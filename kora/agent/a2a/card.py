@@ -1,10 +1,18 @@
 """The A2A agent card (spec: "Agent card", "Versioning" item 1, "Endpoints / Agent server" item 3).
 
-:class:`AgentCardSource` builds an A2A 0.3.0 card with the SDK's own types and serialiser: name,
+:class:`AgentCardSource` builds an A2A 1.0 card, with the 0.3 fields, using the SDK's types and serialiser: name,
 description, version, ``protocolVersion`` ``"0.3.0"``, the ``url`` clients reach the JSON-RPC endpoint at,
-capabilities (streaming, no push notifications, state transition history), default input/output modes
-(``text/plain``) and one skill per tool the model can call (tool-server tools, delegation targets, memory
-tools). The card is rebuilt only when its inputs (public URL or tool list) change; the tool list comes from
+capabilities (streaming, no push notifications; nothing else is claimed: tasks keep no state transition
+history), default input modes (``text/plain`` and ``application/json``: data parts reach the model as JSON
+text; file parts are refused) and output modes (``text/plain``), and one skill per tool the model can call
+(tool-server tools, delegation targets, memory tools). ``supportedInterfaces`` lists JSON-RPC at A2A 1.0 first
+and at 0.3 second (the SDK fills the 0.3 fields ``url``, ``protocolVersion`` and ``preferredTransport`` from the
+0.3 one, so 0.3 clients read the card as before). Each served card has an ``ETag`` (a hash of its bytes), so
+clients revalidate with ``If-None-Match`` (:func:`card_response`). The SDK's own card route does the same for
+one fixed card; Kora's card carries the URL each request reached the agent at, which its per-card modifier
+(given the card, not the request) cannot know, hence this route.
+
+The card is rebuilt only when its inputs (public URL or tool list) change; the tool list comes from
 the runtime's cached definitions, so serving the card never opens a tool server.
 
 The ``url`` is ``AGENT_PUBLIC_URL`` when set. Otherwise it is derived from the request: the
@@ -15,19 +23,30 @@ request's own scheme, host and root path, so the card stays right behind the gat
 
 from __future__ import annotations
 
+import hashlib
+import json
+import time
 from collections.abc import Callable, Mapping, Sequence
+from email.utils import formatdate
 from typing import Any
 
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+from a2a.utils import constants
 from starlette.requests import Request
+from starlette.responses import Response
 
 import kora
 from kora.agent.settings import AgentSettings
 
-#: A2A protocol version the card advertises (spec: "Versioning" item 1).
+#: A2A protocol version of the card's 0.3 fields (spec: "Versioning" item 1).
 PROTOCOL_VERSION = "0.3.0"
-TEXT_MODES = ["text/plain"]
+#: The A2A 1.0 interface's version (the SDK's).
+PROTOCOL_VERSION_1 = constants.PROTOCOL_VERSION_1_0
+INPUT_MODES = ["text/plain", "application/json"]
+OUTPUT_MODES = ["text/plain"]
+#: How long clients and caches may keep a card without revalidating (seconds): tools change rarely.
+CARD_MAX_AGE_SECONDS = 300
 #: Distinct base URLs whose cards are kept at once.
 MAX_CACHED_URLS = 16
 
@@ -54,6 +73,23 @@ def public_base_url(settings: AgentSettings, request: Request) -> str:
     return f"{scheme}://{host}/{prefix + '/' if prefix else ''}"
 
 
+def card_response(wire: Mapping[str, Any], request: Request, changed_at: float) -> Response:
+    """The card ``wire`` as an HTTP response: JSON with ``Cache-Control: public, max-age=...``, a strong ``ETag``
+    (SHA-256 of the body) and ``Last-Modified`` (``changed_at``, Unix seconds: when the card's contents last
+    changed); 304 without a body when ``If-None-Match`` names that tag (or ``*``)."""
+    body = json.dumps(wire, ensure_ascii=False, separators=(",", ":")).encode()
+    etag = f'"{hashlib.sha256(body).hexdigest()[:32]}"'
+    headers = {
+        "Cache-Control": f"public, max-age={CARD_MAX_AGE_SECONDS}",
+        "ETag": etag,
+        "Last-Modified": formatdate(changed_at, usegmt=True),
+    }
+    asked = {tag.strip().removeprefix("W/") for tag in request.headers.get("if-none-match", "").split(",")}
+    if etag in asked or "*" in asked:
+        return Response(status_code=304, headers=headers)
+    return Response(body, media_type="application/json", headers=headers)
+
+
 def _skill(tool: Mapping[str, Any]) -> AgentSkill:
     source = str(tool.get("source", "tool"))
     # "mcp:calc" -> tags ["mcp", "calc"]: lets clients group skills by the tool server they come from.
@@ -75,6 +111,8 @@ class AgentCardSource:
         # Base URL -> (card, wire dict); a handful of entries (direct, via gateway), cleared when tools change.
         self._by_url: dict[str, tuple[AgentCard, dict[str, Any]]] = {}
         self.builds = 0  # how many times the skills were (re)built, for tests of the cache
+        #: When the card's contents last changed (Unix seconds): start-up, or the tool list changing.
+        self.changed_at = time.time()
 
     def card(self, base_url: str) -> AgentCard:
         """The card for clients that reach the agent at ``base_url``; rebuilt only when an input changed."""
@@ -92,8 +130,6 @@ class AgentCardSource:
                 self._by_url.clear()
             card = self._build(base_url, self._tool_list)
             wire = agent_card_to_dict(card)
-            # A2A 0.3 advertises whether tasks keep their history; 1.0 dropped the field, so the SDK cannot.
-            wire.setdefault("capabilities", {})["stateTransitionHistory"] = True
             entry = self._by_url[base_url] = (card, wire)
         return entry
 
@@ -116,6 +152,7 @@ class AgentCardSource:
             self._tool_list = tools
             self._by_url.clear()
             self.builds += 1
+            self.changed_at = time.time()
 
     def _chat_skill(self) -> AgentSkill:
         return AgentSkill(
@@ -132,11 +169,12 @@ class AgentCardSource:
             description=settings.agent_description,
             version=kora.__version__,
             supported_interfaces=[
-                AgentInterface(url=base_url, protocol_binding="JSONRPC", protocol_version=PROTOCOL_VERSION)
+                AgentInterface(url=base_url, protocol_binding="JSONRPC", protocol_version=PROTOCOL_VERSION_1),
+                AgentInterface(url=base_url, protocol_binding="JSONRPC", protocol_version=PROTOCOL_VERSION),
             ],
             capabilities=AgentCapabilities(streaming=True, push_notifications=False),
-            default_input_modes=TEXT_MODES,
-            default_output_modes=TEXT_MODES,
+            default_input_modes=INPUT_MODES,
+            default_output_modes=OUTPUT_MODES,
             # A2A requires at least one skill: the agent's own conversation comes first, then its tools.
             skills=[self._chat_skill(), *(_skill(tool) for tool in tools)],
         )

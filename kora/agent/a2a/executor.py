@@ -20,15 +20,17 @@ turn that stopped short of an answer (``finish_reason`` other than ``stop``: the
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from a2a.helpers.proto_helpers import get_message_text, new_task, new_text_part
+from a2a.helpers.proto_helpers import new_task, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
-from a2a.types.a2a_pb2 import TaskState
+from a2a.types.a2a_pb2 import Message, TaskState
+from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
@@ -62,6 +64,37 @@ def delegated_by(context: RequestContext) -> str | None:
     headers = context.call_context.state.get("headers", {})
     value = headers.get(DELEGATED_BY_HEADER.lower()) if isinstance(headers, dict) else None
     return value if isinstance(value, str) and value else None
+
+
+#: Integers up to this magnitude survive protobuf's JSON numbers (doubles) exactly.
+_EXACT_INTEGERS = 2**53
+
+
+def _json_numbers(value: object) -> object:
+    """``value`` (a protobuf ``Value`` as Python) with integral doubles below 2^53 written back as integers."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < _EXACT_INTEGERS:
+        return int(value)
+    if isinstance(value, list):
+        return [_json_numbers(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _json_numbers(item) for key, item in value.items()}
+    return value
+
+
+def prompt_of(message: Message | None) -> str:
+    """The turn's prompt from an A2A message: text parts as they are, data parts as compact JSON text (integers
+    exact below 2^53), one part per line. File parts never get here: the endpoint refuses them (-32005)."""
+    if message is None:
+        return ""
+    lines: list[str] = []
+    for part in message.parts:
+        kind = part.WhichOneof("content")
+        if kind == "text":
+            lines.append(part.text)
+        elif kind == "data":
+            data = _json_numbers(MessageToDict(part.data))
+            lines.append(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+    return "\n".join(lines)
 
 
 def identity_of(context: RequestContext) -> Identity:
@@ -112,7 +145,7 @@ class KoraAgentExecutor(AgentExecutor):
         identity = identity_of(context)
         turn = TurnRequest(
             session_id=context.context_id,
-            prompt=get_message_text(context.message) if context.message is not None else "",
+            prompt=prompt_of(context.message),
             delegated_by=delegated_by(context),
             user_id=identity.user_id,
             credential=identity.credential,

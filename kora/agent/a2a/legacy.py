@@ -4,8 +4,14 @@ names.
 
 * Envelope: a body that is not JSON is a parse error (-32700); a non-object request or an empty batch is an
   invalid request (-32600); a batch (JSON array) is answered with an array holding one response per request
-  that has an ``id``; a notification (no ``id``) is executed and gets no response (HTTP 204 when nothing is
-  left to answer). Streaming methods cannot be batched (their answer is an SSE stream): -32600 per entry.
+  that has an ``id``; a valid notification (no ``id``) is executed and gets no response (HTTP 204 when nothing
+  is left to answer), while an invalid Request without ``id`` (no ``"jsonrpc": "2.0"``, no method) is answered
+  -32600 with ``id`` null. Streaming methods cannot be batched (their answer is an SSE stream): -32600 per entry.
+* Versions (:mod:`.negotiation`): a 0.3 or legacy method asked for in 1.0 is -32601; errors take the shape of the
+  request's version.
+* Parts: text parts as they are, data parts for the model as JSON text (:func:`.executor.prompt_of`); a file
+  part is -32005 (content type not supported), or -32602 when its bytes are not base64; a message with no text
+  or data is -32602 (never an empty-prompt turn). ``ListTasks``' ``status`` must be a task state (-32602).
 * Null ids: JSON-RPC 2.0 allows ``"id": null`` (answered with ``id`` null); the SDK's 0.3 layer refuses it, so
   the SDK gets a placeholder id, swapped back in the answer. Notifications get one too: they are executed (a
   send non-blocking, so the 204 does not wait for the turn), and their answer is dropped.
@@ -22,6 +28,8 @@ names.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 import uuid
@@ -32,11 +40,13 @@ from typing import Any
 from a2a.compat.v0_3.jsonrpc_adapter import JSONRPC03Adapter
 from a2a.server.id_generator import IDGenerator, IDGeneratorContext
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+from a2a.types.a2a_pb2 import TaskState
 from google.protobuf.json_format import ParseDict, ParseError  # type: ignore[import-untyped]
 from google.protobuf.message import Message as ProtoMessage  # type: ignore[import-untyped]
 from pydantic import BaseModel, ValidationError
 
-from kora.core.errors import InvalidJSON, InvalidRPCRequest, KoraError, RequestError, jsonrpc_error
+from kora.agent.a2a.negotiation import V03, V1, ContentTypeNotSupported, MethodNotFound, error_object
+from kora.core.errors import InvalidJSON, InvalidRPCRequest, KoraError, RequestError
 from kora.core.protocol import check_session_id
 from kora.core.text import UNSTORABLE, UNSTORABLE_MESSAGE, unstorable_location
 
@@ -75,9 +85,10 @@ class RequestedTaskIdGenerator(IDGenerator):
         return requested_task_id.get() or str(uuid.uuid4())
 
 
-def error_response(request_id: object, error: KoraError) -> JsonObject:
-    """A JSON-RPC 2.0 error response object for ``error`` (see :func:`kora.core.errors.jsonrpc_error`)."""
-    return {"jsonrpc": "2.0", "id": request_id, "error": jsonrpc_error(error)}
+def error_response(request_id: object, error: KoraError, version: str = V03) -> JsonObject:
+    """A JSON-RPC 2.0 error response object for ``error``, in the shape clients of A2A ``version`` read
+    (:func:`kora.agent.a2a.negotiation.error_object`)."""
+    return {"jsonrpc": "2.0", "id": request_id, "error": error_object(error, version)}
 
 
 def parse_body(body: bytes) -> object:
@@ -101,8 +112,9 @@ def request_id_of(request: object) -> object:
 
 
 def is_notification(request: object) -> bool:
-    """True for a well-formed request object without ``id``: JSON-RPC 2.0 sends no response to it."""
-    return isinstance(request, dict) and "id" not in request and isinstance(request.get("method"), str)
+    """True for a request object without ``id``: JSON-RPC 2.0 sends no response to it, as long as it is a valid
+    Request (an invalid one, e.g. without ``"jsonrpc": "2.0"``, is answered -32600 with ``id`` null)."""
+    return isinstance(request, dict) and "id" not in request
 
 
 @dataclass(frozen=True)
@@ -120,9 +132,14 @@ class Prepared:
     skip: bool = False
 
 
-def prepare(request: object) -> Prepared:
-    """Check one request and translate legacy names; raises :class:`~kora.core.errors.InvalidRPCRequest` (-32600)
-    for a bad envelope or :class:`~kora.core.errors.RequestError` (-32602) for bad params.
+def prepare(request: object, version: str = V03) -> Prepared:
+    """Check one request of A2A ``version`` (:mod:`.negotiation`) and translate legacy names; raises
+    :class:`~kora.core.errors.InvalidRPCRequest` (-32600) for a bad envelope,
+    :class:`~kora.agent.a2a.negotiation.MethodNotFound` (-32601) for a 0.3 method asked for in 1.0,
+    :class:`~kora.core.errors.RequestError` (-32602) for bad params (a file part's bytes that are not base64, a
+    ``ListTasks`` filter that is not a task state, a message with no content) and
+    :class:`~kora.agent.a2a.negotiation.ContentTypeNotSupported` (-32005) for a file part (the model takes text:
+    text parts as they are, data parts as JSON text).
 
     Params of every method the SDK serves are checked against the SDK's own schema here, so a wrongly typed
     field is -32602 with a short message naming it (the SDK would answer -32600 with a validation dump).
@@ -141,6 +158,8 @@ def prepare(request: object) -> Prepared:
     if request.get("id") is not None and request_id_of(request) is None:
         raise InvalidRPCRequest("Invalid request: 'id' must be a string, an integer or null")
     notification = "id" not in request
+    if version == V1 and method not in V1_METHODS:
+        raise MethodNotFound(f"Method not found: {method[:80]!r} is not an A2A 1.0 method")
     params = request.get("params", {})
     legacy = method in LEGACY_METHODS
     if (method in MESSAGE_METHODS or legacy or method in TASK_ID_METHODS or method in V1_METHODS) and not isinstance(
@@ -159,8 +178,11 @@ def prepare(request: object) -> Prepared:
         role = params["message"].get("role")
         if method in MESSAGE_METHODS and not (isinstance(role, str) and role in {"user", "agent"}):
             raise RequestError("Invalid params: 'message.role' must be 'user' or 'agent'")
+        _check_parts(params["message"]["parts"], v1=method in V1_SEND_METHODS)
     elif method in TASK_ID_METHODS and not (isinstance(params.get("id"), str) and params["id"]):
         raise RequestError("Invalid params: 'id' (task id string) is required")
+    elif method == "ListTasks":
+        _check_task_state(params.get("status"))
     if notification:
         method, params = _run_without_answer(method, params)
     placeholder = None if request.get("id") is not None else f"kora-unnamed-{uuid.uuid4().hex}"
@@ -202,6 +224,66 @@ def _check_message(params: JsonObject) -> None:
     configuration = params.get("configuration")
     if configuration is not None and not isinstance(configuration, dict):
         raise RequestError("Invalid params: 'configuration' must be an object")
+
+
+#: Base64 as protobuf's JSON parser reads it (standard or URL-safe alphabet, padding optional).
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]*={0,2}")
+
+
+def _check_base64(value: object, where: str) -> None:
+    if not isinstance(value, str) or not _BASE64.fullmatch(value):
+        raise RequestError(f"Invalid params: {where}: not base64")
+    try:
+        base64.urlsafe_b64decode(
+            value.replace("+", "-").replace("/", "_").rstrip("=") + "=" * (-len(value.rstrip("=")) % 4)
+        )
+    except (binascii.Error, ValueError):
+        raise RequestError(f"Invalid params: {where}: not base64") from None
+
+
+def _check_parts(parts: list[JsonObject], v1: bool) -> None:
+    """A message's parts: a file part is refused (-32602 when its bytes are not base64, else -32005: the model
+    takes text); the message must have some content (a non-empty text part or a data part)."""
+    content = False
+    for index, part in enumerate(parts):
+        where = f"message.parts.{index}"
+        if v1:
+            is_file = "raw" in part or "url" in part
+            if "raw" in part:
+                _check_base64(part["raw"], f"{where}.raw")
+            media_type = part.get("mediaType") or part.get("media_type")
+        else:
+            named = part.get("type")  # the legacy name of ``kind``: kept only when it agrees
+            if named is not None and named != part.get("kind", "text"):
+                raise RequestError(f"Invalid params: {where}.type: {str(named)[:40]!r} is not this part's kind")
+            is_file = part.get("kind") == "file"
+            file = part.get("file")
+            if is_file and isinstance(file, dict) and "bytes" in file:
+                _check_base64(file["bytes"], f"{where}.file.bytes")
+            media_type = file.get("mimeType") if isinstance(file, dict) else None
+        if is_file:
+            kind = f" ({media_type[:80]})" if isinstance(media_type, str) and media_type else ""
+            raise ContentTypeNotSupported(
+                f"Content type not supported: {where} is a file part{kind}; this agent accepts text and JSON data"
+            )
+        text = part.get("text")
+        if (isinstance(text, str) and text.strip()) or "data" in part:
+            content = True
+    if not content:
+        raise RequestError("Invalid params: message.parts: the message has no text or data to answer")
+
+
+def _check_task_state(status: object) -> None:
+    """A ``ListTasks`` ``status`` filter must name a task state (protobuf's parser would drop an unknown one)."""
+    if status is None:
+        return
+    states = {value.name: value.number for value in TaskState.DESCRIPTOR.values if value.number != 0}
+    names = list(states)
+    if isinstance(status, str) and status in states:
+        return
+    if isinstance(status, int) and not isinstance(status, bool) and status in states.values():
+        return
+    raise RequestError(f"Invalid params: status: must be one of {', '.join(names)}")
 
 
 def _check_schema(method: str, body: JsonObject) -> None:
@@ -266,7 +348,10 @@ def _legacy_params(params: JsonObject, non_blocking: bool) -> tuple[JsonObject, 
     task_id = params.get("id")
     if task_id is not None and not isinstance(task_id, str):
         raise RequestError("Invalid params: 'id' must be a string")
-    configuration = dict(params.get("configuration") or {})
+    configuration = params.get("configuration")
+    if configuration is not None and not isinstance(configuration, dict):
+        raise RequestError("Invalid params: 'configuration' must be an object")
+    configuration = dict(configuration or {})
     if non_blocking:
         configuration["blocking"] = False
     new_params: JsonObject = {"message": new_message}

@@ -5,7 +5,8 @@
   (:mod:`.card`).
 * ``POST /``: the official SDK's JSON-RPC dispatcher (A2A 1.0, and 0.3 in its compatibility mode:
   ``message/send``, ``message/stream``, ``tasks/get``, ``tasks/cancel``, ``tasks/resubscribe``), behind
-  Kora's envelope/legacy layer (:mod:`.legacy`). Errors are JSON-RPC error objects with HTTP 200, except a
+  Kora's envelope/legacy layer (:mod:`.legacy`). The version is negotiated per request (:mod:`.negotiation`:
+  ``A2A-Version`` header or query parameter, none is 0.3). Errors are JSON-RPC error objects with HTTP 200, except a
   credential that fails (:mod:`kora.agent.identity`): 401 (or 400, 503) with the JSON-RPC error object.
   A verified user owns the tasks they create: other users' ``tasks/get`` and ``tasks/cancel`` do not find them.
   A message whose ``contextId`` (the memory session) belongs to another user (:func:`kora.memory.base.check_owner`)
@@ -32,8 +33,17 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
 from kora.agent.a2a import legacy
-from kora.agent.a2a.card import AgentCardSource, public_base_url
+from kora.agent.a2a.card import AgentCardSource, card_response, public_base_url
 from kora.agent.a2a.executor import IDENTITY_STATE, KoraAgentExecutor
+from kora.agent.a2a.negotiation import (
+    V03,
+    V1,
+    VERSION_NAME,
+    VersionNotSupported,
+    asked_version,
+    error_info_entries,
+    negotiate,
+)
 from kora.agent.a2a.store import DEFAULT_MAX_TASKS, build_task_store
 from kora.agent.identity import ANONYMOUS, Identity, IdentityResolver, challenge
 from kora.agent.settings import AgentSettings
@@ -59,11 +69,12 @@ def a2a_refusal(path: str, error: KoraError) -> tuple[int, object]:
     return openai_refusal(path, error)
 
 
-def client_error(error: dict[str, Any]) -> dict[str, Any]:
-    """An SDK JSON-RPC error object as a client may read it: ``code`` and ``message`` kept, except that an
-    internal error says only "Internal error" (the SDK puts exception text there) and an SDK -32600 becomes
-    -32602 (the envelope was checked before the SDK saw it, so only params can be wrong); ``data`` is dropped
-    unless it is Kora's own ``{"type": code}`` (the SDK puts validation dumps there)."""
+def client_error(error: dict[str, Any], version: str = V03) -> dict[str, Any]:
+    """An SDK JSON-RPC error object as a client of A2A ``version`` may read it: ``code`` and ``message`` kept,
+    except that an internal error says only "Internal error" (the SDK puts exception text there) and an SDK
+    -32600 becomes -32602 (the envelope was checked before the SDK saw it, so only params can be wrong). In 0.3,
+    ``data`` is dropped unless it is Kora's own ``{"type": code}`` (the SDK puts validation dumps there); in 1.0
+    it keeps the ``google.rpc.ErrorInfo`` entries 1.0 requires (and only those)."""
     code = error.get("code")
     message = error.get("message")
     data = error.get("data")
@@ -72,7 +83,11 @@ def client_error(error: dict[str, Any]) -> dict[str, Any]:
         message = "Internal error"
     elif code == InvalidRPCRequest.jsonrpc_code:
         code, message = RequestError.jsonrpc_code, "Invalid params"
-    kept = data if isinstance(data, dict) and set(data) == {"type"} and isinstance(data["type"], str) else None
+    kept: object
+    if version == V1:
+        kept = error_info_entries(data)
+    else:
+        kept = data if isinstance(data, dict) and set(data) == {"type"} and isinstance(data["type"], str) else None
     return {"code": code, "message": message[:300], "data": kept}
 
 
@@ -105,6 +120,11 @@ class IdentityContextBuilder(DefaultServerCallContextBuilder):
     def build(self, request: Request) -> ServerCallContext:
         """The call context of ``request`` (see the class docstring)."""
         context = super().build(request)
+        headers = context.state.get("headers")
+        asked = request.query_params.get(VERSION_NAME)
+        # The version may come as a query parameter (A2A 1.0 "Versioning"); the SDK reads only the header.
+        if asked and isinstance(headers, dict) and not headers.get(VERSION_NAME.lower()):
+            headers[VERSION_NAME.lower()] = asked
         identity = getattr(request.state, "kora_identity", ANONYMOUS)
         context.state[IDENTITY_STATE] = identity
         if identity.user_id is not None:
@@ -179,8 +199,9 @@ class A2AServer:
         await self.handler.aclose()
 
     async def card_endpoint(self, request: Request) -> Response:
-        """``GET`` the agent card, with the URL this client reached the agent at."""
-        return JSONResponse(self.cards.card_dict(public_base_url(self.settings, request)))
+        """``GET`` the agent card, with the URL this client reached the agent at (cacheable: ``ETag``, 304)."""
+        wire = self.cards.card_dict(public_base_url(self.settings, request))
+        return card_response(wire, request, self.cards.changed_at)
 
     async def rpc_endpoint(self, request: Request) -> Response:
         """``POST /``: one JSON-RPC request or a batch (see :mod:`.legacy` for the rules).
@@ -194,17 +215,23 @@ class A2AServer:
         except KoraError as error:
             return await self._refused(request, error)
         request.state.kora_identity = identity
+        refusal: VersionNotSupported | None = None
+        try:
+            version = negotiate(asked_version(request.headers, request.query_params))
+        except VersionNotSupported as error:
+            version, refusal = V1, error  # -32009 is a 1.0 error: its client reads 1.0's shape
         try:
             payload = legacy.parse_body(await request.body())
         except InvalidJSON as error:
-            return JSONResponse(legacy.error_response(None, error))
+            return JSONResponse(legacy.error_response(None, error, version))
         if isinstance(payload, list):
             if not payload:
-                return JSONResponse(legacy.error_response(None, InvalidRPCRequest("Invalid request: empty batch")))
-            answers = await asyncio.gather(*(self._batch_entry(request, entry) for entry in payload))
+                empty = InvalidRPCRequest("Invalid request: empty batch")
+                return JSONResponse(legacy.error_response(None, empty, version))
+            answers = await asyncio.gather(*(self._batch_entry(request, entry, version, refusal) for entry in payload))
             present = [answer for answer in answers if answer is not None]
             return JSONResponse(present) if present else Response(status_code=204)
-        response = await self._single(request, payload)
+        response = await self._single(request, payload, version, refusal)
         return response if response is not None else Response(status_code=204)
 
     async def _refused(self, request: Request, error: KoraError) -> JSONResponse:
@@ -216,47 +243,58 @@ class A2AServer:
             legacy.error_response(request_id, error), status_code=error.status, headers=challenge(error)
         )
 
-    async def _single(self, request: Request, payload: object) -> Response | None:
-        """One request's answer (``None`` for a notification). Whatever goes wrong is this request's JSON-RPC
-        error: in a batch, the other entries keep their answers."""
+    async def _single(
+        self, request: Request, payload: object, version: str, refusal: KoraError | None = None
+    ) -> Response | None:
+        """One request's answer (``None`` for a valid notification), in A2A ``version``; ``refusal`` answers every
+        valid request (an unsupported version). Whatever goes wrong is this request's JSON-RPC error: in a batch,
+        the other entries keep their answers. An invalid Request (-32600) is answered even without ``id``."""
         notification = legacy.is_notification(payload)
         try:
-            prepared = legacy.prepare(payload)
+            prepared = legacy.prepare(payload, version)
+            if refusal is not None:
+                raise refusal
             self._check_free_task_id(prepared)
             self._check_context(request, prepared)
+        except InvalidRPCRequest as error:
+            return JSONResponse(legacy.error_response(legacy.request_id_of(payload), error, version))
         except RequestError as error:
-            return None if notification else JSONResponse(legacy.error_response(legacy.request_id_of(payload), error))
+            if notification:
+                return None
+            return JSONResponse(legacy.error_response(legacy.request_id_of(payload), error, version))
         if prepared.skip:
             return None
         try:
             response = await self._dispatch(request, prepared)
         except Exception:  # the SDK raised instead of answering: an internal error of this request only
             log.exception("A2A request %r failed", prepared.body.get("method"))
-            response = JSONResponse(legacy.error_response(None, KoraError("Internal error")))
+            response = JSONResponse(legacy.error_response(None, KoraError("Internal error"), version))
         if notification:
             return None
         if isinstance(response, JSONResponse):
-            return JSONResponse(self._answer(json.loads(bytes(response.body)), prepared))
+            return JSONResponse(self._answer(json.loads(bytes(response.body)), prepared, version))
         if prepared.placeholder is not None:
             return IdSwappingResponse(response, prepared.placeholder)
         return response
 
-    def _answer(self, answer: dict[str, Any], prepared: legacy.Prepared) -> dict[str, Any]:
+    def _answer(self, answer: dict[str, Any], prepared: legacy.Prepared, version: str) -> dict[str, Any]:
         """The SDK's answer as the client gets it: its own id back, errors cleaned, legacy names added."""
         if prepared.placeholder is not None:
             answer["id"] = prepared.answer_id
         if isinstance(answer.get("error"), dict):
-            answer["error"] = client_error(answer["error"])
+            answer["error"] = client_error(answer["error"], version)
         elif prepared.legacy:
             answer = legacy.legacy_result(answer)
         return answer
 
-    async def _batch_entry(self, request: Request, entry: object) -> dict[str, Any] | None:
+    async def _batch_entry(
+        self, request: Request, entry: object, version: str, refusal: KoraError | None
+    ) -> dict[str, Any] | None:
         method = entry.get("method") if isinstance(entry, dict) else None
         if isinstance(entry, dict) and isinstance(method, str) and method in legacy.STREAMING_METHODS and "id" in entry:
             message = "Invalid request: streaming methods cannot be sent in a batch"
-            return legacy.error_response(legacy.request_id_of(entry), InvalidRPCRequest(message))
-        response = await self._single(request, entry)
+            return legacy.error_response(legacy.request_id_of(entry), InvalidRPCRequest(message), version)
+        response = await self._single(request, entry, version, refusal)
         if response is None:
             return None
         assert isinstance(response, JSONResponse)  # non-streaming methods answer with JSON
