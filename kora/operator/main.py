@@ -141,11 +141,15 @@ def build_registry(reconciler: Reconciler, *, webhook: bool) -> kopf.OperatorReg
 
 
 def kopf_settings(webhook: WebhookOptions | None) -> kopf.OperatorSettings:
-    """kopf's settings: no Kubernetes Events posted (a write per log line), only Kora's Deployments watched
-    (a server-side label selector), and the admission webhook when ``webhook`` is given."""
+    """kopf's settings: no Kubernetes Events posted (a write per log line), only Kora's Deployments and pods
+    watched (a server-side label selector: the API server sends nothing of other workloads, however many the
+    cluster runs), and the admission webhook when ``webhook`` is given."""
     settings = kopf.OperatorSettings()
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
+    managed = f"app.kubernetes.io/managed-by={MANAGED_BY}"
+    settings.watching.label_selectors["apps", "deployments"] = managed
+    settings.watching.label_selectors["v1", "pods"] = managed
     if webhook is not None:
         settings.admission.server = webhook_server(
             listen=webhook.listen, port=webhook.port, host=webhook.host, service=webhook.service
