@@ -12,9 +12,7 @@
 # kube-proxy's and the CNI plugins' iptables chains, the bridge, the mounts under DIR and the kubepods cgroups go,
 # and the saved sysctls are restored. Exit 0 when the host is clean; 1, naming what is left, otherwise.
 set -uo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-[ $# -eq 1 ] || { echo "usage: $0 DIR" >&2; exit 2; }
-[ -n "$1" ] || { echo "usage: $0 DIR" >&2; exit 2; }
+[ $# -eq 1 ] && [ -n "$1" ] || { echo "usage: $0 DIR" >&2; exit 2; }
 dir=$(cd "$1" 2>/dev/null && pwd) || exit 0
 # Only a directory start-node.sh made (it leaves this mark first) is a node's: anything else is left alone.
 [ "$dir" != / ] && [ -f "$dir/.kora-node" ] || exit 0
