@@ -52,6 +52,12 @@ if TYPE_CHECKING:
     from kora.agent.runtime import AgentRuntime
 
 
+def event_stream(body: AsyncIterator[str | bytes], headers: dict[str, str]) -> StreamingResponse:
+    """An answer streamed as server-sent events (``text/event-stream``, never cached) with ``headers``: the
+    streamed shape of ``/v1/chat/completions`` and ``/v1/responses``."""
+    return StreamingResponse(body, media_type="text/event-stream", headers=headers | {"Cache-Control": "no-cache"})
+
+
 def add_chat_routes(router: APIRouter, state: AgentState) -> None:
     """Add the chat completions and models routes to ``router``, serving turns with ``state``'s runtime and
     memory."""
@@ -71,22 +77,14 @@ def add_chat_routes(router: APIRouter, state: AgentState) -> None:
         headers = {SESSION_HEADER: session_id}
         model = parsed.request.model or agent_name
         if parsed.request.stream and parsed.output is None:
-            return StreamingResponse(
-                stream_chunks(runtime, turn, model, include_usage=parsed.include_usage),
-                media_type="text/event-stream",
-                headers=headers | {"Cache-Control": "no-cache"},
-            )
+            return event_stream(stream_chunks(runtime, turn, model, include_usage=parsed.include_usage), headers)
         try:
             outcome = await runtime.run(turn)
         except KoraError as failure:
             return error_response(failure, headers)
         if parsed.request.stream:
             # A structured answer is checked whole before any of it is sent: one that fails is an HTTP error.
-            return StreamingResponse(
-                whole_as_chunks(outcome, model, include_usage=parsed.include_usage),
-                media_type="text/event-stream",
-                headers=headers | {"Cache-Control": "no-cache"},
-            )
+            return event_stream(whole_as_chunks(outcome, model, include_usage=parsed.include_usage), headers)
         usage = usage_body(outcome.input_tokens, outcome.output_tokens)
         message = assistant_message(outcome.text or None if outcome.tool_calls else outcome.text, _calls(outcome))
         body = completion_body(completion_id(), model, message, outcome.finish_reason, usage)

@@ -26,12 +26,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
 from kora.agent.identity import open_session
 from kora.agent.openai_api import parse_chat_body
 from kora.agent.responses_api import ResponseEvents, chat_body, pending_calls, response_id, session_of
-from kora.agent.routes.chat import chat_turn, requested_session
+from kora.agent.routes.chat import chat_turn, event_stream, requested_session
 from kora.agent.routes.errors import error_response
 from kora.agent.state import AgentState
 from kora.agent.turn import TurnOutcome, TurnRequest
@@ -82,19 +82,13 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         headers = {SESSION_HEADER: session_id}
         events = ResponseEvents(response_id(session_id), parsed.request.model or agent_name, body)
         if parsed.request.stream and parsed.output is None:
-            return StreamingResponse(
-                stream_events(runtime, turn, events),
-                media_type="text/event-stream",
-                headers=headers | {"Cache-Control": "no-cache"},
-            )
+            return event_stream(stream_events(runtime, turn, events), headers)
         try:
             outcome = await runtime.run(turn)
         except KoraError as failure:
             return error_response(failure, headers)
         if parsed.request.stream:
-            return StreamingResponse(
-                _whole(events, outcome), media_type="text/event-stream", headers=headers | {"Cache-Control": "no-cache"}
-            )
+            return event_stream(_whole(events, outcome), headers)
         return JSONResponse(events.body(outcome), headers=headers)
 
 
