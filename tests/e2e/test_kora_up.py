@@ -24,7 +24,7 @@ from kora.local.up import MEMORY_DIR
 from tests.support.access import USER, agent_callers, store_callers, walk_agent_table, walk_store_table
 from tests.support.agent import wait_until
 from tests.support.memory import servers_of
-from tests.support.processes import abandoned, group_members, process_gone
+from tests.support.processes import SLEEPER, abandoned, group_members, process_gone
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -544,8 +544,7 @@ def test_kora_up_stops_the_workloads_a_killed_kora_up_left_behind(tmp_path: Path
     state_dir = tmp_path / ".kora"
     work = state_dir / "work" / "default-agent-assistant"
     work.mkdir(parents=True)
-    sleeper = [sys.executable, "-c", "import time\nwhile True: time.sleep(1)"]
-    up_pid, [leftover] = abandoned((work, sleeper, workload_mark(work)))
+    up_pid, [leftover] = abandoned((work, [sys.executable, "-c", SLEEPER], workload_mark(work)))
     try:
         previous = UpState(pid=up_pid, gateway_url="http://127.0.0.1:1", started_at=time.time())
         previous.workloads.append(WorkloadState("assistant", "Agent", "default", "", "", "", "", "Ready", "", leftover))

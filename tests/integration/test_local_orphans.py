@@ -17,15 +17,13 @@ import pytest
 from kora.local.orphans import die_with_parent, is_workload_of, leftovers, stop_leftovers, workload_mark
 from kora.local.state import UpState, WorkloadState, read_state, write_state
 from tests.support.agent import wait_until
-from tests.support.processes import abandoned, process_gone
+from tests.support.processes import DEAF_SLEEPER, SLEEPER, abandoned, process_gone, wait_running
 
 ROOT = Path(__file__).resolve().parents[2]
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG) is Linux's")
 
-#: A stand-in for a workload's program: sleeps (what makes it a workload is the mark in its environment).
+#: A child for the parent-death tests: sleeps (it runs in the test's working directory, so leaves no file).
 WORKLOAD = "import time\nwhile True: time.sleep(1)"
-#: The same, deaf to SIGTERM (a workload stuck in a tool): only SIGKILL ends it.
-DEAF_WORKLOAD = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True: time.sleep(1)"
 
 
 def run_python(
@@ -108,9 +106,9 @@ def test_the_hook_keeps_a_child_whose_parent_lives():
 
 
 def leave_behind(state_dir: Path, *workloads: tuple[str, list[str]], marked: bool = True) -> UpState:
-    """Run a kora up that exits leaving ``workloads`` ((name, argv) each) running in their working directories
-    under ``state_dir``, with kora up's mark in their environment unless not ``marked``; write and return its
-    state."""
+    """Run a kora up that exits leaving ``workloads`` ((name, argv running SLEEPER) each) running in their
+    working directories under ``state_dir``, with kora up's mark in their environment unless not ``marked``;
+    write and return its state."""
     children = []
     for name, argv in workloads:
         work = state_dir / "work" / f"default-agent-{name}"
@@ -129,7 +127,7 @@ def python(code: str) -> list[str]:
 
 
 def test_leftovers_of_a_dead_kora_up_are_stopped_and_said_so(tmp_path: Path, started: list[int]):
-    previous = leave_behind(tmp_path, ("a", python(WORKLOAD)), ("b", python(DEAF_WORKLOAD)))
+    previous = leave_behind(tmp_path, ("a", python(SLEEPER)), ("b", python(DEAF_SLEEPER)))
     pids = [w.pid for w in previous.workloads if w.pid is not None]
     started.extend(pids)
     assert [w.name for w in leftovers(previous, tmp_path)] == ["a", "b"]
@@ -154,10 +152,11 @@ def test_a_reused_pid_that_is_no_kora_workload_is_left_alone(tmp_path: Path, sta
     clone.mkdir(parents=True)
     (clone / "python").symlink_to(sys.executable)
     state_dir = tmp_path / "state"
-    previous = leave_behind(state_dir, ("a", [str(clone / "python"), "-c", WORKLOAD, "kora"]), marked=False)
+    previous = leave_behind(state_dir, ("a", [str(clone / "python"), "-c", SLEEPER, "kora"]), marked=False)
     other_work = tmp_path / "other" / "work" / "default-agent-c"
     other_work.mkdir(parents=True)
-    elsewhere = run_python(WORKLOAD, cwd=other_work, env=workload_mark(other_work))
+    elsewhere = run_python(SLEEPER, cwd=other_work, env=workload_mark(other_work))
+    wait_running(other_work)
     started.extend([*(w.pid for w in previous.workloads if w.pid is not None), elsewhere.pid])
     previous.workloads.append(WorkloadState("c", "Agent", "default", "", "", "", pid=elsewhere.pid))
     err = io.StringIO()
@@ -192,7 +191,7 @@ def test_the_suite_s_orphan_tests_pass_in_a_checkout_whose_path_names_kora(tmp_p
 
 
 def test_nothing_is_stopped_while_the_recorded_kora_up_runs(tmp_path: Path, started: list[int]):
-    previous = leave_behind(tmp_path, ("a", python(WORKLOAD)))
+    previous = leave_behind(tmp_path, ("a", python(SLEEPER)))
     started.extend(w.pid for w in previous.workloads if w.pid is not None)
     previous.pid = os.getpid()  # alive: that kora up owns its workloads
     assert leftovers(previous, tmp_path) == []

@@ -132,6 +132,24 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+#: A program that says it runs (an empty file ``running`` in its working directory), then sleeps until killed: a
+#: stand-in for a workload. Until a started process runs its own code, its ``/proc/PID/environ`` may still be
+#: empty (the kernel fills it in late in ``execve``, after the parent already saw the exec succeed), so a test
+#: that reads a process's environment waits for :func:`wait_running` first.
+SLEEPER = "open('running', 'w').close()\nimport time\nwhile True: time.sleep(1)"
+#: :data:`SLEEPER` deaf to SIGTERM (a workload stuck in a tool): only SIGKILL ends it.
+DEAF_SLEEPER = "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n" + SLEEPER
+
+
+def wait_running(work_dir: Path, within: float = 60) -> None:
+    """Wait until a :data:`SLEEPER` started in ``work_dir`` runs; ``AssertionError`` after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while not (work_dir / "running").exists():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no program started in {work_dir} ran within {within} s")
+        time.sleep(0.02)
+
+
 #: A parent that starts each child of its JSON argument ([working directory, argv, extra environment] each) in a
 #: session of its own, prints their pids and exits without stopping them: what a ``kora up`` killed
 #: with SIGKILL leaves behind.
@@ -144,10 +162,13 @@ for cwd, argv, env in json.loads(sys.argv[1]):
 
 
 def abandoned(*children: tuple[Path, list[str], Mapping[str, str]]) -> tuple[int, list[int]]:
-    """Start ``children`` ((working directory, argv, variables added to this environment) each) from a parent
-    that exits at once; returns the dead parent's pid and the children's pids (the caller kills them)."""
+    """Start ``children`` ((working directory, argv, variables added to this environment) each; each argv runs
+    :data:`SLEEPER` or :data:`DEAF_SLEEPER`) from a parent that exits at once; returns, once every child runs,
+    the dead parent's pid and the children's pids (the caller kills them)."""
     spec = json.dumps([[str(cwd), argv, dict(env)] for cwd, argv, env in children])
     parent = subprocess.Popen([sys.executable, "-c", _ABANDON, spec], stdout=subprocess.PIPE, text=True)
     out, _ = parent.communicate(timeout=60)
     assert parent.returncode == 0, f"the abandoning parent failed: {out}"
+    for cwd, _argv, _env in children:
+        wait_running(cwd)
     return parent.pid, [int(line) for line in out.split()]
