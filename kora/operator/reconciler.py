@@ -1,6 +1,6 @@
 """The reconcile loop: make each resource's children and status match its spec, writing only what differs.
 
-Issue "Operator" / spec "What the service does" item 4, "Resource phases". The kopf handlers of
+The kopf handlers of
 :mod:`kora.operator.main` feed :meth:`Reconciler.observe` (Kora resources) and
 :meth:`Reconciler.observe_deployment` (the Deployments the operator made) from their watches; both only
 update an in-memory view and queue keys (:class:`kora.operator.queue.WorkQueue`). A worker then reconciles
