@@ -11,7 +11,7 @@ one resource from that view:
 2. Its dependencies (:func:`kora.resources.graph.dependencies_of`) are looked up in the view. An Agent whose
    dependencies are not all Ready and that has no Deployment yet stays ``Waiting`` with nothing created, so it
    never starts without its model, tools, peers or (``waitForDependencies``) memory.
-3. Children (:func:`kora.operator.children.build_children`) are applied when their content hash differs from
+3. Children (:func:`kora.operator.children.child_manifests`) are applied when their content hash differs from
    the one the object carries; children the resource no longer needs are deleted.
 4. The status (:func:`kora.operator.status.compute_status`) is written when it differs from the one shown.
 
