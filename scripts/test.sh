@@ -13,6 +13,11 @@ ruff check .
 ruff format --check .
 mypy kora
 lint-imports --no-cache
+# What import-linter cannot see is checked by unit tests the pytest run below includes (tests/unit): no import
+# cycle counting lazy and TYPE_CHECKING imports (test_import_cycles.py), docs/architecture.md naming the contract's
+# layers (test_architecture_layers.py), no citation of documents outside the repository
+# (test_repository_stands_alone.py), docstring cross-references that name existing objects
+# (test_docstring_references.py).
 # The operator's tests run against a real Kubernetes API server, and the e2e tier against a real node, both built
 # from source: once per machine (about ten minutes, then cached under ~/.cache/kora), so a fresh CI machine pays
 # it here, visibly, not inside a test's timeout.

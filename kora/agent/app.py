@@ -1,4 +1,4 @@
-"""The agent server's HTTP application (spec: "Endpoints / Agent server").
+"""The agent server's HTTP application (its endpoints: docs/openai.md, docs/a2a.md, docs/memory.md).
 
 ``create_app(settings)`` builds the process state (:class:`~kora.agent.state.AgentState`) and a FastAPI app
 with the routes of each group of endpoints (``kora.agent.routes``): ``POST /v1/chat/completions``,

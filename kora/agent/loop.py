@@ -1,4 +1,4 @@
-"""The agentic loop on pydantic-ai (spec: "What the service does" items 1-3, "Limits": ``agentic_loop_max_steps``).
+"""The agentic loop on pydantic-ai: tools, delegation and memory tools, at most ``AGENTIC_LOOP_MAX_STEPS`` requests.
 
 :class:`AgenticLoop` holds a pydantic-ai ``Agent`` on the agent's :class:`~kora.agent.chat_model.KoraChatModel`
 with the MCP, delegation and memory toolsets. The runtime (:mod:`kora.agent.runtime`) usually sends a turn's first
@@ -294,7 +294,7 @@ class AgenticLoop:
         first answer's tool calls (the loop runs them). ``usage`` is what the turn has spent so far.
 
         ``steps`` is filled with the messages of the steps that ran (model responses, tool returns) however the
-        run ends, so a turn that fails or is cancelled can still store them (spec "Events" rule 1).
+        run ends, so a turn that fails or is cancelled can still store them (every step that ran is kept).
 
         Raises :class:`~kora.core.errors.KoraError` (see :func:`turn_error`).
         """

@@ -1,4 +1,4 @@
-"""What an agent reads from ``POST /v1/chat/completions`` (spec: "Endpoints", item 2): the turn a chat request asks
+"""What an agent reads from ``POST /v1/chat/completions`` (docs/openai.md): the turn a chat request asks
 for, with a 400 in OpenAI's error shape for every request Kora cannot honour exactly.
 
 The rule: every field is honoured or refused, never ignored. Types and bounds are :mod:`kora.agent.chat_request`'s

@@ -1,4 +1,4 @@
-"""Turns of one agent (spec: "What the service does" items 1-3, "Events" rules 1-2, "Errors", "Limits").
+"""Turns of one agent: memory replayed, the model and its tools run, the turn's events stored.
 
 :class:`AgentRuntime` runs a turn on one model object, :class:`~kora.agent.chat_model.KoraChatModel`:
 

@@ -1,4 +1,4 @@
-"""The local gateway: the spec's path scheme in front of the workloads ``kora up`` runs.
+"""The local gateway: the cluster gateway's path scheme in front of the workloads ``kora up`` runs.
 
 ``/{namespace}/{agent|modelapi|mcp|memorystore}/{name}/<rest>`` goes to ``<upstream>/<rest>`` (the prefix is
 stripped, the query string kept), with the route's timeout (:mod:`kora.proxy.forward` explains the timeout,

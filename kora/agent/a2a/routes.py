@@ -1,5 +1,4 @@
-"""A2A's routes on the agent server (spec: "Endpoints / Agent server": ``GET /.well-known/agent.json`` and
-``POST /`` JSON-RPC 2.0).
+"""A2A's routes on the agent server: ``GET /.well-known/agent.json`` and ``POST /`` JSON-RPC 2.0 (docs/a2a.md).
 
 * ``GET /.well-known/agent.json``, ``/.well-known/agent-card.json`` and ``/.well-known/agent``: the card
   (:mod:`.card`).
@@ -149,7 +148,7 @@ class VerifiedUser(User):
         return self._user_id
 
 
-#: Paths the card is served at: the spec's, the SDK's default, and the one the gateway example uses.
+#: Paths the card is served at: A2A 0.3's, the SDK's default, and the one the gateway example uses.
 CARD_PATHS = ("/.well-known/agent.json", "/.well-known/agent-card.json", "/.well-known/agent")
 
 
