@@ -51,10 +51,15 @@ def files() -> list[Path]:
 
 def citations(text: str) -> list[tuple[int, str, str]]:
     """``(line number, kind, line)`` of each line of ``text`` that cites something outside the repository, ``kind``
-    naming the first pattern of :data:`CITATIONS` it matches."""
+    naming the first pattern of :data:`CITATIONS` it matches. A citation wrapped onto the next line (``issue`` at
+    the end of one, ``"Name"`` at the start of the next) counts on the line it starts on."""
+    lines = text.splitlines()
     found = []
-    for number, line in enumerate(text.splitlines(), 1):
-        kind = next((kind for kind, pattern in PATTERNS.items() if pattern.search(line)), None)
+    for number, line in enumerate(lines, 1):
+        following = lines[number].lstrip() if number < len(lines) else ""
+        joined = f"{line} {following}"
+        starts = ((kind, [m.start() for m in pattern.finditer(joined)]) for kind, pattern in PATTERNS.items())
+        kind = next((kind for kind, at in starts if any(start < len(line) for start in at)), None)
         if kind is not None:
             found.append((number, kind, line.strip()))
     return found
@@ -102,6 +107,11 @@ def test_nothing_points_outside_the_repository():
 )
 def test_a_citation_is_caught(line: str):
     assert [(number, text) for number, _, text in citations(line)] == [(1, line)]
+
+
+def test_a_citation_wrapped_onto_the_next_line_is_caught_where_it_starts():
+    text = 'recorded where each span is made (docs/telemetry.md, issue\n"OpenTelemetry": metrics over OTLP).'
+    assert [(number, kind) for number, kind, _ in citations(text)] == [(1, "an issue by name")]
 
 
 @pytest.mark.parametrize(
