@@ -20,10 +20,10 @@ What a ``RunAgentInput`` may ask, field by field (each honoured or refused with 
   no application properties and never interrupts a run. Any other field is refused.
 
 The answer: ``RUN_STARTED``; the text as ``TEXT_MESSAGE_START`` / ``CONTENT`` / ``END`` (one message per stretch
-of text between tool calls); each call of the agent's own tools (MCP, delegation, memory: the tool's name, a
-delegation's being the peer's) as ``TOOL_CALL_START`` / ``ARGS`` / ``END`` as it starts and ``TOOL_CALL_RESULT``
-when it returns; then ``RUN_FINISHED`` with the run's token usage, or ``RUN_ERROR`` (the error's message and Kora
-code) when the turn fails after the stream started.
+of text between tool calls); each call of the agent's own tools (MCP, memory, and delegation, whose tool
+``delegate_to_<peer>`` names the peer) as ``TOOL_CALL_START`` / ``ARGS`` / ``END`` as it starts and
+``TOOL_CALL_RESULT`` when it returns; then ``RUN_FINISHED`` with the run's token usage, or ``RUN_ERROR`` (the
+error's message and Kora code) when the turn fails after the stream started.
 """
 
 from __future__ import annotations

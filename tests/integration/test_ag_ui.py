@@ -5,6 +5,7 @@ stream started, and a hypothesis fuzz of the body."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Iterator
@@ -28,8 +29,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from kora.scripted import ErrorReply, Match, Rule, ToolCall, ToolCallReply
-from tests.support.agent import RunningAgent, served_agent
+from kora.scripted import ErrorReply, Match, Rule, TextReply, ToolCall, ToolCallReply
+from tests.support.agent import RunningAgent, running_agent, served_agent
 from tests.support.hostile import any_text, assert_handled, field, hostile_values, render
 from tests.support.mcp import running_mcp, wait_until_ready
 from tests.support.scripted_server import ScriptedModelServer
@@ -337,3 +338,31 @@ def test_fuzz_the_run_agent_input(setup, body):
     events = decode(response.text)
     assert events[0].type == EventType.RUN_STARTED
     assert events[-1].type in (EventType.RUN_FINISHED, EventType.RUN_ERROR)
+
+
+async def test_a_delegation_is_a_tool_call_naming_the_peer_with_the_peers_answer_as_its_result(model):
+    model.enqueue(
+        ToolCallReply([ToolCall("delegate_to_child", {"task": "count to three"})]),
+        TextReply("one two three"),
+        TextReply("The child counted."),
+    )
+    async with (
+        running_agent(model, name="child") as child,
+        running_agent(model, name="parent", AGENT_SUB_AGENTS=f"child:{child.url}") as parent,
+    ):
+        body = run_input("ask the child")
+        response = await asyncio.to_thread(httpx.post, f"{parent.url}/ag-ui", json=body, timeout=60)
+        assert response.status_code == 200, response.text
+        events = decode(response.text)
+        start = next(e for e in events if isinstance(e, ToolCallStartEvent))
+        assert start.tool_call_name == "delegate_to_child"
+        result = next(e for e in events if isinstance(e, ToolCallResultEvent))
+        assert result.tool_call_id == start.tool_call_id
+        assert "one two three" in result.content
+        assert "".join(e.delta for e in events if isinstance(e, TextMessageContentEvent)) == "The child counted."
+        assert [e["event_type"] for e in parent.events(body["threadId"])] == [
+            "user_message",
+            "delegation_request",
+            "delegation_response",
+            "agent_response",
+        ]
