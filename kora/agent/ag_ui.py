@@ -124,6 +124,8 @@ def parse_run(raw: bytes) -> AgUiRun:
         if value not in (None, {}, []):
             raise _refuse(f"Unsupported parameter: '{name}' is not supported by this agent ({_WHY[name]}).", name)
     messages: list[JSONObject] = []
+    for index, entry in enumerate(run.context or ()):
+        _refuse_extras(entry, f"context[{index}]")
     if run.context:
         lines = [f"{entry.description}: {entry.value}" for entry in run.context]
         messages.append({"role": "system", "content": "Context from the application:\n" + "\n".join(lines)})
@@ -182,6 +184,7 @@ def _chat_message(message: Any, where: str) -> JSONObject:
         if message.tool_calls:
             for n, call in enumerate(message.tool_calls):
                 _refuse_extras(call, f"{where}.toolCalls[{n}]")
+                _refuse_extras(call.function, f"{where}.toolCalls[{n}].function")
             result["tool_calls"] = [
                 {
                     "id": c.id,
@@ -213,6 +216,8 @@ def _tool_text(parts: list[Any], where: str) -> str:
 
 def _chat_part(part: Any, where: str) -> JSONObject:
     """A user message part as Chat Completions' content part: text, or an image by URL or inline data."""
+    if isinstance(part, BaseModel):
+        _refuse_extras(part, where)
     if isinstance(part, TextPart):
         return {"type": "text", "text": part.text}
     if isinstance(part, ImagePart) and isinstance(part.source, UrlSource):

@@ -224,6 +224,12 @@ def test_a_model_failure_after_the_stream_started_is_a_run_error_event(s):
         ({"messages": [{"id": "a", "role": "assistant", "content": "hi"}]}, "messages", "no_user_message"),
         ({"messages": []}, "messages", "missing_messages"),
         ({"tools": [{"name": "add", "description": "mine"}]}, "tools[0].name", "invalid_value"),
+        ({"context": [{"description": "d", "value": "v", "weight": 2}]}, "context[0].weight", "unsupported_parameter"),
+        (
+            {"messages": [{"id": "u", "role": "user", "content": [{"type": "text", "text": "x", "lang": "en"}]}]},
+            "messages[0].content[0].lang",
+            "unsupported_parameter",
+        ),
         (
             {"messages": [{"id": "u", "role": "user", "content": "x", "encryptedValue": "zz"}]},
             "messages[0].encryptedValue",
