@@ -432,6 +432,8 @@ class _LocalRun:
         workloads = self._state.workloads
         print(f"\nall {len(workloads)} workloads Ready in {time.monotonic() - self._started:.1f} s\n", flush=True)
         print(render_table(self._state), flush=True)
+        if self._console is not None:
+            print(f"\nweb console: {self._gateway_url}/")
         print("\nkora chat <agent> to talk, kora status, kora logs <name> [-f], kora down (or Ctrl-C) to stop.")
 
 
