@@ -26,6 +26,8 @@ echo "test.sh: Kubernetes binaries for the operator tests and the e2e node: chec
   "~10-12 min; a build another process runs is waited for) ..." >&2
 bash scripts/k8s/build-control-plane.sh >/dev/null
 echo "test.sh: Kubernetes binaries ready (build or cache check) in $((SECONDS - started)) s" >&2
+# The console's browser tests drive Debian's Chromium (apt, once per machine; Playwright never downloads one).
+bash scripts/bootstrap-browser.sh
 # The Helm chart's tests run the pinned Helm 3 binary (fetched once, checked by sha256, cached under ~/.cache/kora).
 KORA_HELM=$(bash scripts/helm/install-helm.sh)
 export KORA_HELM

@@ -2,8 +2,9 @@
 
 ``create_app(settings)`` builds the process state (:class:`~kora.agent.state.AgentState`) and a FastAPI app
 with the routes of each group of endpoints (``kora.agent.routes``): ``POST /v1/chat/completions``,
-``GET /tools``, ``GET /memory/events`` and ``/memory/sessions``, ``GET /health`` and ``/ready``, and A2A (the
-card at ``GET /.well-known/agent.json`` and JSON-RPC 2.0 on ``POST /``, see ``kora.agent.a2a``). The runtime
+``POST /ag-ui`` (AG-UI, ``kora.agent.ag_ui``), ``GET /tools``, ``GET /memory/events`` and ``/memory/sessions``,
+``GET /health`` and ``/ready``, and A2A (the card at ``GET /.well-known/agent.json`` and JSON-RPC 2.0 on
+``POST /``, see ``kora.agent.a2a``). The runtime
 (``kora.agent.runtime``, which brings pydantic-ai: ~0.5 s of imports) starts in the background after
 start-up, so ``/health`` answers within a second; ``/ready`` says not-ready, with reasons, until the runtime
 has started and every configured tool server can be listed. Requests that need the runtime wait for it.
@@ -24,6 +25,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from kora.agent.a2a.routes import A2AServer, a2a_refusal
+from kora.agent.routes.ag_ui import add_ag_ui_routes
 from kora.agent.routes.chat import add_chat_routes
 from kora.agent.routes.errors import install_error_handlers
 from kora.agent.routes.memory import add_memory_routes
@@ -84,6 +86,7 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
     app.add_middleware(RequestLimits, max_body_bytes=settings.agent_max_request_bytes, refuse=a2a_refusal)
     # Added to the app's own router, not included: see kora.agent.routes on why the route table stays flat.
     a2a.add_routes(app.router)
-    for add_routes in (add_probe_routes, add_tool_routes, add_memory_routes, add_chat_routes, add_responses_routes):
+    groups = (add_probe_routes, add_tool_routes, add_memory_routes, add_chat_routes, add_responses_routes)
+    for add_routes in (*groups, add_ag_ui_routes):
         add_routes(app.router, state)
     return app

@@ -97,6 +97,10 @@ MEMORY_SERVICE_AGENT_TOKEN = "MEMORY_SERVICE_AGENT_TOKEN"
 MEMORY_STORE_TOKEN = "MEMORY_STORE_TOKEN"
 #: The agent's operator credential: ``/memory/*`` for every session, and erasure of any session or user.
 AGENT_ADMIN_TOKEN = "AGENT_ADMIN_TOKEN"
+#: The web console's interface, port and the ``kora up`` state directory it shows (:mod:`kora.console.settings`).
+CONSOLE_HOST = "CONSOLE_HOST"
+CONSOLE_PORT = "CONSOLE_PORT"
+CONSOLE_STATE_DIR = "CONSOLE_STATE_DIR"
 
 # Operator: per-kind default gateway route timeouts (duration strings, Helm values ``gateway.defaultTimeouts``).
 GATEWAY_DEFAULT_AGENT_TIMEOUT = "GATEWAY_DEFAULT_AGENT_TIMEOUT"
