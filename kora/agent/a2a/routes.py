@@ -11,6 +11,9 @@
   A verified user owns the tasks they create: other users' ``tasks/get`` and ``tasks/cancel`` do not find them.
   A message whose ``contextId`` (the memory session) belongs to another user (:func:`kora.memory.base.check_owner`)
   is refused before the SDK makes a task of it: JSON-RPC error -32602, ``data.type`` ``session_forbidden``.
+* ``GetExtendedAgentCard`` (0.3: ``agent/getAuthenticatedExtendedCard``): served by the SDK's handler when the
+  agent verifies users (:attr:`.card.AgentCardSource.extended`), to a verified user only (an anonymous caller gets
+  -32000, ``data.type`` ``authentication_required``); otherwise the SDK's -32007 (extended card not configured).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+from a2a.types.a2a_pb2 import AgentCard
 from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -47,7 +51,14 @@ from kora.agent.a2a.negotiation import (
 from kora.agent.a2a.store import DEFAULT_MAX_TASKS, build_task_store
 from kora.agent.identity import ANONYMOUS, Identity, IdentityResolver, challenge
 from kora.agent.settings import AgentSettings
-from kora.core.errors import InvalidJSON, InvalidRPCRequest, KoraError, PayloadTooLarge, RequestError
+from kora.core.errors import (
+    AuthenticationRequired,
+    InvalidJSON,
+    InvalidRPCRequest,
+    KoraError,
+    PayloadTooLarge,
+    RequestError,
+)
 from kora.core.limits import openai_refusal, replay_body
 
 if TYPE_CHECKING:
@@ -55,6 +66,11 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger("kora.agent.a2a")
+
+#: Key of the base URL the request reached the agent at (the card's URL) in the SDK call context's ``state``.
+BASE_URL_STATE = "kora.base_url"
+#: The extended card's method names (A2A 1.0 and 0.3).
+EXTENDED_CARD_METHODS = frozenset({"GetExtendedAgentCard", "agent/getAuthenticatedExtendedCard"})
 
 #: JSON-RPC codes whose message the SDK fills with internals (exception text): the client reads a fixed one.
 _INTERNAL_CODES = frozenset({-32603})
@@ -115,7 +131,12 @@ class IdentityContextBuilder(DefaultServerCallContextBuilder):
     """The SDK's call context, with the request's :class:`~kora.agent.identity.Identity` (resolved by
     :meth:`A2AServer.rpc_endpoint`) in ``state[IDENTITY_STATE]`` for the executor, and as the context's
     ``user``, which the SDK's task store uses as the task's owner: a user sees and cancels only their own tasks
-    (anonymous requests share the anonymous owner, as before)."""
+    (anonymous requests share the anonymous owner, as before). ``state[BASE_URL_STATE]`` is the URL the client
+    reached the agent at (:func:`.card.public_base_url` for ``settings``), for the extended card."""
+
+    def __init__(self, settings: AgentSettings) -> None:
+        super().__init__()
+        self._settings = settings
 
     def build(self, request: Request) -> ServerCallContext:
         """The call context of ``request`` (see the class docstring)."""
@@ -127,6 +148,7 @@ class IdentityContextBuilder(DefaultServerCallContextBuilder):
             headers[VERSION_NAME.lower()] = asked
         identity = getattr(request.state, "kora_identity", ANONYMOUS)
         context.state[IDENTITY_STATE] = identity
+        context.state[BASE_URL_STATE] = public_base_url(self._settings, request)
         if identity.user_id is not None:
             context.user = VerifiedUser(identity.user_id)
         return context
@@ -183,16 +205,33 @@ class A2AServer:
             # The handler reads only capabilities and modes from its card; the served card carries the URL.
             agent_card=self.cards.card(settings.agent_public_url or "/"),
             request_context_builder=SimpleRequestContextBuilder(task_id_generator=legacy.RequestedTaskIdGenerator()),
+            # The handler serves an extended card only when it has one; the modifier gives the caller's URL.
+            extended_agent_card=self.cards.card(settings.agent_public_url or "/") if self.cards.extended else None,
+            extended_card_modifier=self._extended_card,
         )
-        self.dispatcher = JsonRpcDispatcher(
-            self.handler, context_builder=IdentityContextBuilder(), enable_v0_3_compat=True
-        )
+        self.context_builder = IdentityContextBuilder(settings)
+        self.dispatcher = JsonRpcDispatcher(self.handler, context_builder=self.context_builder, enable_v0_3_compat=True)
 
     def add_routes(self, router: APIRouter) -> None:
         """Add the card routes and ``POST /`` to ``router``, outside the OpenAPI document (they are A2A's)."""
         for path in CARD_PATHS:
             router.add_route(path, self.card_endpoint, methods=["GET"], include_in_schema=False)
         router.add_route("/", self.rpc_endpoint, methods=["POST"], include_in_schema=False)
+
+    async def _extended_card(self, _card: AgentCard, context: ServerCallContext) -> AgentCard:
+        """The extended card for the caller: the card with the URL it reached the agent at (the verified user was
+        checked before the SDK saw the request, :meth:`check_extended_card`)."""
+        base_url = context.state.get(BASE_URL_STATE)
+        return self.cards.card(base_url if isinstance(base_url, str) else self.settings.agent_public_url or "/")
+
+    def check_extended_card(self, request: Request, method: object) -> None:
+        """Refuse the extended card (``method``, by either version's name) to an anonymous caller when the agent
+        serves one: :class:`~kora.core.errors.AuthenticationRequired`. Without an extended card the SDK answers."""
+        if method not in EXTENDED_CARD_METHODS or not self.cards.extended:
+            return
+        identity: Identity = getattr(request.state, "kora_identity", ANONYMOUS)
+        if identity.user_id is None:
+            raise AuthenticationRequired("The extended agent card is served to verified users only")
 
     async def close(self) -> None:
         """Cancel tasks still running (server shutdown)."""
@@ -256,9 +295,10 @@ class A2AServer:
                 raise refusal
             self._check_free_task_id(prepared)
             self._check_context(request, prepared)
+            self.check_extended_card(request, prepared.body.get("method"))
         except InvalidRPCRequest as error:
             return JSONResponse(legacy.error_response(legacy.request_id_of(payload), error, version))
-        except RequestError as error:
+        except KoraError as error:  # a refusal of this request (bad params, another user's context, ...)
             if notification:
                 return None
             return JSONResponse(legacy.error_response(legacy.request_id_of(payload), error, version))
