@@ -35,6 +35,7 @@ async def test_the_card_describes_the_agent_and_a_url_clients_reach(model):
             assert card["capabilities"] == {"streaming": True, "pushNotifications": False}
             assert card["supportedInterfaces"] == [
                 {"url": f"{agent.url}/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+                {"url": agent.url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
                 {"url": f"{agent.url}/", "protocolBinding": "JSONRPC", "protocolVersion": "0.3.0"},
             ]
             assert card["preferredTransport"] == "JSONRPC"

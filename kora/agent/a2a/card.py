@@ -6,7 +6,8 @@ capabilities (streaming, no push notifications; nothing else is claimed: tasks k
 history), default input modes (``text/plain`` and ``application/json``: data parts reach the model as JSON
 text; file parts are refused) and output modes (``text/plain``), and one skill per tool the model can call
 (tool-server tools, delegation targets, memory tools). ``supportedInterfaces`` lists JSON-RPC at A2A 1.0 first,
-then the HTTP+JSON (REST) binding at 1.0, then JSON-RPC at 0.3 (the SDK fills the 0.3 fields ``url``,
+then the HTTP+JSON (REST) binding at 1.0 (its URL without the trailing slash, as clients append the binding's
+paths to it), then JSON-RPC at 0.3 (the SDK fills the 0.3 fields ``url``,
 ``protocolVersion`` and ``preferredTransport`` from the 0.3 one, so 0.3 clients read the card as before).
 
 When the agent verifies users (``AUTH_JWT_JWKS_URL`` or ``AUTH_TRUSTED_USER_HEADER``), the card says it serves the
@@ -201,6 +202,12 @@ class AgentCardSource:
             version=kora.__version__,
             supported_interfaces=[
                 AgentInterface(url=base_url, protocol_binding=JSONRPC_BINDING, protocol_version=PROTOCOL_VERSION_1),
+                # Without the trailing slash: clients append the binding's paths (``/message:send``) to it.
+                AgentInterface(
+                    url=base_url.rstrip("/") or base_url,
+                    protocol_binding=REST_BINDING,
+                    protocol_version=PROTOCOL_VERSION_1,
+                ),
                 AgentInterface(url=base_url, protocol_binding=JSONRPC_BINDING, protocol_version=PROTOCOL_VERSION),
             ],
             # Left unset (not false) without an extended card, so the card carries no field about it.

@@ -184,7 +184,7 @@ def prepare(request: object, version: str = V03) -> Prepared:
     if method in TASK_ID_METHODS or method in MESSAGE_METHODS:
         _check_history_length(params)
     elif method == "ListTasks":
-        _check_task_state(params.get("status"))
+        check_task_state(params.get("status"))
     if notification:
         method, params = _run_without_answer(method, params)
     placeholder = None if request.get("id") is not None else f"kora-unnamed-{uuid.uuid4().hex}"
@@ -295,8 +295,9 @@ def _check_history_length(params: JsonObject) -> None:
             raise RequestError(f"Invalid params: {where}: must be between 0 and {MAX_HISTORY_LENGTH}")
 
 
-def _check_task_state(status: object) -> None:
-    """A ``ListTasks`` ``status`` filter must name a task state (protobuf's parser would drop an unknown one)."""
+def check_task_state(status: object) -> None:
+    """Raise :class:`~kora.core.errors.RequestError` (-32602) unless a ``ListTasks`` ``status`` filter (absent,
+    or a task state's name or number) names a task state: protobuf's parser would drop an unknown one."""
     if status is None:
         return
     states = {value.name: value.number for value in TaskState.DESCRIPTOR.values if value.number != 0}

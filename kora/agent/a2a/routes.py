@@ -11,6 +11,8 @@
   A verified user owns the tasks they create: other users' ``tasks/get`` and ``tasks/cancel`` do not find them.
   A message whose ``contextId`` (the memory session) belongs to another user (:func:`kora.memory.base.check_owner`)
   is refused before the SDK makes a task of it: JSON-RPC error -32602, ``data.type`` ``session_forbidden``.
+* The HTTP+JSON (REST) binding of A2A 1.0 (:mod:`.rest`): the SDK's REST routes over the same handler, with
+  the same identity, ownership and parameter rules (:meth:`A2AServer.rest_guard`).
 * ``GetExtendedAgentCard`` (0.3: ``agent/getAuthenticatedExtendedCard``): served by the SDK's handler when the
   agent verifies users (:attr:`.card.AgentCardSource.extended`), to a verified user only (an anonymous caller gets
   -32000, ``data.type`` ``authentication_required``); otherwise the SDK's -32007 (extended card not configured).
@@ -19,6 +21,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -36,7 +39,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
-from kora.agent.a2a import legacy
+from kora.agent.a2a import legacy, rest
 from kora.agent.a2a.card import AgentCardSource, card_response, public_base_url
 from kora.agent.a2a.executor import IDENTITY_STATE, KoraAgentExecutor
 from kora.agent.a2a.negotiation import (
@@ -67,7 +70,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kora.agent.a2a")
 
-#: Key of the base URL the request reached the agent at (the card's URL) in the SDK call context's ``state``.
+#: Key of the base URL the request reached the agent at (the card's URL) in the SDK call context's ``state``: a
+#: function of no arguments returning it.
 BASE_URL_STATE = "kora.base_url"
 #: The extended card's method names (A2A 1.0 and 0.3).
 EXTENDED_CARD_METHODS = frozenset({"GetExtendedAgentCard", "agent/getAuthenticatedExtendedCard"})
@@ -78,10 +82,12 @@ _INTERNAL_CODES = frozenset({-32603})
 
 def a2a_refusal(path: str, error: KoraError) -> tuple[int, object]:
     """How the agent refuses a request the limits stop (:class:`kora.core.limits.RequestLimits`): on ``POST /``
-    a JSON-RPC error object (HTTP 200 as every JSON-RPC error, 413 for a body over the size limit); elsewhere
-    OpenAI's error body."""
+    a JSON-RPC error object (HTTP 200 as every JSON-RPC error, 413 for a body over the size limit); on the REST
+    binding's paths its error body (:func:`.rest.rest_error_body`); elsewhere OpenAI's error body."""
     if path == "/":
         return (error.status if isinstance(error, PayloadTooLarge) else 200), legacy.error_response(None, error)
+    if rest.is_rest_path(path):
+        return rest.rest_error_body(error)
     return openai_refusal(path, error)
 
 
@@ -131,7 +137,7 @@ class IdentityContextBuilder(DefaultServerCallContextBuilder):
     """The SDK's call context, with the request's :class:`~kora.agent.identity.Identity` (resolved by
     :meth:`A2AServer.rpc_endpoint`) in ``state[IDENTITY_STATE]`` for the executor, and as the context's
     ``user``, which the SDK's task store uses as the task's owner: a user sees and cancels only their own tasks
-    (anonymous requests share the anonymous owner, as before). ``state[BASE_URL_STATE]`` is the URL the client
+    (anonymous requests share the anonymous owner, as before). ``state[BASE_URL_STATE]()`` is the URL the client
     reached the agent at (:func:`.card.public_base_url` for ``settings``), for the extended card."""
 
     def __init__(self, settings: AgentSettings) -> None:
@@ -148,7 +154,8 @@ class IdentityContextBuilder(DefaultServerCallContextBuilder):
             headers[VERSION_NAME.lower()] = asked
         identity = getattr(request.state, "kora_identity", ANONYMOUS)
         context.state[IDENTITY_STATE] = identity
-        context.state[BASE_URL_STATE] = public_base_url(self._settings, request)
+        # Computed only if asked for (the extended card): deriving it costs tens of microseconds.
+        context.state[BASE_URL_STATE] = functools.partial(public_base_url, self._settings, request)
         if identity.user_id is not None:
             context.user = VerifiedUser(identity.user_id)
         return context
@@ -218,11 +225,39 @@ class A2AServer:
             router.add_route(path, self.card_endpoint, methods=["GET"], include_in_schema=False)
         router.add_route("/", self.rpc_endpoint, methods=["POST"], include_in_schema=False)
 
+    def add_rest_routes(self, router: APIRouter) -> None:
+        """Add the HTTP+JSON binding's routes (:mod:`.rest`) to ``router``, outside the OpenAPI document. Added
+        after the agent's other routes, so matching a chat request does not first try a dozen REST patterns."""
+        router.routes.extend(rest.rest_routes(self.handler, self.context_builder, self.rest_guard, self._rest_refused))
+
+    async def rest_guard(self, request: Request, path: str) -> None:
+        """What the REST binding checks before the SDK serves ``path`` (its route's template), as JSON-RPC does:
+        the caller's identity (kept on the request for the call context), the version (1.x only), a send's body
+        as ``SendMessage`` params (:func:`.legacy.prepare`) and its context's owner, ``ListTasks``' ``status``
+        and the extended card's verified user. Raises the :class:`~kora.core.errors.KoraError` to answer."""
+        request.state.kora_identity = await self.identity.resolve(request.headers)
+        if negotiate(asked_version(request.headers, request.query_params)) != V1:
+            raise VersionNotSupported("The HTTP+JSON binding is served in A2A 1.0: send the header A2A-Version: 1.0")
+        method = rest.SEND_PATHS.get(path)
+        if method is not None:
+            params = legacy.parse_body(await request.body())
+            prepared = legacy.prepare({"jsonrpc": "2.0", "id": 0, "method": method, "params": params}, V1)
+            self._check_context(request, prepared)
+        elif path == rest.LIST_TASKS_PATH:
+            status = request.query_params.get("status")
+            legacy.check_task_state(int(status) if status is not None and status.isdigit() else status)
+        elif path == rest.EXTENDED_CARD_PATH:
+            self.check_extended_card(request, "GetExtendedAgentCard")
+
+    @staticmethod
+    def _rest_refused(error: KoraError) -> Response:
+        return rest.rest_error(error, headers=challenge(error))
+
     async def _extended_card(self, _card: AgentCard, context: ServerCallContext) -> AgentCard:
         """The extended card for the caller: the card with the URL it reached the agent at (the verified user was
         checked before the SDK saw the request, :meth:`check_extended_card`)."""
         base_url = context.state.get(BASE_URL_STATE)
-        return self.cards.card(base_url if isinstance(base_url, str) else self.settings.agent_public_url or "/")
+        return self.cards.card(base_url() if callable(base_url) else self.settings.agent_public_url or "/")
 
     def check_extended_card(self, request: Request, method: object) -> None:
         """Refuse the extended card (``method``, by either version's name) to an anonymous caller when the agent
