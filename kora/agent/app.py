@@ -3,8 +3,8 @@
 ``create_app(settings)`` builds the process state (:class:`~kora.agent.state.AgentState`) and a FastAPI app
 with the routes of each group of endpoints (``kora.agent.routes``): ``POST /v1/chat/completions``,
 ``POST /ag-ui`` (AG-UI, ``kora.agent.ag_ui``), ``GET /tools``, ``GET /memory/events`` and ``/memory/sessions``,
-``GET /health`` and ``/ready``, and A2A (the card at ``GET /.well-known/agent.json`` and JSON-RPC 2.0 on
-``POST /``, see ``kora.agent.a2a``). The runtime
+``GET /health`` and ``/ready``, and A2A (the card at ``GET /.well-known/agent.json``, JSON-RPC 2.0 on ``POST /``
+and the HTTP+JSON binding's ``/message:send``, ``/tasks``, ..., see ``kora.agent.a2a``). The runtime
 (``kora.agent.runtime``, which brings pydantic-ai: ~0.5 s of imports) starts in the background after
 start-up, so ``/health`` answers within a second; ``/ready`` says not-ready, with reasons, until the runtime
 has started and every configured tool server can be listed. Requests that need the runtime wait for it.
@@ -89,4 +89,5 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
     groups = (add_probe_routes, add_tool_routes, add_memory_routes, add_chat_routes, add_responses_routes)
     for add_routes in (*groups, add_ag_ui_routes):
         add_routes(app.router, state)
+    a2a.add_rest_routes(app.router)
     return app

@@ -119,6 +119,16 @@ class Unauthenticated(KoraError):
     jsonrpc_code = -32000
 
 
+class AuthenticationRequired(KoraError):
+    """The request is anonymous where only a verified user is served (A2A's extended agent card): HTTP 401. It
+    takes JSON-RPC -32000 as :class:`Unauthenticated` does; in the REST binding it is ``UNAUTHENTICATED``."""
+
+    status = 401
+    openai_type = "invalid_request_error"
+    default_code = "authentication_required"
+    jsonrpc_code = -32000
+
+
 class Unavailable(KoraError):
     """The server cannot serve yet or at all: still starting, or its runtime failed to start (HTTP 503)."""
 

@@ -35,6 +35,7 @@ async def test_the_card_describes_the_agent_and_a_url_clients_reach(model):
             assert card["capabilities"] == {"streaming": True, "pushNotifications": False}
             assert card["supportedInterfaces"] == [
                 {"url": f"{agent.url}/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+                {"url": agent.url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
                 {"url": f"{agent.url}/", "protocolBinding": "JSONRPC", "protocolVersion": "0.3.0"},
             ]
             assert card["preferredTransport"] == "JSONRPC"
@@ -224,4 +225,43 @@ async def test_list_tasks_filters_by_state_and_pages_in_1_0(model):
         assert {t.id for t in listed.tasks} | {t.id for t in rest.tasks} == {r.task.id for r in sent}
         none = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_CANCELED))
         assert list(none.tasks) == []
+        await client.close()
+
+
+async def test_get_task_honours_history_length(model, protocol):
+    """``historyLength`` absent: the whole history; 0: none in 1.0 (no limit in 0.3, as 0.3 reads 0); n: the n most
+    recent messages (all of them when there are fewer). A Kora task's history is the message that started it (the
+    answer is the status message)."""
+    model.enqueue(TextReply("answered"))
+    async with running_agent(model) as agent:
+        client = await sdk_client(agent.url, version=protocol)
+        (response,) = [r async for r in client.send_message(user_message("remember me", context_id="hl"))]
+        task_id = response.task.id
+        whole = await client.get_task(GetTaskRequest(id=task_id))
+        assert [m.parts[0].text for m in whole.history] == ["remember me"]
+        assert whole.status.message.parts[0].text == "answered"
+        none = await client.get_task(GetTaskRequest(id=task_id, history_length=0))
+        assert list(none.history) == ([] if protocol == "1.0" else list(whole.history))
+        for length in (1, 5):
+            limited = await client.get_task(GetTaskRequest(id=task_id, history_length=length))
+            assert [m.parts[0].text for m in limited.history] == ["remember me"]
+            assert limited.artifacts == whole.artifacts
+        await client.close()
+
+
+@pytest.mark.parametrize("length", [-1, 2**31, 2**40, "many", 1.5])
+async def test_a_history_length_that_is_not_a_count_is_invalid_params(model, protocol, length):
+    model.enqueue(TextReply("answered"))
+    async with running_agent(model) as agent:
+        client = await sdk_client(agent.url, version=protocol)
+        (response,) = [r async for r in client.send_message(user_message("hi"))]
+        method, headers = ("GetTask", {"A2A-Version": "1.0"}) if protocol == "1.0" else ("tasks/get", {})
+        params = {"id": response.task.id, "historyLength": length}
+        answer = httpx.post(f"{agent.url}/", json=rpc_body(method, params), headers=headers, timeout=10).json()
+        assert answer["error"]["code"] == -32602
+        if protocol == "0.3":  # a send's configuration carries one too
+            send = message_params("again")
+            send["configuration"] = {"historyLength": length}
+            answer = httpx.post(f"{agent.url}/", json=rpc_body("message/send", send), timeout=10).json()
+            assert answer["error"]["code"] == -32602
         await client.close()

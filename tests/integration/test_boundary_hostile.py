@@ -419,6 +419,74 @@ def test_fuzz_json_rpc(agent, body):
     agent.assert_intact()
 
 
+def rest_send_bodies() -> st.SearchStrategy[object]:
+    """A2A 1.0 ``SendMessageRequest`` bodies (the HTTP+JSON binding's ``/message:send``), often wrong in one field."""
+    text = st.fixed_dictionaries({"text": field(st.one_of(st.text(min_size=1, max_size=20), any_text))})
+    part = st.one_of(
+        text,
+        text,
+        text,
+        st.fixed_dictionaries({"data": hostile_values}),
+        st.fixed_dictionaries({"raw": field(any_text)}, optional={"mediaType": field(any_text)}),
+        st.fixed_dictionaries({"url": field(any_text)}),
+    )
+    message = st.fixed_dictionaries(
+        {
+            "role": field(st.sampled_from(["ROLE_USER", "ROLE_AGENT"])),
+            "parts": field(st.lists(part, min_size=1, max_size=3)),
+            "messageId": field(st.uuids().map(str)),
+        },
+        optional={"contextId": field(session_ids), "metadata": hostile_values},
+    )
+    configuration = st.fixed_dictionaries(
+        {}, optional={"returnImmediately": field(st.booleans()), "historyLength": field(st.integers(-2, 2**40))}
+    )
+    return st.one_of(
+        st.fixed_dictionaries({"message": field(message)}, optional={"configuration": field(configuration)}),
+        hostile_values,
+    )
+
+
+def check_rest_error(response: httpx.Response) -> None:
+    """A refusal in the HTTP+JSON binding's error body, its ``code`` the HTTP status."""
+    error = response.json()["error"]
+    assert error["code"] == response.status_code, error
+    assert isinstance(error["status"], str)
+    assert error["message"]
+
+
+@FUZZ
+@given(body=rest_send_bodies(), version=st.sampled_from(["1.0", "1.0", "1.0", "0.3", "9"]))
+def test_fuzz_rest_send(agent, body, version):
+    response = agent.post("/message:send", body, {"A2A-Version": version})
+    assert_handled(response)
+    event(f"rest send {response.status_code}")
+    if response.status_code >= 400:
+        check_rest_error(response)
+    else:
+        assert response.json()["task"]["id"]
+    agent.assert_intact()
+
+
+@FUZZ
+@given(
+    query=st.dictionaries(
+        st.sampled_from(["status", "pageSize", "pageToken", "contextId", "historyLength", "includeArtifacts"]),
+        any_text.map(lambda text: text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")),
+        max_size=3,
+    ),
+    task_id=st.one_of(st.just("no-such-task"), st.from_regex(r"[A-Za-z0-9._-]{1,20}", fullmatch=True)),
+)
+def test_fuzz_rest_reads(agent, query, task_id):
+    for path in ("/tasks", f"/tasks/{task_id}"):
+        response = agent.client.get(path, params=query, headers={"A2A-Version": "1.0"})
+        assert_handled(response)
+        event(f"rest read {response.status_code}")
+        if response.status_code >= 400:
+            check_rest_error(response)
+    agent.assert_intact()
+
+
 @FUZZ
 @given(session_id=any_text, limit=hostile_values)
 def test_fuzz_memory_reads(agent, session_id, limit):

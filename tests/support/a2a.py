@@ -13,13 +13,21 @@ from a2a.types.a2a_pb2 import Message, Role, SendMessageRequest
 
 
 async def sdk_client(
-    url: str, *, streaming: bool = False, http: httpx.AsyncClient | None = None, version: str | None = None
+    url: str,
+    *,
+    streaming: bool = False,
+    http: httpx.AsyncClient | None = None,
+    version: str | None = None,
+    binding: str | None = None,
 ) -> Client:
     """An a2a-sdk client for the agent at ``url``, resolved from its card (as real clients do): the card's best
     interface (1.0 when offered), or only its interfaces of A2A ``version`` (``"1.0"``, ``"0.3"``) when given, so a
-    test can speak 0.3 to an agent that offers both."""
+    test can speak 0.3 to an agent that offers both; ``binding`` (``"JSONRPC"``, ``"HTTP+JSON"``) picks the
+    protocol binding (default: the SDK's preference, JSON-RPC)."""
     http = http or httpx.AsyncClient(timeout=30)
     config = ClientConfig(streaming=streaming, httpx_client=http)
+    if binding is not None:
+        config.supported_protocol_bindings = [binding]
     if version is None:
         return await create_client(url, client_config=config)
     card = await A2ACardResolver(http, url).get_agent_card()

@@ -5,9 +5,16 @@ description, version, ``protocolVersion`` ``"0.3.0"``, the ``url`` clients reach
 capabilities (streaming, no push notifications; nothing else is claimed: tasks keep no state transition
 history), default input modes (``text/plain`` and ``application/json``: data parts reach the model as JSON
 text; file parts are refused) and output modes (``text/plain``), and one skill per tool the model can call
-(tool-server tools, delegation targets, memory tools). ``supportedInterfaces`` lists JSON-RPC at A2A 1.0 first
-and at 0.3 second (the SDK fills the 0.3 fields ``url``, ``protocolVersion`` and ``preferredTransport`` from the
-0.3 one, so 0.3 clients read the card as before). Each served card has an ``ETag`` (a hash of its bytes), so
+(tool-server tools, delegation targets, memory tools). ``supportedInterfaces`` lists JSON-RPC at A2A 1.0 first,
+then the HTTP+JSON (REST) binding at 1.0 (its URL without the trailing slash, as clients append the binding's
+paths to it), then JSON-RPC at 0.3 (the SDK fills the 0.3 fields ``url``,
+``protocolVersion`` and ``preferredTransport`` from the 0.3 one, so 0.3 clients read the card as before).
+
+When the agent verifies users (``AUTH_JWT_JWKS_URL`` or ``AUTH_TRUSTED_USER_HEADER``), the card says it serves the
+authenticated extended card (1.0 ``capabilities.extendedAgentCard``, 0.3 ``supportsAuthenticatedExtendedCard``)
+and, with tokens, names the bearer scheme in ``securitySchemes`` (no ``securityRequirements``: anonymous callers
+are served too). The extended card is the same card, answered only to a verified user (Kora keeps nothing on the
+card that anonymous callers may not read). Each served card has an ``ETag`` (a hash of its bytes), so
 clients revalidate with ``If-None-Match`` (:func:`card_response`). The SDK's own card route does the same for
 one fixed card; Kora's card carries the URL each request reached the agent at, which its per-card modifier
 (given the card, not the request) cannot know, hence this route.
@@ -31,7 +38,14 @@ from email.utils import formatdate
 from typing import Any
 
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
-from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+from a2a.types.a2a_pb2 import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    HTTPAuthSecurityScheme,
+    SecurityScheme,
+)
 from a2a.utils import constants
 from starlette.requests import Request
 from starlette.responses import Response
@@ -43,6 +57,11 @@ from kora.agent.settings import AgentSettings
 PROTOCOL_VERSION = "0.3.0"
 #: The A2A 1.0 interface's version (the SDK's).
 PROTOCOL_VERSION_1 = constants.PROTOCOL_VERSION_1_0
+#: The bindings' names in ``supportedInterfaces`` (A2A 1.0 "Protocol bindings").
+JSONRPC_BINDING = "JSONRPC"
+REST_BINDING = "HTTP+JSON"
+#: The card's name for the bearer token scheme (``securitySchemes``), when the agent verifies tokens.
+BEARER_SCHEME = "bearer"
 INPUT_MODES = ["text/plain", "application/json"]
 OUTPUT_MODES = ["text/plain"]
 #: How long clients and caches may keep a card without revalidating (seconds): tools change rarely.
@@ -162,6 +181,19 @@ class AgentCardSource:
             tags=["chat"],
         )
 
+    @property
+    def extended(self) -> bool:
+        """True when the card offers the authenticated extended card: the agent verifies users."""
+        return bool(self._settings.auth_jwt_jwks_url or self._settings.auth_trusted_user_header)
+
+    def _security_schemes(self) -> dict[str, SecurityScheme]:
+        if not self._settings.auth_jwt_jwks_url:
+            return {}
+        bearer = HTTPAuthSecurityScheme(
+            scheme="Bearer", bearer_format="JWT", description="A user's token; without one the caller is anonymous."
+        )
+        return {BEARER_SCHEME: SecurityScheme(http_auth_security_scheme=bearer)}
+
     def _build(self, base_url: str, tools: Sequence[Mapping[str, Any]]) -> AgentCard:
         settings = self._settings
         return AgentCard(
@@ -169,10 +201,20 @@ class AgentCardSource:
             description=settings.agent_description,
             version=kora.__version__,
             supported_interfaces=[
-                AgentInterface(url=base_url, protocol_binding="JSONRPC", protocol_version=PROTOCOL_VERSION_1),
-                AgentInterface(url=base_url, protocol_binding="JSONRPC", protocol_version=PROTOCOL_VERSION),
+                AgentInterface(url=base_url, protocol_binding=JSONRPC_BINDING, protocol_version=PROTOCOL_VERSION_1),
+                # Without the trailing slash: clients append the binding's paths (``/message:send``) to it.
+                AgentInterface(
+                    url=base_url.rstrip("/") or base_url,
+                    protocol_binding=REST_BINDING,
+                    protocol_version=PROTOCOL_VERSION_1,
+                ),
+                AgentInterface(url=base_url, protocol_binding=JSONRPC_BINDING, protocol_version=PROTOCOL_VERSION),
             ],
-            capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+            # Left unset (not false) without an extended card, so the card carries no field about it.
+            capabilities=AgentCapabilities(
+                streaming=True, push_notifications=False, extended_agent_card=True if self.extended else None
+            ),
+            security_schemes=self._security_schemes(),
             default_input_modes=INPUT_MODES,
             default_output_modes=OUTPUT_MODES,
             # A2A requires at least one skill: the agent's own conversation comes first, then its tools.

@@ -181,8 +181,10 @@ def prepare(request: object, version: str = V03) -> Prepared:
         _check_parts(params["message"]["parts"], v1=method in V1_SEND_METHODS)
     elif method in TASK_ID_METHODS and not (isinstance(params.get("id"), str) and params["id"]):
         raise RequestError("Invalid params: 'id' (task id string) is required")
+    if method in TASK_ID_METHODS or method in MESSAGE_METHODS:
+        _check_history_length(params)
     elif method == "ListTasks":
-        _check_task_state(params.get("status"))
+        check_task_state(params.get("status"))
     if notification:
         method, params = _run_without_answer(method, params)
     placeholder = None if request.get("id") is not None else f"kora-unnamed-{uuid.uuid4().hex}"
@@ -273,8 +275,29 @@ def _check_parts(parts: list[JsonObject], v1: bool) -> None:
         raise RequestError("Invalid params: message.parts: the message has no text or data to answer")
 
 
-def _check_task_state(status: object) -> None:
-    """A ``ListTasks`` ``status`` filter must name a task state (protobuf's parser would drop an unknown one)."""
+#: The largest ``historyLength`` (the SDK carries it as a protobuf int32).
+MAX_HISTORY_LENGTH = 2**31 - 1
+
+
+def _check_history_length(params: JsonObject) -> None:
+    """A 0.3 ``historyLength`` (of ``tasks/get`` or a send's ``configuration``) that is an integer must fit the
+    SDK's int32 (1.0's protobuf parser refuses a larger one itself); other wrong values are the schema's to
+    refuse."""
+    configuration = params.get("configuration")
+    for where, value in (
+        ("historyLength", params.get("historyLength")),
+        (
+            "configuration.historyLength",
+            configuration.get("historyLength") if isinstance(configuration, dict) else None,
+        ),
+    ):
+        if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= MAX_HISTORY_LENGTH:
+            raise RequestError(f"Invalid params: {where}: must be between 0 and {MAX_HISTORY_LENGTH}")
+
+
+def check_task_state(status: object) -> None:
+    """Raise :class:`~kora.core.errors.RequestError` (-32602) unless a ``ListTasks`` ``status`` filter (absent,
+    or a task state's name or number) names a task state: protobuf's parser would drop an unknown one."""
     if status is None:
         return
     states = {value.name: value.number for value in TaskState.DESCRIPTOR.values if value.number != 0}

@@ -74,14 +74,20 @@ def negotiate(asked: str | None) -> str:
     raise VersionNotSupported(f"A2A version {asked[:40]!r} is not supported (served: 1.0, 0.3)")
 
 
+def a2a_error(error: KoraError) -> A2AError:
+    """``error`` as the SDK's A2A error of its JSON-RPC code (the base ``A2AError`` for a code A2A does not name,
+    such as -32000), with Kora's code as ``data.type``."""
+    cls = _A2A_ERRORS.get(error.jsonrpc_code, A2AError)
+    return cls(error.message, data={"type": error.code})
+
+
 def error_object(error: KoraError, version: str) -> dict[str, Any]:
     """``error`` as the JSON-RPC error object a client of ``version`` reads (see the module docstring)."""
     if version != V1:
         return jsonrpc_error(error)
     # The SDK's build_error_response only renders the codes it has a response model for (not -32700, -32000);
     # its details builder takes every A2A error class (``UNKNOWN_ERROR`` for a code A2A does not name).
-    cls = _A2A_ERRORS.get(error.jsonrpc_code, A2AError)
-    details = build_error_details(cls(error.message, data={"type": error.code}))
+    details = build_error_details(a2a_error(error))
     return {"code": error.jsonrpc_code, "message": error.message, "data": details}
 
 

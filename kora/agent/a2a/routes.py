@@ -10,11 +10,17 @@
   A verified user owns the tasks they create: other users' ``tasks/get`` and ``tasks/cancel`` do not find them.
   A message whose ``contextId`` (the memory session) belongs to another user (:func:`kora.memory.base.check_owner`)
   is refused before the SDK makes a task of it: JSON-RPC error -32602, ``data.type`` ``session_forbidden``.
+* The HTTP+JSON (REST) binding of A2A 1.0 (:mod:`.rest`): the SDK's REST routes over the same handler, with
+  the same identity, ownership and parameter rules (:meth:`A2AServer.rest_guard`).
+* ``GetExtendedAgentCard`` (0.3: ``agent/getAuthenticatedExtendedCard``): served by the SDK's handler when the
+  agent verifies users (:attr:`.card.AgentCardSource.extended`), to a verified user only (an anonymous caller gets
+  -32000, ``data.type`` ``authentication_required``); otherwise the SDK's -32007 (extended card not configured).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -26,12 +32,13 @@ from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+from a2a.types.a2a_pb2 import AgentCard
 from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
-from kora.agent.a2a import legacy
+from kora.agent.a2a import legacy, rest
 from kora.agent.a2a.card import AgentCardSource, card_response, public_base_url
 from kora.agent.a2a.executor import IDENTITY_STATE, KoraAgentExecutor
 from kora.agent.a2a.negotiation import (
@@ -46,7 +53,14 @@ from kora.agent.a2a.negotiation import (
 from kora.agent.a2a.store import DEFAULT_MAX_TASKS, build_task_store
 from kora.agent.identity import ANONYMOUS, Identity, IdentityResolver, challenge
 from kora.agent.settings import AgentSettings
-from kora.core.errors import InvalidJSON, InvalidRPCRequest, KoraError, PayloadTooLarge, RequestError
+from kora.core.errors import (
+    AuthenticationRequired,
+    InvalidJSON,
+    InvalidRPCRequest,
+    KoraError,
+    PayloadTooLarge,
+    RequestError,
+)
 from kora.core.limits import openai_refusal, replay_body
 
 if TYPE_CHECKING:
@@ -55,16 +69,24 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kora.agent.a2a")
 
+#: Key of the base URL the request reached the agent at (the card's URL) in the SDK call context's ``state``: a
+#: function of no arguments returning it.
+BASE_URL_STATE = "kora.base_url"
+#: The extended card's method names (A2A 1.0 and 0.3).
+EXTENDED_CARD_METHODS = frozenset({"GetExtendedAgentCard", "agent/getAuthenticatedExtendedCard"})
+
 #: JSON-RPC codes whose message the SDK fills with internals (exception text): the client reads a fixed one.
 _INTERNAL_CODES = frozenset({-32603})
 
 
 def a2a_refusal(path: str, error: KoraError) -> tuple[int, object]:
     """How the agent refuses a request the limits stop (:class:`kora.core.limits.RequestLimits`): on ``POST /``
-    a JSON-RPC error object (HTTP 200 as every JSON-RPC error, 413 for a body over the size limit); elsewhere
-    OpenAI's error body."""
+    a JSON-RPC error object (HTTP 200 as every JSON-RPC error, 413 for a body over the size limit); on the REST
+    binding's paths its error body (:func:`.rest.rest_error_body`); elsewhere OpenAI's error body."""
     if path == "/":
         return (error.status if isinstance(error, PayloadTooLarge) else 200), legacy.error_response(None, error)
+    if rest.is_rest_path(path):
+        return rest.rest_error_body(error)
     return openai_refusal(path, error)
 
 
@@ -114,7 +136,12 @@ class IdentityContextBuilder(DefaultServerCallContextBuilder):
     """The SDK's call context, with the request's :class:`~kora.agent.identity.Identity` (resolved by
     :meth:`A2AServer.rpc_endpoint`) in ``state[IDENTITY_STATE]`` for the executor, and as the context's
     ``user``, which the SDK's task store uses as the task's owner: a user sees and cancels only their own tasks
-    (anonymous requests share the anonymous owner, as before)."""
+    (anonymous requests share the anonymous owner, as before). ``state[BASE_URL_STATE]()`` is the URL the client
+    reached the agent at (:func:`.card.public_base_url` for ``settings``), for the extended card."""
+
+    def __init__(self, settings: AgentSettings) -> None:
+        super().__init__()
+        self._settings = settings
 
     def build(self, request: Request) -> ServerCallContext:
         """The call context of ``request`` (see the class docstring)."""
@@ -126,6 +153,8 @@ class IdentityContextBuilder(DefaultServerCallContextBuilder):
             headers[VERSION_NAME.lower()] = asked
         identity = getattr(request.state, "kora_identity", ANONYMOUS)
         context.state[IDENTITY_STATE] = identity
+        # Computed only if asked for (the extended card): deriving it costs tens of microseconds.
+        context.state[BASE_URL_STATE] = functools.partial(public_base_url, self._settings, request)
         if identity.user_id is not None:
             context.user = VerifiedUser(identity.user_id)
         return context
@@ -182,16 +211,61 @@ class A2AServer:
             # The handler reads only capabilities and modes from its card; the served card carries the URL.
             agent_card=self.cards.card(settings.agent_public_url or "/"),
             request_context_builder=SimpleRequestContextBuilder(task_id_generator=legacy.RequestedTaskIdGenerator()),
+            # The handler serves an extended card only when it has one; the modifier gives the caller's URL.
+            extended_agent_card=self.cards.card(settings.agent_public_url or "/") if self.cards.extended else None,
+            extended_card_modifier=self._extended_card,
         )
-        self.dispatcher = JsonRpcDispatcher(
-            self.handler, context_builder=IdentityContextBuilder(), enable_v0_3_compat=True
-        )
+        self.context_builder = IdentityContextBuilder(settings)
+        self.dispatcher = JsonRpcDispatcher(self.handler, context_builder=self.context_builder, enable_v0_3_compat=True)
 
     def add_routes(self, router: APIRouter) -> None:
         """Add the card routes and ``POST /`` to ``router``, outside the OpenAPI document (they are A2A's)."""
         for path in CARD_PATHS:
             router.add_route(path, self.card_endpoint, methods=["GET"], include_in_schema=False)
         router.add_route("/", self.rpc_endpoint, methods=["POST"], include_in_schema=False)
+
+    def add_rest_routes(self, router: APIRouter) -> None:
+        """Add the HTTP+JSON binding's routes (:mod:`.rest`) to ``router``, outside the OpenAPI document. Added
+        after the agent's other routes, so matching a chat request does not first try a dozen REST patterns."""
+        router.routes.extend(rest.rest_routes(self.handler, self.context_builder, self.rest_guard, self._rest_refused))
+
+    async def rest_guard(self, request: Request, path: str) -> None:
+        """What the REST binding checks before the SDK serves ``path`` (its route's template), as JSON-RPC does:
+        the caller's identity (kept on the request for the call context), the version (1.x only), a send's body
+        as ``SendMessage`` params (:func:`.legacy.prepare`) and its context's owner, ``ListTasks``' ``status``
+        and the extended card's verified user. Raises the :class:`~kora.core.errors.KoraError` to answer."""
+        request.state.kora_identity = await self.identity.resolve(request.headers)
+        if negotiate(asked_version(request.headers, request.query_params)) != V1:
+            raise VersionNotSupported("The HTTP+JSON binding is served in A2A 1.0: send the header A2A-Version: 1.0")
+        method = rest.SEND_PATHS.get(path)
+        if method is not None:
+            params = legacy.parse_body(await request.body())
+            prepared = legacy.prepare({"jsonrpc": "2.0", "id": 0, "method": method, "params": params}, V1)
+            self._check_context(request, prepared)
+        elif path == rest.LIST_TASKS_PATH:
+            status = request.query_params.get("status")
+            legacy.check_task_state(int(status) if status is not None and status.isdigit() else status)
+        elif path == rest.EXTENDED_CARD_PATH:
+            self.check_extended_card(request, "GetExtendedAgentCard")
+
+    @staticmethod
+    def _rest_refused(error: KoraError) -> Response:
+        return rest.rest_error(error, headers=challenge(error))
+
+    async def _extended_card(self, _card: AgentCard, context: ServerCallContext) -> AgentCard:
+        """The extended card for the caller: the card with the URL it reached the agent at (the verified user was
+        checked before the SDK saw the request, :meth:`check_extended_card`)."""
+        base_url = context.state.get(BASE_URL_STATE)
+        return self.cards.card(base_url() if callable(base_url) else self.settings.agent_public_url or "/")
+
+    def check_extended_card(self, request: Request, method: object) -> None:
+        """Refuse the extended card (``method``, by either version's name) to an anonymous caller when the agent
+        serves one: :class:`~kora.core.errors.AuthenticationRequired`. Without an extended card the SDK answers."""
+        if method not in EXTENDED_CARD_METHODS or not self.cards.extended:
+            return
+        identity: Identity = getattr(request.state, "kora_identity", ANONYMOUS)
+        if identity.user_id is None:
+            raise AuthenticationRequired("The extended agent card is served to verified users only")
 
     async def close(self) -> None:
         """Cancel tasks still running (server shutdown)."""
@@ -255,9 +329,10 @@ class A2AServer:
                 raise refusal
             self._check_free_task_id(prepared)
             self._check_context(request, prepared)
+            self.check_extended_card(request, prepared.body.get("method"))
         except InvalidRPCRequest as error:
             return JSONResponse(legacy.error_response(legacy.request_id_of(payload), error, version))
-        except RequestError as error:
+        except KoraError as error:  # a refusal of this request (bad params, another user's context, ...)
             if notification:
                 return None
             return JSONResponse(legacy.error_response(legacy.request_id_of(payload), error, version))
