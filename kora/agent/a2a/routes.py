@@ -49,6 +49,7 @@ from kora.agent.identity import ANONYMOUS, Identity, IdentityResolver, challenge
 from kora.agent.settings import AgentSettings
 from kora.core.errors import InvalidJSON, InvalidRPCRequest, KoraError, PayloadTooLarge, RequestError
 from kora.core.limits import openai_refusal, replay_body
+from kora.core.telemetry.routing import NamedRoute
 
 if TYPE_CHECKING:
     from kora.agent.runtime import AgentRuntime
@@ -191,8 +192,8 @@ class A2AServer:
     def add_routes(self, router: APIRouter) -> None:
         """Add the card routes and ``POST /`` to ``router``, outside the OpenAPI document (they are A2A's)."""
         for path in CARD_PATHS:
-            router.add_route(path, self.card_endpoint, methods=["GET"], include_in_schema=False)
-        router.add_route("/", self.rpc_endpoint, methods=["POST"], include_in_schema=False)
+            router.routes.append(NamedRoute(path, self.card_endpoint, methods=["GET"], include_in_schema=False))
+        router.routes.append(NamedRoute("/", self.rpc_endpoint, methods=["POST"], include_in_schema=False))
 
     async def close(self) -> None:
         """Cancel tasks still running (server shutdown)."""
