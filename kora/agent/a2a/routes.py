@@ -27,7 +27,6 @@ from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
-from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
@@ -49,7 +48,6 @@ from kora.agent.identity import ANONYMOUS, Identity, IdentityResolver, challenge
 from kora.agent.settings import AgentSettings
 from kora.core.errors import InvalidJSON, InvalidRPCRequest, KoraError, PayloadTooLarge, RequestError
 from kora.core.limits import openai_refusal, replay_body
-from kora.core.telemetry.routing import NamedRoute
 
 if TYPE_CHECKING:
     from kora.agent.runtime import AgentRuntime
@@ -150,10 +148,6 @@ class VerifiedUser(User):
         return self._user_id
 
 
-#: Paths the card is served at: the spec's, the SDK's default, and the one the gateway example uses.
-CARD_PATHS = ("/.well-known/agent.json", "/.well-known/agent-card.json", "/.well-known/agent")
-
-
 class A2AServer:
     """The A2A pieces of one agent: card source, task store, SDK request handler and the ``POST /`` endpoint.
 
@@ -188,12 +182,6 @@ class A2AServer:
         self.dispatcher = JsonRpcDispatcher(
             self.handler, context_builder=IdentityContextBuilder(), enable_v0_3_compat=True
         )
-
-    def add_routes(self, router: APIRouter) -> None:
-        """Add the card routes and ``POST /`` to ``router``, outside the OpenAPI document (they are A2A's)."""
-        for path in CARD_PATHS:
-            router.routes.append(NamedRoute(path, self.card_endpoint, methods=["GET"], include_in_schema=False))
-        router.routes.append(NamedRoute("/", self.rpc_endpoint, methods=["POST"], include_in_schema=False))
 
     async def close(self) -> None:
         """Cancel tasks still running (server shutdown)."""
