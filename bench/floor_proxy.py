@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from urllib.parse import urlsplit
 
 import uvicorn
@@ -27,15 +28,26 @@ CHAT_HEAD = (
 ).encode()
 
 
+#: Seconds an idle connection is kept: less than uvicorn's keep-alive (5 s), after which the model closes it.
+KEEPALIVE_SECONDS = 4.0
+
+
 class Pool:
     """Idle keep-alive connections to the model; a request takes one (or opens one) and gives it back."""
 
     def __init__(self) -> None:
-        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self.idle: list[tuple[float, asyncio.StreamReader, asyncio.StreamWriter]] = []
 
     async def post(self, body: bytes) -> tuple[int, bytes]:
         """POST ``body`` to the model's chat completions; (status, answer body)."""
-        reader, writer = self.idle.pop() if self.idle else await asyncio.open_connection(MODEL_HOST, MODEL_PORT)
+        now = time.monotonic()
+        while self.idle:
+            since, reader, writer = self.idle.pop()
+            if now - since < KEEPALIVE_SECONDS:
+                break
+            writer.close()
+        else:
+            reader, writer = await asyncio.open_connection(MODEL_HOST, MODEL_PORT)
         writer.write(b"%s%d\r\n\r\n%s" % (CHAT_HEAD, len(body), body))
         head = await reader.readuntil(b"\r\n\r\n")
         length = None
@@ -51,7 +63,7 @@ class Pool:
                 await reader.readexactly(2)
             await reader.readexactly(2)
             payload = b"".join(pieces)
-        self.idle.append((reader, writer))
+        self.idle.append((time.monotonic(), reader, writer))
         return int(head[9:12]), payload
 
 
