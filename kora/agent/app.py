@@ -99,8 +99,10 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
     app.state.kora = state
     install_error_handlers(app)
     app.add_middleware(RequestLimits, max_body_bytes=settings.agent_max_request_bytes, refuse=a2a_refusal)
-    # Added to the app's own router, not included: see kora.agent.routes on why the route table stays flat.
-    a2a.add_routes(app.router)
-    for add_routes in (add_probe_routes, add_tool_routes, add_memory_routes, add_chat_routes, add_responses_routes):
+    # Added to the app's own router, not included: see kora.agent.routes on why the route table stays flat. The
+    # router tries routes in order and no two paths overlap, so the turns' routes come first (a chat turn matched
+    # 17 routes before; /metrics stays in front, see kora.core.telemetry.http).
+    for add_routes in (add_chat_routes, add_responses_routes, add_probe_routes, add_tool_routes, add_memory_routes):
         add_routes(app.router, state)
+    a2a.add_routes(app.router)
     return app
