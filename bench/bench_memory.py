@@ -5,7 +5,7 @@ Run: ``python bench/bench_memory.py`` (about 10 s). Prints:
 * per-operation rates and the cost of one agent turn (get_or_create_session + the last 6 events + add 3 events),
   with sessions revisited (no eviction) and with always-new sessions (eviction at the 1000-session bound);
 * RSS growth after 10k sessions x 20 events, each measured in a fresh subprocess: LocalMemory sized to keep
-  everything, LocalMemory with the spec's default bounds, and the unbounded plain dict.
+  everything, LocalMemory with its default bounds, and the unbounded plain dict.
 
 The baseline does the same work with a ``dict`` of ``list`` behind the same async method shape, so the
 difference is LocalMemory's bookkeeping (recency order, bounds, counters), not coroutine overhead.
@@ -165,7 +165,7 @@ def rss_child(kind: str) -> None:
     elif kind == "local-all":
         store = LocalMemory(max_sessions=sessions, max_session_events=500)
     else:
-        store = LocalMemory()  # spec defaults: 1000 sessions x 500 events
+        store = LocalMemory()  # defaults: 1000 sessions x 500 events
     gc.collect()
     before = rss_kib()
 

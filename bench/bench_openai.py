@@ -2,6 +2,8 @@
 
 * a Chat Completions text turn and a Responses text turn (the Responses path translates its request to the chat
   one and renders its own answer: the two should cost about the same);
+* a streamed Chat Completions text turn against an AG-UI text run (both streamed through the runtime), and an
+  AG-UI run in which the model calls ``save_memory`` (its call and result streamed as events);
 * a client-tool round trip: two chat requests, the first ending with the client's ``get_weather`` call, the second
   carrying its result (two model requests, both through pydantic-ai's Agent), against a server-tool turn (one
   request: the model calls ``save_memory``, the agent runs it and the model answers; two model requests).
@@ -67,11 +69,41 @@ async def server_tool_turn(client: httpx.AsyncClient, n: int) -> None:
     assert answer["choices"][0]["message"]["content"] == "Saved.", answer
 
 
+async def chat_stream(client: httpx.AsyncClient, n: int) -> None:
+    body = {
+        "model": "bench",
+        "messages": [{"role": "user", "content": f"hello number {n}"}],
+        "session_id": f"s-{n % 200}",
+        "stream": True,
+    }
+    answer = (await client.post("/v1/chat/completions", json=body)).text
+    assert answer.endswith("data: [DONE]\n\n"), answer
+
+
+def _run_input(prompt: str, thread: str) -> dict[str, object]:
+    return {"threadId": thread, "runId": "r", "messages": [{"id": "u", "role": "user", "content": prompt}]}
+
+
+async def ag_ui_text(client: httpx.AsyncClient, n: int) -> None:
+    answer = (await client.post("/ag-ui", json=_run_input(f"hello number {n}", f"a-{n % 200}"))).text
+    assert "TEXT_MESSAGE_CONTENT" in answer, answer
+    assert "RUN_FINISHED" in answer, answer
+
+
+async def ag_ui_server_tool(client: httpx.AsyncClient, n: int) -> None:
+    answer = (await client.post("/ag-ui", json=_run_input(f"tool-bench {n}", f"at-{n % 200}"))).text
+    assert "TOOL_CALL_RESULT" in answer, answer
+    assert "RUN_FINISHED" in answer, answer
+
+
 PHASES: dict[str, Callable[[httpx.AsyncClient, int], Awaitable[None]]] = {
     "chat text turn": chat_text,
+    "chat text turn, streamed": chat_stream,
+    "AG-UI text run": ag_ui_text,
     "responses text turn": responses_text,
     "client-tool round trip (2 requests)": client_tool_round_trip,
     "server-tool turn (1 request)": server_tool_turn,
+    "AG-UI server-tool run": ag_ui_server_tool,
 }
 
 
@@ -118,6 +150,8 @@ def main() -> None:
         print(f"  {name:40s} {statistics.median(values):6.2f}   {' '.join(f'{v:.2f}' for v in values)}")
     chat, responses = (statistics.median(figures[k]) for k in ("chat text turn", "responses text turn"))
     print(f"  responses / chat: {responses / chat:.2f}")
+    streamed, ag_ui = (statistics.median(figures[k]) for k in ("chat text turn, streamed", "AG-UI text run"))
+    print(f"  AG-UI / streamed chat: {ag_ui / streamed:.2f}")
 
 
 if __name__ == "__main__":

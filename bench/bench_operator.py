@@ -20,7 +20,7 @@ as a subprocess with its admission webhook (tests/support/operator.py), and prin
   every Deployment, Service, ConfigMap, Agent, ModelAPI and MCPServer is compared with the one read before the
   restart (goal: none changed). The restarted operator's RSS and time to converge are printed too.
 
-Goals (issue "Operator"): all Agents Ready <= 10 s, 0 writes, RSS <= 150 MB.
+Goals: all Agents Ready <= 10 s, 0 writes, RSS <= 150 MB.
 """
 
 from __future__ import annotations

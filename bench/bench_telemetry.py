@@ -13,7 +13,7 @@ exporter's work is real and the receiver's is not in the agent's figures), and t
 agent process's utime+stime over the measured turns; the variants are measured in alternating rounds so drift
 of a shared machine falls on all of them alike, and the median round is shown.
 
-Goals (issue "OpenTelemetry"): off equals the baseline within noise; on adds <= 0.3 ms per text turn.
+Goals: off equals the baseline within noise; on adds <= 0.3 ms per text turn.
 
 The same run also measures the floor under that goal: the OpenTelemetry SDK alone (``--sdk-floor``, a process
 that makes the four spans of a text turn, with the attributes Kora gives them, through

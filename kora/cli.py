@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "logs": ("kora.local.commands", "logs_cli", "Print (-f: follow) a workload's log."),
     "down": ("kora.local.commands", "down_cli", "Stop the running kora up and every workload."),
     "chat": ("kora.local.commands", "chat_cli", "Chat with an agent through the local gateway (streaming)."),
+    "console": ("kora.console.server", "cli", "Serve the web console of a kora up run (kora up starts it)."),
     "token": ("kora.local.commands", "token_cli", "Print the operator token of an Agent or MemoryStore of kora up."),
 }
 

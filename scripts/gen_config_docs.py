@@ -29,6 +29,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaValue
 
 from kora.agent.settings import NAMED_VARIABLES, AgentSettings
+from kora.console.settings import ConsoleSettings
 from kora.core.env import VariableDoc
 from kora.hosted.cli import VARIABLES as HOSTED_VARIABLES
 from kora.mcp.settings import McpSettings
@@ -67,6 +68,7 @@ WORKLOADS = (
     Workload("memory", MemoryServiceSettings, prefix=MEMORY_PREFIX),
     Workload("model-hosted", None, HOSTED_VARIABLES),
     Workload("operator", OperatorSettings, OPERATOR_VARIABLES),
+    Workload("console", ConsoleSettings),
 )
 
 

@@ -13,6 +13,11 @@ ruff check .
 ruff format --check .
 mypy kora
 lint-imports --no-cache
+# What import-linter cannot see is checked by unit tests the pytest run below includes (tests/unit): no import
+# cycle counting lazy and TYPE_CHECKING imports (test_import_cycles.py), docs/architecture.md naming the contract's
+# layers (test_architecture_layers.py), no citation of documents outside the repository
+# (test_repository_stands_alone.py), docstring cross-references that name existing objects
+# (test_docstring_references.py).
 # The operator's tests run against a real Kubernetes API server, and the e2e tier against a real node, both built
 # from source: once per machine (about ten minutes, then cached under ~/.cache/kora), so a fresh CI machine pays
 # it here, visibly, not inside a test's timeout.
@@ -21,6 +26,8 @@ echo "test.sh: Kubernetes binaries for the operator tests and the e2e node: chec
   "~10-12 min; a build another process runs is waited for) ..." >&2
 bash scripts/k8s/build-control-plane.sh >/dev/null
 echo "test.sh: Kubernetes binaries ready (build or cache check) in $((SECONDS - started)) s" >&2
+# The console's browser tests drive Debian's Chromium (apt, once per machine; Playwright never downloads one).
+bash scripts/bootstrap-browser.sh
 # The Helm chart's tests run the pinned Helm 3 binary (fetched once, checked by sha256, cached under ~/.cache/kora).
 KORA_HELM=$(bash scripts/helm/install-helm.sh)
 export KORA_HELM

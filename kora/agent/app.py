@@ -1,9 +1,10 @@
-"""The agent server's HTTP application (spec: "Endpoints / Agent server").
+"""The agent server's HTTP application (its endpoints: docs/openai.md, docs/a2a.md, docs/memory.md).
 
 ``create_app(settings)`` builds the process state (:class:`~kora.agent.state.AgentState`) and a FastAPI app
 with the routes of each group of endpoints (``kora.agent.routes``): ``POST /v1/chat/completions``,
-``GET /tools``, ``GET /memory/events`` and ``/memory/sessions``, ``GET /health`` and ``/ready``, and A2A (the
-card at ``GET /.well-known/agent.json`` and JSON-RPC 2.0 on ``POST /``, see ``kora.agent.a2a``). The runtime
+``POST /ag-ui`` (AG-UI, ``kora.agent.ag_ui``), ``GET /tools``, ``GET /memory/events`` and ``/memory/sessions``,
+``GET /health`` and ``/ready``, and A2A (the card at ``GET /.well-known/agent.json`` and JSON-RPC 2.0 on
+``POST /``, see ``kora.agent.a2a``). The runtime
 (``kora.agent.runtime``, which brings pydantic-ai: ~0.5 s of imports) starts in the background after
 start-up, so ``/health`` answers within a second; ``/ready`` says not-ready, with reasons, until the runtime
 has started and every configured tool server can be listed. Requests that need the runtime wait for it.
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI
 
 from kora.agent.a2a.lazy import LazyA2A, a2a_refusal
+from kora.agent.routes.ag_ui import add_ag_ui_routes
 from kora.agent.routes.chat import add_chat_routes
 from kora.agent.routes.errors import install_error_handlers
 from kora.agent.routes.memory import add_memory_routes
@@ -102,7 +104,8 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
     # Added to the app's own router, not included: see kora.agent.routes on why the route table stays flat. The
     # router tries routes in order and no two paths overlap, so the turns' routes come first (a chat turn matched
     # 17 routes before; /metrics stays in front, see kora.core.telemetry.http).
-    for add_routes in (add_chat_routes, add_responses_routes, add_probe_routes, add_tool_routes, add_memory_routes):
+    turns = (add_chat_routes, add_responses_routes, add_ag_ui_routes)
+    for add_routes in (*turns, add_probe_routes, add_tool_routes, add_memory_routes):
         add_routes(app.router, state)
     a2a.add_routes(app.router)
     return app

@@ -1,5 +1,5 @@
-"""The ModelAPI as a pydantic-ai ``Model``: Kora's one model adapter (spec: "What the service does" item 1,
-"Agent server settings": ``MODEL_API_URL``, ``MODEL_NAME``, and "Errors").
+"""The ModelAPI as a pydantic-ai ``Model``: Kora's one model adapter: the model at
+``MODEL_API_URL`` named ``MODEL_NAME``, its failures mapped to Kora's errors (:mod:`kora.core.errors`).
 
 :class:`KoraChatModel` speaks OpenAI chat completions through Kora's own HTTP client
 (:class:`~kora.agent.model_client.ModelClient`: aiohttp under ``httpx2``, one retry policy, one error mapping)

@@ -1,5 +1,5 @@
 """The ``POST /v1/chat/completions`` request body as the agent reads it: every field Kora honours, typed as OpenAI
-documents it (spec: "Endpoints", item 2).
+documents it (docs/openai.md "Chat Completions request fields").
 
 The models are strict (``"temperature": "0.5"`` is a type error, as it is for OpenAI) and name each field Kora
 honours; :data:`REFUSED_WHEN_SET` and any other field are refused by :mod:`kora.agent.openai_api` when given a

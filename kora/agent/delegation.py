@@ -1,4 +1,4 @@
-"""Delegation to peer agents (spec: "What the service does" item 3, "Agent server settings" rules 1-2).
+"""Delegation to peer agents, named by ``PEER_AGENTS`` or ``AGENT_SUB_AGENTS`` (docs/a2a.md "Delegation").
 
 Each sub-agent becomes a tool ``delegate_to_<name>`` with one argument, ``task``. The tool sends the task
 over A2A with the official a2a-sdk client (resolved from the peer's card; a blocking send) whose

@@ -1,4 +1,4 @@
-"""Memory events <-> pydantic-ai model messages (spec: "Events", rules 1 and 2, and its conversion table).
+"""Memory events <-> pydantic-ai model messages (the conversion table is in :mod:`kora.memory.replay`).
 
 Before a run the session's recent events become the model's message history (:func:`events_to_messages`);
 after it the run's new messages become events (:func:`messages_to_events`). Content shapes are those of
@@ -230,7 +230,7 @@ def messages_to_events(
 
 def memory_instructions(context: TurnContext) -> str:
     """What memory recalled for a turn (rolling summary, long-term facts), as instructions for the model; empty
-    when it recalled nothing (spec: "Memory tiers": the medium and long tiers enter the model's context)."""
+    when it recalled nothing (the medium and long memory tiers enter the model's context here)."""
     parts = []
     if context.summary:
         parts.append(f"Summary of this conversation's earlier turns:\n{context.summary}")

@@ -1,4 +1,4 @@
-"""The agentic loop on pydantic-ai (spec: "What the service does" items 1-3, "Limits": ``agentic_loop_max_steps``).
+"""The agentic loop on pydantic-ai: tools, delegation and memory tools, at most ``AGENTIC_LOOP_MAX_STEPS`` requests.
 
 :class:`AgenticLoop` holds a pydantic-ai ``Agent`` on the agent's :class:`~kora.agent.chat_model.KoraChatModel`
 with the MCP, delegation and memory toolsets. The runtime (:mod:`kora.agent.runtime`) usually sends a turn's first
@@ -26,6 +26,7 @@ from pydantic_ai import (
     AgentRunResult,
     AgentRunResultEvent,
     DeferredToolRequests,
+    FunctionToolCallEvent,
     FunctionToolResultEvent,
     ModelMessage,
     PartDeltaEvent,
@@ -49,7 +50,7 @@ from kora.agent.memory_tools import memory_toolset
 from kora.agent.settings import AgentSettings
 from kora.agent.structured import check_schema, output_spec, response_format_body
 from kora.agent.telemetry import AgentTracing
-from kora.agent.turn import ClientCall, TurnDeps, TurnRequest
+from kora.agent.turn import ClientCall, ToolCalled, ToolReturned, ToolStep, TurnDeps, TurnRequest
 from kora.core.errors import KoraError, ModelError, RequestError, StepLimitReached, internal_error
 from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.memory import Memory
@@ -294,7 +295,7 @@ class AgenticLoop:
         first answer's tool calls (the loop runs them). ``usage`` is what the turn has spent so far.
 
         ``steps`` is filled with the messages of the steps that ran (model responses, tool returns) however the
-        run ends, so a turn that fails or is cancelled can still store them (spec "Events" rule 1).
+        run ends, so a turn that fails or is cancelled can still store them (every step that ran is kept).
 
         Raises :class:`~kora.core.errors.KoraError` (see :func:`turn_error`).
         """
@@ -316,8 +317,11 @@ class AgenticLoop:
         steps: list[ModelMessage],
         *,
         said_text: bool,
-    ) -> AsyncGenerator[str | LoopResult]:
-        """Like :meth:`run`, yielding the answer's text deltas as the model streams them, then the result.
+        tool_steps: bool = False,
+    ) -> AsyncGenerator[str | ToolStep | LoopResult]:
+        """Like :meth:`run`, yielding the answer's text deltas as the model streams them, then the result; with
+        ``tool_steps``, also each call of the agent's own tools as it starts (:class:`ToolCalled`) and its
+        result (:class:`ToolReturned`).
 
         Text of a later model response (after tools ran) starts a new paragraph, so a plain client never sees
         "Let me check." run into the answer (``said_text``: the turn already streamed text). Closing the
@@ -325,15 +329,17 @@ class AgenticLoop:
         """
         history = repair_messages(messages, repair_last_response=False)
         with _recording_steps(history, steps):
-            async with aclosing(self._stream(turn, history, usage, said_text=said_text)) as items:
+            stream = self._stream(turn, history, usage, said_text=said_text, tool_steps=tool_steps)
+            async with aclosing(stream) as items:
                 async for item in items:
                     yield item
 
     async def _stream(
-        self, turn: TurnRequest, messages: list[ModelMessage], usage: RunUsage, *, said_text: bool
-    ) -> AsyncGenerator[str | LoopResult]:
+        self, turn: TurnRequest, messages: list[ModelMessage], usage: RunUsage, *, said_text: bool, tool_steps: bool
+    ) -> AsyncGenerator[str | ToolStep | LoopResult]:
         tools_ran = False
         result = None
+        client = {tool.name for tool in turn.client_tools}
         try:
             run_args = self._run_args(turn, messages, usage)
             async with self.agent.run_stream_events(None, output_type=output_spec(turn), **run_args) as events:
@@ -341,8 +347,13 @@ class AgenticLoop:
                     text = text_delta(event)
                     if isinstance(event, FunctionToolResultEvent):
                         tools_ran = True
+                        if tool_steps and event.part.tool_name not in client:
+                            yield tool_returned(event)
                     elif isinstance(event, AgentRunResultEvent):
                         result = event.result
+                    elif tool_steps and isinstance(event, FunctionToolCallEvent) and event.part.tool_name not in client:
+                        part = event.part
+                        yield ToolCalled(part.tool_call_id, part.tool_name, part.args_as_json_str())
                     if text:
                         if said_text and tools_ran:
                             yield "\n\n"
@@ -390,6 +401,13 @@ class AgenticLoop:
             text = output if isinstance(output, str) else str(output)
         finish = result.response.finish_reason
         return LoopResult(text, result.usage, result.new_messages(), calls, finish)
+
+
+def tool_returned(event: FunctionToolResultEvent) -> ToolReturned:
+    """A tool's result as the model is shown it (a retry prompt's text for a call that failed or was refused)."""
+    part = event.part
+    failed = part.outcome != "success"
+    return ToolReturned(part.tool_call_id, part.tool_name, part.model_response_str(), failed)
 
 
 def client_definitions(turn: TurnRequest) -> list[ToolDefinition]:

@@ -1,4 +1,4 @@
-"""The agent's MCP tool servers: connect, discover, supervise (spec: "Agent server settings", rule 3).
+"""The agent's MCP tool servers (``MCP_SERVERS``, each at ``MCP_SERVER_<NAME>_URL``): connect, discover, supervise.
 
 One pydantic-ai ``MCPToolset`` per entry of ``MCP_SERVERS`` over Streamable HTTP. A background supervisor
 connects each server at start-up, keeps the session open for the life of the agent (so a turn does not pay for
@@ -9,7 +9,7 @@ and Kora's own tools: a name offered by two sources is renamed ``<server>_<tool>
 Readiness: :meth:`McpServers.problems` names each server that cannot be listed now; ``/ready`` reports them.
 
 A call lost to its server (the server died or the connection dropped mid-call) does not end the turn: it
-becomes a failed tool result whose text starts with ``Error:`` (spec "Errors" item 1), stored as the call's
+becomes a failed tool result whose text starts with ``Error:`` (as every tool failure does), stored as the call's
 ``tool_result`` (metadata ``outcome: "failed"``), and the model decides what to do next. The supervisor notices
 the server is gone at its next ping and reconnects when it is back.
 """

@@ -1,4 +1,4 @@
-"""The memory tools offered to the model (spec: "Memory-related tools offered to the model").
+"""The memory tools offered to the model (docs/memory.md "Tools").
 
 ``search_memory(query, level)`` is offered when ``MEMORY_TOOLS`` is ``all`` or ``read``; ``level`` is an enum
 of the read scopes up to ``MEMORY_MAX_READ_SCOPE`` (``session`` < ``agent`` < ``user``; the administrators' ``store``

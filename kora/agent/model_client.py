@@ -1,4 +1,4 @@
-"""HTTP client of the ModelAPI (spec: "Agent server settings": ``MODEL_API_URL``, and "Errors").
+"""HTTP client of the ModelAPI at ``MODEL_API_URL``, its failures mapped to :mod:`kora.core.errors`.
 
 One :class:`ModelClient` per agent sends chat-completions requests, whole (:meth:`ModelClient.complete`) or
 streamed (:meth:`ModelClient.stream`, server-sent events read by ``httpx2.EventSource``), with

@@ -1,4 +1,4 @@
-"""What an agent reads from ``POST /v1/chat/completions`` (spec: "Endpoints", item 2): the turn a chat request asks
+"""What an agent reads from ``POST /v1/chat/completions`` (docs/openai.md): the turn a chat request asks
 for, with a 400 in OpenAI's error shape for every request Kora cannot honour exactly.
 
 The rule: every field is honoured or refused, never ignored. Types and bounds are :mod:`kora.agent.chat_request`'s
@@ -144,6 +144,12 @@ def parse_chat_request(raw: bytes) -> ParsedChat:
     (400) for malformed JSON, a string anywhere holding a NUL or a lone surrogate (no store could keep it), a
     field of the wrong type or out of bounds, a field or value Kora does not honour, missing or empty
     ``messages``, no user message with text, or tool results that do not answer the calls before them."""
+    return parse_chat_body(decode_body(raw))
+
+
+def decode_body(raw: bytes) -> dict[str, Any]:
+    """A request body decoded as a JSON object. Raises :class:`~kora.core.errors.RequestError` (400,
+    ``invalid_json``) for text that is no JSON and for JSON that is no object."""
     try:
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
@@ -152,7 +158,7 @@ def parse_chat_request(raw: bytes) -> ParsedChat:
         raise InvalidJSON("Request body is not valid JSON.") from None
     if not isinstance(data, dict):
         raise RequestError("Request body must be a JSON object.", code="invalid_json")
-    return parse_chat_body(data)
+    return data
 
 
 def parse_chat_body(data: dict[str, Any]) -> ParsedChat:

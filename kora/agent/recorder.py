@@ -1,5 +1,5 @@
-"""What a turn leaves in memory (spec: "Events" rules 1-3, "Errors" item 2): the one place a turn's events are
-built and stored, whichever stage ended it.
+"""What a turn leaves in memory, a failed one included (its steps, then an ``error`` event): the one place a
+turn's events are built and stored, whichever stage ended it.
 
 A turn's messages (its prompt request, the model's responses and the tool returns, as pydantic-ai messages)
 become events by :func:`kora.agent.history.messages_to_events`; a turn that failed adds one ``error`` event

@@ -1,4 +1,4 @@
-"""Turns of one agent (spec: "What the service does" items 1-3, "Events" rules 1-2, "Errors", "Limits").
+"""Turns of one agent: memory replayed, the model and its tools run, the turn's events stored.
 
 :class:`AgentRuntime` runs a turn on one model object, :class:`~kora.agent.chat_model.KoraChatModel`:
 
@@ -45,11 +45,11 @@ from pydantic_ai.usage import RunUsage
 
 from kora.agent.chat_model import KoraChatModel
 from kora.agent.history import events_to_messages, memory_instructions, replay_to_messages
-from kora.agent.loop import AgenticLoop, steps_usage, text_delta, turn_error, turn_settings
+from kora.agent.loop import AgenticLoop, LoopResult, steps_usage, text_delta, turn_error, turn_settings
 from kora.agent.recorder import TurnRecorder, prompt_request
 from kora.agent.settings import AgentSettings
 from kora.agent.telemetry import AgentTracing, TurnSpan, observe_memory, observe_sessions
-from kora.agent.turn import ClientCall, TurnOutcome, TurnRequest
+from kora.agent.turn import ClientCall, ToolStep, TurnOutcome, TurnRequest
 from kora.agent.turn_log import log_turn
 from kora.core.errors import Forbidden, KoraError, StepLimitReached, TurnCancelled
 from kora.core.events import EventType, MemoryEvent
@@ -209,13 +209,29 @@ class AgentRuntime:
         stored with a ``cancelled`` error event.
         """
         with self.tracing.turn(turn.session_id) as span:
-            async with aclosing(self._stream(turn, span)) as items:
+            async with aclosing(self._stream(turn, span, tool_steps=False)) as items:
+                async for item in items:
+                    if isinstance(item, TurnOutcome):
+                        if span is not None:
+                            span.finish(item)
+                    elif not isinstance(item, str):
+                        continue  # no tool steps without tool_steps; narrows the type
+                    yield item
+
+    async def stream_steps(self, turn: TurnRequest) -> AsyncGenerator[str | ToolStep | TurnOutcome]:
+        """:meth:`stream`, also yielding each call of the agent's own tools (MCP, delegation, memory) as it starts
+        (:class:`~kora.agent.turn.ToolCalled`) and as it returns (:class:`~kora.agent.turn.ToolReturned`), in the
+        order they happen. Client tool calls are not steps: the outcome carries them."""
+        with self.tracing.turn(turn.session_id) as span:
+            async with aclosing(self._stream(turn, span, tool_steps=True)) as items:
                 async for item in items:
                     if span is not None and isinstance(item, TurnOutcome):
                         span.finish(item)
                     yield item
 
-    async def _stream(self, turn: TurnRequest, span: TurnSpan | None) -> AsyncGenerator[str | TurnOutcome]:
+    async def _stream(
+        self, turn: TurnRequest, span: TurnSpan | None, *, tool_steps: bool
+    ) -> AsyncGenerator[str | ToolStep | TurnOutcome]:
         async with self._locks.hold(turn.session_id):
             recorded = False
             progress = _Progress()
@@ -248,10 +264,12 @@ class AgentRuntime:
                         return
                     messages, progress.usage = _hand_over(messages, first)
                     progress.messages = messages[prompt_at:]
-                loop_stream = self.loop.stream(turn, messages, progress.usage, progress.steps, said_text=said_text)
+                loop_stream = self.loop.stream(
+                    turn, messages, progress.usage, progress.steps, said_text=said_text, tool_steps=tool_steps
+                )
                 async with aclosing(loop_stream) as items:
                     async for item in items:
-                        if isinstance(item, str):
+                        if not isinstance(item, LoopResult):
                             yield item
                         else:
                             turn_messages = [*messages[prompt_at:], *item.new_messages]

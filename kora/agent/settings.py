@@ -1,9 +1,9 @@
-"""Agent server settings, read from the environment (spec: "Agent server settings (environment variables)").
+"""Agent server settings, read from the environment (docs/configuration.md "Agent server").
 
 Each setting is read from the upper-case form of its name (``agent_port`` <- ``AGENT_PORT``). On top of
-the spec's table Kora adds a few operational settings (marked "Kora" below); their names follow the same
-rule. :func:`load_agent_settings` validates everything at once and raises
-:class:`~kora.core.settings_errors.SettingsError` naming every bad variable.
+the settings shared with KAOS's agent server (same names and defaults) Kora adds a few operational settings
+(marked "Kora" below); their names follow the same rule. :func:`load_agent_settings` validates everything at
+once and raises :class:`~kora.core.settings_errors.SettingsError` naming every bad variable.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class AgentSettings(BaseSettings):
 
     model_config = SettingsConfigDict(case_sensitive=False, extra="ignore", frozen=True)
 
-    # Identity and model (spec).
+    # Identity and model.
     agent_name: str = Field(
         min_length=1, description="The agent's name: its memory app name, agent card name and identity in delegation."
     )
@@ -98,7 +98,7 @@ class AgentSettings(BaseSettings):
     agent_instructions: str = Field(
         default="You are a helpful assistant.", description="System instructions sent to the model."
     )
-    # Serving (spec).
+    # Serving.
     agent_port: int = Field(default=8000, ge=1, le=65535, description="Port to listen on.")
     agent_log_level: LogLevel = Field(default="INFO", description="Log level (any case).")
     agent_access_log: bool = Field(default=False, description="Write uvicorn's access log (a line per request).")
@@ -114,7 +114,7 @@ class AgentSettings(BaseSettings):
         description="Kora: largest request body accepted, in bytes; a larger one is refused with 413 before it is "
         "read (see Request limits).",
     )
-    # Tools and delegation (spec).
+    # Tools and delegation.
     agent_sub_agents: str = Field(
         default="",
         description="Sub-agents in the direct format: comma-separated `name:url` pairs (the name ends at the "
@@ -131,7 +131,7 @@ class AgentSettings(BaseSettings):
         examples=["web-search,calc"],
     )
     agentic_loop_max_steps: int = Field(default=5, ge=1, description="Model requests per turn, at most.")
-    # Memory (spec).
+    # Memory.
     memory_enabled: bool = Field(default=True, description="`false` selects NullMemory (nothing kept or replayed).")
     memory_context_limit: int = Field(default=6, ge=0, description="Events of the session replayed as history.")
     memory_max_sessions: int = Field(
@@ -171,7 +171,7 @@ class AgentSettings(BaseSettings):
     memory_client_token_budget: int = Field(
         default=2000, ge=0, description="RemoteMemory: most tokens (estimated) of window events put before a turn."
     )
-    # A2A (spec).
+    # A2A.
     task_store_type: Literal["local", "null"] = Field(
         default="local", description="A2A task store: `local` keeps finished tasks, `null` only running ones."
     )

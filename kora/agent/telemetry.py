@@ -1,5 +1,5 @@
-"""The agent's spans and metrics, per the OpenTelemetry GenAI semantic conventions (spec: "What the service does"
-item 6, "Events" rule 4).
+"""The agent's spans and metrics, per the OpenTelemetry GenAI semantic conventions
+(docs/telemetry.md "An agent's turn").
 
 **Spans** (only when tracing is on: ``OTEL_EXPORTER_OTLP_ENDPOINT`` set, see :mod:`kora.core.telemetry`; with it
 off, a turn makes no span objects at all):

@@ -125,6 +125,33 @@ class TurnRequest:
 
 
 @dataclass(frozen=True)
+class ToolCalled:
+    """A tool call the model made during a turn, as it is about to run (the agent's own tools: MCP, delegation,
+    memory): ``arguments`` is the JSON text the model sent. Streamed by
+    :meth:`~kora.agent.runtime.AgentRuntime.stream_steps` only."""
+
+    tool_call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ToolReturned:
+    """What one of the agent's own tools gave back (``content``: the text the model is shown; ``failed``: the
+    call failed or was refused and the model was asked to retry). Streamed by
+    :meth:`~kora.agent.runtime.AgentRuntime.stream_steps` only."""
+
+    tool_call_id: str
+    name: str
+    content: str
+    failed: bool = False
+
+
+#: A step of a turn made visible while it streams.
+ToolStep = ToolCalled | ToolReturned
+
+
+@dataclass(frozen=True)
 class TurnOutcome:
     """The end of a turn: the answer ``text``, ``finish_reason`` (``stop``; ``length`` when the step budget ran out
     or the model's answer was cut by a token limit; ``tool_calls`` when it ended with ``tool_calls`` for the

@@ -1,4 +1,4 @@
-"""Names of the environment variables that wire workloads together (spec: "Agent server settings").
+"""Names of the environment variables that wire workloads together (docs/configuration.md).
 
 The operator and the local runtime *write* these variables; the agent server *reads* them. Both sides
 import the helpers here so the names can never drift apart.
@@ -97,15 +97,19 @@ MEMORY_SERVICE_AGENT_TOKEN = "MEMORY_SERVICE_AGENT_TOKEN"
 MEMORY_STORE_TOKEN = "MEMORY_STORE_TOKEN"
 #: The agent's operator credential: ``/memory/*`` for every session, and erasure of any session or user.
 AGENT_ADMIN_TOKEN = "AGENT_ADMIN_TOKEN"
+#: The web console's interface, port and the ``kora up`` state directory it shows (:mod:`kora.console.settings`).
+CONSOLE_HOST = "CONSOLE_HOST"
+CONSOLE_PORT = "CONSOLE_PORT"
+CONSOLE_STATE_DIR = "CONSOLE_STATE_DIR"
 
-# Operator: per-kind default gateway route timeouts (duration strings, spec "Operator gateway configuration").
+# Operator: per-kind default gateway route timeouts (duration strings, Helm values ``gateway.defaultTimeouts``).
 GATEWAY_DEFAULT_AGENT_TIMEOUT = "GATEWAY_DEFAULT_AGENT_TIMEOUT"
 GATEWAY_DEFAULT_MODELAPI_TIMEOUT = "GATEWAY_DEFAULT_MODELAPI_TIMEOUT"
 GATEWAY_DEFAULT_MCP_TIMEOUT = "GATEWAY_DEFAULT_MCP_TIMEOUT"
-#: Kora: MemoryStore routes (the spec names no default; Kora uses 30s).
+#: Kora: MemoryStore routes (default 30s, as for tool servers).
 GATEWAY_DEFAULT_MEMORYSTORE_TIMEOUT = "GATEWAY_DEFAULT_MEMORYSTORE_TIMEOUT"
 
-# Operator (``kora operator``) settings, set by the Helm chart (spec "Operator gateway configuration").
+# Operator (``kora operator``) settings, set by the Helm chart from its values (docs/operator.md "Values").
 #: Image of every Kora workload the operator creates (required).
 KORA_IMAGE = "KORA_IMAGE"
 #: ``Always`` | ``IfNotPresent`` | ``Never``: the workloads' imagePullPolicy (unset: Kubernetes' default).
@@ -145,7 +149,7 @@ DEFAULT_MAX_LARGE_REQUEST_BYTES = 16 * 1024 * 1024
 #: Smallest value a ``*_MAX_REQUEST_BYTES`` setting may take.
 MIN_MAX_REQUEST_BYTES = 1024
 
-#: Path appended to a tool server's base URL: the Streamable HTTP endpoint (spec rule 3).
+#: Path appended to a tool server's base URL: the Streamable HTTP endpoint.
 MCP_PATH = "/mcp"
 
 

@@ -1,4 +1,4 @@
-"""Kora's one error tree (spec: "Errors"; every boundary's error body and code comes from here).
+"""Kora's one error tree: every boundary's error body and code comes from here.
 
 Each kind of error carries, as class attributes, how every boundary reports it:
 
@@ -10,8 +10,8 @@ Each kind of error carries, as class attributes, how every boundary reports it:
 An instance may narrow ``code`` (``RequestError("...", code="no_user_message")``) and name the request field it
 is about (``param="temperature"``: OpenAI's ``error.param``). Boundaries map an error
 with one function each: :func:`kora.core.openai_wire.error_body` (``/v1``) and :func:`jsonrpc_error`
-(JSON-RPC on ``POST /``). Tools do not raise these: they return ``Error: ...`` text to the model (spec
-"Errors" item 1).
+(JSON-RPC on ``POST /``). Tools do not raise these: they return ``Error: ...`` text to the model, which
+decides what to do next.
 
 ::
 

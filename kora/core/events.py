@@ -1,10 +1,10 @@
-"""Memory events: the events of the service (spec: "Memory event", "Events").
+"""Memory events: what happened in a session, as agents store and replay it.
 
 An event is one thing that happened in a session: a user message, a tool call, the agent's answer,
 a delegation, an error. Agents store them in memory, replay the recent ones as model history, and
 serve them on ``GET /memory/events``.
 
-Content shapes by type (what Kora writes; ``content`` is any JSON value per the spec):
+Content shapes by type (what Kora writes; ``content`` may be any JSON value):
 
 ==========================  ==================================================================
 event_type                  content
@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 
 class EventType(StrEnum):
-    """The spec's event types (section "Events"); the string values are binding."""
+    """The event types; the string values are stored and sent over the wire, so they never change."""
 
     USER_MESSAGE = "user_message"
     TASK_DELEGATION_RECEIVED = "task_delegation_received"
@@ -53,7 +53,7 @@ def utc_now() -> datetime:
 
 
 class MemoryEvent(BaseModel):
-    """One memory event (spec: "Memory event").
+    """One memory event.
 
     Fields: ``event_id`` (str), ``timestamp`` (UTC datetime), ``event_type`` (:class:`EventType`),
     ``content`` (any JSON value, shape per type in the module docstring), ``metadata`` (free-form map).

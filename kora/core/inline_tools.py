@@ -1,6 +1,6 @@
 """Which imports inline tools (an MCPServer's ``toolsString``) may use: the Python standard library only.
 
-Spec: "MCPServer resource" (``spec.config.toolsString``: only the standard library is available). Two places
+An MCPServer's ``spec.config.toolsString`` may import only the standard library (docs/mcp.md). Two places
 apply the rule with this module: manifest validation (:func:`unavailable_imports`, from the source's syntax
 tree, so ``kora up`` and the admission webhook report the line before anything starts) and the tool server's
 import guard (``kora.mcp.source``, at run time). The tool server adds nothing to what tools may import.

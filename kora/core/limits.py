@@ -1,5 +1,5 @@
-"""Request limits on every workload's HTTP surface (``docs/configuration.md`` "Request limits"; spec: "Errors":
-a client's mistake is a 4xx with a JSON body, never a 500).
+"""Request limits on every workload's HTTP surface (``docs/configuration.md`` "Request limits"):
+a client's mistake is a 4xx with a JSON body, never a 500.
 
 :class:`RequestLimits` is one ASGI middleware that each app factory puts in front of its app (``kora agent``,
 ``kora mcp``, ``kora memory``, ``kora model-proxy``, ``kora model``, ``kora model-hosted``). For every HTTP

@@ -1,5 +1,5 @@
-"""The OpenAI chat-completions wire format, both sides, in one place (spec: "Endpoints", item 2; "What the
-service does", item 1).
+"""The OpenAI chat-completions wire format, both sides, in one place (docs/openai.md; the
+agent's requests to its ModelAPI).
 
 Every Kora surface that speaks or fronts the OpenAI API uses this module: the agent server's
 ``/v1/chat/completions`` (it reads requests with :mod:`kora.agent.chat_request` and writes :func:`completion_body` and

@@ -1,5 +1,5 @@
-"""Names Kora's workloads agree on over the wire, beyond the standard protocols (spec: "Agent server settings"
-rules 1-2, "Events" rule 3), and the rule every session id follows.
+"""Names Kora's workloads agree on over the wire, beyond the standard protocols (delegation headers,
+event metadata), and the rule every session id follows.
 
 Shared by the agent server (which reads them), delegation (which sends them) and memory replay (which pairs
 delegation events), so that no two places can spell one differently.

@@ -1,4 +1,4 @@
-"""Text every store can keep (spec: "Errors" item 4, "a client's mistake is a 400"; the boundary rule of
+"""Text every store can keep (a client's mistake is a 400, never a 500; the boundary rule of
 ``docs/configuration.md`` "Request limits").
 
 JSON may carry a lone surrogate (``"\\udc80"``) or a NUL (``"\\u0000"``); Python reads both into ``str``, but

@@ -1,7 +1,7 @@
 """The local runtime: ``kora up | status | logs | down | chat``.
 
 - :mod:`kora.local.up`: load manifests, plan on loopback ports, run the gateway and the supervisor.
-- :mod:`kora.local.gateway`: the spec's gateway path scheme on 127.0.0.1 (prefix stripped, streaming).
+- :mod:`kora.local.gateway`: the cluster gateway's path scheme on 127.0.0.1 (prefix stripped, streaming).
 - :mod:`kora.local.supervisor`: workloads as child processes (dependency order, probes, restart back-off).
 - :mod:`kora.local.state`: the state file shared by ``kora up`` and the other commands.
 - :mod:`kora.local.commands`: ``kora status``, ``kora logs``, ``kora down``, ``kora chat``.

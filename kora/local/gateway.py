@@ -1,8 +1,9 @@
-"""The local gateway: the spec's path scheme in front of the workloads ``kora up`` runs.
+"""The local gateway: the cluster gateway's path scheme in front of the workloads ``kora up`` runs.
 
 ``/{namespace}/{agent|modelapi|mcp|memorystore}/{name}/<rest>`` goes to ``<upstream>/<rest>`` (the prefix is
 stripped, the query string kept), with the route's timeout (:mod:`kora.proxy.forward` explains the timeout,
-streaming and the 502/504 bodies). Any other path answers 404 JSON listing the known prefixes.
+streaming and the 502/504 bodies). Any other path goes to the web console when ``kora up`` runs one (``kora
+console``, the gateway's root), else answers 404 JSON listing the known prefixes.
 
 A workload that is not Ready gets nothing: as a Kubernetes Service with no ready endpoint, the route answers
 503 (code ``not_ready``, the workload's phase and reason in the message) without contacting it, so an agent
@@ -119,12 +120,15 @@ def create_gateway_app(
     max_connections: int = 200,
     max_body_bytes: int = names.DEFAULT_MAX_LARGE_REQUEST_BYTES,
     not_ready: Callable[[str], str | None] = lambda prefix: None,
+    fallback: str | None = None,
 ) -> Starlette:
     """A Starlette app proxying by :func:`match_route`. ``routes`` is read on every request, so a caller may
     update the mapping in place. One pooled httpx client (keep-alive to the upstreams) lives with the app's
     lifespan, so serve it with lifespan on. A body over ``max_body_bytes`` is refused with 413 (see the module
     docstring); the app's own 404/405 answers are JSON in OpenAI's shape. ``not_ready(prefix)`` says why the
-    workload behind a route prefix is not Ready (None: it is); such a route answers 503 without forwarding."""
+    workload behind a route prefix is not Ready (None: it is); such a route answers 503 without forwarding.
+    ``fallback`` (an upstream URL, the web console's) serves every path no route matches, path and query as
+    they are; without it such a path answers 404."""
     state: dict[str, httpx.AsyncClient] = {}
 
     @asynccontextmanager
@@ -141,6 +145,8 @@ def create_gateway_app(
 
     async def proxy(request: Request) -> Response:
         matched = match_route(routes, raw_path(request))
+        if matched is None and fallback is not None and "client" in state:
+            return await forward(state["client"], request, fallback + raw_path(request), timeout_seconds=60.0)
         if matched is None:
             body = openai_error_body(
                 f"no route for {request.url.path}", "not_found", "not_found", routes=list[JsonValue](sorted(routes))

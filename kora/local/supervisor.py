@@ -3,7 +3,7 @@
 One asyncio task per workload (:class:`Supervisor`):
 
 1. ``Pending`` -> ``Waiting`` while a MemoryStore an Agent is bound to (``waitForDependencies``) is not
-   ``Ready``: such an agent must not start with degraded memory (spec "Resource phases"). Every other
+   ``Ready``: such an agent must not start with degraded memory. Every other
    dependency gates readiness only (step 3), so a workload's process starts at once, in parallel with what
    it depends on: an agent imports its libraries while its model and tool servers start, and its own tool
    client reconnects to a server that was not listening yet;
@@ -15,7 +15,7 @@ One asyncio task per workload (:class:`Supervisor`):
    workload behind);
 3. poll the readiness probe (every :data:`EARLY_PROBE_INTERVAL` seconds for the first
    :data:`EARLY_PROBE_SECONDS` after a start, then every :data:`PROBE_INTERVAL`): ``Ready`` once it answers
-   200 *and* every dependency is Ready (``Waiting``, naming them, until then: spec "Resource phases");
+   200 *and* every dependency is Ready (``Waiting``, naming them, until then);
    ``Waiting`` again when the probe fails after having been Ready or a dependency stops being Ready
    (dependents are not stopped, as in Kubernetes);
 4. when the process exits: ``Failed`` ("exited with code N: <its log's last line>; restarting ..."; the line only
@@ -103,8 +103,8 @@ def backoff_delays(first: float = 1.0, cap: float = MAX_BACKOFF_SECONDS) -> list
 
 def start_gates(plan: WorkloadPlan) -> tuple[ResourceRef, ...]:
     """The dependencies that must be Ready before ``plan``'s process starts: an Agent's bound MemoryStore
-    (present in ``depends_on`` only with ``waitForDependencies``; spec: "the agent stays in Waiting until the
-    MemoryStore is Ready, so it does not start degraded"). Every other dependency gates readiness only."""
+    (present in ``depends_on`` only with ``waitForDependencies``: the agent stays in Waiting until the
+    MemoryStore is Ready, so it does not start degraded). Every other dependency gates readiness only."""
     if plan.kind != Kind.AGENT.value:
         return ()
     return tuple(dep for dep in plan.depends_on if dep.kind == Kind.MEMORY_STORE.value)

@@ -2,6 +2,7 @@
 
     kora up examples/quickstart [--port 8080] [--state-dir .kora] [--grace 5] [--watch]
                                 [--pass-env NAME] [--secret-env [NAMESPACE/]NAME/KEY=VARIABLE]
+                                [--no-console]
 
 Steps: load and validate the manifests (:func:`kora.resources.load_path`; on errors print the loader's
 message and exit 2), give each workload a free loopback port, plan with :class:`Loopback` (workloads reach
@@ -66,6 +67,7 @@ from kora.local.state import (
 from kora.local.supervisor import Supervisor
 from kora.local.watch import ManifestWatch, diff_plans
 from kora.resources import (
+    EnvEntry,
     GatewayRouted,
     Loopback,
     ManifestError,
@@ -79,6 +81,7 @@ from kora.resources import (
 )
 from kora.resources.models import ModelAPIMode
 from kora.resources.urls import route_path
+from kora.resources.wiring import Probes
 
 __all__ = ["MEMORY_DIR", "cli", "describe", "plan_local"]
 
@@ -104,6 +107,36 @@ def plan_local(
     direct = Loopback(ports)
     return plan_workloads(
         graph, direct, public=GatewayRouted(gateway_url, direct=direct), data_root=state_dir / MEMORY_DIR
+    )
+
+
+#: The web console's place among the workloads (no resource of the manifests has this kind).
+CONSOLE_REF = ResourceRef("Console", "kora", "console")
+
+
+def console_plan(state_dir: Path, gateway_url: str) -> WorkloadPlan:
+    """``kora console`` on a free loopback port, showing the run of ``state_dir`` (its state and the operator
+    tokens kora up generated, which it reads from there), served at ``gateway_url``'s root."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = (
+        EnvEntry(names.CONSOLE_HOST, "127.0.0.1"),
+        EnvEntry(names.CONSOLE_PORT, str(port)),
+        EnvEntry(names.CONSOLE_STATE_DIR, str(state_dir)),
+    )
+    return WorkloadPlan(
+        ref=CONSOLE_REF,
+        service_name="console",
+        args=("console",),
+        env=env,
+        host="127.0.0.1",
+        port=port,
+        url=url,
+        direct_url=url,
+        public_url=gateway_url,
+        probes=Probes(),
+        depends_on=(),
+        route_timeout_seconds=60.0,
     )
 
 
@@ -153,7 +186,9 @@ class _LocalRun:
         otel_endpoint: str | None = None,
         watch: ManifestWatch | None = None,
         secrets: SecretSource | None = None,
+        console: bool = True,
     ) -> None:
+        self._console = console_plan(state_dir, self._gateway_url_of(gateway_sock)) if console else None
         self._graph = graph
         self._secrets = secrets or SecretSource()
         self._watch = watch
@@ -172,6 +207,10 @@ class _LocalRun:
         self._environments_now: dict[ResourceRef, dict[str, str]] = {}
         self._routes = routes_from_plans(plans.values())
         self._backend_task: asyncio.Task[None] | None = None
+
+    @staticmethod
+    def _gateway_url_of(gateway_sock: socket.socket) -> str:
+        return f"http://127.0.0.1:{gateway_sock.getsockname()[1]}"
 
     async def run(self, grace: float) -> int:
         """Serve until stopped; returns 0, or 2 after saying which Secret reference cannot be resolved.
@@ -193,12 +232,23 @@ class _LocalRun:
             grace_seconds=grace,
             pass_env=self._pass_env,
         )
+        console = self._console_supervisor(grace)
         loop = asyncio.get_running_loop()
+
+        def stop() -> None:
+            supervisor.stop()
+            if console is not None:
+                console.stop()
+
         for stop_signal in _stop_signals():
-            loop.add_signal_handler(stop_signal, supervisor.stop)
+            loop.add_signal_handler(stop_signal, stop)
+        console_task = asyncio.create_task(console.run()) if console is not None else None
         # Routes are updated in place by a reload; the body limit is the one of the workloads at start.
         app = create_gateway_app(
-            self._routes, max_body_bytes=gateway_body_limit(self._plans.values()), not_ready=self._not_ready
+            self._routes,
+            max_body_bytes=gateway_body_limit(self._plans.values()),
+            not_ready=self._not_ready,
+            fallback=self._console.direct_url.rstrip("/") if self._console is not None else None,
         )
         instrument_app(app, self._telemetry)
         gateway = _Gateway(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
@@ -212,6 +262,9 @@ class _LocalRun:
             print(f"kora up: watching {self._watch.path} for changes", flush=True)
             reload = asyncio.create_task(self._watch.run(lambda: self._reload(supervisor), stop_watching))
         await supervisor.run()
+        if console is not None and console_task is not None:
+            console.stop()
+            await console_task
         stop_watching.set()
         if self._watch is not None:
             await reload
@@ -223,6 +276,27 @@ class _LocalRun:
         write_state(self._state_dir, self._state)
         print("kora up: stopped every workload", flush=True)
         return 0
+
+    def _console_supervisor(self, grace: float) -> Supervisor | None:
+        """The web console's supervisor (restarts, readiness, its log ``logs/console.log``), kept apart from the
+        resources': it is no resource of the manifests, so ``kora status`` and the state file leave it out."""
+        plan = self._console
+        if plan is None:
+            return None
+        workload = WorkloadState(
+            name=plan.name,
+            kind=plan.kind,
+            namespace=plan.namespace,
+            gateway_url=self._gateway_url,
+            direct_url=plan.direct_url,
+            log=str(self._state_dir / "logs" / "console.log"),
+        )
+        state = UpState(pid=os.getpid(), gateway_url=self._gateway_url, started_at=time.time(), workloads=[workload])
+        environment = {entry.name: entry.value or "" for entry in plan.env}
+        work = {plan.ref: self._state_dir / "work" / "console"}
+        return Supervisor(
+            {plan.ref: plan}, {plan.ref: environment}, state, work, grace_seconds=grace, pass_env=self._pass_env
+        )
 
     def _not_ready(self, prefix: str) -> str | None:
         """Why the workload behind gateway route ``prefix`` is not Ready (None: it is, or none is known there)."""
@@ -358,6 +432,8 @@ class _LocalRun:
         workloads = self._state.workloads
         print(f"\nall {len(workloads)} workloads Ready in {time.monotonic() - self._started:.1f} s\n", flush=True)
         print(render_table(self._state), flush=True)
+        if self._console is not None:
+            print(f"\nweb console: {self._gateway_url}/")
         print("\nkora chat <agent> to talk, kora status, kora logs <name> [-f], kora down (or Ctrl-C) to stop.")
 
 
@@ -393,6 +469,13 @@ def _up(
             "metrics to; an Agent's spec.telemetry.endpoint wins for that agent. See docs/telemetry.md.",
         ),
     ] = None,
+    console: Annotated[
+        bool,
+        typer.Option(
+            "--console/--no-console",
+            help="Serve the web console (kora console) at the gateway's root (docs/console.md).",
+        ),
+    ] = True,
     secret_env: Annotated[
         list[str] | None,
         typer.Option(
@@ -466,6 +549,7 @@ def _up(
                 otel_endpoint,
                 watching,
                 secrets,
+                console,
             )
             return runner.run(run.run(grace))
     finally:

@@ -1,4 +1,4 @@
-"""The python-runtime MCP tool server, ``kora mcp`` (spec: "MCPServer resource", "Endpoints / Tool server").
+"""The python-runtime MCP tool server, ``kora mcp`` (docs/mcp.md).
 
 Modules, one job each:
 

@@ -1,4 +1,4 @@
-"""The tool server's FastAPI app (spec: "Endpoints / Tool server").
+"""The tool server's FastAPI app (docs/mcp.md "Endpoints").
 
 | Method | Path | Purpose |
 |---|---|---|

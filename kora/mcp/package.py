@@ -1,4 +1,4 @@
-"""The ``mcp`` option: serve an installed package's own MCP server (spec: "MCPServer resource").
+"""The ``mcp`` option: serve an installed package's own MCP server.
 
 Contract (also in ``docs/mcp.md``): ``MCP_PACKAGE`` / ``--package`` names a module, optionally with an
 attribute: ``NAME`` or ``NAME:ATTRIBUTE``. The module must be importable in the tool server's image and

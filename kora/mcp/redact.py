@@ -1,4 +1,4 @@
-"""Keep secret values out of error texts, tracebacks, logs and the tool listing (spec: "Authentication" item 3).
+"""Keep secret values out of error texts, tracebacks, logs and the tool listing.
 
 Secrets reach inline tools as environment variables (the operator maps ``spec.config.env`` entries, plain
 values or ``valueFrom.secretKeyRef``). The server cannot tell which variables came from a Secret, so it
@@ -61,7 +61,7 @@ class Redactor:
     """Replaces the values of secret environment variables with :data:`MASK` in any text.
 
     ``environ`` is read at each :meth:`redact` call, so values set after construction are covered.
-    Call :meth:`mark_read` for variables a tool read (rule 2); name-based secrets (rule 1) need no call.
+    Call :meth:`mark_read` for variables a tool read; variables secret by their name alone need no call.
     """
 
     def __init__(self, environ: Mapping[str, str]) -> None:

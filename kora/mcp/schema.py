@@ -3,7 +3,7 @@
 The SDK's ``MCPServer`` turns a function's type hints into the tool's JSON input schema but uses the
 whole docstring as the description and ignores the per-parameter text. Here griffe parses the docstring
 in Google, NumPy or Sphinx style (whichever describes the most parameters) so each parameter's text can be
-added to its property in the schema (spec: "Tool definition rules" items 1-2).
+added to its property in the schema (docs/mcp.md "Writing inline tools").
 """
 
 from __future__ import annotations

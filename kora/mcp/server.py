@@ -1,4 +1,4 @@
-"""``kora mcp``: run the python-runtime MCP tool server (spec: "MCPServer resource", "Endpoints / Tool server").
+"""``kora mcp``: run the python-runtime MCP tool server (docs/mcp.md).
 
     kora mcp [--host H] [--port N] [--tools-file PATH | --package NAME[:ATTR]]
 

@@ -1,4 +1,4 @@
-"""Settings of the MCP tool server, read from the environment (spec: "MCPServer resource").
+"""Settings of the MCP tool server, read from the environment (docs/configuration.md "Tool server").
 
 Each setting is read from the upper-case form of its field name (``mcp_port`` <- ``MCP_PORT``); the
 ``kora mcp`` options override them. Exactly one source of tools must be given:

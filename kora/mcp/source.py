@@ -1,10 +1,10 @@
-"""Load ``toolsString`` as a module and pick its tools (spec: "Tool definition rules (inline tools)").
+"""Load ``toolsString`` as a module and pick its tools (docs/mcp.md "Writing inline tools").
 
 The source runs as a real module named :data:`MODULE_NAME`: top-level imports, constants and helper
 functions are visible inside the tools. Every public function *defined in the source* becomes a tool
 (not imported names, not names starting with ``_``, not classes or lambdas).
 
-Only the standard library is available (spec: "MCPServer resource"). Kora's own image has many more
+Only the standard library is available to inline tools. Kora's own image has many more
 packages installed, so an ``import`` statement in the tools module is checked against
 ``sys.stdlib_module_names`` (:mod:`kora.core.inline_tools`, which manifest validation uses too); anything
 else fails with :class:`ThirdPartyImportError`, which names the

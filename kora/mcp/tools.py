@@ -1,4 +1,4 @@
-"""Register inline tools on the SDK's ``MCPServer`` (spec: "Tool definition rules", "Errors" item 1).
+"""Register inline tools on the SDK's ``MCPServer``; a failing tool returns ``Error: ...`` text, never raises.
 
 Each tool keeps the SDK's schema derivation and argument validation, but its body never runs in the
 server: :class:`InlineTool` sends the validated arguments to a :class:`~kora.mcp.pool.WorkerPool` and

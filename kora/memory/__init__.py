@@ -1,4 +1,4 @@
-"""Agent-side memory (spec: "Memory implementations").
+"""Agent-side memory (docs/memory.md).
 
 ``Memory`` is the interface; ``LocalMemory`` (bounded, in-process, the default) and ``NullMemory``
 (``MEMORY_ENABLED=false``) implement it; ``build_memory`` picks one from the settings. ``kora.memory.replay``

@@ -1,4 +1,4 @@
-"""The memory interface every implementation shares (spec: "Memory client operations").
+"""The memory interface every implementation shares.
 
 The agent server holds one :class:`Memory` and never asks which implementation it is: LocalMemory
 (bounded, in-process, default), NullMemory (disabled) and RemoteMemory (client of the memory service).
@@ -7,7 +7,7 @@ All operations are coroutines so a remote implementation fits the same interface
 await anything inside an operation, so each operation is atomic with respect to other coroutines on the
 event loop. Session ids are opaque strings chosen by the caller or generated (``ses_`` + 32 hex digits).
 
-**Who a session belongs to** (spec: "Memory implementations", "Authentication" items 2 and 6; docs/identity.md).
+**Who a session belongs to** (docs/identity.md "Who a session belongs to").
 A session started by a verified user is that user's: a turn, read or write naming it for another verified user
 or for an anonymous request is refused with :func:`session_forbidden` and reads and changes nothing. A session
 started anonymously stays anonymous: any request that knows its id may continue it, a verified user too (the
@@ -84,7 +84,7 @@ class MemoryHit(BaseModel):
 
 @dataclass(frozen=True)
 class TurnContext:
-    """What memory puts before a turn (spec: "Memory tiers"): the rolling ``summary`` of earlier turns (None when
+    """What memory puts before a turn (its three tiers): the rolling ``summary`` of earlier turns (None when
     there is none), the short-term window ``events`` (oldest first) and the long-term ``facts`` recalled for the
     prompt (best first)."""
 
@@ -156,7 +156,7 @@ class Memory(ABC):
     ) -> MemoryEvent:
         """Build (but do not store) an event with a fresh id and the current UTC time.
 
-        Raises ``ValueError`` if ``event_type`` is not one of the spec's event types.
+        Raises ``ValueError`` if ``event_type`` is not one of :class:`~kora.core.events.EventType`'s values.
         """
         return MemoryEvent(event_type=EventType(event_type), content=content, metadata=metadata or {})
 

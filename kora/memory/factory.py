@@ -1,4 +1,4 @@
-"""Choosing the memory implementation from the agent's settings (spec: "Memory implementations").
+"""Choosing the memory implementation from the agent's settings.
 
 ``MEMORY_ENABLED=false`` selects NullMemory; a set ``MEMORY_STORE_ENDPOINT`` selects RemoteMemory (the memory
 service's client); otherwise LocalMemory, bounded by ``MEMORY_MAX_SESSIONS`` and ``MEMORY_MAX_SESSION_EVENTS``.

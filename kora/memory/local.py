@@ -1,6 +1,6 @@
-"""LocalMemory: bounded, in-process session memory, the default (spec: "Memory implementations", "Limits").
+"""LocalMemory: bounded, in-process session memory, the default.
 
-Bounds (spec "Limits"):
+Bounds:
 
 * ``max_sessions`` (``MEMORY_MAX_SESSIONS``, default 1000): when a new session makes the count exceed it,
   the least recently active ``ceil(max_sessions / 10)`` sessions (at least 1) are evicted with their events
@@ -46,7 +46,7 @@ from kora.core.events import EventType, MemoryEvent, utc_now
 from kora.memory.base import Memory, MemoryHit, SessionInfo, check_owner, new_session_id
 from kora.memory.text import event_text, keyword_score, query_terms
 
-#: The one scope LocalMemory can search (spec: "Memory tiers"; pooled scopes need a bound MemoryStore).
+#: The one scope LocalMemory can search (pooled scopes need a bound MemoryStore).
 SESSION_SCOPE = "session"
 
 

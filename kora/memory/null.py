@@ -1,4 +1,4 @@
-"""NullMemory: memory switched off (spec: "Memory implementations"; ``MEMORY_ENABLED=false``).
+"""NullMemory: memory switched off (``MEMORY_ENABLED=false``).
 
 Every operation is a no-op: reads return empty results, writes are dropped, ``enabled`` is False (the memory
 endpoints then answer with empty results). Session operations still return usable ids so the agent's turn

@@ -1,5 +1,5 @@
-"""RemoteMemory: the agent's client of the memory service (spec: "Memory implementations", "Memory tiers
-(RemoteMemory)", "Errors" item 5; selected when ``MEMORY_STORE_ENDPOINT`` is set).
+"""RemoteMemory: the agent's client of the memory service, selected when ``MEMORY_STORE_ENDPOINT`` is set
+(docs/memory.md; while the service is unreachable: "When the store is unreachable").
 
 Reads go to the service: before a turn, one request returns the rolling summary, the short-term window and the
 facts recalled for the prompt within the agent's read scope (:meth:`RemoteMemory.turn_context`); the memory

@@ -1,21 +1,21 @@
-"""Which stored events a model sees again, in which order (spec: "Events", rule 1, and its conversion table).
+"""Which stored events a model sees again, in which order, and as what (the table below).
 
 This module decides *what* is replayed; :mod:`kora.agent.history` renders it as pydantic-ai messages, which
 the agent's model adapter sends for every request of a turn. It imports neither pydantic-ai nor an HTTP
 client, so the memory layer stays free of model libraries.
 
-The rules refine the spec's table, which shows ``tool_call`` as a tool-return part and gives no conversion for
-delegation events; replayed literally, that history is rejected by OpenAI-compatible APIs, which accept a tool
-message only right after an assistant message carrying that tool call.
+The table refines the plain reading of the event types, which would give ``tool_call`` a tool-return part and
+delegation events no conversion; replayed that way, the history is rejected by OpenAI-compatible APIs, which
+accept a tool message only right after an assistant message carrying that tool call.
 
 ==========================  ======================================================================
 event                       replayed as
 ==========================  ======================================================================
-user_message                request with a user-prompt part (as in the spec)
-task_delegation_received    request with a user-prompt part (as in the spec)
-agent_response              response with a text part (as in the spec)
+user_message                request with a user-prompt part
+task_delegation_received    request with a user-prompt part
+agent_response              response with a text part
 tool_call                   response with a tool-call part, placed right before its matching return
-tool_result                 request with a tool-return part (as in the spec)
+tool_result                 request with a tool-return part
 delegation_request          like tool_call: tool ``delegate_to_<agent>``, arguments ``{"task": task}``
 delegation_response         like tool_result: tool ``delegate_to_<agent>``, content = the response text
 error                       not replayed

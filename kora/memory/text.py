@@ -1,4 +1,4 @@
-"""Plain-text views of events and the keyword scoring behind ``Memory.search`` (spec: "Memory-related tools").
+"""Plain-text views of events and the keyword scoring behind ``Memory.search`` (the ``search_memory`` tool).
 
 LocalMemory has no embedder, so ``search_memory`` at scope ``session`` ranks by keyword overlap: the share
 of the query's distinct words that occur in a text. Words are lower-cased ``\\w+`` runs; a short list of

@@ -1,8 +1,7 @@
 """The memory service's HTTP API under ``/v1``: the request and response bodies both sides use.
 
 ``kora memory`` (:mod:`kora.memory.service`) serves these bodies and RemoteMemory (:mod:`kora.memory.remote`)
-sends them, so the two cannot drift apart. Spec: "Memory client operations", "Memory tiers (RemoteMemory)",
-"Memory-related tools offered to the model".
+sends them, so the two cannot drift apart.
 
 Every value that reaches the database is checked here, at the boundary: identifiers (event ids included) are 1-256
 characters without control characters; no string (event contents and metadata included, at any depth) may hold a

@@ -1,6 +1,6 @@
 """The validating admission webhook: the API server refuses an invalid resource with ``kora up``'s messages.
 
-Issue "Operator", "Admission". The CRD schemas carry types, enums, defaults and patterns, but a 1.20 API
+The CRD schemas carry types, enums, defaults and patterns, but a 1.20 API
 server cannot check the models' cross-field rules (mode/config consistency, ``memory.type: remote`` needs
 ``memoryStore``, reserved environment names, ...). The operator serves a validating webhook that runs the
 same models as ``kora up`` (:func:`kora.resources.loader.resource_problems`) and refuses with HTTP 422 and one

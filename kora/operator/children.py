@@ -1,8 +1,8 @@
 """Pure functions from one Kora resource to the Kubernetes objects the operator applies for it.
 
-Spec: "Gateway routes", "Strict gateway-only traffic", "Limits" (route timeouts), "Operator gateway
-configuration"; design "Runners" (the operator renders the wiring's plan into Deployments, Services, HTTPRoutes
-and NetworkPolicies). Nothing here does I/O: the reconciler calls :func:`child_manifests` and applies the result.
+The operator renders the wiring's plan into Deployments, Services, HTTPRoutes (gateway routes with their timeouts) and
+NetworkPolicies (strict gateway-only traffic); docs/operator.md "What it creates". Nothing here does I/O: the reconciler
+calls :func:`child_manifests` and applies the result.
 
 Every workload is planned by :func:`kora.resources.wiring.plan_workload` (:func:`plan_for`), the function ``kora
 up`` plans its processes with, so the operator and the local runtime cannot disagree on a command, an
@@ -522,7 +522,7 @@ def _network_policy(
     """The NetworkPolicy of one workload: ingress to its pods only on TCP 8000, only from
 
     - strict mode: the Gateway's namespace and the operator's (selected by :data:`NAMESPACE_NAME_LABEL`), so
-      workloads reach each other through the Gateway only (spec "Strict gateway-only traffic");
+      workloads reach each other through the Gateway only;
     - ``NETWORK_POLICY_ENABLED`` without strict mode: the operator's namespace, the Gateway's when Gateway API
       is enabled, and every Kora workload of the same namespace (pods labelled ``app.kubernetes.io/part-of:
       kora`` and ``managed-by: kora-operator``), which reach each other directly by Service DNS; other pods of

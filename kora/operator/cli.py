@@ -1,4 +1,4 @@
-"""``kora operator``: reconcile Kora's resources on a Kubernetes cluster (issue "Operator").
+"""``kora operator``: reconcile Kora's resources on a Kubernetes cluster (docs/operator.md).
 
     kora operator [--namespace NS ...] [--webhook-port N] [--webhook-host H] [--webhook-service NS/NAME]
                   [--no-webhook] [--liveness URL] [--metrics-port N] [--log-level L]

@@ -1,4 +1,4 @@
-"""The operator's Kubernetes credentials, found before anything starts (spec: "Operator").
+"""The operator's Kubernetes credentials, found before anything starts.
 
 Looked for as lightkube's :meth:`KubeConfig.from_env` does: the pod's service account (in a cluster), else the
 kubeconfig file ``KUBECONFIG`` names, else ``~/.kube/config``. When none can be used, :func:`load_kube_config`

@@ -1,6 +1,6 @@
 """The operator process: kopf watches feeding the reconciler, the admission webhook, start-up and shutdown.
 
-Issue "Operator", spec "What the service does" item 4. kopf does what it is good at: logging in (service
+kopf does what it is good at: logging in (service
 account in a cluster, ``KUBECONFIG`` outside), watching (every namespace, or the ones given), serving the
 admission webhook and keeping its ValidatingWebhookConfiguration, and a liveness endpoint. Kora adds ``GET
 /metrics`` on its own port (:mod:`kora.operator.metrics_endpoint`), in the same event loop. Its handlers only

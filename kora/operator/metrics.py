@@ -1,5 +1,5 @@
-"""The operator's own metrics, recorded where each reconcile's span is made (docs/telemetry.md, issue
-"OpenTelemetry": metrics over OTLP and as Prometheus text at ``/metrics``).
+"""The operator's own metrics, recorded where each reconcile's span is made: over OTLP, and as Prometheus text
+at ``/metrics`` (docs/telemetry.md).
 
 - ``kora.operator.reconcile.duration`` (histogram, seconds; its count is the number of reconciles), attributes
   ``kora.resource.kind`` (``Agent``, ``ModelAPI``, ``MCPServer``, ``MemoryStore``) and ``kora.outcome`` (``ok``,

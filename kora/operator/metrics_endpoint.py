@@ -1,5 +1,5 @@
 """The operator's ``GET /metrics``: plain HTTP on its own port (``kora operator --metrics-port``, 8080 by
-default), in the event loop kopf runs in (docs/telemetry.md, issue "OpenTelemetry": Prometheus text at
+default), in the event loop kopf runs in (docs/telemetry.md: Prometheus text at
 ``/metrics`` on each workload).
 
 The operator has no web app of its own (kopf serves the liveness probe and the HTTPS admission webhook), so

@@ -1,6 +1,6 @@
 """The reconcile loop: make each resource's children and status match its spec, writing only what differs.
 
-Issue "Operator" / spec "What the service does" item 4, "Resource phases". The kopf handlers of
+The kopf handlers of
 :mod:`kora.operator.main` feed :meth:`Reconciler.observe` (Kora resources) and
 :meth:`Reconciler.observe_deployment` (the Deployments the operator made) from their watches; both only
 update an in-memory view and queue keys (:class:`kora.operator.queue.WorkQueue`). A worker then reconciles
@@ -11,7 +11,7 @@ one resource from that view:
 2. Its dependencies (:func:`kora.resources.graph.dependencies_of`) are looked up in the view. An Agent whose
    dependencies are not all Ready and that has no Deployment yet stays ``Waiting`` with nothing created, so it
    never starts without its model, tools, peers or (``waitForDependencies``) memory.
-3. Children (:func:`kora.operator.children.build_children`) are applied when their content hash differs from
+3. Children (:func:`kora.operator.children.child_manifests`) are applied when their content hash differs from
    the one the object carries; children the resource no longer needs are deleted.
 4. The status (:func:`kora.operator.status.compute_status`) is written when it differs from the one shown.
 

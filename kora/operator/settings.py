@@ -1,7 +1,6 @@
 """Settings of ``kora operator``, read from the environment the Helm chart sets.
 
-Spec: "Operator gateway configuration (Helm values)", "Gateway routes", "Strict gateway-only traffic" and
-"Limits" (route timeouts). Each setting is read from the upper-case form of its field name
+The Helm values behind them: docs/operator.md "Values". Each setting is read from the upper-case form of its field name
 (``gateway_api_enabled`` <- ``GATEWAY_API_ENABLED``; the names are in :mod:`kora.core.env`); the four
 ``GATEWAY_DEFAULT_*_TIMEOUT`` durations are read by :meth:`kora.resources.wiring.RouteTimeouts.from_env`, the
 same parser ``kora up`` would use. :func:`load_operator_settings` validates everything at once and raises
@@ -46,7 +45,7 @@ __all__ = [
 ]
 
 COMPONENT = "kora operator"
-#: Gateway name when ``GATEWAY_NAME`` is unset (the spec's chart default names KAOS; Kora's is neutral).
+#: Gateway name when ``GATEWAY_NAME`` is unset (KAOS's chart default names KAOS; Kora's is neutral).
 DEFAULT_GATEWAY_NAME = "kora-gateway"
 #: Where Kubernetes mounts the pod's namespace for its service account (absent outside a cluster).
 SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")

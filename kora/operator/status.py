@@ -1,6 +1,6 @@
 """What a resource's ``status`` should say: phase, message, endpoint and conditions (pure functions).
 
-Spec "Resource phases": an Agent is ``Waiting`` while its ModelAPI, MCPServers, peers in
+Phases: an Agent is ``Waiting`` while its ModelAPI, MCPServers, peers in
 ``agentNetwork.access`` or (with ``waitForDependencies``) its bound MemoryStore are not Ready; it reports the
 ``MemoryDegraded`` condition while its bound MemoryStore is not Ready. Every kind is ``Pending`` until its
 Deployment is available, then ``Ready``; ``Failed`` when the resource cannot be run as written (a spec the

@@ -1,4 +1,4 @@
-"""Kora's resource models, manifest loader and wiring (design: "Every Kora deployment is a graph of resources").
+"""Kora's resource models, manifest loader and wiring: every deployment is a graph of resources (docs/resources.md).
 
 Layers, importing only downward: ``models`` (pydantic models of Agent, ModelAPI, MCPServer, MemoryStore)
 <- ``graph`` (:class:`ResourceGraph`, references, dependencies) <- ``loader`` (YAML -> graph,

@@ -1,6 +1,6 @@
 """CustomResourceDefinitions generated from the resource models (``deploy/crds/*.yaml``).
 
-Spec "Versioning" (api version ``<group>/v1alpha1``) and "Resource phases" (``status.phase``). The
+Each CRD serves api version ``<group>/v1alpha1`` with a ``status`` subresource (``status.phase``). The
 ``openAPIV3Schema`` of each CRD is the pydantic JSON schema of the kind's model turned into a Kubernetes
 *structural* schema: ``$ref`` inlined, ``X | None`` as ``nullable: true``, ``const`` as a one-value
 ``enum``, free-form objects as ``x-kubernetes-preserve-unknown-fields``, no ``title``/``additionalProperties:

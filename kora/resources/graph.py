@@ -1,9 +1,9 @@
 """The validated resource graph: typed lookups of the resources (and Secrets) of one deployment.
 
-Design: "Every Kora deployment is a graph of resources". :class:`ResourceGraph` is what
-:func:`kora.resources.loader.load_manifests` returns and what :mod:`kora.resources.wiring` consumes.
-It does not validate by itself; the loader guarantees that every reference in a graph it returns
-resolves (see the loader's docstring for the rules).
+Every Kora deployment is a graph of resources. :class:`ResourceGraph` is what :func:`kora.resources.loader.load_path`
+and :func:`~kora.resources.loader.load_text` return and what :mod:`kora.resources.wiring` consumes. It does not validate
+by itself; the loader guarantees that every reference in a graph it returns resolves (see the loader's docstring for the
+rules).
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ class ResourceGraph:
 
 
 def dependencies_of(resource: AnyResource) -> list[ResourceRef]:
-    """The resources ``resource`` waits for before it can be Ready (spec "Resource phases").
+    """The resources ``resource`` waits for before it can be Ready (``Waiting`` until then).
 
     Agent: its ModelAPI; its MCPServers unless ``agenticLoop.enableTools`` is false; its peers in
     ``agentNetwork.access`` unless ``enableDelegation`` is false; its bound MemoryStore when

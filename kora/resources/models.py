@@ -1,10 +1,8 @@
 """Pydantic models of Kora's four custom resources: Agent, ModelAPI, MCPServer and MemoryStore.
 
-Spec sections: "Agent resource (memory and related configuration)", "ModelAPI resource", "MCPServer
-resource", "Resource phases", "Limits" (``spec.gatewayRoute.timeout``) and "Versioning" (api version
-``<group>/v1alpha1``). These models are the single source of truth: ``kora up`` parses manifests with
-them (:mod:`kora.resources.loader`), the operator validates custom objects with them and the CRD
-schemas are generated from them (:mod:`kora.resources.crd`).
+User documentation: docs/resources.md (api version ``<group>/v1alpha1``). These models are the single source of truth:
+``kora up`` parses manifests with them (:mod:`kora.resources.loader`), the operator validates custom objects with them
+and the CRD schemas are generated from them (:mod:`kora.resources.crd`).
 
 Wire format: camelCase keys as in YAML (``modelAPI``, ``mcpServers``, ``toolsString``); Python code may
 use the snake_case field names too. Specs forbid unknown keys, so a typo is an error rather than a
@@ -153,7 +151,7 @@ class Kind(StrEnum):
 
 
 class Phase(StrEnum):
-    """``status.phase`` (spec "Resource phases")."""
+    """``status.phase`` (docs/operator.md "Phases and conditions")."""
 
     PENDING = "Pending"
     WAITING = "Waiting"
@@ -161,7 +159,7 @@ class Phase(StrEnum):
     FAILED = "Failed"
 
 
-#: Condition type reported on an Agent whose bound MemoryStore is not Ready or unreachable (spec).
+#: Condition type reported on an Agent whose bound MemoryStore is not Ready or unreachable.
 CONDITION_MEMORY_DEGRADED = "MemoryDegraded"
 CONDITION_READY = "Ready"
 
@@ -205,7 +203,7 @@ class EnvVar(SecretValue):
 
 
 class GatewayRoute(WireModel):
-    """Per-resource settings of the resource's gateway route (spec "Gateway routes", "Limits")."""
+    """Per-resource settings of the resource's gateway route."""
 
     timeout: Duration | None = None
     """Route timeout overriding the per-kind default (agent 120s, modelAPI 120s, mcp 30s)."""
@@ -267,7 +265,7 @@ class Resource(WireModel):
 
     #: Prefix of the workload's Service (and HTTPRoute) name: ``<prefix>-<metadata.name>``.
     SERVICE_PREFIX: ClassVar[str] = ""
-    #: Path segment of the gateway route: ``/{namespace}/<segment>/{name}/...`` (spec "Gateway routes").
+    #: Path segment of the gateway route: ``/{namespace}/<segment>/{name}/...``.
     ROUTE_SEGMENT: ClassVar[str] = ""
 
     api_version: Annotated[Literal["kora.dev/v1alpha1"], BeforeValidator(_normalise_api_version)] = "kora.dev/v1alpha1"
@@ -319,7 +317,7 @@ class AgentNetwork(WireModel):
 
 
 class AgenticLoop(WireModel):
-    """The agentic loop (spec ``spec.config.agenticLoop``)."""
+    """The agentic loop (``spec.config.agenticLoop``)."""
 
     enable_tools: bool = True
     """Use the tools of ``spec.mcpServers``; false wires no tool server."""
@@ -339,7 +337,7 @@ class MemoryClientParams(WireModel):
 
 
 class MemoryConfig(WireModel):
-    """The agent's memory (spec ``spec.config.memory``)."""
+    """The agent's memory (``spec.config.memory``)."""
 
     enabled: bool = True
     """False disables memory (NullMemory)."""

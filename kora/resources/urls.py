@@ -1,7 +1,7 @@
 """URL strategies: how one workload reaches another, and where each workload listens.
 
-Spec sections: "Gateway routes" (path shape ``/{namespace}/{agent|modelapi|mcp}/{name}/...``, prefix
-stripped) and "Strict gateway-only traffic" rule 3 (agents receive gateway-routed URLs). Three
+Gateway routes have the path shape ``/{namespace}/{agent|modelapi|mcp}/{name}/...``, the prefix stripped; in
+strict gateway-only mode agents receive gateway-routed URLs. Three
 strategies implement :class:`UrlStrategy`:
 
 - :class:`ClusterDNS`: Kubernetes Service DNS, ``http://agent-<name>.<namespace>.svc.cluster.local:8000``.

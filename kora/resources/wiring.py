@@ -1,9 +1,7 @@
 """Wiring: a pure function from the resource graph to each workload's plan (command, env, port, probes).
 
-Design: "Wiring ... a pure function from the resource graph to each workload's environment ... given a
-URL strategy. Written once, used by the operator and the local runtime alike." Spec sections: "Agent
-server settings (environment variables)", "Rules for sub-agents and tool servers", "Strict gateway-only
-traffic" and "Limits" (route timeouts).
+Given a URL strategy, it is written once and used by the operator and the local runtime alike: the variables
+are those of docs/configuration.md, the URLs the strategy's (gateway-routed in strict gateway-only mode).
 
 Every workload runs the one ``kora`` CLI; a :class:`WorkloadPlan` says which sub-command with which
 arguments (``args``), its environment (``env``: literal values or ``secretKeyRef``s that the runner
@@ -221,7 +219,7 @@ class WorkloadPlan:
 
 @dataclass(frozen=True)
 class RouteTimeouts:
-    """Per-kind default gateway route timeouts in seconds (spec "Operator gateway configuration")."""
+    """Per-kind default gateway route timeouts in seconds (the operator's ``GATEWAY_DEFAULT_*_TIMEOUT``)."""
 
     agent: float = 120.0
     model_api: float = 120.0

@@ -1,4 +1,4 @@
-"""Fault drills of the turn pipeline (issue "Hardening"): each fault has its documented outcome, the steps that
+"""Fault drills of the turn pipeline: each fault has its documented outcome, the steps that
 ran stay stored, the outcome (``finish_reason``, task state, ``error`` event) says how the turn ended, and the
 agent keeps serving afterwards.
 

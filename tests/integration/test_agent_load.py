@@ -1,4 +1,4 @@
-"""Load on one ``kora agent`` process (issue "Hardening", "Tests that show it: Load"): 500 sessions at once,
+"""Load on one ``kora agent`` process: 500 sessions at once,
 10 turns each, alternating the chat endpoint and A2A ``message/send`` within each session, against ``kora
 model`` (the scripted model echoes each prompt as ``You said: <prompt>``). Every session's stored events are
 exactly its own prompts, each followed by its own answer, in order; every A2A task completed; the process's

@@ -4,8 +4,8 @@ and ``kora mcp``'s ``/mcp``, on 127.0.0.1 with real clients.
 Whatever a client sends (lone surrogates, NUL and control characters, JSON nested 10 000 deep, 5 000-digit
 numbers, wrong types at every field, bodies over the size limit, bad session ids), the answer is below 500 with
 no traceback or internal type name, nothing of a refused request is stored, and what the server held before is
-still readable and unchanged. The named cases of the hardening issue are spelled out first; hypothesis then
-mutates valid requests field by field.
+still readable and unchanged. Each of these cases is spelled out first as its own test; hypothesis then mutates
+valid requests field by field.
 """
 
 from __future__ import annotations

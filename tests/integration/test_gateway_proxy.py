@@ -274,3 +274,15 @@ def test_a_workload_that_is_not_ready_gets_nothing_and_the_client_a_503_in_its_s
         # The ready one is forwarded as before.
         assert httpx.get(f"{gateway.root_url}/default/agent/b/v1/models").json()["path"] == "/v1/models"
     assert seen.count("/default/agent/b") == 1
+
+
+def test_with_a_fallback_every_unrouted_path_goes_to_it_whole_and_routes_still_win(backend):
+    routes = {"/default/agent/a": GatewayRoute("/default/agent/a", backend.root_url, 120)}
+    app = create_gateway_app(routes, fallback=backend.root_url)
+    with ThreadedServer(app, name="gateway-fallback", lifespan="on") as gateway:
+        console = httpx.post(f"{gateway.root_url}/memory/erase?store=default%2Fm", content=b"user=ana", timeout=30)
+        assert console.status_code == 200
+        assert (console.json()["path"], console.json()["query"]) == ("/memory/erase", "store=default%2Fm")
+        assert console.json()["body"] == "user=ana"
+        routed = httpx.get(f"{gateway.root_url}/default/agent/a/v1/models", timeout=30)
+        assert routed.json()["path"] == "/v1/models"

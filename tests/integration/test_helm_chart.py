@@ -1,10 +1,10 @@
-"""The Helm chart ``deploy/helm/kora`` (issue 12; spec "Operator gateway configuration (Helm values)", "Strict
-gateway-only traffic"), rendered by the pinned Helm 3 binary (tests/support/helm.py).
+"""The Helm chart ``deploy/helm/kora`` (its values: docs/operator.md "Values"; strict gateway-only traffic),
+rendered by the pinned Helm 3 binary (tests/support/helm.py).
 
 Without a cluster: ``helm lint`` and ``helm template`` pass for the default values, Gateway API, strict mode, a
 created Gateway and named namespaces; every rendered object validates against the Kubernetes schemas
 (``kubernetes-validate``) or, for the Gateway, against the Gateway API CRD's schema; the values reach the operator
-as settings it accepts, with the spec's defaults; mistakes stop ``helm template`` with a message naming the value.
+as settings it accepts, with the documented defaults; mistakes stop ``helm template`` with a message naming the value.
 
 On the test API server (slow; RBAC authorization is on there): the rendered objects apply, and ``kora operator``
 started from the rendered Deployment's command and environment, authenticated as the chart's ServiceAccount (so
@@ -65,7 +65,7 @@ REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart" / "kora.yaml"
 INTERNAL_URL = "http://kora-gateway.kora-system.svc.cluster.local"
 
-#: The configurations the issue names, plus named namespaces without the webhook (the other RBAC shape).
+#: The chart configurations rendered, plus named namespaces without the webhook (the other RBAC shape).
 SCENARIOS: dict[str, dict[str, object]] = {
     "defaults": {},
     "gateway-api": {"gatewayAPI.enabled": True, "gatewayAPI.internalURL": INTERNAL_URL},

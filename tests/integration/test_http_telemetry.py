@@ -1,6 +1,6 @@
 """Server spans of ``instrument_app`` on a real server: named by the matched route once routing is done, the
 method alone when nothing matched, an error status with the exception recorded when the app raises, the caller's
-W3C trace context continued, and no span for ``/metrics`` (spec: "What the service does" item 6)."""
+W3C trace context continued, and no span for ``/metrics``."""
 
 from __future__ import annotations
 

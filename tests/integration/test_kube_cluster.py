@@ -238,7 +238,7 @@ def test_a_resource_without_spec_is_refused(kube_cluster: KubeCluster, kube_name
 
 
 def test_an_httproute_with_prefix_rewrite_and_timeout_round_trips(kube_cluster: KubeCluster, kube_namespace: str):
-    """The route shape of spec "Gateway routes": ``/{namespace}/agent/{name}/...`` with the prefix stripped."""
+    """The gateway's route shape: ``/{namespace}/agent/{name}/...`` with the prefix stripped."""
     prefix = f"/{kube_namespace}/agent/assistant"
     spec = {
         "parentRefs": [

@@ -1,5 +1,5 @@
 """kora up's supervisor with real processes: dependants start at once but are Ready only once their dependencies
-are (spec "Resource phases"), and a first crash restarts at once."""
+are (``Waiting`` until then), and a first crash restarts at once."""
 
 from __future__ import annotations
 

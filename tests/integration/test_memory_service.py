@@ -1,6 +1,6 @@
 """The memory service (``kora memory``'s app) on a real Postgres with pgvector, through its HTTP API.
 
-Sessions and events (the spec's client operations), the short-term window, recall by full text within scopes,
+Sessions and events (the memory client's operations), the short-term window, recall by full text within scopes,
 saved facts with deduplication, erasure across tiers, and the errors of bad requests.
 """
 

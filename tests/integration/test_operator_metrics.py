@@ -1,4 +1,4 @@
-"""``kora operator``'s telemetry as a real process (docs/telemetry.md; issue "OpenTelemetry": metrics over OTLP
+"""``kora operator``'s telemetry as a real process (docs/telemetry.md: metrics over OTLP
 and as Prometheus text at ``/metrics`` on each workload): ``GET /metrics`` on ``--metrics-port``, scraped with a
 real HTTP client and parsed with prometheus_client's parser, counts the reconciles of the resources it
 reconciled, and those the API server refused with outcome ``error``; the same metrics and the ``reconcile

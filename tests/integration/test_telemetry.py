@@ -1,9 +1,9 @@
 """OpenTelemetry of Kora's workloads as real processes, received by a real OTLP receiver (tests.support.otlp).
 
-Covers the foundation of issue 13: server spans with the wiring's resource attributes, outbound client spans whose
-``traceparent`` reaches the next process, one trace id from an agent through its tool server, ``/metrics`` in
-Prometheus text on every workload, nothing loaded or started without an endpoint, the gRPC switch, a clear
-start-up error for a bad protocol, and ``kora up --otel-endpoint``.
+Covers the telemetry every workload shares: server spans with the wiring's resource attributes, outbound client spans
+whose ``traceparent`` reaches the next process, one trace id from an agent through its tool server, ``/metrics`` in
+Prometheus text on every workload, nothing loaded or started without an endpoint, the gRPC switch, a clear start-up
+error for a bad protocol, and ``kora up --otel-endpoint``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One trace across agents, tools and delegation, as real processes exporting to a real OTLP receiver (issue 13).
+"""One trace across agents, tools and delegation, as real processes exporting to a real OTLP receiver.
 
 Four processes: agent ``coordinator`` with tool server ``geometry``, and peer agent ``helper`` with tool server
 ``arith``. One chat turn to the coordinator calls ``hypotenuse``, then delegates to the helper, which calls

@@ -38,6 +38,7 @@ def test_every_endpoint_is_a_route_of_the_app_itself() -> None:
         ("/v1/models", ["GET"]),
         ("/v1/models/{model_id:path}", ["GET"]),
         ("/v1/responses", ["POST"]),
+        ("/ag-ui", ["POST"]),
     ]
 
 
@@ -60,4 +61,5 @@ def test_openapi_operation_ids_are_stable() -> None:
         ("/v1/models", "get"): "list_models_v1_models_get",
         ("/v1/models/{model_id}", "get"): "get_model_v1_models__model_id__get",
         ("/v1/responses", "post"): "create_response_v1_responses_post",
+        ("/ag-ui", "post"): "ag_ui_run_ag_ui_post",
     }

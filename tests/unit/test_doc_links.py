@@ -42,7 +42,7 @@ def test_every_relative_link_resolves_inside_the_repository(document: Path):
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.relative_to(REPO).as_posix())
 def test_no_document_points_outside_the_repository(document: Path):
     text = document.read_text(encoding="utf-8")
-    # The project's private notes lived beside the clone (../shared/spec.md, design.md): none of it ships.
+    # Notes kept beside a clone (a sibling directory, a specification or design document) do not ship with it.
     outside = re.findall(r"\.\./shared|(?<![\w.])/work/|(?<![\w-])(?:spec|design)\.md", text)
     assert not outside, f"{document.relative_to(REPO)} points outside the repository: {outside}"
 

@@ -1,4 +1,5 @@
-"""LocalMemory: bounds exactly at the spec's Limits, recency, filters, limits, concurrency, search and save."""
+"""LocalMemory: bounds exactly at the default limits (1000 sessions, 500 events), recency, filters, limits,
+concurrency, search and save."""
 
 import asyncio
 from datetime import UTC, datetime, timedelta
@@ -27,7 +28,7 @@ async def session_ids(memory: LocalMemory) -> list[str]:
 
 
 async def test_1001st_session_evicts_the_oldest_100():
-    memory = LocalMemory()  # spec defaults: 1000 sessions, 500 events
+    memory = LocalMemory()  # defaults: 1000 sessions, 500 events
     ids = [await memory.get_or_create_session(f"s{i}", "app") for i in range(1000)]
     assert len(await memory.list_sessions()) == 1000
     await memory.get_or_create_session("new", "app")

@@ -1,5 +1,5 @@
-"""The operator's child objects, as tables over kinds and modes (spec "Gateway routes", "Strict gateway-only
-traffic", "Limits", "Operator gateway configuration"; design "Runners").
+"""The operator's child objects, as tables over kinds and modes: gateway routes and their timeouts, strict
+gateway-only traffic, the operator's settings.
 
 Every manifest is also validated offline: Deployments, Services, ConfigMaps, PersistentVolumeClaims and
 NetworkPolicies against the Kubernetes 1.37 types of lightkube-models (types, required fields, and unknown

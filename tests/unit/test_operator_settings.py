@@ -1,5 +1,5 @@
-"""Operator settings from the chart's environment (spec "Operator gateway configuration", "Strict gateway-only
-traffic", "Limits"): defaults, every variable, every bad value named at once, the URL strategies."""
+"""Operator settings from the chart's environment (gateway, strict gateway-only traffic, route timeouts): defaults,
+every variable, every bad value named at once, the URL strategies."""
 
 from pathlib import Path
 

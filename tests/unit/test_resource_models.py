@@ -1,5 +1,5 @@
-"""Resource models: wire names, defaults, enums and cross-field rules (spec "Agent resource", "ModelAPI
-resource", "MCPServer resource", "Limits")."""
+"""Resource models: wire names, defaults, enums and cross-field rules of the four kinds
+(docs/resources.md)."""
 
 from typing import get_args
 

@@ -1,5 +1,5 @@
-"""Wiring: graph -> per-workload plan, under each URL strategy (design "Wiring"; spec "Agent server
-settings", "Rules for sub-agents and tool servers", "Strict gateway-only traffic", "Limits")."""
+"""Wiring: graph -> per-workload plan, under each URL strategy: agent settings, sub-agents and tool servers,
+strict gateway-only traffic, route timeouts."""
 
 import json
 from pathlib import Path

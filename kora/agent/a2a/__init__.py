@@ -1,4 +1,4 @@
-"""A2A protocol for the agent server (spec: "Task (A2A)", "Agent card", "States and transitions / A2A task").
+"""A2A protocol for the agent server: tasks, the agent card, task states (docs/a2a.md).
 
 Modules: :mod:`.card` (agent card), :mod:`.executor` (runs Kora turns as A2A tasks), :mod:`.store` (task
 stores selected by ``task_store_type``), :mod:`.legacy` (JSON-RPC batches and the legacy ``tasks/send``

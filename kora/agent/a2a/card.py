@@ -1,4 +1,4 @@
-"""The A2A agent card (spec: "Agent card", "Versioning" item 1, "Endpoints / Agent server" item 3).
+"""The A2A agent card (docs/a2a.md "Agent card").
 
 :class:`AgentCardSource` builds an A2A 1.0 card, with the 0.3 fields, using the SDK's types and serialiser: name,
 description, version, ``protocolVersion`` ``"0.3.0"``, the ``url`` clients reach the JSON-RPC endpoint at,
@@ -39,7 +39,7 @@ from starlette.responses import Response
 import kora
 from kora.agent.settings import AgentSettings
 
-#: A2A protocol version of the card's 0.3 fields (spec: "Versioning" item 1).
+#: A2A protocol version of the card's 0.3 fields.
 PROTOCOL_VERSION = "0.3.0"
 #: The A2A 1.0 interface's version (the SDK's).
 PROTOCOL_VERSION_1 = constants.PROTOCOL_VERSION_1_0

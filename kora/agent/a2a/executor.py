@@ -1,4 +1,4 @@
-"""Runs Kora turns as A2A tasks (spec: "Task (A2A)", "States and transitions / A2A task", "Errors" 2-3).
+"""Runs Kora turns as A2A tasks (docs/a2a.md "States", "Errors").
 
 :class:`KoraAgentExecutor` is the SDK's ``AgentExecutor`` for Kora: the SDK creates the task
 (``submitted``); the executor moves it to ``working``, runs one turn of :class:`~kora.agent.runtime.AgentRuntime`
@@ -168,7 +168,7 @@ class KoraAgentExecutor(AgentExecutor):
             await stream.aclose()
         assert outcome is not None
         if outcome.finish_reason != "stop":
-            # The turn stopped short (its step budget ran out): a failure of the task (spec "Errors" 3), with the
+            # The turn stopped short (its step budget ran out): a failure of the task, not a JSON-RPC error, with the
             # reason as the status message; the runtime stored the steps that ran and the error event.
             await updater.failed(updater.new_agent_message([new_text_part(outcome.text)]))
             _entered(span, "failed", outcome.text)

@@ -1,4 +1,4 @@
-"""A2A's routes on the agent server before the a2a-sdk has loaded (spec: "Endpoints / Agent server").
+"""A2A's routes on the agent server (the card and ``POST /``) before the a2a-sdk has loaded.
 
 Importing the SDK (its request handlers, the 0.3 compatibility types, protobuf) takes ~0.3-0.6 s, which would
 delay ``/health``. So the app adds the card routes and ``POST /`` from here, and :meth:`LazyA2A.load` imports
@@ -28,7 +28,7 @@ from kora.core.telemetry.routing import NamedRoute
 if TYPE_CHECKING:
     from kora.agent.a2a.routes import A2AServer
 
-#: Paths the card is served at: the spec's, the SDK's default, and the one the gateway example uses.
+#: Paths the card is served at: A2A 0.3's, the SDK's default, and the one the gateway example uses.
 CARD_PATHS = ("/.well-known/agent.json", "/.well-known/agent-card.json", "/.well-known/agent")
 #: The module that brings the SDK.
 ROUTES_MODULE = "kora.agent.a2a.routes"

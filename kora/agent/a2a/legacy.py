@@ -1,5 +1,5 @@
-"""What Kora adds in front of the SDK's JSON-RPC endpoint (spec: "Endpoints / Agent server" item 7,
-"Task (A2A)"): JSON-RPC 2.0 envelope rules the SDK does not cover, parameter checks, and the legacy method
+"""What Kora adds in front of the SDK's JSON-RPC endpoint (docs/a2a.md "Methods"):
+JSON-RPC 2.0 envelope rules the SDK does not cover, parameter checks, and the legacy method
 names.
 
 * Envelope: a body that is not JSON is a parse error (-32700); a non-object request or an empty batch is an

@@ -1,5 +1,5 @@
-"""A2A protocol version negotiation and the errors each version reads (A2A 1.0 "Versioning"; spec: "Endpoints /
-Agent server" item 7).
+"""A2A protocol version negotiation and the errors each version reads (A2A 1.0 "Versioning";
+docs/a2a.md "Versions").
 
 * A request names its version in the ``A2A-Version`` header or the ``A2A-Version`` query parameter (the header
   wins); none means 0.3. Kora serves 1.x (answered as 1.0) and 0.3; any other version is

@@ -1,5 +1,4 @@
-"""A2A's routes on the agent server (spec: "Endpoints / Agent server": ``GET /.well-known/agent.json`` and
-``POST /`` JSON-RPC 2.0).
+"""A2A's routes on the agent server: ``GET /.well-known/agent.json`` and ``POST /`` JSON-RPC 2.0 (docs/a2a.md).
 
 * ``GET /.well-known/agent.json``, ``/.well-known/agent-card.json`` and ``/.well-known/agent``: the card
   (:mod:`.card`).

@@ -1,5 +1,5 @@
-"""Task stores for the A2A server (spec: "States and transitions / A2A task": "The task store is ``local``
-(keeps tasks) or ``null`` (no-op)").
+"""Task stores for the A2A server: ``local`` keeps tasks, ``null`` keeps none
+once they have finished (``TASK_STORE_TYPE``).
 
 Both keep running tasks, because the SDK's request handler re-reads a task while it runs; they differ in
 what happens once a task is finished (completed, failed, canceled, rejected):

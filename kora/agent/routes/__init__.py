@@ -1,7 +1,7 @@
 """The agent server's HTTP routes: one module per group of endpoints, each serving one ``AgentState``.
 
 Modules: :mod:`.chat` (``POST /v1/chat/completions``, ``GET /v1/models``), :mod:`.responses`
-(``POST /v1/responses``), :mod:`.tools` (``GET /tools``), :mod:`.memory`
+(``POST /v1/responses``), :mod:`.ag_ui` (``POST /ag-ui``), :mod:`.tools` (``GET /tools``), :mod:`.memory`
 (``GET /memory/events``, ``GET /memory/sessions``), :mod:`.probes` (``GET /health``, ``GET /ready``) and
 :mod:`.errors` (the exception handlers: OpenAI's error body under ``/v1``, ``{"detail"}`` elsewhere). A2A's
 routes come from ``kora.agent.a2a.routes``.

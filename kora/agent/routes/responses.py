@@ -18,40 +18,27 @@ validated, as on the chat endpoint.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from kora.agent.identity import open_session
-from kora.agent.openai_api import parse_chat_body
+from kora.agent.openai_api import decode_body, parse_chat_body
 from kora.agent.responses_api import ResponseEvents, chat_body, pending_calls, response_id, session_of
 from kora.agent.routes.chat import chat_turn, event_stream, requested_session
 from kora.agent.routes.errors import error_response
 from kora.agent.state import AgentState
 from kora.agent.turn import TurnOutcome, TurnRequest
-from kora.core.errors import InvalidJSON, KoraError, RequestError
+from kora.core.errors import KoraError, RequestError
 from kora.core.protocol import SESSION_HEADER
 
 if TYPE_CHECKING:
     from kora.agent.runtime import AgentRuntime
-
-
-def _decode(raw: bytes) -> dict[str, Any]:
-    try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise InvalidJSON(f"Request body is not valid JSON: {error}") from None
-    except (ValueError, RecursionError):
-        raise InvalidJSON("Request body is not valid JSON.") from None
-    if not isinstance(data, dict):
-        raise RequestError("Request body must be a JSON object.", code="invalid_json")
-    return data
 
 
 def add_responses_routes(router: APIRouter, state: AgentState) -> None:
@@ -61,7 +48,7 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
     @router.post("/v1/responses")
     async def create_response(request: Request) -> Response:
         identity = await state.identity.resolve(request.headers)
-        body = _decode(await request.body())
+        body = decode_body(await request.body())
         previous = body.get("previous_response_id")
         runtime = await state.wait_runtime()
         if previous is not None:

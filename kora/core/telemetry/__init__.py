@@ -1,6 +1,6 @@
 """OpenTelemetry for every Kora workload: configuration from the standard ``OTEL_*`` variables, the process's
-providers, and the HTTP side (server spans, request metrics, ``/metrics``, client spans). Spec: "What the
-service does" item 6; issue 13; user documentation in docs/telemetry.md.
+providers, and the HTTP side (server spans, request metrics, ``/metrics``, client spans). User
+documentation: docs/telemetry.md.
 
 Importing this package loads no OpenTelemetry SDK, exporter or grpc: :func:`setup_telemetry` imports what the
 environment switches on, so a workload without an endpoint pays for the metrics SDK and Prometheus only.

@@ -1,5 +1,5 @@
-"""Which OpenTelemetry signals a workload exports, read from the standard ``OTEL_*`` variables (spec: "What the
-service does" item 6: ``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_SERVICE_NAME``).
+"""Which OpenTelemetry signals a workload exports, read from the standard ``OTEL_*`` variables (chiefly
+``OTEL_EXPORTER_OTLP_ENDPOINT`` and ``OTEL_SERVICE_NAME``; docs/telemetry.md "Switching it on").
 
 Pure parsing, no OpenTelemetry import: :func:`tracing_enabled` is asked on hot-ish paths (client construction)
 and by processes that never load the SDK. The SDK itself still reads every other ``OTEL_*`` variable it knows

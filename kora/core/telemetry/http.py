@@ -1,5 +1,5 @@
 """Telemetry of a workload's HTTP surface: server spans and request metrics for inbound requests, ``GET /metrics``
-in Prometheus text, and client spans for outbound clients the global instrumentation cannot reach (issue 13).
+in Prometheus text, and client spans for outbound clients the global instrumentation cannot reach.
 
 :func:`instrument_app` installs the OpenTelemetry ASGI middleware only when tracing is on, because it is not
 free even when its tracer is a no-op. Measured per request on a one-route FastAPI app driven in-process

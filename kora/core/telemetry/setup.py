@@ -1,5 +1,5 @@
-"""Install the process's OpenTelemetry providers once, at a workload's start (spec: "What the service does"
-item 6; issue 13).
+"""Install the process's OpenTelemetry providers once, at a workload's start
+(docs/telemetry.md).
 
 Always: a global ``MeterProvider`` whose one reader is a ``PrometheusMetricReader`` (pull only, no thread), so
 ``/metrics`` answers without a collector. When :func:`~kora.core.telemetry.config.tracing_enabled`: a global

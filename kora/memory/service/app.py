@@ -1,5 +1,5 @@
-"""The memory service's HTTP API: ``create_app(settings)`` (spec: the MemoryStore paragraph, "Memory client
-operations", "Memory tiers", "Memory-related tools"; the bodies are :mod:`kora.memory.wire`).
+"""The memory service's HTTP API: ``create_app(settings)`` (docs/memory.md "HTTP API"; the bodies are
+:mod:`kora.memory.wire`).
 
 Routes (all JSON; the OpenAPI document is at ``/openapi.json``):
 

@@ -1,4 +1,4 @@
-"""Writing long-term facts without duplicates, and superseding contradicted ones (spec: "Memory tiers").
+"""Writing long-term facts without duplicates, and superseding contradicted ones.
 
 A new fact is compared with the valid facts it would be recalled beside (the same user's across agents when the
 user is known, else the same session's):

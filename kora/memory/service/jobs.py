@@ -36,9 +36,9 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import Annotated, Protocol, TypeVar
 
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
@@ -46,13 +46,30 @@ from pydantic import AfterValidator, BaseModel, Field, JsonValue
 
 from kora.core.events import EventType, MemoryEvent
 from kora.memory.service import facts, schema, store
-from kora.memory.service.database import Conn
-from kora.memory.service.models import InvalidAnswer, ModelUnreachable
+from kora.memory.service.database import Conn, Database
+from kora.memory.service.models import InvalidAnswer, ModelClient, ModelUnreachable
+from kora.memory.service.settings import MemoryServiceSettings
 from kora.memory.text import event_text
 from kora.memory.wire import MAX_TEXT_CHARS, check_storable_json, strip_unstorable
 
-if TYPE_CHECKING:
-    from kora.memory.service.service import MemoryService
+
+class JobHost(Protocol):
+    """What a job needs of the service that runs it (:class:`kora.memory.service.service.MemoryService`, which
+    starts the workers): stated here so that this module does not import the service that imports it."""
+
+    settings: MemoryServiceSettings
+    db: Database
+    #: The summary model's client; None without a summary model.
+    summary: ModelClient | None
+    #: The embedding model's client; None without an embedding model.
+    embedder: ModelClient | None
+
+    async def embed_texts(self, texts: Sequence[str]) -> list[list[float] | None]: ...
+
+    async def embed_batch(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+    def wake_workers(self) -> None: ...
+
 
 log = logging.getLogger("kora.memory")
 
@@ -170,7 +187,7 @@ async def enqueue(conn: Conn, kind: str, sid: int, payload: dict[str, object] | 
     await conn.execute("INSERT INTO jobs (kind, sid, payload) VALUES (%s, %s, %s)", (kind, sid, Jsonb(payload or {})))
 
 
-async def run_one(service: MemoryService) -> bool:
+async def run_one(service: JobHost) -> bool:
     """Claim and run the oldest due job (module docstring); False when none was due."""
     assert service.db.pool is not None
     token = uuid.uuid4().hex
@@ -208,7 +225,7 @@ async def run_one(service: MemoryService) -> bool:
     return True
 
 
-async def _renew(service: MemoryService, job: Job, token: str) -> None:
+async def _renew(service: JobHost, job: Job, token: str) -> None:
     """Extend the job's lease every third of its length while it runs (a failed renewal is tried again)."""
     assert service.db.pool is not None
     lease = service.settings.job_lease_seconds
@@ -224,7 +241,7 @@ async def _renew(service: MemoryService, job: Job, token: str) -> None:
             log.warning("memory job %s %d: cannot renew its lease: %s", job.kind, job.id, error)
 
 
-async def _commit(service: MemoryService, job: Job, token: str, commit: Commit | None) -> None:
+async def _commit(service: JobHost, job: Job, token: str, commit: Commit | None) -> None:
     """The job's writes and its removal, in one short transaction, if its session still exists and the job is
     still this claim's; otherwise the results are dropped."""
     assert service.db.pool is not None
@@ -242,7 +259,7 @@ async def _commit(service: MemoryService, job: Job, token: str, commit: Commit |
         await conn.execute("DELETE FROM jobs WHERE id = %s", (job.id,))
 
 
-async def _retry(service: MemoryService, job: Job, token: str, reason: str) -> None:
+async def _retry(service: JobHost, job: Job, token: str, reason: str) -> None:
     if job.attempts + 1 >= MAX_ATTEMPTS:
         log.warning("memory job %s %d failed after %d tries: %s", job.kind, job.id, job.attempts + 1, reason)
         await _record(service, job, token, "failed", reason, 0)
@@ -250,7 +267,7 @@ async def _retry(service: MemoryService, job: Job, token: str, reason: str) -> N
     await _record(service, job, token, "queued", reason, min(2.0**job.attempts, 300.0))
 
 
-async def _record(service: MemoryService, job: Job, token: str, status: str, reason: str, delay: float) -> None:
+async def _record(service: JobHost, job: Job, token: str, status: str, reason: str, delay: float) -> None:
     """Release the claim with the job's new status, its reason and when it is due again."""
     assert service.db.pool is not None
     async with service.db.pool.connection() as conn:
@@ -261,7 +278,7 @@ async def _record(service: MemoryService, job: Job, token: str, status: str, rea
         )
 
 
-async def worker(service: MemoryService, wake: asyncio.Event) -> None:
+async def worker(service: JobHost, wake: asyncio.Event) -> None:
     """Run due jobs until cancelled; sleep up to :data:`POLL_SECONDS` (or until ``wake`` is set) when idle."""
     while True:
         try:
@@ -292,7 +309,7 @@ async def _session_of(conn: Conn, sid: int | None) -> store.Session:
     return session
 
 
-async def extract(service: MemoryService, job: Job) -> Commit | None:
+async def extract(service: JobHost, job: Job) -> Commit | None:
     """Extract facts from the events of one write; the commit stores them (deduplicated), queueing a conflict check
     for each new one."""
     assert service.db.pool is not None
@@ -340,7 +357,7 @@ def _speaker(event_type: str) -> str:
     return "assistant" if event_type == EventType.AGENT_RESPONSE else "user"
 
 
-async def embed(service: MemoryService, job: Job) -> Commit | None:
+async def embed(service: JobHost, job: Job) -> Commit | None:
     """Embed the next ``embed_batch`` valid facts without an embedding; the commit stores their vectors (if the
     store still holds this model's) and queues the next batch while facts are left. An unreachable model makes the
     job wait and try again; an answer that is not one vector per text, of the store's dimension, fails it."""
@@ -371,7 +388,7 @@ async def embed(service: MemoryService, job: Job) -> Commit | None:
     return commit
 
 
-async def reconcile(service: MemoryService, job: Job) -> Commit | None:
+async def reconcile(service: JobHost, job: Job) -> Commit | None:
     """Ask the summary model which older facts a new fact contradicts; the commit supersedes them. Without a
     candidate (:func:`~kora.memory.service.facts.conflict_candidates`) no model request is made."""
     assert service.db.pool is not None
@@ -398,7 +415,7 @@ async def reconcile(service: MemoryService, job: Job) -> Commit | None:
     return commit
 
 
-async def fold(service: MemoryService, job: Job) -> Commit | None:
+async def fold(service: JobHost, job: Job) -> Commit | None:
     """Fold the events that left the session's window into new versions of its rolling summary, oldest first,
     :data:`FOLD_BATCH` events per model request, until every event out of the window is summarised. Each version
     commits on its own (in a short transaction that checks the session still exists)."""
@@ -420,7 +437,7 @@ async def fold(service: MemoryService, job: Job) -> Commit | None:
     return None
 
 
-async def _fold_locked(service: MemoryService, conn: Conn, job: Job) -> None:
+async def _fold_locked(service: JobHost, conn: Conn, job: Job) -> None:
     assert service.summary is not None
     settings = service.settings
     while True:
@@ -471,7 +488,7 @@ _INT4 = 2**31
 
 
 async def _ask_json(
-    service: MemoryService, system: str, user: str, name: str, schema: dict[str, object], shape: type[ShapeT]
+    service: JobHost, system: str, user: str, name: str, schema: dict[str, object], shape: type[ShapeT]
 ) -> ShapeT:
     """Ask the summary model for ``shape``; up to ``extraction_attempts`` requests while answers are invalid."""
     if service.summary is None:
@@ -486,7 +503,7 @@ async def _ask_json(
 
 
 #: The job kinds: each does its reads and model requests, and returns its writes for the commit (None: nothing).
-HANDLERS: dict[str, Callable[[MemoryService, Job], Awaitable[Commit | None]]] = {
+HANDLERS: dict[str, Callable[[JobHost, Job], Awaitable[Commit | None]]] = {
     "extract": extract,
     "reconcile": reconcile,
     "fold": fold,

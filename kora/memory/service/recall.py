@@ -1,4 +1,4 @@
-"""Recall by relevance within one scope: the long-term tier's read path (spec: "Memory tiers", "search_memory").
+"""Recall by relevance within one scope: the long-term tier's read path (docs/memory.md "Recall").
 
 Candidates come from two indexes, each filtered by the scope *inside* the query: the nearest facts by pgvector
 cosine distance when the store has an embedding model (through the HNSW index, or exactly when the scope is small

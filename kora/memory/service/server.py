@@ -1,4 +1,4 @@
-"""``kora memory``: run the memory service, the MemoryStore workload (spec: the MemoryStore paragraph).
+"""``kora memory``: run the memory service, the MemoryStore workload (docs/memory.md).
 
     kora memory [--host H] [--port N]
 

@@ -1,8 +1,7 @@
 """The memory service's process state: its database, its model clients and its background workers.
 
 :class:`MemoryService` starts in the background of the app's lifespan (``/health`` answers at once; ``/ready``
-says what is still missing), and every route reaches the database through it. Spec: the MemoryStore paragraph,
-"Memory tiers (RemoteMemory)".
+says what is still missing), and every route reaches the database through it.
 """
 
 from __future__ import annotations

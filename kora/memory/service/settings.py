@@ -1,9 +1,9 @@
 """Settings of ``kora memory``, the MemoryStore workload, read from ``MEMORY_SERVICE_*`` variables.
 
-Spec: the MemoryStore paragraph of "Agent resource (memory and related configuration)" and "Memory tiers". The
-operator and ``kora up`` write these variables from the MemoryStore's spec (``kora.resources.wiring``). Each field
-reads the variable ``MEMORY_SERVICE_`` + its upper-cased name; :func:`load_memory_service_settings` validates
-everything at once and raises :class:`~kora.core.settings_errors.SettingsError` naming every bad variable.
+The table of variables is in docs/configuration.md "Memory service". The operator and ``kora up`` write these variables
+from the MemoryStore's spec (``kora.resources.wiring``). Each field reads the variable ``MEMORY_SERVICE_`` + its
+upper-cased name; :func:`load_memory_service_settings` validates everything at once and raises
+:class:`~kora.core.settings_errors.SettingsError` naming every bad variable.
 
 Token counts are estimates (a token is ~4 characters of English text): the service has no tokenizer of the
 model its clients use, and bounds only need to be right within a small factor.

@@ -1,6 +1,6 @@
 """Sessions, events, the short- and medium-term tiers, and erasure: the SQL behind the memory service's API.
 
-Spec: "Memory client operations", "Memory tiers (RemoteMemory)". Every function takes a connection of the pool
+Every function takes a connection of the pool
 (autocommit; writes open their own transaction) so that a request's work is atomic: a write of events stores them
 *and* queues their background jobs (fact extraction, summary fold) in one transaction, so an accepted write is
 never left without its jobs, even if the service is killed right after answering.

@@ -1,0 +1,173 @@
+"""What the console shows, read where it lives: ``kora up``'s state file (the workloads, their phases and URLs),
+its credentials file (the operators' tokens), each agent's ``/memory`` routes (sessions and their events) and each
+memory store's admin API (facts, erasure).
+
+Every read says what went wrong in words a person can act on (:class:`SourceError`): no ``kora up`` state, an
+agent that does not answer, a store that refused the token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from kora.local.credentials import read_credentials
+from kora.local.state import UpState, WorkloadState, read_state
+from kora.resources.graph import ResourceRef
+from kora.resources.models import Kind
+from kora.resources.wiring import ADMIN_TOKEN_KEY, credentials_secret
+
+#: Seconds to wait for an agent or a memory store.
+BACKEND_TIMEOUT_SECONDS = 10.0
+#: Most facts a store listing asks for.
+FACTS_LIMIT = 500
+#: Most events of a session the timeline shows.
+EVENTS_LIMIT = 500
+
+
+class SourceError(Exception):
+    """A read that failed; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One workload of the run, as the console shows it."""
+
+    kind: str
+    namespace: str
+    name: str
+    phase: str
+    message: str
+    gateway_path: str
+    direct_url: str
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``, how the console's pages name a resource in their query strings."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def ag_ui_path(self) -> str:
+        """The agent's AG-UI route on the gateway (same origin as the console)."""
+        return f"{self.gateway_path}/ag-ui"
+
+
+def _resource(workload: WorkloadState) -> Resource:
+    return Resource(
+        kind=workload.kind,
+        namespace=workload.namespace,
+        name=workload.name,
+        phase=workload.phase,
+        message=workload.message,
+        gateway_path=urlsplit(workload.gateway_url).path.rstrip("/"),
+        direct_url=workload.direct_url.rstrip("/"),
+    )
+
+
+class Sources:
+    """The reads of one console, for the ``kora up`` run whose state directory is ``state_dir``."""
+
+    def __init__(self, state_dir: Path, client: httpx.AsyncClient) -> None:
+        self.state_dir = state_dir
+        self._client = client
+
+    def state(self) -> UpState:
+        """The run's state. Raises :class:`SourceError` when there is none (or it cannot be read)."""
+        try:
+            return read_state(self.state_dir)
+        except FileNotFoundError:
+            raise SourceError(
+                f"No kora up run found: {self.state_dir / 'state.json'} does not exist. Start one with "
+                "'kora up examples/quickstart'."
+            ) from None
+        except (OSError, ValueError) as error:
+            raise SourceError(f"The state of kora up in {self.state_dir} cannot be read: {error}") from None
+
+    def resources(self) -> list[Resource]:
+        """Every workload of the run, in start order."""
+        return [_resource(w) for w in self.state().workloads]
+
+    def find(self, kind: Kind, key: str | None) -> Resource:
+        """The resource ``namespace/name`` of ``kind`` (the first of that kind when ``key`` is None). Raises
+        :class:`SourceError` when there is none."""
+        found = [r for r in self.resources() if r.kind == kind.value]
+        if not found:
+            raise SourceError(f"The kora up run has no {kind.value}.")
+        if key is None:
+            return found[0]
+        for resource in found:
+            if resource.key == key:
+                return resource
+        raise SourceError(f"The kora up run has no {kind.value} '{key}'.")
+
+    def _token(self, resource: Resource) -> str:
+        ref = ResourceRef(resource.kind, resource.namespace, resource.name)
+        try:
+            tokens = read_credentials(self.state_dir)
+        except (OSError, ValueError) as error:
+            raise SourceError(f"kora up's credentials cannot be read: {error}") from None
+        token = tokens.get(f"{resource.namespace}/{credentials_secret(ref)}/{ADMIN_TOKEN_KEY}")
+        if token is None:
+            raise SourceError(f"{resource.kind}/{resource.name} has no operator token yet: has kora up started it?")
+        return token
+
+    async def _call(self, resource: Resource, method: str, path: str, **kwargs: Any) -> Any:
+        """``method path`` on the resource's own address with its operator token; the decoded JSON answer."""
+        headers = {"Authorization": f"Bearer {self._token(resource)}"}
+        what = f"{resource.kind}/{resource.name}"
+        try:
+            answer = await self._client.request(
+                method, resource.direct_url + path, headers=headers, timeout=BACKEND_TIMEOUT_SECONDS, **kwargs
+            )
+        except httpx.HTTPError as error:
+            raise SourceError(
+                f"{what} did not answer ({type(error).__name__}); it is {resource.phase}. See 'kora logs "
+                f"{resource.name}'."
+            ) from None
+        if answer.status_code >= 400:
+            raise SourceError(f"{what} answered {answer.status_code}: {_message(answer)}")
+        return answer.json()
+
+    async def sessions(self, agent: Resource) -> list[dict[str, Any]]:
+        """The agent's sessions (every user's: read with its operator token), newest first."""
+        body = await self._call(agent, "GET", "/memory/sessions")
+        sessions: list[dict[str, Any]] = body.get("sessions", [])
+        return sorted(sessions, key=lambda s: str(s.get("updated_at", "")), reverse=True)
+
+    async def events(self, agent: Resource, session_id: str) -> list[dict[str, Any]]:
+        """The session's events, oldest first."""
+        params = {"session_id": session_id, "limit": EVENTS_LIMIT}
+        body = await self._call(agent, "GET", "/memory/events", params=params)
+        events: list[dict[str, Any]] = body.get("events", [])
+        return events
+
+    async def facts(self, store: Resource) -> list[dict[str, Any]]:
+        """Every fact of the store (superseded ones included, newest first), read with its admin token."""
+        params = {"scope": "store", "include_invalid": "true", "limit": FACTS_LIMIT}
+        body = await self._call(store, "GET", "/v1/facts", params=params)
+        facts: list[dict[str, Any]] = body.get("facts", [])
+        return facts
+
+    async def erase_user(self, store: Resource, user_id: str) -> dict[str, Any]:
+        """Erase ``user_id`` from every tier of the store; what was removed, per tier."""
+        removed: dict[str, Any] = (await self._call(store, "POST", "/v1/forget", json={"user_id": user_id}))["removed"]
+        return removed
+
+
+def _message(answer: httpx.Response) -> str:
+    """The error message of an answer in OpenAI's or FastAPI's shape, else its first 200 characters."""
+    try:
+        body = answer.json()
+    except ValueError:
+        return answer.text[:200]
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])
+        if isinstance(body.get("detail"), str):
+            return str(body["detail"])
+    return answer.text[:200]

@@ -1,0 +1,166 @@
+// Kora console: the graph follows kora up's state, and the chat streams a run over AG-UI (POST /ag-ui on the
+// agent's gateway route, same origin). No library, no build step: this file is served as it is.
+"use strict";
+
+function el(tag, attrs, text) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, value);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+// -- Graph: refresh the rows from /api/state every 2 s ------------------------------------------------------
+function liveGraph(table) {
+  const body = table.querySelector("tbody");
+  async function refresh() {
+    try {
+      const answer = await fetch(table.dataset.live, { cache: "no-store" });
+      const state = await answer.json();
+      if (state.error) return;
+      body.replaceChildren(...state.resources.map((r) => {
+        const row = el("tr", { "data-resource": `${r.kind}/${r.namespace}/${r.name}` });
+        row.append(el("td", {}, r.name), el("td", {}, r.kind), el("td", {}, r.namespace));
+        const phase = el("td");
+        phase.append(el("span", { class: `phase phase-${r.phase.toLowerCase()}` }, r.phase));
+        row.append(phase, el("td", {}, r.message));
+        return row;
+      }));
+    } catch (error) {
+      // The console itself is going away (kora down): keep the last rows.
+    }
+  }
+  setInterval(refresh, 2000);
+}
+
+// -- Chat over AG-UI -----------------------------------------------------------------------------------------
+function newId(prefix) {
+  return `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`;
+}
+
+function chat(section) {
+  const transcript = section.querySelector("#transcript");
+  const status = section.querySelector("#chat-status");
+  const form = section.querySelector("#send-form");
+  const input = section.querySelector("#message");
+  const button = form.querySelector("button");
+  const key = `kora-thread:${section.dataset.agent}`;
+  let thread = sessionStorage.getItem(key);
+  if (!thread) {
+    thread = newId("console");
+    sessionStorage.setItem(key, thread);
+  }
+  section.querySelector("#thread").textContent = thread;
+  const texts = new Map();
+  const calls = new Map();
+
+  function add(kind, label, text) {
+    const item = el("li", { class: `turn ${kind}` });
+    item.append(el("span", { class: "who" }, label));
+    const body = el("div", { class: "body" }, text);
+    item.append(body);
+    transcript.append(item);
+    item.scrollIntoView({ block: "end" });
+    return body;
+  }
+
+  function handle(event) {
+    switch (event.type) {
+      case "TEXT_MESSAGE_START":
+        texts.set(event.messageId, add("assistant", "Agent", ""));
+        break;
+      case "TEXT_MESSAGE_CONTENT":
+        texts.get(event.messageId).textContent += event.delta;
+        break;
+      case "TOOL_CALL_START": {
+        const body = add("tool", "Tool call", "");
+        body.append(el("strong", {}, event.toolCallName), " ");
+        const args = el("code", { class: "args" }, "");
+        body.append(args);
+        calls.set(event.toolCallId, { body, args });
+        break;
+      }
+      case "TOOL_CALL_ARGS":
+        calls.get(event.toolCallId).args.textContent += event.delta;
+        break;
+      case "TOOL_CALL_RESULT": {
+        const call = calls.get(event.toolCallId);
+        const result = typeof event.content === "string" ? event.content : JSON.stringify(event.content);
+        call.body.append(el("div", { class: "result" }, `Result: ${result}`));
+        break;
+      }
+      case "RUN_ERROR":
+        add("error", "Error", `${event.message}${event.code ? ` (${event.code})` : ""}`);
+        break;
+      case "RUN_FINISHED": {
+        const pending = event.outcome && event.outcome.pendingToolCallIds;
+        status.textContent = pending && pending.length ? "Waiting for a frontend tool." : "Done.";
+        break;
+      }
+    }
+  }
+
+  async function run(text) {
+    const body = {
+      threadId: thread,
+      runId: newId("run"),
+      messages: [{ id: newId("msg"), role: "user", content: text }],
+    };
+    const answer = await fetch(section.dataset.endpoint, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
+      body: JSON.stringify(body),
+    });
+    if (!answer.ok) {
+      let message = `${answer.status} ${answer.statusText}`;
+      try {
+        const error = await answer.json();
+        message = (error.error && error.error.message) || error.detail || message;
+      } catch (ignored) {}
+      add("error", "Error", `The agent refused the message: ${message}`);
+      return;
+    }
+    // Server-sent events: "data: <json>" lines, events separated by a blank line.
+    const reader = answer.body.getReader();
+    const decoder = new TextDecoder();
+    let buffered = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffered += decoder.decode(value, { stream: true });
+      let end;
+      while ((end = buffered.indexOf("\n\n")) >= 0) {
+        const block = buffered.slice(0, end);
+        buffered = buffered.slice(end + 2);
+        for (const line of block.split("\n")) {
+          if (line.startsWith("data: ")) handle(JSON.parse(line.slice(6)));
+        }
+      }
+    }
+  }
+
+  form.addEventListener("submit", async (submitted) => {
+    submitted.preventDefault();
+    const text = input.value.trim();
+    if (!text) return;
+    add("user", "You", text);
+    input.value = "";
+    button.disabled = true;
+    status.textContent = "The agent is answering…";
+    try {
+      await run(text);
+    } catch (error) {
+      add("error", "Error", `The agent could not be reached: ${error}. Is kora up still running?`);
+      status.textContent = "";
+    } finally {
+      button.disabled = false;
+      input.focus();
+    }
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const graph = document.querySelector("table[data-live]");
+  if (graph) liveGraph(graph);
+  const section = document.querySelector("#chat");
+  if (section) chat(section);
+});

@@ -1,0 +1,152 @@
+"""The web console in a real browser: Debian's Chromium, headless, driven by Playwright, against ``kora up`` of
+the examples. Each test saves screenshots of the pages it visits into docs/images/ (shown in docs/console.md).
+
+Chromium comes from Debian's package (``/usr/bin/chromium``; ``.ci/run`` and ``scripts/bootstrap-browser.sh``
+install it): Playwright never downloads a browser here. Without it the tests are skipped with the install
+command, except under CI, where that fails.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.test_kora_up import Up, start_up, stop
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = Path("/usr/bin/chromium")
+#: Offline and as root: no sandbox, no GPU, no network of its own (updates, sync, QUIC probes).
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
+#: Milliseconds Playwright waits for what a page should show (a loaded 2-core machine).
+WAIT_MS = 60_000
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not CHROMIUM.exists():
+        message = "no /usr/bin/chromium: apt-get install chromium (bash scripts/bootstrap-browser.sh)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(WAIT_MS)
+    opened = context.new_page()
+    yield opened
+    context.close()
+
+
+def shot(page, name: str) -> None:
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(IMAGES / f"{name}.png"), full_page=True)
+
+
+def test_quickstart_graph_chat_with_a_tool_call_and_its_session(tmp_path: Path, page):
+    from playwright.sync_api import expect
+
+    up: Up = start_up("examples/quickstart", tmp_path)
+    try:
+        up.all_ready()
+        page.goto(f"{up.gateway}/")
+        graph = page.locator("#graph")
+        for name in ("scripted", "tools", "assistant"):
+            row = graph.locator("tr", has=page.get_by_role("cell", name=name, exact=True))
+            expect(row.get_by_text("Ready", exact=True)).to_be_visible()
+        shot(page, "console-graph")
+
+        page.get_by_role("link", name="Chat").click()
+        page.get_by_label("Message").fill("what is 2 plus 3")
+        page.get_by_role("button", name="Send").click()
+        transcript = page.locator("#transcript")
+        expect(transcript.locator(".turn.tool")).to_contain_text("add")
+        expect(transcript.locator(".turn.tool")).to_contain_text("Result: 5")
+        expect(transcript.locator(".turn.assistant")).to_have_text("Agent2 plus 3 is 5.")
+        expect(page.get_by_role("status")).to_have_text("Done.")
+        thread = page.locator("#thread").inner_text()
+        shot(page, "console-chat")
+
+        page.get_by_role("link", name="Sessions").click()
+        expect(page.get_by_role("link", name=thread)).to_be_visible()
+        shot(page, "console-sessions")
+        page.get_by_role("link", name=thread).click()
+        timeline = page.locator(".timeline")
+        for kind in ("user_message", "tool_call", "tool_result", "agent_response"):
+            expect(timeline.get_by_text(kind, exact=True)).to_be_visible()
+        shot(page, "console-session")
+
+        # Keyboard only: the skip link comes first, then the navigation.
+        page.goto(f"{up.gateway}/")
+        page.keyboard.press("Tab")
+        expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
+        page.keyboard.press("Tab")
+        page.keyboard.press("Tab")
+        expect(page.get_by_role("link", name="Chat")).to_be_focused()
+        page.keyboard.press("Enter")
+        expect(page.get_by_label("Message")).to_be_visible()
+
+        # A phone's width: nothing wider than the screen.
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.goto(f"{up.gateway}/")
+        expect(page.get_by_role("cell", name="assistant", exact=True)).to_be_visible()
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        shot(page, "console-graph-narrow")
+    finally:
+        stop(up)
+
+
+def test_memory_example_fact_shows_and_is_gone_after_erasing_its_user(tmp_path: Path, page):
+    from playwright.sync_api import expect
+
+    up: Up = start_up("examples/memory", tmp_path)
+    try:
+        up.all_ready()
+        said = httpx.post(
+            f"{up.gateway}/default/agent/assistant/v1/chat/completions",
+            json={"model": "scripted", "messages": [{"role": "user", "content": "Hello! I live in Lisbon."}]},
+            headers={"X-Forwarded-User": "ana"},
+            timeout=60,
+        )
+        assert said.status_code == 200, said.text
+        page.goto(f"{up.gateway}/memory")
+        # The fact is extracted in the background: the page shows it once the store has it.
+        fact = page.get_by_text("I live in Lisbon.")
+        for _ in range(60):
+            if fact.count():
+                break
+            page.wait_for_timeout(1000)
+            page.reload()
+        expect(fact).to_be_visible()
+        expect(page.get_by_role("heading", name="ana")).to_be_visible()
+        shot(page, "console-memory")
+
+        page.get_by_role("link", name="Erase user ana").click()
+        expect(page.get_by_text("This cannot be undone")).to_be_visible()
+        page.get_by_role("button", name="Erase ana").click()
+        expect(page.get_by_role("status")).to_have_text("Erased every memory of user ana.")
+        expect(page.get_by_text("I live in Lisbon.")).to_have_count(0)
+    finally:
+        stop(up)
