@@ -48,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from kora.core.net import free_port
@@ -231,12 +232,24 @@ def run_load(
     watch: dict[str, int],
     prompt: str = "hello number",
     concurrency: int = CONCURRENCY,
+    sessions: int = SESSIONS,
 ) -> dict:
-    """Drive ``turns`` chat turns from a load-generator subprocess; CPU seconds of each ``watch``ed pid."""
+    """Drive ``turns`` chat turns from a load-generator subprocess (turn ``n`` in session ``bench-{n % sessions}``);
+    CPU seconds of each ``watch``ed pid."""
     before = {name: cpu_seconds(pid) for name, pid in watch.items()}
     argv = [sys.executable, __file__, "--loadgen", "--port", str(port), "--turns", str(turns)]
     out = subprocess.run(
-        [*argv, "--offset", str(offset), "--prompt", prompt, "--concurrency", str(concurrency)],
+        [
+            *argv,
+            "--offset",
+            str(offset),
+            "--prompt",
+            prompt,
+            "--concurrency",
+            str(concurrency),
+            "--sessions",
+            str(sessions),
+        ],
         check=True,
         capture_output=True,
         text=True,
@@ -246,6 +259,112 @@ def run_load(
     if result["errors"]:
         print(f"  !! {result['errors']} failed turns, first: {result['first_error']}", file=sys.stderr)
     return result
+
+
+# --------------------------------------------------------------------------------------------------
+# Text turn against the floor (``--text-turn``: the quick mode CI runs; profile_turn.py reuses it)
+# --------------------------------------------------------------------------------------------------
+
+
+def floor_server(model_port: int, port: int) -> Server:
+    """The floor of a text turn (``bench/floor_proxy.py``: FastAPI + uvicorn, one raw pooled request to the
+    model)."""
+    env = os.environ | {"MODEL_API_URL": f"http://{HOST}:{model_port}/v1", "PROXY_PORT": str(port)}
+    return Server([sys.executable, str(HERE / "floor_proxy.py")], env, port, None)
+
+
+#: ``sessions`` of a load where every turn opens a fresh session.
+FRESH = 10**9
+
+
+def text_turn_rounds(agent: Server, floor: Server, model: Server, rounds: int, turns: int) -> dict[str, list[float]]:
+    """CPU per text turn (ms) of the agent and of the floor, in alternating rounds of ``turns`` each (a warm-up
+    round of each first), and the model's CPU per turn under each; lists of one value per round."""
+    result: dict[str, list[float]] = {"agent": [], "floor": [], "model (agent)": [], "model (floor)": []}
+    offset = 0
+    for round_ in range(rounds + 1):
+        for name, server in (("agent", agent), ("floor", floor)):
+            load = run_load(server.port, turns, offset, {"server": server.pid, "model": model.pid}, sessions=FRESH)
+            offset += turns
+            if load["errors"]:
+                raise RuntimeError(f"{name}: {load['errors']} failed turns, first: {load['first_error']}")
+            if round_:
+                result[name].append(1000 * load["cpu_s"]["server"] / load["turns"])
+                result[f"model ({name})"].append(1000 * load["cpu_s"]["model"] / load["turns"])
+    return result
+
+
+@dataclass
+class TextTurn:
+    """A text-turn measurement against the floor, from one run: CPU per turn in ms (median of the rounds and each
+    round), seconds from start to the first 200 of ``/health`` (and the agent's ``/ready``), RSS after the load."""
+
+    agent_rounds: list[float]
+    floor_rounds: list[float]
+    agent_health_s: float
+    floor_health_s: float
+    agent_ready_s: float
+    agent_rss_mb: float
+    floor_rss_mb: float
+
+    @property
+    def agent_ms(self) -> float:
+        return statistics.median(self.agent_rounds)
+
+    @property
+    def floor_ms(self) -> float:
+        return statistics.median(self.floor_rounds)
+
+    @property
+    def ratio(self) -> float:
+        return self.agent_ms / self.floor_ms
+
+    def line(self, label: str = "text turn") -> str:
+        """One line a CI log keeps (printed, never asserted: single numbers are noisy on a loaded machine, the
+        ratio to the floor of the same run much less)."""
+        rounds = " ".join(f"{a:.2f}/{f:.2f}" for a, f in zip(self.agent_rounds, self.floor_rounds, strict=True))
+        return (
+            f"bench {label}: agent {self.agent_ms:.3f} ms CPU per turn, floor {self.floor_ms:.3f} ms, ratio "
+            f"{self.ratio:.2f}x (rounds agent/floor: {rounds}); start to /health agent {self.agent_health_s:.2f} s, "
+            f"floor {self.floor_health_s:.2f} s, agent /ready {self.agent_ready_s:.2f} s; RSS agent "
+            f"{self.agent_rss_mb:.0f} MB, floor {self.floor_rss_mb:.0f} MB; load average {os.getloadavg()[0]:.1f}"
+        )
+
+
+def text_turn(rounds: int = 3, turns: int = 1000, extra_env: dict[str, str] | None = None) -> TextTurn:
+    """Start the scripted model, an agent (metrics on, as by default; ``extra_env`` added) and the floor, and
+    measure a non-streaming text turn at concurrency 16 in alternating rounds of ``turns``."""
+    model_port, agent_port, floor_port = free_port(), free_port(), free_port()
+    model = Server(
+        [sys.executable, str(HERE / "stamping_model.py")],
+        os.environ | {"MODEL_PORT": str(model_port)},
+        model_port,
+        None,
+    )
+    agent = Server(
+        [sys.executable, "-m", "kora.cli", "agent"],
+        agent_env(model_port, agent_port) | (extra_env or {}),
+        agent_port,
+        "/ready",
+    )
+    floor = floor_server(model_port, floor_port)
+    try:
+        model.start()
+        floor_health, _ = floor.start()
+        agent_health, agent_ready = agent.start()
+        per_round = text_turn_rounds(agent, floor, model, rounds, turns)
+        return TextTurn(
+            per_round["agent"],
+            per_round["floor"],
+            agent_health,
+            floor_health,
+            agent_ready or 0.0,
+            rss_mb(agent.pid),
+            rss_mb(floor.pid),
+        )
+    finally:
+        for server in (agent, floor, model):
+            server.stop()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -400,6 +519,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer turns (smoke test)")
     parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--profile-out", metavar="FILE", help="keep the cProfile stats of the agent in FILE")
+    parser.add_argument(
+        "--text-turn",
+        action="store_true",
+        help="only the text turn against the floor, printed as a ratio (the quick mode CI runs, ~30-60 s)",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --text-turn (default 3)")
     parser.add_argument("--loadgen", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-profiled", metavar="OUT", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -414,6 +539,9 @@ def main() -> None:
         return
     if args.serve_profiled:
         serve_profiled(args.serve_profiled)
+        return
+    if args.text_turn:
+        print(text_turn(rounds=args.rounds, turns=args.turns or 1000).line(), flush=True)
         return
     bench(quick=args.quick, profile=not args.no_profile, profile_out=args.profile_out)
 

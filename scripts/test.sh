@@ -31,4 +31,8 @@ bash scripts/bootstrap-browser.sh
 # The Helm chart's tests run the pinned Helm 3 binary (fetched once, checked by sha256, cached under ~/.cache/kora).
 KORA_HELM=$(bash scripts/helm/install-helm.sh)
 export KORA_HELM
+# What a text turn costs against the floor (a bare FastAPI proxy) in this run, so each change's cost is in its log:
+# printed, never asserted (~20 s; CPU numbers on a shared machine are noisy, the ratio from one run much less).
+python bench/bench_agent.py --text-turn ||
+  echo "test.sh: the text-turn bench failed (exit $?): no figures in this log" >&2
 exec pytest "$@"

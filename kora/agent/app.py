@@ -13,7 +13,8 @@ Errors on ``/v1`` use OpenAI's body ``{"error": {"message", "type", "code"}}``: 
 502 when the model API fails, 504 when it times out, 503 while the agent is still starting; never a bare 500
 with a traceback (``kora.agent.routes.errors``). Every request passes :class:`kora.core.limits.RequestLimits`
 first (``AGENT_MAX_REQUEST_BYTES``, JSON depth and number limits): refused in OpenAI's shape, or as a JSON-RPC
-error on ``POST /`` (:func:`kora.agent.a2a.routes.a2a_refusal`).
+error on ``POST /`` (:func:`kora.agent.a2a.routes.a2a_refusal`). The a2a-sdk, like the runtime, is imported after
+``/health`` answers (:mod:`kora.agent.a2a.lazy`).
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
-from kora.agent.a2a.routes import A2AServer, a2a_refusal
+from kora.agent.a2a.lazy import LazyA2A, a2a_refusal
 from kora.agent.routes.ag_ui import add_ag_ui_routes
 from kora.agent.routes.chat import add_chat_routes
 from kora.agent.routes.errors import install_error_handlers
@@ -38,11 +41,15 @@ from kora.core.limits import RequestLimits
 from kora.memory import Memory, build_memory
 from kora.memory.factory import RemoteOptions
 
+if TYPE_CHECKING:
+    from kora.agent.a2a.routes import A2AServer
+
 
 def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI:
     """Build the agent server for ``settings``; ``memory`` defaults to the one the settings select.
 
-    The app's ``state.kora`` is its :class:`AgentState` and ``state.a2a`` its :class:`A2AServer`. Raises
+    The app's ``state.kora`` is its :class:`AgentState` and ``state.a2a`` its :class:`A2AServer` once loaded (in the
+    background after start-up, with the runtime: :class:`~kora.agent.a2a.lazy.LazyA2A`). Raises
     ``ValueError`` when the memory settings cannot be served (e.g. ``MEMORY_STORE_ENDPOINT`` without the
     remote client).
     """
@@ -64,14 +71,28 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
             ),
         ),
     )
-    a2a = A2AServer(
-        settings, state.wait_runtime, state.tool_definitions, state.identity, check_session=state.memory.check_access
-    )
+
+    def build_a2a(routes: ModuleType) -> A2AServer:
+        server: A2AServer = routes.A2AServer(
+            settings,
+            state.wait_runtime,
+            state.tool_definitions,
+            state.identity,
+            check_session=state.memory.check_access,
+        )
+        app.state.a2a = server
+        # The HTTP+JSON binding's routes are the SDK's, so they join the route table once it has loaded (before
+        # /ready answers), after every other route: matching a chat request never tries a dozen REST patterns.
+        server.add_rest_routes(app.router)
+        return server
+
+    a2a = LazyA2A(build_a2a)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await state.memory.start()
-        loading = asyncio.create_task(state.load(), name="kora-agent-load")
+        # The a2a-sdk, then the runtime, imported after /health answers; /ready waits for both.
+        loading = asyncio.create_task(state.load(before=a2a.load), name="kora-agent-load")
         try:
             yield
         finally:
@@ -81,13 +102,13 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
 
     app = FastAPI(title=f"Kora agent {settings.agent_name}", lifespan=lifespan)
     app.state.kora = state
-    app.state.a2a = a2a
     install_error_handlers(app)
     app.add_middleware(RequestLimits, max_body_bytes=settings.agent_max_request_bytes, refuse=a2a_refusal)
-    # Added to the app's own router, not included: see kora.agent.routes on why the route table stays flat.
-    a2a.add_routes(app.router)
-    groups = (add_probe_routes, add_tool_routes, add_memory_routes, add_chat_routes, add_responses_routes)
-    for add_routes in (*groups, add_ag_ui_routes):
+    # Added to the app's own router, not included: see kora.agent.routes on why the route table stays flat. The
+    # router tries routes in order and no two paths overlap, so the turns' routes come first (a chat turn matched
+    # 17 routes before; /metrics stays in front, see kora.core.telemetry.http).
+    turns = (add_chat_routes, add_responses_routes, add_ag_ui_routes)
+    for add_routes in (*turns, add_probe_routes, add_tool_routes, add_memory_routes):
         add_routes(app.router, state)
-    a2a.add_rest_routes(app.router)
+    a2a.add_routes(app.router)
     return app

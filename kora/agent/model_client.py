@@ -7,10 +7,12 @@ HTTP 408, 409, 429 and 5xx (exponential back-off with jitter from 0.5 s, at most
 the server asks for, up to 60 s), the policy of the official ``openai`` client. A stream is retried only
 before its first event.
 
-Transport: ``httpx2`` over aiohttp (``httpx_aiohttp``). Measured here, one request costs ~0.23 ms of CPU
-against ~0.6 ms over httpx2's default transport and ~1.1-1.8 ms through the ``openai`` client (see
-``bench/README.md``). It is the transport of :class:`~kora.agent.chat_model.KoraChatModel`, the agent's one
-model adapter.
+Transport: aiohttp. A whole answer is one aiohttp request (~0.1-0.16 ms of CPU); a stream goes through
+``httpx2`` over the same library (``httpx_aiohttp``, ~0.23 ms) for ``httpx2.EventSource``, its server-sent-events
+reader; ~0.6 ms over httpx2's default transport and ~1.1-1.8 ms through the ``openai`` client (see
+``bench/README.md``). Both pools keep the same limits, expiry and proxy settings (``HTTP(S)_PROXY``, ``NO_PROXY``)
+and verify TLS with the same context. It is the transport of :class:`~kora.agent.chat_model.KoraChatModel`, the
+agent's one model adapter.
 
 Failures raise :class:`~kora.core.errors.ModelTimeout` (no answer in time) or
 :class:`~kora.core.errors.ModelError` (connection failure, an HTTP error status, or an answer that is not a
@@ -26,16 +28,20 @@ bench_telemetry.py). A retry adds a ``retry`` event to it with the attempt and t
 from __future__ import annotations
 
 import asyncio
+import json
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from typing import Protocol, TypeVar
 
 import aiohttp
 import httpx2
 import pydantic
 import pydantic_core
+from aiohttp.helpers import get_env_proxy_for_url
 from httpx_aiohttp.httpx2 import Httpx2AiohttpClient
 from opentelemetry import trace
+from yarl import URL
 
 from kora.core.errors import ModelError, ModelTimeout
 from kora.core.net import POOL_KEEPALIVE_SECONDS
@@ -48,19 +54,24 @@ MAX_BACKOFF_SECONDS = 8.0
 MAX_RETRY_AFTER_SECONDS = 60.0
 
 
-def _error_text(response: httpx2.Response) -> str:
+def _error_text(content: bytes) -> str:
     """The ``error.message`` of an OpenAI error body, else the start of the body."""
     try:
-        body = response.json()
+        body = json.loads(content)
     except ValueError:
-        return response.text[:300] or "no body"
+        return content.decode(errors="replace")[:300] or "no body"
     error = body.get("error", body) if isinstance(body, dict) else body
     if isinstance(error, dict) and "message" in error:
         return str(error["message"])
     return str(body)[:300]
 
 
-def _retry_after(response: httpx2.Response | None) -> float | None:
+class _WithHeaders(Protocol):
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+
+def _retry_after(response: _WithHeaders | None) -> float | None:
     if response is None:
         return None
     value = response.headers.get("retry-after")
@@ -80,7 +91,8 @@ class ModelClient:
 
     def __init__(self, base_url: str, api_key: str, *, timeout: float, max_retries: int) -> None:
         # Parsed once: httpx2 would parse a string URL again for every request (~40 us).
-        self.url = httpx2.URL(base_url.rstrip("/") + "/chat/completions")
+        self.url_text = base_url.rstrip("/") + "/chat/completions"
+        self.url = httpx2.URL(self.url_text)
         self.max_retries = max_retries
         self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
         # Httpx2AiohttpClient: aiohttp for direct and proxied (HTTP(S)_PROXY) requests alike. Pool limits as the
@@ -93,18 +105,25 @@ class ModelClient:
             ),
             timeout=httpx2.Timeout(timeout),
         )
+        self._timeout = timeout
+        # Whole answers: aiohttp itself, opened at the first request (a session belongs to a running loop).
+        self._session: aiohttp.ClientSession | None = None
+        self._proxy: URL | None = None
+        self._proxy_auth: aiohttp.BasicAuth | None = None
         # Decided once: the environment decides tracing at start, and the check would cost every request.
         self._inject = _trace_context_injector() if tracing_enabled() else None
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
+        """Close the connection pools."""
         await self.http.aclose()
+        if self._session is not None:
+            await self._session.close()
 
     async def complete(self, body: JSONObject) -> ModelAnswer:
         """Send ``body`` (``stream`` false) and return the first choice. Raises ``ModelError``."""
-        response = await self._send(body, stream=False)
+        content = await self._retrying(lambda: self._post_once(pydantic_core.to_json(body), self._request_headers()))
         try:
-            return ModelAnswer.from_completion(ChatCompletion.model_validate_json(response.content))
+            return ModelAnswer.from_completion(ChatCompletion.model_validate_json(content))
         except pydantic.ValidationError as error:
             raise ModelError(f"The model API sent an invalid answer: {_first(error)}") from None
 
@@ -116,7 +135,8 @@ class ModelClient:
         Leaving the block early closes the connection, which tells the model API to stop. Raises
         ``ModelError``, also while iterating.
         """
-        response = await self._send(body, stream=True)
+        content, headers = pydantic_core.to_json(body), self._request_headers()
+        response = await self._retrying(lambda: self._stream_once(content, headers))
         chunks = self._chunks(response)
         try:
             yield chunks
@@ -146,37 +166,82 @@ class ModelClient:
         if not finished:
             raise ModelError("The model API's stream ended before the answer was complete (no finish_reason, [DONE]).")
 
-    async def _send(self, body: JSONObject, *, stream: bool) -> httpx2.Response:
-        """POST ``body`` with the retry policy; the response with a 2xx status (unread when ``stream``)."""
-        content = pydantic_core.to_json(body)
-        headers = self._headers
-        if self._inject is not None:
-            headers = dict(headers)
-            self._inject(headers)
+    def _request_headers(self) -> dict[str, str]:
+        if self._inject is None:
+            return self._headers
+        headers = dict(self._headers)
+        self._inject(headers)
+        return headers
+
+    def _open_session(self) -> aiohttp.ClientSession:
+        # The stream pool's limits, expiry, proxies from the environment and TLS context, on aiohttp directly.
+        connector = aiohttp.TCPConnector(
+            limit=1000, keepalive_timeout=POOL_KEEPALIVE_SECONDS, ssl=httpx2.create_ssl_context()
+        )
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout, sock_read=self._timeout)
+        # The proxy is looked up in the environment once, here: aiohttp's trust_env looks it up (os.environ,
+        # NO_PROXY, netrc) on every request, measured at ~0.3 ms of a text turn's ~1.2 ms.
+        try:
+            self._proxy, self._proxy_auth = get_env_proxy_for_url(URL(self.url_text))
+        except LookupError:
+            self._proxy, self._proxy_auth = None, None
+        self._session = aiohttp.ClientSession(connector=connector, timeout=timeout)
+        return self._session
+
+    async def _post_once(self, content: bytes, headers: dict[str, str]) -> bytes:
+        """One attempt of a whole answer: its body when the status is 2xx; raises :class:`_Retry` for a failure
+        worth retrying, ``ModelError`` for another."""
+        session = self._session or self._open_session()
+        try:
+            async with session.post(
+                self.url_text, data=content, headers=headers, proxy=self._proxy, proxy_auth=self._proxy_auth
+            ) as response:
+                answer = await response.read()
+                if 200 <= response.status < 300:
+                    return answer
+                failure = ModelError(
+                    f"The model API answered HTTP {response.status}: {_error_text(answer)}",
+                    upstream_status=response.status,
+                )
+                if response.status not in RETRY_STATUSES and response.status < 500:
+                    raise failure
+                raise _Retry(failure, _retry_after(response))
+        except TimeoutError:  # aiohttp's connect and read timeouts are TimeoutErrors
+            raise _Retry(ModelTimeout("The model API did not answer in time."), None) from None
+        except aiohttp.ClientError as error:
+            raise _Retry(ModelError(f"The model API could not be reached: {error}"), None) from None
+
+    async def _stream_once(self, content: bytes, headers: dict[str, str]) -> httpx2.Response:
+        """One attempt of a stream: the response, unread, when the status is 2xx; raises as :meth:`_post_once`."""
+        try:
+            request = self.http.build_request("POST", self.url, content=content, headers=headers)
+            response = await self.http.send(request, stream=True)
+        except httpx2.TimeoutException as error:
+            raise _Retry(_timeout_or_unreachable(error), None) from None
+        except httpx2.HTTPError as error:
+            raise _Retry(ModelError(f"The model API could not be reached: {error}"), None) from None
+        if response.is_success:
+            return response
+        await response.aread()
+        failure = ModelError(
+            f"The model API answered HTTP {response.status_code}: {_error_text(response.content)}",
+            upstream_status=response.status_code,
+        )
+        if response.status_code not in RETRY_STATUSES and response.status_code < 500:
+            raise failure
+        raise _Retry(failure, _retry_after(response))
+
+    async def _retrying(self, once: Callable[[], Awaitable[_T]]) -> _T:
+        """``once()`` with the retry policy: a :class:`_Retry` it raises is retried after its back-off, up to
+        ``max_retries`` times, then its failure is raised."""
         attempt = 0
         while True:
-            response: httpx2.Response | None = None
             try:
-                request = self.http.build_request("POST", self.url, content=content, headers=headers)
-                response = await self.http.send(request, stream=stream)
-            except httpx2.TimeoutException as error:
-                failure = _timeout_or_unreachable(error)
-            except httpx2.HTTPError as error:
-                failure = ModelError(f"The model API could not be reached: {error}")
-            else:
-                if response.is_success:
-                    return response
-                if stream:
-                    await response.aread()
-                failure = ModelError(
-                    f"The model API answered HTTP {response.status_code}: {_error_text(response)}",
-                    upstream_status=response.status_code,
-                )
-                if response.status_code not in RETRY_STATUSES and response.status_code < 500:
-                    raise failure
+                return await once()
+            except _Retry as retry:
+                failure, delay = retry.failure, retry.delay
             if attempt >= self.max_retries:
                 raise failure
-            delay = _retry_after(response)
             if delay is None:
                 delay = min(INITIAL_BACKOFF_SECONDS * 2**attempt, MAX_BACKOFF_SECONDS) * random.uniform(0.75, 1.0)
             attempt += 1
@@ -185,6 +250,18 @@ class ModelClient:
                     "retry", {"kora.model.attempt": attempt, "error.type": type(failure).__name__}
                 )
             await asyncio.sleep(delay)
+
+
+_T = TypeVar("_T")
+
+
+class _Retry(Exception):
+    """A failed attempt worth retrying: the failure to raise when retries are spent, and the delay the server
+    asked for (``Retry-After``), if any."""
+
+    def __init__(self, failure: ModelError, delay: float | None) -> None:
+        super().__init__(failure.message)
+        self.failure, self.delay = failure, delay
 
 
 def _trace_context_injector() -> Callable[[dict[str, str]], None]:

@@ -48,7 +48,7 @@ from kora.agent.history import events_to_messages, memory_instructions, replay_t
 from kora.agent.loop import AgenticLoop, LoopResult, steps_usage, text_delta, turn_error, turn_settings
 from kora.agent.recorder import TurnRecorder, prompt_request
 from kora.agent.settings import AgentSettings
-from kora.agent.telemetry import AgentTracing, TurnSpan, active_sessions, observe_memory
+from kora.agent.telemetry import AgentTracing, TurnSpan, observe_memory, observe_sessions
 from kora.agent.turn import ClientCall, ToolStep, TurnOutcome, TurnRequest
 from kora.agent.turn_log import log_turn
 from kora.core.errors import Forbidden, KoraError, StepLimitReached, TurnCancelled
@@ -66,14 +66,17 @@ class SessionLocks:
 
     def __init__(self) -> None:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        observe_sessions(self)
+
+    def __len__(self) -> int:
+        """Sessions with a turn holding or waiting for their lock."""
+        return len(self._locks)
 
     @asynccontextmanager
     async def hold(self, session_id: str) -> AsyncIterator[None]:
         """Hold the session's lock for the duration of the ``async with`` block."""
         lock, users = self._locks.get(session_id, (asyncio.Lock(), 0))
         self._locks[session_id] = (lock, users + 1)
-        if users == 0:
-            active_sessions.add(1)
         try:
             async with lock:
                 yield
@@ -81,7 +84,6 @@ class SessionLocks:
             lock, users = self._locks[session_id]
             if users == 1:
                 del self._locks[session_id]
-                active_sessions.add(-1)
             else:
                 self._locks[session_id] = (lock, users - 1)
 

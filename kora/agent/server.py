@@ -16,12 +16,18 @@ from kora.core.command import run_command, survive_uvicorn_stop_signal
 from kora.core.settings_errors import SettingsError
 from kora.core.telemetry import instrument_app, setup_telemetry
 
+#: The instrumentation scope of the a2a-sdk's spans (``a2a.utils.telemetry.INSTRUMENTING_MODULE_NAME``; not
+#: imported from there, which would load the SDK before ``/health`` answers).
+A2A_SDK_SCOPE = "a2a-python-sdk"
+
 
 def _serve() -> int:
     """Run the agent server (all settings come from the environment: see docs/configuration.md)."""
     try:
         settings = load_agent_settings()
-        telemetry = setup_telemetry("Agent", settings.agent_name, component="kora agent")
+        # The a2a-sdk traces each of its internal calls as a SERVER span (~50 per message/send): muted unless asked.
+        muted = () if settings.agent_a2a_sdk_spans else (A2A_SDK_SCOPE,)
+        telemetry = setup_telemetry("Agent", settings.agent_name, component="kora agent", muted_scopes=muted)
         from kora.agent.app import create_app
 
         app = create_app(settings)

@@ -102,6 +102,12 @@ class AgentSettings(BaseSettings):
     agent_port: int = Field(default=8000, ge=1, le=65535, description="Port to listen on.")
     agent_log_level: LogLevel = Field(default="INFO", description="Log level (any case).")
     agent_access_log: bool = Field(default=False, description="Write uvicorn's access log (a line per request).")
+    agent_a2a_sdk_spans: bool = Field(
+        default=False,
+        description="Kora: with tracing on, also export the a2a-sdk's own spans (its request handler, event queue "
+        "and task manager: about 50 per `message/send`), for debugging the A2A layer. Off, an A2A request is its "
+        "server span `POST /` and Kora's `a2a task` span with the turn below it.",
+    )
     agent_max_request_bytes: int = Field(
         default=DEFAULT_MAX_REQUEST_BYTES,
         ge=MIN_MAX_REQUEST_BYTES,

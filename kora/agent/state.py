@@ -12,6 +12,7 @@ import asyncio
 import gc
 import importlib
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kora.agent.identity import IdentityResolver
@@ -44,9 +45,12 @@ class AgentState:
         self.startup_error: str | None = None
         self._loaded = asyncio.Event()
 
-    async def load(self) -> None:
-        """Import and start the runtime (in the background of the app's lifespan); never raises."""
+    async def load(self, before: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Import and start the runtime (in the background of the app's lifespan), after awaiting ``before`` (the
+        app's other deferred imports; its failure is a failure to start); never raises."""
         try:
+            if before is not None:
+                await before()
             module = await asyncio.to_thread(importlib.import_module, "kora.agent.runtime")
             runtime: AgentRuntime = module.AgentRuntime(self.settings, self.memory)
             await runtime.start()

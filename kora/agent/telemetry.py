@@ -37,7 +37,8 @@ meter, a no-op until :func:`kora.core.telemetry.setup_telemetry` installs one):
 * ``kora.agent.tool.duration`` (s, histogram: its count is the number of calls) per tool call, with
   ``gen_ai.tool.name`` and ``kora.outcome`` (``ok`` / ``error``);
 * ``kora.agent.delegation.duration`` (s, histogram) per delegated task, with the peer's ``gen_ai.agent.name``;
-* ``kora.agent.active_sessions`` ({session}, up-down counter): sessions with a turn running or waiting;
+* ``kora.agent.active_sessions`` ({session}, observable up-down counter, read when metrics are collected):
+  sessions with a turn running or waiting (:func:`observe_sessions`);
 * ``kora.memory.degraded`` (gauge, 0/1): the memory store is unreachable (:func:`observe_memory`).
 """
 
@@ -52,7 +53,7 @@ import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from opentelemetry import metrics, trace
@@ -115,9 +116,33 @@ _delegation_duration = _meter.create_histogram(
     description="Duration of each task delegated to a peer agent (its count is the number of delegations).",
     explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
 )
-active_sessions = _meter.create_up_down_counter(
-    "kora.agent.active_sessions", unit="{session}", description="Sessions with a turn running or waiting to run."
+#: The session-lock tables whose sizes add up to ``kora.agent.active_sessions`` (weakly held, as the memories below).
+_session_tables: weakref.WeakSet[SessionTable] = weakref.WeakSet()
+
+
+class SessionTable(Protocol):
+    """What ``kora.agent.active_sessions`` counts: ``len()`` is the number of sessions with a turn running or
+    waiting."""
+
+    def __len__(self) -> int: ...
+
+
+def _active_sessions(_options: CallbackOptions) -> Iterator[Observation]:
+    # Read when the metrics are collected (a scrape, an export): a turn pays nothing for it.
+    yield Observation(sum(len(table) for table in list(_session_tables)))
+
+
+_meter.create_observable_up_down_counter(
+    "kora.agent.active_sessions",
+    callbacks=[_active_sessions],
+    unit="{session}",
+    description="Sessions with a turn running or waiting to run.",
 )
+
+
+def observe_sessions(table: SessionTable) -> None:
+    """Count ``table``'s sessions in ``kora.agent.active_sessions``."""
+    _session_tables.add(table)
 
 
 #: The memories whose state ``kora.memory.degraded`` reports (the agent's; weakly held, so tests may make many).

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -80,8 +81,10 @@ class Setup:
 
 
 def decode(text: str) -> list[Any]:
-    """Server-sent events' ``data:`` lines as AG-UI events (the SDK's types)."""
-    return [EVENTS.validate_json(line[len("data: ") :]) for line in text.splitlines() if line.startswith("data: ")]
+    """Server-sent events' ``data:`` lines as AG-UI events (the SDK's types). Lines end at CR, LF or CRLF only, as
+    server-sent events define them: ``str.splitlines`` would also break a JSON string holding U+0085 or U+2028."""
+    lines = re.split(r"\r\n|\r|\n", text)
+    return [EVENTS.validate_json(line[len("data: ") :]) for line in lines if line.startswith("data: ")]
 
 
 def types(events: list[Any]) -> list[str]:

@@ -220,6 +220,24 @@ def test_retry_after_is_honoured_up_to_a_minute(header, seconds):
     assert _retry_after(httpx2.Response(429, headers=headers)) == seconds
 
 
+async def test_a_whole_answer_goes_through_the_proxy_the_environment_names(model, monkeypatch):
+    """HTTP_PROXY is honoured (looked up once per client), and NO_PROXY exempts a host: the scripted model is the
+    proxy here (it reads the absolute-form request line), the named model API a host that does not resolve."""
+    monkeypatch.setenv("HTTP_PROXY", model.url.removesuffix("/v1"))
+    client = client_for("http://model-api.invalid/v1")
+    try:
+        assert (await client.complete(body("via the proxy"))).text == "You said: via the proxy"
+    finally:
+        await client.aclose()
+    monkeypatch.setenv("NO_PROXY", "model-api.invalid")
+    client = client_for("http://model-api.invalid/v1")
+    try:
+        with pytest.raises(ModelError, match="could not be reached"):
+            await client.complete(body("direct"))
+    finally:
+        await client.aclose()
+
+
 async def test_concurrent_requests_each_get_their_own_answer(model):
     client = client_for(model.url)
     try:

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
+from fastapi.testclient import TestClient
 from starlette.routing import Route
 
 from kora.agent.app import create_app
 from kora.agent.settings import load_agent_settings
 from kora.memory import NullMemory
+from tests.support.agent import wait_until
+
+#: A2A's card paths and JSON-RPC endpoint, added before the SDK loads.
+CARD_AND_RPC = ["/.well-known/agent.json", "/.well-known/agent-card.json", "/.well-known/agent", "/"]
 
 
 def _app() -> FastAPI:
@@ -17,15 +22,35 @@ def _app() -> FastAPI:
 
 
 def test_every_endpoint_is_a_route_of_the_app_itself() -> None:
-    # Flat on purpose: an included router is matched again on every request (see kora.agent.routes).
+    # Flat on purpose: an included router is matched again on every request (see kora.agent.routes). The turns'
+    # routes come first; A2A's card and POST / last, before the SDK has loaded.
     app = _app()
     assert all(isinstance(route, Route) for route in app.routes)
-    a2a = [route.path for route in app.routes if route.include_in_schema is False]
-    assert a2a[-16:] == [
-        "/.well-known/agent.json",
-        "/.well-known/agent-card.json",
-        "/.well-known/agent",
-        "/",
+    assert [route.path for route in app.routes if route.include_in_schema is False][-4:] == CARD_AND_RPC
+    assert app.routes[-1].path == "/"
+    assert [(route.path, sorted(route.methods)) for route in app.routes if isinstance(route, APIRoute)] == [
+        ("/v1/chat/completions", ["POST"]),
+        ("/v1/models", ["GET"]),
+        ("/v1/models/{model_id:path}", ["GET"]),
+        ("/v1/responses", ["POST"]),
+        ("/ag-ui", ["POST"]),
+        ("/health", ["GET"]),
+        ("/ready", ["GET"]),
+        ("/tools", ["GET"]),
+        ("/memory/events", ["GET"]),
+        ("/memory/sessions", ["GET"]),
+        ("/memory/sessions/{session_id}", ["DELETE"]),
+        ("/memory/users/{user_id}", ["DELETE"]),
+    ]
+
+
+def test_the_http_json_binding_joins_the_table_last_once_the_sdk_has_loaded() -> None:
+    app = _app()
+    with TestClient(app):
+        wait_until(lambda: hasattr(app.state, "a2a"), within=60, message="the A2A server built")
+        paths = [route.path for route in app.routes]
+    assert paths[paths.index("/") - 3 :] == [
+        *CARD_AND_RPC,
         # The HTTP+JSON binding's, after every other route (a chat request does not try them first).
         "/message:send",
         "/message:stream",
@@ -39,21 +64,6 @@ def test_every_endpoint_is_a_route_of_the_app_itself() -> None:
         "/tasks/{id}/pushNotificationConfigs",
         "/tasks",
         "/extendedAgentCard",
-    ]
-    assert app.routes[-1].path == "/extendedAgentCard"
-    assert [(route.path, sorted(route.methods)) for route in app.routes if isinstance(route, APIRoute)] == [
-        ("/health", ["GET"]),
-        ("/ready", ["GET"]),
-        ("/tools", ["GET"]),
-        ("/memory/events", ["GET"]),
-        ("/memory/sessions", ["GET"]),
-        ("/memory/sessions/{session_id}", ["DELETE"]),
-        ("/memory/users/{user_id}", ["DELETE"]),
-        ("/v1/chat/completions", ["POST"]),
-        ("/v1/models", ["GET"]),
-        ("/v1/models/{model_id:path}", ["GET"]),
-        ("/v1/responses", ["POST"]),
-        ("/ag-ui", ["POST"]),
     ]
 
 

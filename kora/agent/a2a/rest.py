@@ -44,8 +44,6 @@ from kora.core.errors import InvalidJSON, KoraError
 SEND_PATHS = {"/message:send": "SendMessage", "/message:stream": "SendStreamingMessage"}
 LIST_TASKS_PATH = "/tasks"
 EXTENDED_CARD_PATH = "/extendedAgentCard"
-#: The first segments of every REST path (the limits middleware answers these in the binding's error shape).
-_PREFIXES = ("/message:", "/tasks", EXTENDED_CARD_PATH)
 _INTERNAL_CODE = -32603
 #: google.rpc code names of the HTTP statuses Kora's own refusals carry.
 _STATUS_NAMES = {
@@ -61,11 +59,6 @@ _STATUS_NAMES = {
 #: (the SDK route's path template) before the SDK sees it.
 Guard = Callable[[Request, str], Awaitable[None]]
 Endpoint = Callable[[Request], Awaitable[Response]]
-
-
-def is_rest_path(path: str) -> bool:
-    """True when ``path`` is one of the binding's (or would be, but for a wrong id or method)."""
-    return path.startswith(_PREFIXES)
 
 
 def rest_error_body(error: KoraError) -> tuple[int, dict[str, object]]:

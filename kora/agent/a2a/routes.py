@@ -50,6 +50,7 @@ from kora.agent.a2a.negotiation import (
     error_info_entries,
     negotiate,
 )
+from kora.agent.a2a.paths import is_rest_path
 from kora.agent.a2a.store import DEFAULT_MAX_TASKS, build_task_store
 from kora.agent.identity import ANONYMOUS, Identity, IdentityResolver, challenge
 from kora.agent.settings import AgentSettings
@@ -85,7 +86,7 @@ def a2a_refusal(path: str, error: KoraError) -> tuple[int, object]:
     binding's paths its error body (:func:`.rest.rest_error_body`); elsewhere OpenAI's error body."""
     if path == "/":
         return (error.status if isinstance(error, PayloadTooLarge) else 200), legacy.error_response(None, error)
-    if rest.is_rest_path(path):
+    if is_rest_path(path):
         return rest.rest_error_body(error)
     return openai_refusal(path, error)
 
@@ -177,10 +178,6 @@ class VerifiedUser(User):
         return self._user_id
 
 
-#: Paths the card is served at: A2A 0.3's, the SDK's default, and the one the gateway example uses.
-CARD_PATHS = ("/.well-known/agent.json", "/.well-known/agent-card.json", "/.well-known/agent")
-
-
 class A2AServer:
     """The A2A pieces of one agent: card source, task store, SDK request handler and the ``POST /`` endpoint.
 
@@ -217,12 +214,6 @@ class A2AServer:
         )
         self.context_builder = IdentityContextBuilder(settings)
         self.dispatcher = JsonRpcDispatcher(self.handler, context_builder=self.context_builder, enable_v0_3_compat=True)
-
-    def add_routes(self, router: APIRouter) -> None:
-        """Add the card routes and ``POST /`` to ``router``, outside the OpenAPI document (they are A2A's)."""
-        for path in CARD_PATHS:
-            router.add_route(path, self.card_endpoint, methods=["GET"], include_in_schema=False)
-        router.add_route("/", self.rpc_endpoint, methods=["POST"], include_in_schema=False)
 
     def add_rest_routes(self, router: APIRouter) -> None:
         """Add the HTTP+JSON binding's routes (:mod:`.rest`) to ``router``, outside the OpenAPI document. Added

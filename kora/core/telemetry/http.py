@@ -131,13 +131,13 @@ def metrics_response(request: Request, telemetry: Telemetry) -> Response:
 
 
 def _add_metrics_route(app: Starlette, telemetry: Telemetry) -> None:
-    from starlette.routing import Route
+    from kora.core.telemetry.routing import NamedRoute
 
     async def metrics(request: Request) -> Response:
         return metrics_response(request, telemetry)
 
     # First in the table: the gateway's catch-all and mounted apps (MCP at "/") must not shadow it.
-    app.router.routes.insert(0, Route(METRICS_PATH, metrics, methods=["GET"], include_in_schema=False))
+    app.router.routes.insert(0, NamedRoute(METRICS_PATH, metrics, methods=["GET"], include_in_schema=False))
 
 
 def _switch_off_fastapi_native_telemetry(app: Starlette) -> None:

@@ -18,8 +18,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kora.core.telemetry.config import (
     KORA_RESOURCE_KIND,
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
+    from opentelemetry.trace import Tracer
     from prometheus_client import CollectorRegistry
 
 __all__ = [
@@ -135,6 +137,24 @@ def _metric_exporter(protocol: Protocol) -> MetricExporter:
     return OTLPMetricExporter()
 
 
+def _muting(base: type[TracerProvider], muted: frozenset[str]) -> type[TracerProvider]:
+    """``base`` whose ``get_tracer`` answers the API's no-op tracer for the scopes in ``muted`` (its spans are
+    never made, so they cost almost nothing and their children attach to the span around them)."""
+    if not muted:
+        return base
+    from opentelemetry.trace import NoOpTracer
+
+    silent = NoOpTracer()
+
+    class MutingTracerProvider(base):  # type: ignore[valid-type,misc]
+        def get_tracer(self, instrumenting_module_name: str, *args: Any, **kwargs: Any) -> Tracer:
+            if instrumenting_module_name in muted:
+                return silent
+            return super().get_tracer(instrumenting_module_name, *args, **kwargs)  # type: ignore[no-any-return]
+
+    return MutingTracerProvider
+
+
 def _instrument_http_clients() -> None:
     # Class-level patches of httpx's and httpx2's own transports (AsyncHTTPTransport/HTTPTransport), so clients
     # created before this ran are covered too. Other transports (httpx_aiohttp's) need
@@ -152,6 +172,7 @@ def setup_telemetry(
     *,
     namespace: str | None = None,
     component: str = "kora",
+    muted_scopes: Collection[str] = (),
 ) -> Telemetry:
     """Install this process's telemetry and return it; call once at a workload's start, before serving, and
     ``shutdown()`` the result on exit. A second call returns the first call's telemetry.
@@ -159,7 +180,9 @@ def setup_telemetry(
     ``kind`` / ``name`` / ``namespace`` are the Kora resource the process runs (``"Agent"``, ``"helper"``,
     ``"default"``): they become ``kora.resource.kind``, ``kora.resource.name``, ``service.namespace`` and the
     default ``service.name``; ``OTEL_RESOURCE_ATTRIBUTES`` and ``OTEL_SERVICE_NAME`` override them (the wiring
-    writes both). ``component`` (``"kora agent"``) prefixes error messages.
+    writes both). ``component`` (``"kora agent"``) prefixes error messages. ``muted_scopes``: instrumentation
+    scopes (the names libraries pass to ``get_tracer``) whose tracers make no spans, e.g. a library that traces its
+    own internals far below what an operator reads.
 
     Raises :class:`kora.core.settings_errors.SettingsError` naming each bad ``OTEL_*`` variable (an endpoint that
     is not an http(s) URL, an unknown protocol); nothing is installed then.
@@ -192,7 +215,7 @@ def setup_telemetry(
             from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-            tracer_provider = SdkTracerProvider(resource=resource)
+            tracer_provider = _muting(SdkTracerProvider, frozenset(muted_scopes))(resource=resource)
             tracer_provider.add_span_processor(BatchSpanProcessor(_span_exporter(config.traces_protocol)))
             trace.set_tracer_provider(tracer_provider)
             telemetry.tracer_provider = tracer_provider

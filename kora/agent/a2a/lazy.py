@@ -1,0 +1,97 @@
+"""A2A's routes on the agent server (the card and ``POST /``) before the a2a-sdk has loaded.
+
+Importing the SDK (its request handlers, the 0.3 compatibility types, protobuf) takes ~0.3-0.6 s, which would
+delay ``/health``. So the app adds the card routes and ``POST /`` from here, and :meth:`LazyA2A.load` imports
+:mod:`kora.agent.a2a.routes` in a thread after the server answers ``/health``, then builds the
+:class:`~kora.agent.a2a.routes.A2AServer`. A request that arrives before that waits for it (up to
+:data:`~kora.agent.state.STARTUP_WAIT_SECONDS`; then 503, as any request that needs the runtime). This module
+imports nothing of the SDK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import Response
+
+from kora.agent.a2a.paths import CARD_PATHS, JSONRPC_PATH, is_rest_path
+from kora.agent.state import STARTUP_WAIT_SECONDS
+from kora.core.errors import KoraError, Unavailable
+from kora.core.limits import openai_refusal
+from kora.core.telemetry.routing import NamedRoute
+
+if TYPE_CHECKING:
+    from kora.agent.a2a.routes import A2AServer
+
+#: The module that brings the SDK.
+ROUTES_MODULE = "kora.agent.a2a.routes"
+
+
+def a2a_refusal(path: str, error: KoraError) -> tuple[int, object]:
+    """How the agent refuses a request the limits stop: :func:`kora.agent.a2a.routes.a2a_refusal` on ``POST /``
+    and the HTTP+JSON binding's paths (a JSON-RPC error object, or the binding's error body; the SDK is imported
+    for it if it has not loaded yet), OpenAI's error body elsewhere."""
+    if path != JSONRPC_PATH and not is_rest_path(path):
+        return openai_refusal(path, error)
+    module = importlib.import_module(ROUTES_MODULE)
+    refusal: tuple[int, object] = module.a2a_refusal(path, error)
+    return refusal
+
+
+class LazyA2A:
+    """The agent's :class:`~kora.agent.a2a.routes.A2AServer`, built by ``build(module)`` (``module`` being
+    :mod:`kora.agent.a2a.routes`) once :meth:`load` has imported it; ``server`` is ``None`` until then."""
+
+    def __init__(self, build: Callable[[ModuleType], A2AServer]) -> None:
+        self._build = build
+        self.server: A2AServer | None = None
+        self._done = asyncio.Event()
+        self._error: str | None = None
+
+    async def load(self) -> None:
+        """Import the SDK (in a thread, so the server keeps answering) and build the server. Raises what the
+        import or the build raised, after recording it for the requests that wait."""
+        try:
+            module = await asyncio.to_thread(importlib.import_module, ROUTES_MODULE)
+            self.server = self._build(module)
+        except Exception as error:
+            self._error = f"{type(error).__name__}: {error}"
+            raise
+        finally:
+            self._done.set()
+
+    async def wait(self) -> A2AServer:
+        """The server, waiting for :meth:`load`; :class:`~kora.core.errors.Unavailable` (503) when it has not
+        loaded in time (``starting``) or failed to (``startup_failed``)."""
+        if self.server is not None:
+            return self.server
+        try:
+            await asyncio.wait_for(self._done.wait(), STARTUP_WAIT_SECONDS)
+        except TimeoutError:
+            raise Unavailable("The agent is still starting.", code="starting") from None
+        if self.server is None:
+            raise Unavailable(f"The agent's A2A endpoint failed to start: {self._error}", code="startup_failed")
+        return self.server
+
+    def add_routes(self, router: APIRouter) -> None:
+        """Add the card routes and ``POST /`` to ``router``, outside the OpenAPI document (they are A2A's)."""
+        for path in CARD_PATHS:
+            router.routes.append(NamedRoute(path, self._card, methods=["GET"], include_in_schema=False))
+        router.routes.append(NamedRoute(JSONRPC_PATH, self._rpc, methods=["POST"], include_in_schema=False))
+
+    async def _card(self, request: Request) -> Response:
+        return await (await self.wait()).card_endpoint(request)
+
+    async def _rpc(self, request: Request) -> Response:
+        return await (await self.wait()).rpc_endpoint(request)
+
+    async def close(self) -> None:
+        """Cancel tasks still running (server shutdown), if the server was built."""
+        if self.server is not None:
+            await self.server.close()

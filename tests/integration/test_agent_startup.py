@@ -1,0 +1,68 @@
+"""Start-up order of the agent server: ``/health`` needs only the app, so the a2a-sdk and the runtime
+(pydantic-ai) are imported after it answers; the A2A routes and ``/ready`` wait for them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import httpx
+
+from kora.core.net import free_port
+from kora.scripted.model import ScriptedModel, create_app
+from tests.support.a2a import message_params, rpc_body
+from tests.support.processes import clean_env, kora_process
+from tests.support.threaded import ThreadedServer
+
+#: Top-level packages the app must not import before it serves (each costs ~0.3-1 s of start-up).
+DEFERRED = ("a2a", "pydantic_ai", "google.protobuf")
+
+BUILD_APP = """
+import sys
+from kora.agent.server import cli  # what `kora agent` imports
+from kora.agent.app import create_app
+from kora.agent.settings import AgentSettings
+from kora.core.telemetry import instrument_app, setup_telemetry
+
+app = create_app(AgentSettings(agent_name="a", model_api_url="http://127.0.0.1:9/v1", model_name="m"))
+instrument_app(app, setup_telemetry("Agent", "a"))
+print(" ".join(sorted(name for name in sys.modules if name.startswith({deferred!r}))))
+"""
+
+
+def test_the_app_that_answers_health_imports_neither_the_a2a_sdk_nor_the_runtime() -> None:
+    script = BUILD_APP.format(deferred=DEFERRED)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.split() == [], done.stdout
+
+
+def test_a2a_and_chat_requests_made_as_soon_as_health_answers_are_served() -> None:
+    with ThreadedServer(create_app(ScriptedModel()), name="scripted-model", lifespan="off") as model:
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        env = clean_env(
+            AGENT_NAME="early",
+            AGENT_HOST="127.0.0.1",
+            AGENT_PORT=str(port),
+            MODEL_API_URL=model.root_url + "/v1",
+            MODEL_NAME="scripted",
+        )
+        with kora_process(["agent"], env, url + "/health"):
+            # The first 200 of /health: each request below waits for what it needs, none is a 404 or a 503.
+            with httpx.Client(base_url=url, timeout=60) as client:
+                card = client.get("/.well-known/agent.json")
+                assert card.status_code == 200, card.text
+                assert card.json()["name"] == "early"
+                sent = client.post("/", json=rpc_body("message/send", message_params("hello early")))
+                assert sent.status_code == 200, sent.text
+                assert sent.json()["result"]["status"]["state"] == "completed", sent.text
+                chat = client.post(
+                    "/v1/chat/completions", json={"model": "early", "messages": [{"role": "user", "content": "hi"}]}
+                )
+                assert chat.status_code == 200, chat.text
+                deadline = time.monotonic() + 60
+                while (ready := client.get("/ready")).status_code != 200 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert ready.json() == {"status": "ready"}
