@@ -491,7 +491,8 @@ def test_responses_structured_output_and_refusals(s):
     )
     assert Weather.model_validate_json(answer.output_text) == Weather(city="Paris", degrees=21)
     for body, param in (
-        ({"store": False}, "store"),
+        ({"store": "no"}, "store"),
+        ({"conversation": "conv_1"}, "conversation"),
         ({"background": True}, "background"),
         ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
         ({"temperature": "hot"}, "temperature"),
@@ -563,6 +564,8 @@ def test_fuzz_the_responses_api(setup, body):
         assert setup.agent.events(session) == []
     else:
         assert response.status_code == 200, response.text
+        if body.get("store") is False:  # a response not stored leaves nothing
+            assert setup.agent.events(session) == []
 
 
 def test_a_token_limit_cuts_the_answer_with_finish_reason_length(s):

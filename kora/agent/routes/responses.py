@@ -30,13 +30,26 @@ from fastapi.responses import JSONResponse, Response
 
 from kora.agent.identity import open_session
 from kora.agent.openai_api import parse_chat_body
-from kora.agent.responses_api import ResponseEvents, chat_body, pending_calls, response_id, session_of
+from kora.agent.responses_api import (
+    ResponseEvents,
+    chat_body,
+    check_previous,
+    pending_calls,
+    response_fields,
+    response_id,
+    response_not_found,
+    session_in,
+    session_of,
+    stored_response,
+)
 from kora.agent.routes.chat import chat_turn, event_stream, requested_session
 from kora.agent.routes.errors import error_response
 from kora.agent.state import AgentState
-from kora.agent.turn import TurnOutcome, TurnRequest
+from kora.agent.turn import ResponseRecord, TurnOutcome, TurnRequest
 from kora.core.errors import InvalidJSON, KoraError, RequestError
+from kora.core.events import MemoryEvent
 from kora.core.protocol import SESSION_HEADER
+from kora.memory.base import new_session_id
 
 if TYPE_CHECKING:
     from kora.agent.runtime import AgentRuntime
@@ -55,7 +68,8 @@ def _decode(raw: bytes) -> dict[str, Any]:
 
 
 def add_responses_routes(router: APIRouter, state: AgentState) -> None:
-    """Add ``POST /v1/responses`` to ``router``, serving turns with ``state``'s runtime and memory."""
+    """Add ``POST /v1/responses`` and ``GET`` / ``DELETE /v1/responses/{id}`` and ``POST
+    /v1/responses/{id}/cancel`` to ``router``, serving turns with ``state``'s runtime and memory."""
     agent_name = state.settings.agent_name
 
     @router.post("/v1/responses")
@@ -63,12 +77,15 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         identity = await state.identity.resolve(request.headers)
         body = _decode(await request.body())
         previous = body.get("previous_response_id")
+        store = body.get("store") is not False
         runtime = await state.wait_runtime()
         if previous is not None:
-            session_id = await open_session(state.memory, session_of(previous), agent_name, identity)
-            stored = await state.memory.get_session_events(session_id, limit=_EVENTS_LOOKED_UP)
+            session_id = session_of(previous)
+            await state.memory.check_reader(session_id, identity.user_id)
+            stored = await state.memory.get_session_events(session_id)
+            check_previous(stored, previous)
             with responses_params():
-                parsed = parse_chat_body(chat_body(body, pending_calls(stored)))
+                parsed = parse_chat_body(chat_body(body, pending_calls(stored[-_EVENTS_LOOKED_UP:])))
                 turn = chat_turn(parsed, request, identity)
                 runtime.check(turn)
         else:
@@ -77,10 +94,17 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
                 turn = chat_turn(parsed, request, identity)
                 runtime.check(turn)
             requested = requested_session(request.headers.get(SESSION_HEADER), parsed.request.session_id)
-            session_id = await open_session(state.memory, requested, agent_name, identity)
-        turn = replace(turn, session_id=session_id)
+            if store:
+                session_id = await open_session(state.memory, requested, agent_name, identity)
+            elif requested is not None:  # read, never created: a turn that is not stored leaves no session
+                await state.memory.check_reader(requested, identity.user_id)
+                session_id = requested
+            else:
+                session_id = new_session_id()
+        fields = response_fields(response_id(session_id), parsed.request.model or agent_name, body)
+        events = ResponseEvents(fields)
+        turn = replace(turn, session_id=session_id, response=ResponseRecord(events.id, fields, store))
         headers = {SESSION_HEADER: session_id}
-        events = ResponseEvents(response_id(session_id), parsed.request.model or agent_name, body)
         if parsed.request.stream and parsed.output is None:
             return event_stream(stream_events(runtime, turn, events), headers)
         try:
@@ -90,6 +114,54 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         if parsed.request.stream:
             return event_stream(_whole(events, outcome), headers)
         return JSONResponse(events.body(outcome), headers=headers)
+
+    async def held(request: Request, id_: str) -> tuple[str, list[MemoryEvent]]:
+        """The session of response ``id_`` and its events, once the caller may read it (a session of another
+        user: 403); 404 for an id that names no session or a query parameter (none is served)."""
+        _no_query(request)
+        identity = await state.identity.resolve(request.headers)
+        session_id = session_in(id_)
+        if session_id is None:
+            raise response_not_found(id_)
+        await state.memory.check_reader(session_id, identity.user_id)
+        return session_id, await state.memory.get_session_events(session_id)
+
+    @router.get("/v1/responses/{response_id}")
+    async def retrieve_response(request: Request, response_id: str) -> Response:
+        _, stored = await held(request, response_id)
+        body = stored_response(response_id, stored)
+        if body is None:
+            raise response_not_found(response_id)
+        return JSONResponse(body)
+
+    @router.delete("/v1/responses/{response_id}")
+    async def delete_response(request: Request, response_id: str) -> Response:
+        session_id, stored = await held(request, response_id)
+        if stored_response(response_id, stored) is None:
+            raise response_not_found(response_id)
+        # A response is a turn of its session, and a session's events are erased together: deleting it erases
+        # the conversation it belongs to (every response chained with it).
+        await state.memory.erase_session(session_id)
+        return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
+
+    @router.post("/v1/responses/{response_id}/cancel")
+    async def cancel_response(request: Request, response_id: str) -> Response:
+        _, stored = await held(request, response_id)
+        if stored_response(response_id, stored) is None:
+            raise response_not_found(response_id)
+        raise RequestError(
+            f"Cannot cancel response '{response_id}': only a response created with background=true can be "
+            "cancelled, and this agent runs no background responses (every response has ended when it is answered).",
+            code="unsupported_value",
+        )
+
+
+def _no_query(request: Request) -> None:
+    """Refuse query parameters (``include``, ``stream``, ...) on the stored-response routes: none is served."""
+    for name in request.query_params:
+        raise RequestError(
+            f"Unsupported parameter: '{name}' is not supported by this agent.", code="unsupported_parameter", param=name
+        )
 
 
 #: How many of a session's latest events are read for the calls a previous response handed to the client.
