@@ -5,7 +5,9 @@ as a ``response`` object or its stream of typed events (:class:`ResponseEvents`)
 Sessions: a response's ``id`` names the session its turn ran in (``resp_<session id, hex>_<random>``), so
 ``previous_response_id`` continues that session; its stored events are the conversation, nothing else is kept.
 ``function_call_output`` items answer the calls of the previous response: the calls are read back from the
-session (:func:`pending_calls`). Pure functions and data, no I/O.
+session (:func:`pending_calls`). A stored response is its turn's events, stamped as
+:class:`~kora.agent.turn.ResponseRecord` says, and is read back from them (:func:`stored_response`). Pure functions
+and data, no I/O.
 """
 
 from __future__ import annotations

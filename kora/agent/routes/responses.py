@@ -5,8 +5,14 @@ follows the chat endpoint's rules: every field honoured or refused with a 400, c
 output (``text.format``), sampling fields. The session is the one ``previous_response_id`` names, else
 ``X-Session-ID``, else the body's ``session_id``, else a new one; the response ``id`` names it, so the next
 request continues it with ``previous_response_id``. ``function_call_output`` items answer the function calls of
-the previous response, which the session holds. ``store: false`` is refused (every turn is kept in its session);
-retrieving, deleting and cancelling stored responses are not served.
+the previous response, which the session holds; it must be the session's latest stored response. ``store:
+false`` runs the turn without storing anything (no session is created).
+
+Stored responses: ``GET /v1/responses/{id}`` answers one as it was answered, read back from its turn's events
+(:func:`kora.agent.responses_api.stored_response`); ``DELETE`` erases its session (a session's events are erased
+together); ``POST .../cancel`` is a 400, as no response runs in the background. Who may read, continue or delete a
+response is who may use its session (:meth:`kora.memory.Memory.check_reader`: 403 ``session_forbidden``); one not
+held is a 404 (``response_not_found``, or ``previous_response_not_found`` when a request names it).
 
 Streamed: ``response.created``, ``response.in_progress``, the message's ``response.output_item.added``,
 ``response.content_part.added``, ``response.output_text.delta`` ..., ``.done`` events, each function call's
