@@ -31,7 +31,7 @@ _RENAMED: Final[Mapping[str, str]] = {"max_output_tokens": "max_tokens"}
 _SAME: Final = frozenset({"model", "stream", "temperature", "top_p", "parallel_tool_calls", "metadata", "user"})
 #: Responses fields this module reads itself.
 _OWN: Final = frozenset(
-    {"input", "instructions", "tools", "tool_choice", "text", "previous_response_id", "store", "background"}
+    {"input", "instructions", "tools", "tool_choice", "text", "previous_response_id", "store", "background", "include"}
 )
 #: Metadata keys of the events a Responses turn stores (:class:`~kora.agent.turn.ResponseRecord`).
 RESPONSE_ID: Final = "response_id"
@@ -229,6 +229,15 @@ def chat_body(body: Mapping[str, Any], pending: list[ClientCall] | None = None) 
             "Unsupported value: 'background' must be false: this agent answers a response while the request is "
             "open (stream it for progress); background responses, and so cancelling them, are not served.",
             "background",
+            "unsupported_value",
+        )
+    include = body.get("include")
+    if include is not None and not isinstance(include, list):
+        raise _refuse("Invalid type for 'include': expected an array of strings.", "include", "invalid_type")
+    if include:  # an empty list asks for nothing more than the response (what the OpenAI Agents SDK sends)
+        raise _refuse(
+            "Unsupported value: 'include' must be empty: this agent adds no extra output data to a response.",
+            "include",
             "unsupported_value",
         )
     if body.get("conversation") is not None:

@@ -493,6 +493,8 @@ def test_responses_structured_output_and_refusals(s):
     for body, param in (
         ({"store": "no"}, "store"),
         ({"conversation": "conv_1"}, "conversation"),
+        ({"include": ["message.output_text.logprobs"]}, "include"),
+        ({"include": "all"}, "include"),
         ({"background": True}, "background"),
         ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
         ({"temperature": "hot"}, "temperature"),
