@@ -1,7 +1,9 @@
 """CPU per turn of the agent's OpenAI surfaces, measured in one run against one agent (``MEMORY_TOOLS=all``):
 
 * a Chat Completions text turn and a Responses text turn (the Responses path translates its request to the chat
-  one and renders its own answer: the two should cost about the same);
+  one and renders its own answer: the two should cost about the same), and a Responses turn that continues its
+  conversation with ``previous_response_id`` (8 conversations growing to the session bound, whose stored events
+  are read to check it is their latest response);
 * a client-tool round trip: two chat requests, the first ending with the client's ``get_weather`` call, the second
   carrying its result (two model requests, both through pydantic-ai's Agent), against a server-tool turn (one
   request: the model calls ``save_memory``, the agent runs it and the model answers; two model requests).
@@ -19,6 +21,7 @@ import asyncio
 import os
 import statistics
 import sys
+import weakref
 from collections.abc import Awaitable, Callable
 
 import httpx
@@ -51,6 +54,25 @@ async def responses_text(client: httpx.AsyncClient, n: int) -> None:
     assert answer["output"][0]["content"][0]["text"].startswith("You said"), answer
 
 
+#: The latest response of each chained conversation, and per event loop (one per round) a lock per conversation
+#: so that one turn at a time continues it.
+_latest: dict[int, str] = {}
+_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, asyncio.Lock]] = weakref.WeakKeyDictionary()
+
+
+async def responses_chained(client: httpx.AsyncClient, n: int) -> None:
+    """A Responses turn continuing one of ``CONCURRENCY`` conversations with ``previous_response_id`` (the agent
+    reads the conversation's stored events to check it names its latest response)."""
+    chain = n % CONCURRENCY
+    lock = _locks.setdefault(asyncio.get_running_loop(), {}).setdefault(chain, asyncio.Lock())
+    async with lock:
+        body = {"model": "bench", "input": f"hello number {n}", "previous_response_id": _latest.get(chain)}
+        answer = (await client.post("/v1/responses", json=body)).json()
+        assert "output" in answer, answer
+        assert answer["output"][0]["content"][0]["text"].startswith("You said"), answer
+        _latest[chain] = answer["id"]
+
+
 async def client_tool_round_trip(client: httpx.AsyncClient, n: int) -> None:
     messages: list[object] = [{"role": "user", "content": f"client-bench {n}"}]
     first = (await client.post("/v1/chat/completions", json={"messages": messages, "tools": [TOOL]})).json()
@@ -70,6 +92,7 @@ async def server_tool_turn(client: httpx.AsyncClient, n: int) -> None:
 PHASES: dict[str, Callable[[httpx.AsyncClient, int], Awaitable[None]]] = {
     "chat text turn": chat_text,
     "responses text turn": responses_text,
+    "responses turn with previous_response_id": responses_chained,
     "client-tool round trip (2 requests)": client_tool_round_trip,
     "server-tool turn (1 request)": server_tool_turn,
 }

@@ -97,11 +97,16 @@ def turn_events(events: Iterable[MemoryEvent], response_id: str) -> list[MemoryE
     return [event for event in events if event.metadata.get(RESPONSE_ID) == response_id]
 
 
+def latest_response(events: Sequence[MemoryEvent]) -> JsonValue:
+    """The id of the latest response among ``events`` (a session's, oldest first); None when none is there."""
+    return next((e.metadata[RESPONSE_ID] for e in reversed(events) if RESPONSE_ID in e.metadata), None)
+
+
 def check_previous(events: Sequence[MemoryEvent], previous_response_id: str) -> None:
     """Refuse a ``previous_response_id`` its session does not hold (404 ``previous_response_not_found``) or that
     is not the session's latest response (400 ``invalid_value``: a response continues its session, so
     branching from an earlier response would silently carry the later turns along)."""
-    latest = next((e.metadata[RESPONSE_ID] for e in reversed(events) if RESPONSE_ID in e.metadata), None)
+    latest = latest_response(events)
     if latest == previous_response_id:
         return
     if not turn_events(events, previous_response_id):

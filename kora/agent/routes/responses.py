@@ -40,6 +40,7 @@ from kora.agent.responses_api import (
     ResponseEvents,
     chat_body,
     check_previous,
+    latest_response,
     pending_calls,
     response_fields,
     response_id,
@@ -88,10 +89,11 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         if previous is not None:
             session_id = session_of(previous)
             await state.memory.check_reader(session_id, identity.user_id)
-            stored = await state.memory.get_session_events(session_id)
-            check_previous(stored, previous)
+            stored = await state.memory.get_session_events(session_id, limit=_EVENTS_LOOKED_UP)
+            if latest_response(stored) != previous:  # else the whole session says why it is refused
+                check_previous(await state.memory.get_session_events(session_id), previous)
             with responses_params():
-                parsed = parse_chat_body(chat_body(body, pending_calls(stored[-_EVENTS_LOOKED_UP:])))
+                parsed = parse_chat_body(chat_body(body, pending_calls(stored)))
                 turn = chat_turn(parsed, request, identity)
                 runtime.check(turn)
         else:
@@ -170,7 +172,8 @@ def _no_query(request: Request) -> None:
         )
 
 
-#: How many of a session's latest events are read for the calls a previous response handed to the client.
+#: How many of a session's latest events are read for the calls a previous response handed to the client (and to
+#: find that it is the session's latest response; the whole session is read only to refuse one that is not).
 _EVENTS_LOOKED_UP = 64
 #: Chat Completions request fields as the Responses field they were translated from (``param`` of a refusal).
 _PARAMS: Final = (
