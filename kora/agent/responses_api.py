@@ -302,7 +302,7 @@ def _usage(outcome: TurnOutcome | None) -> JsonValue:
         return None
     return {
         "input_tokens": outcome.input_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
         "output_tokens": outcome.output_tokens,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": outcome.input_tokens + outcome.output_tokens,
@@ -468,8 +468,20 @@ class ResponseEvents:
 
     def failed(self, code: str, message: str) -> list[bytes]:
         """``response.failed`` with the error."""
-        body = self.body(None, "failed", {"code": code, "message": message})
+        body = self.body(None, "failed", response_error(code, message))
         return [self.event("response.failed", response=body)]
+
+
+#: The codes a response's ``error`` may have (OpenAI's ``ResponseError.code``) that Kora's errors can be.
+_ERROR_CODES: Final = frozenset({"server_error", "rate_limit_exceeded"})
+
+
+def response_error(code: str | None, message: str | None) -> dict[str, JsonValue]:
+    """A failed response's ``error``: Kora's error ``code`` is named at the start of the ``message``, as the
+    ``code`` field takes only OpenAI's codes (``server_error`` for every failure of the turn)."""
+    if code in _ERROR_CODES:
+        return {"code": code, "message": message or ""}
+    return {"code": "server_error", "message": f"{code}: {message}" if code else message or ""}
 
 
 # -- stored responses -------------------------------------------------------------------------------------------
@@ -506,8 +518,10 @@ def stored_response(response_id: str, events: Sequence[MemoryEvent]) -> dict[str
         return events_of.body(outcome)
     failure = next((e.content for e in own if e.event_type == EventType.ERROR and isinstance(e.content, dict)), {})
     code = failure.get("error_type") if isinstance(failure, dict) else None
-    error: JsonValue = {"code": code, "message": failure.get("message") if isinstance(failure, dict) else None}
-    return events_of.body(outcome, "cancelled" if code == "cancelled" else "failed", error)
+    message = failure.get("message") if isinstance(failure, dict) else None
+    if code == "cancelled":
+        return events_of.body(outcome, "cancelled")
+    return events_of.body(outcome, "failed", response_error(str(code) if code else None, str(message or "")))
 
 
 def _call_id(event: MemoryEvent) -> object:

@@ -219,7 +219,8 @@ def test_a_failed_streamed_response_is_stored_as_failed(s):
     got = s.client().responses.retrieve(end.response.id)
     assert got.status == "failed"
     assert got.error is not None
-    assert got.error.code == end.response.error.code
+    assert (got.error.code, got.error.message) == ("server_error", end.response.error.message)
+    assert got.error.message.startswith("model_error: ")
 
 
 def test_a_users_response_is_hers_alone(s):
@@ -273,3 +274,43 @@ def test_fuzz_the_stored_response_routes(setup, id_, method):
     assert response.status_code in (400, 403, 404, 405), response.text
     assert response.json()["error"]["message"]
     assert setup.agent.events() == before
+
+
+def _sse(response: httpx.Response) -> list[dict[str, object]]:
+    return [json.loads(line[len("data: ") :]) for line in response.text.splitlines() if line.startswith("data: ")]
+
+
+def test_every_answer_validates_against_openais_own_types(s):
+    """The SDK parses leniently (``construct``); here each answer is validated by ``openai``'s pydantic types."""
+    from openai.types import responses
+
+    Response = responses.Response
+    # Each event by the class of its type (openai's union of events has no discriminator pydantic can use).
+    by_type = {
+        cls.model_fields["type"].annotation.__args__[0]: cls
+        for cls in vars(responses).values()
+        if isinstance(cls, type) and cls.__name__.endswith("Event") and "type" in getattr(cls, "model_fields", {})
+    }
+
+    class events:
+        @staticmethod
+        def validate_python(event: dict[str, object]):
+            return by_type[event["type"]].model_validate(event)
+
+    url = f"{s.agent.url}/v1/responses"
+    for body in (
+        {"input": "hello", "instructions": "Be brief.", "metadata": {"k": "v"}, "max_output_tokens": 50},
+        {"input": "weather in Paris?", "tools": [TOOL], "tool_choice": "auto"},
+        {"input": "hello there my friend", "max_output_tokens": 2},
+    ):
+        created = httpx.post(url, json={"model": "helper", **body}, timeout=30).json()
+        Response.model_validate(created)
+        Response.model_validate(httpx.get(f"{url}/{created['id']}", timeout=30).json())
+        streamed = httpx.post(url, json={"model": "helper", "stream": True, **body}, timeout=30)
+        kinds = [events.validate_python(event).type for event in _sse(streamed)]
+        assert kinds[-1] in ("response.completed", "response.incomplete")
+    s.model.enqueue(ErrorReply(500, "the model broke"))
+    failed = _sse(httpx.post(url, json={"model": "helper", "input": "x", "stream": True}, timeout=30))
+    end = events.validate_python(failed[-1])
+    assert end.type == "response.failed"
+    Response.model_validate(httpx.get(f"{url}/{end.response.id}", timeout=30).json())
