@@ -68,12 +68,8 @@ class TurnRecorder:
         (None for a failed turn) are what a response of the Responses API keeps with its events."""
         if turn.response is not None and not turn.response.store:
             return
-        events = messages_to_events(
-            messages or [prompt_request(turn)],
-            prompt_event_type=EventType.TASK_DELEGATION_RECEIVED if turn.delegated_by else EventType.USER_MESSAGE,
-            prompt_metadata={"from_agent": turn.delegated_by} if turn.delegated_by else None,
-            delegation_agents=self._delegation_agents,
-        )
+        messages = messages or [prompt_request(turn)]
+        events = self._events(turn, messages)
         if error is not None:
             events.append(
                 self.memory.create_event(EventType.ERROR, {"error_type": error.code, "message": error.message})
@@ -81,19 +77,38 @@ class TurnRecorder:
         if trace_ids := self._tracing.event_metadata():
             events = [event.model_copy(update={"metadata": {**event.metadata, **trace_ids}}) for event in events]
         if turn.response is not None:
-            events = _stamped(events, turn.response, tokens, finish_reason)
+            # The turn's input: the events of its opening, up to its first request (the prompt, or the client's
+            # tool results and the calls they answer).
+            opening = next((i for i, m in enumerate(messages) if isinstance(m, ModelRequest)), len(messages) - 1)
+            inputs = len(self._events(turn, messages[: opening + 1]))
+            events = _stamped(events, turn.response, inputs, tokens, finish_reason)
         with self._tracing.memory("write", turn.session_id):
             await self.memory.add_events(turn.session_id, events)
 
+    def _events(self, turn: TurnRequest, messages: Sequence[ModelMessage]) -> list[MemoryEvent]:
+        return messages_to_events(
+            messages,
+            prompt_event_type=EventType.TASK_DELEGATION_RECEIVED if turn.delegated_by else EventType.USER_MESSAGE,
+            prompt_metadata={"from_agent": turn.delegated_by} if turn.delegated_by else None,
+            delegation_agents=self._delegation_agents,
+        )
+
 
 def _stamped(
-    events: list[MemoryEvent], response: ResponseRecord, tokens: tuple[int, int], finish_reason: str | None
+    events: list[MemoryEvent],
+    response: ResponseRecord,
+    inputs: int,
+    tokens: tuple[int, int],
+    finish_reason: str | None,
 ) -> list[MemoryEvent]:
-    """``events`` with the metadata :class:`~kora.agent.turn.ResponseRecord` describes."""
+    """``events`` with the metadata :class:`~kora.agent.turn.ResponseRecord` describes; the first ``inputs``
+    are the turn's input (metadata ``input: true``)."""
     last = len(events) - 1
     stamped = []
     for index, event in enumerate(events):
         metadata: dict[str, JsonValue] = {**event.metadata, "response_id": response.id}
+        if index < inputs:
+            metadata["input"] = True
         if index == 0:
             metadata["response"] = dict(response.request)
         if index == last:

@@ -524,6 +524,53 @@ def stored_response(response_id: str, events: Sequence[MemoryEvent]) -> dict[str
     return events_of.body(outcome, "failed", response_error(str(code) if code else None, str(message or "")))
 
 
+def input_items(events: Sequence[MemoryEvent]) -> list[dict[str, JsonValue]]:
+    """The input items of a stored response, oldest first (``events``: its turn's, :func:`turn_events`): the
+    prompt as a user ``message`` (its text: memory keeps no images), the client's ``function_call_output`` s and
+    the ``function_call`` s they answer when the turn stored those (a client that resent them)."""
+    items: list[dict[str, JsonValue]] = []
+    for event in events:
+        if event.metadata.get("input") is not True:
+            continue
+        key = event.event_id.removeprefix("evt_")
+        content = event.content if isinstance(event.content, dict) else {}
+        if event.event_type in (EventType.USER_MESSAGE, EventType.TASK_DELEGATION_RECEIVED):
+            text: JsonValue = [{"type": "input_text", "text": str(event.content)}]
+            items.append(
+                {"type": "message", "id": f"msg_{key}", "role": "user", "status": "completed", "content": text}
+            )
+        elif event.event_type == EventType.TOOL_CALL:
+            items.append(call_item(_client_call(event)))
+        elif event.event_type == EventType.TOOL_RESULT:
+            output = content.get("content")
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "id": f"fco_{key}",
+                    "call_id": str(content.get("tool_call_id") or ""),
+                    "output": output if isinstance(output, str) else json.dumps(output),
+                    "status": "completed",
+                }
+            )
+    return items
+
+
+def item_page(items: Sequence[dict[str, JsonValue]], after: str | None, limit: int, order: str) -> dict[str, JsonValue]:
+    """One page of ``items`` in OpenAI's list shape: in ``order`` (``asc``: oldest first, ``desc``), those after
+    the item ``after`` (from the start when None or not an item's id), at most ``limit``."""
+    ordered = list(items) if order == "asc" else list(reversed(items))
+    ids = [item["id"] for item in ordered]
+    start = ids.index(after) + 1 if after in ids else 0
+    page = ordered[start : start + limit]
+    return {
+        "object": "list",
+        "data": cast(JsonValue, page),
+        "first_id": page[0]["id"] if page else None,
+        "last_id": page[-1]["id"] if page else None,
+        "has_more": start + limit < len(ordered),
+    }
+
+
 def _call_id(event: MemoryEvent) -> object:
     return event.content.get("tool_call_id") if isinstance(event.content, dict) else None
 

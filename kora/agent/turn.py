@@ -76,8 +76,9 @@ class ClientCall:
 class ResponseRecord:
     """How a turn asked over the Responses API is stored: every event it stores carries the metadata
     ``response_id`` (``id``); its first event also ``response`` (``request``: the response's own fields, as
-    :mod:`kora.agent.responses_api` echoes them) and its last ``usage`` (``{"input_tokens", "output_tokens"}``)
-    and ``finish_reason``, so the response can be read back from the session. ``store`` False: the turn stores
+    :mod:`kora.agent.responses_api` echoes them), its last ``usage`` (``{"input_tokens", "output_tokens"}``)
+    and ``finish_reason``, and the events of its input (the prompt, or the client's tool results) ``input:
+    true``, so the response and its input items can be read back from the session. ``store`` False: the turn stores
     nothing at all."""
 
     id: str

@@ -246,6 +246,48 @@ def test_a_users_response_is_hers_alone(s):
         alice.responses.retrieve(created.id)
 
 
+def test_input_items_list_what_each_response_was_given(s):
+    from openai.types.responses import ResponseItemList
+
+    client = s.client("alice")
+    first = client.responses.create(model="helper", input="weather in Paris?", tools=[TOOL])
+    (item,) = client.responses.input_items.list(first.id).data
+    assert (item.type, item.role, item.content[0].text) == ("message", "user", "weather in Paris?")
+    second = client.responses.create(
+        model="helper",
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": _call(first), "output": "sunny"}],
+        tools=[TOOL],
+    )
+    (item,) = client.responses.input_items.list(second.id).data
+    assert (item.type, item.call_id, item.output) == ("function_call_output", _call(first), "sunny")
+    # A client that resends the conversation (no previous_response_id): the call and its result are the turn's
+    # input; the earlier user message is history the client keeps, which the session does not store.
+    resent = client.responses.create(
+        model="helper",
+        input=[
+            {"role": "user", "content": "weather in Rome?"},
+            {"type": "function_call", "call_id": "call_r", "name": "get_weather", "arguments": '{"city": "Rome"}'},
+            {"type": "function_call_output", "call_id": "call_r", "output": "rain"},
+        ],
+        tools=[TOOL],
+    )
+    assert resent.output_text == "Tool result: rain"
+    url = f"{s.agent.url}/v1/responses/{resent.id}/input_items"
+    alice = {HEADER: "alice"}
+    page = ResponseItemList.model_validate(httpx.get(url, params={"order": "asc"}, headers=alice, timeout=30).json())
+    assert [i.type for i in page.data] == ["function_call", "function_call_output"]
+    newest = client.responses.input_items.list(resent.id, limit=1)
+    assert ([i.type for i in newest.data], newest.has_more) == (["function_call_output"], True)
+    rest = client.responses.input_items.list(resent.id, limit=5, after=newest.data[0].id)
+    assert ([i.type for i in rest.data], rest.has_more) == (["function_call"], False)
+    for params, param in (({"limit": "0"}, "limit"), ({"order": "up"}, "order"), ({"include": "x"}, "include")):
+        answer = httpx.get(url, params=params, headers=alice, timeout=30)
+        assert (answer.status_code, answer.json()["error"]["param"]) == (400, param)
+    with pytest.raises(openai.PermissionDeniedError):
+        s.client("mallory").responses.input_items.list(resent.id)
+
+
 def test_query_parameters_of_a_retrieval_are_refused(s):
     created = s.client().responses.create(model="helper", input="q")
     answer = httpx.get(f"{s.agent.url}/v1/responses/{created.id}", params={"stream": "true"}, timeout=30)
@@ -253,22 +295,23 @@ def test_query_parameters_of_a_retrieval_are_refused(s):
     assert (answer.json()["error"]["param"], answer.json()["error"]["code"]) == ("stream", "unsupported_parameter")
 
 
-# Non-empty: "/v1/responses/" is FastAPI's redirect to the create route.
+# Non-empty and not ending in "/": a path ending in a slash is FastAPI's redirect to the path without it.
 response_ids = st.one_of(
     any_text,
     st.builds(
         lambda session, rest: f"resp_{session.encode('utf-8', 'surrogatepass').hex()}_{rest}", any_text, any_text
     ),
     st.builds(lambda rest: f"resp_{b'ses_x'.hex()}_{rest}", st.text(max_size=20)),
-).filter(bool)
+).filter(lambda id_: id_ and not id_.endswith("/"))
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(id_=response_ids, method=st.sampled_from(["GET", "DELETE", "POST"]))
-def test_fuzz_the_stored_response_routes(setup, id_, method):
-    path = f"{setup.agent.url}/v1/responses/{quote(id_.encode('utf-8', 'surrogatepass'), safe='')}"
+@given(id_=response_ids, route=st.sampled_from(["GET", "DELETE", "POST /cancel", "GET /input_items"]))
+def test_fuzz_the_stored_response_routes(setup, id_, route):
+    method, _, tail = route.partition(" ")
+    path = f"{setup.agent.url}/v1/responses/{quote(id_.encode('utf-8', 'surrogatepass'), safe='')}{tail}"
     before = setup.agent.events()
-    response = httpx.request(method, path + ("/cancel" if method == "POST" else ""), timeout=30)
+    response = httpx.request(method, path, timeout=30)
     event(f"status {response.status_code}")
     assert_handled(response)
     assert response.status_code in (400, 403, 404, 405), response.text

@@ -10,7 +10,8 @@ false`` runs the turn without storing anything (no session is created).
 
 Stored responses: ``GET /v1/responses/{id}`` answers one as it was answered, read back from its turn's events
 (:func:`kora.agent.responses_api.stored_response`); ``DELETE`` erases its session (a session's events are erased
-together); ``POST .../cancel`` is a 400, as no response runs in the background. Who may read, continue or delete a
+together); ``GET .../input_items`` lists its input (``after``, ``limit``, ``order``); ``POST .../cancel`` is a
+400, as no response runs in the background. Who may read, continue or delete a
 response is who may use its session (:meth:`kora.memory.Memory.check_reader`: 403 ``session_forbidden``); one not
 held is a 404 (``response_not_found``, or ``previous_response_not_found`` when a request names it).
 
@@ -40,6 +41,8 @@ from kora.agent.responses_api import (
     ResponseEvents,
     chat_body,
     check_previous,
+    input_items,
+    item_page,
     latest_response,
     pending_calls,
     response_fields,
@@ -48,6 +51,7 @@ from kora.agent.responses_api import (
     session_in,
     session_of,
     stored_response,
+    turn_events,
 )
 from kora.agent.routes.chat import chat_turn, event_stream, requested_session
 from kora.agent.routes.errors import error_response
@@ -75,8 +79,8 @@ def _decode(raw: bytes) -> dict[str, Any]:
 
 
 def add_responses_routes(router: APIRouter, state: AgentState) -> None:
-    """Add ``POST /v1/responses`` and ``GET`` / ``DELETE /v1/responses/{id}`` and ``POST
-    /v1/responses/{id}/cancel`` to ``router``, serving turns with ``state``'s runtime and memory."""
+    """Add ``POST /v1/responses``, ``GET`` / ``DELETE /v1/responses/{id}``, ``GET /v1/responses/{id}/input_items``
+    and ``POST /v1/responses/{id}/cancel`` to ``router``, serving turns with ``state``'s runtime and memory."""
     agent_name = state.settings.agent_name
 
     @router.post("/v1/responses")
@@ -123,10 +127,10 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
             return event_stream(_whole(events, outcome), headers)
         return JSONResponse(events.body(outcome), headers=headers)
 
-    async def held(request: Request, id_: str) -> tuple[str, list[MemoryEvent]]:
+    async def held(request: Request, id_: str, served: frozenset[str] = frozenset()) -> tuple[str, list[MemoryEvent]]:
         """The session of response ``id_`` and its events, once the caller may read it (a session of another
-        user: 403); 404 for an id that names no session or a query parameter (none is served)."""
-        _no_query(request)
+        user: 403); 404 for an id that names no session; 400 for a query parameter not ``served``."""
+        _no_query(request, served)
         identity = await state.identity.resolve(request.headers)
         session_id = session_in(id_)
         if session_id is None:
@@ -141,6 +145,23 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         if body is None:
             raise response_not_found(response_id)
         return JSONResponse(body)
+
+    @router.get("/v1/responses/{response_id}/input_items")
+    async def list_input_items(request: Request, response_id: str) -> Response:
+        _, stored = await held(request, response_id, _PAGE_PARAMS)
+        own = turn_events(stored, response_id)
+        if stored_response(response_id, own) is None:
+            raise response_not_found(response_id)
+        query = request.query_params
+        limit = query.get("limit", "20")
+        if not (limit.isascii() and limit.isdigit() and 1 <= int(limit) <= 100):
+            raise RequestError(
+                "Invalid value: 'limit' must be an integer from 1 to 100.", code="invalid_value", param="limit"
+            )
+        order = query.get("order", "desc")
+        if order not in ("asc", "desc"):
+            raise RequestError("Invalid value: 'order' must be 'asc' or 'desc'.", code="invalid_value", param="order")
+        return JSONResponse(item_page(input_items(own), query.get("after"), int(limit), order))
 
     @router.delete("/v1/responses/{response_id}")
     async def delete_response(request: Request, response_id: str) -> Response:
@@ -164,9 +185,15 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         )
 
 
-def _no_query(request: Request) -> None:
-    """Refuse query parameters (``include``, ``stream``, ...) on the stored-response routes: none is served."""
+#: The query parameters of ``GET /v1/responses/{id}/input_items`` (``include`` is refused: nothing is added).
+_PAGE_PARAMS: Final = frozenset({"after", "limit", "order"})
+
+
+def _no_query(request: Request, served: frozenset[str]) -> None:
+    """Refuse query parameters not ``served`` (``include``, ``stream``, ...) on the stored-response routes."""
     for name in request.query_params:
+        if name in served:
+            continue
         raise RequestError(
             f"Unsupported parameter: '{name}' is not supported by this agent.", code="unsupported_parameter", param=name
         )
