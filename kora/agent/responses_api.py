@@ -583,5 +583,6 @@ def _client_call(event: MemoryEvent) -> ClientCall:
     """A stored ``tool_call`` event as the call it was."""
     content = event.content if isinstance(event.content, dict) else {}
     args = content.get("args")
-    arguments = args if isinstance(args, str) else json.dumps(args if args is not None else {})
+    # Compact, as pydantic-ai renders a call's arguments (a store may keep them parsed).
+    arguments = args if isinstance(args, str) else json.dumps(args or {}, separators=(",", ":"), ensure_ascii=False)
     return ClientCall(str(content.get("tool_call_id") or ""), str(content.get("tool_name") or ""), arguments)

@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from kora.scripted import ErrorReply, Match, Rule, ToolCall, ToolCallReply
-from tests.support.agent import RunningAgent, served_agent
+from tests.support.agent import RunningAgent, running_agent, served_agent, wait_until
 from tests.support.hostile import any_text, assert_handled
+from tests.support.memory import ADMIN, memory_service, service_env
 from tests.support.scripted_server import ScriptedModelServer
 
 HEADER = "X-Forwarded-User"
@@ -357,3 +358,39 @@ def test_every_answer_validates_against_openais_own_types(s):
     end = events.validate_python(failed[-1])
     assert end.type == "response.failed"
     Response.model_validate(httpx.get(f"{url}/{end.response.id}", timeout=30).json())
+
+
+async def test_a_response_lives_in_the_memory_store_and_another_replica_serves_it(memory_db, model):
+    """Bound to the memory service (real Postgres), a response is its turn's events in the store: a replica that
+    never served it retrieves it, lists its input, refuses it to another user, and deleting it erases it there."""
+    model.load_script(RULES)
+    env = {"MEMORY_STORE_ENDPOINT": "", "AUTH_TRUSTED_USER_HEADER": HEADER}
+    async with memory_service(service_env(memory_db)) as store:
+        env["MEMORY_STORE_ENDPOINT"] = store
+        stored = httpx.Client(base_url=store, headers=ADMIN, timeout=30)
+
+        def held(session: str) -> list[dict[str, object]]:
+            answer = stored.get(f"/v1/sessions/{session}/events", params={"app_name": "helper"})
+            return answer.json()["events"] if answer.status_code == 200 else []
+
+        async with running_agent(model, "helper", **env) as first:
+            alice = first.openai(default_headers={HEADER: "alice"})
+            raw = alice.responses.with_raw_response.create(model="helper", input="weather in Paris?", tools=[TOOL])
+            created, session = raw.parse(), raw.headers["X-Session-ID"]
+            aside = alice.responses.with_raw_response.create(model="helper", input="not kept", store=False)
+            wait_until(lambda: len(held(session)) == 2, within=30, message="the turn in the store")
+        assert held(aside.headers["X-Session-ID"]) == []
+        async with running_agent(model, "helper", **env) as replica:
+            alice = replica.openai(default_headers={HEADER: "alice"})
+            assert alice.responses.retrieve(created.id).model_dump() == created.model_dump()
+            (item,) = alice.responses.input_items.list(created.id).data
+            assert item.content[0].text == "weather in Paris?"
+            with pytest.raises(openai.PermissionDeniedError):
+                replica.openai(default_headers={HEADER: "bob"}).responses.retrieve(created.id)
+            with pytest.raises(openai.NotFoundError):
+                alice.responses.retrieve(aside.parse().id)
+            alice.responses.delete(created.id)
+            assert held(session) == []
+            with pytest.raises(openai.NotFoundError):
+                alice.responses.retrieve(created.id)
+        stored.close()
