@@ -394,3 +394,14 @@ async def test_a_response_lives_in_the_memory_store_and_another_replica_serves_i
             with pytest.raises(openai.NotFoundError):
                 alice.responses.retrieve(created.id)
         stored.close()
+
+
+async def test_with_memory_disabled_a_response_says_it_is_not_stored(model):
+    async with running_agent(model, "helper", MEMORY_ENABLED="false") as agent:
+        client = agent.openai()
+        created = client.responses.create(model="helper", input="hello")
+        assert (created.output_text, created.store) == ("You said: hello", False)
+        with pytest.raises(openai.NotFoundError):
+            client.responses.retrieve(created.id)
+        with pytest.raises(openai.NotFoundError):
+            client.responses.create(model="helper", input="again", previous_response_id=created.id)

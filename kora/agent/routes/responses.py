@@ -114,6 +114,7 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
             else:
                 session_id = new_session_id()
         fields = response_fields(response_id(session_id), parsed.request.model or agent_name, body)
+        fields["store"] = store and state.memory.enabled  # a disabled memory keeps nothing: the answer says so
         events = ResponseEvents(fields)
         turn = replace(turn, session_id=session_id, response=ResponseRecord(events.id, fields, store))
         headers = {SESSION_HEADER: session_id}
