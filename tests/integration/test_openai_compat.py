@@ -545,6 +545,9 @@ responses_bodies = st.fixed_dictionaries(
         "max_output_tokens": field(st.integers(0, 20)),
         "stream": field(st.booleans()),
         "store": field(st.booleans()),
+        "background": field(st.booleans()),
+        "include": field(st.just([])),
+        "conversation": field(st.none()),
     },
 )
 
