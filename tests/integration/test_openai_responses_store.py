@@ -362,7 +362,8 @@ def test_every_answer_validates_against_openais_own_types(s):
 
 async def test_a_response_lives_in_the_memory_store_and_another_replica_serves_it(memory_db, model):
     """Bound to the memory service (real Postgres), a response is its turn's events in the store: a replica that
-    never served it retrieves it, lists its input, refuses it to another user, and deleting it erases it there."""
+    never served it retrieves it, lists its input, refuses it to another user, continues it, and deleting it
+    erases it there."""
     model.load_script(RULES)
     env = {"MEMORY_STORE_ENDPOINT": "", "AUTH_TRUSTED_USER_HEADER": HEADER}
     async with memory_service(service_env(memory_db)) as store:
@@ -389,6 +390,15 @@ async def test_a_response_lives_in_the_memory_store_and_another_replica_serves_i
                 replica.openai(default_headers={HEADER: "bob"}).responses.retrieve(created.id)
             with pytest.raises(openai.NotFoundError):
                 alice.responses.retrieve(aside.parse().id)
+            call = _call(created)
+            second = alice.responses.create(
+                model="helper",
+                previous_response_id=created.id,
+                input=[{"type": "function_call_output", "call_id": call, "output": "sunny"}],
+                tools=[TOOL],
+            )
+            assert second.output_text == "Tool result: sunny"
+            wait_until(lambda: len(held(session)) == 4, within=30, message="the second turn in the store")
             alice.responses.delete(created.id)
             assert held(session) == []
             with pytest.raises(openai.NotFoundError):

@@ -11,9 +11,9 @@ false`` runs the turn without storing anything (no session is created).
 Stored responses: ``GET /v1/responses/{id}`` answers one as it was answered, read back from its turn's events
 (:func:`kora.agent.responses_api.stored_response`); ``DELETE`` erases its session (a session's events are erased
 together); ``GET .../input_items`` lists its input (``after``, ``limit``, ``order``); ``POST .../cancel`` is a
-400, as no response runs in the background. Who may read, continue or delete a
-response is who may use its session (:meth:`kora.memory.Memory.check_reader`: 403 ``session_forbidden``); one not
-held is a 404 (``response_not_found``, or ``previous_response_not_found`` when a request names it).
+400, as no response runs in the background. Who may read, continue or delete a response is who may use its
+session (:meth:`kora.memory.Memory.check_reader`: 403 ``session_forbidden``); one not held is a 404
+(``response_not_found``, or ``previous_response_not_found`` when a request names it).
 
 Streamed: ``response.created``, ``response.in_progress``, the message's ``response.output_item.added``,
 ``response.content_part.added``, ``response.output_text.delta`` ..., ``.done`` events, each function call's
@@ -96,6 +96,8 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
             stored = await state.memory.get_session_events(session_id, limit=_EVENTS_LOOKED_UP)
             if latest_response(stored) != previous:  # else the whole session says why it is refused
                 check_previous(await state.memory.get_session_events(session_id), previous)
+            if store:  # as every stored turn opens its session (a remote store learns who continues it)
+                await open_session(state.memory, session_id, agent_name, identity)
             with responses_params():
                 parsed = parse_chat_body(chat_body(body, pending_calls(stored)))
                 turn = chat_turn(parsed, request, identity)
