@@ -1,7 +1,9 @@
 """CPU per turn of the agent's OpenAI surfaces, measured in one run against one agent (``MEMORY_TOOLS=all``):
 
 * a Chat Completions text turn and a Responses text turn (the Responses path translates its request to the chat
-  one and renders its own answer: the two should cost about the same);
+  one and renders its own answer: the two should cost about the same), and a Responses turn that continues its
+  conversation with ``previous_response_id`` (8 conversations growing to the session bound, whose stored events
+  are read to check it is their latest response);
 * a streamed Chat Completions text turn against an AG-UI text run (both streamed through the runtime), and an
   AG-UI run in which the model calls ``save_memory`` (its call and result streamed as events);
 * a client-tool round trip: two chat requests, the first ending with the client's ``get_weather`` call, the second
@@ -21,6 +23,7 @@ import asyncio
 import os
 import statistics
 import sys
+import weakref
 from collections.abc import Awaitable, Callable
 
 import httpx
@@ -51,6 +54,25 @@ async def responses_text(client: httpx.AsyncClient, n: int) -> None:
     body = {"model": "bench", "input": f"hello number {n}", "session_id": f"r-{n % 200}"}
     answer = (await client.post("/v1/responses", json=body)).json()
     assert answer["output"][0]["content"][0]["text"].startswith("You said"), answer
+
+
+#: The latest response of each chained conversation, and per event loop (one per round) a lock per conversation
+#: so that one turn at a time continues it.
+_latest: dict[int, str] = {}
+_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, asyncio.Lock]] = weakref.WeakKeyDictionary()
+
+
+async def responses_chained(client: httpx.AsyncClient, n: int) -> None:
+    """A Responses turn continuing one of ``CONCURRENCY`` conversations with ``previous_response_id`` (the agent
+    reads the conversation's stored events to check it names its latest response)."""
+    chain = n % CONCURRENCY
+    lock = _locks.setdefault(asyncio.get_running_loop(), {}).setdefault(chain, asyncio.Lock())
+    async with lock:
+        body = {"model": "bench", "input": f"hello number {n}", "previous_response_id": _latest.get(chain)}
+        answer = (await client.post("/v1/responses", json=body)).json()
+        assert "output" in answer, answer
+        assert answer["output"][0]["content"][0]["text"].startswith("You said"), answer
+        _latest[chain] = answer["id"]
 
 
 async def client_tool_round_trip(client: httpx.AsyncClient, n: int) -> None:
@@ -101,6 +123,7 @@ PHASES: dict[str, Callable[[httpx.AsyncClient, int], Awaitable[None]]] = {
     "chat text turn, streamed": chat_stream,
     "AG-UI text run": ag_ui_text,
     "responses text turn": responses_text,
+    "responses turn with previous_response_id": responses_chained,
     "client-tool round trip (2 requests)": client_tool_round_trip,
     "server-tool turn (1 request)": server_tool_turn,
     "AG-UI server-tool run": ag_ui_server_tool,

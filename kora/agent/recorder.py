@@ -5,7 +5,9 @@ A turn's messages (its prompt request, the model's responses and the tool return
 become events by :func:`kora.agent.history.messages_to_events`; a turn that failed adds one ``error`` event
 whose ``error_type`` is the error's code (:mod:`kora.core.errors`). The prompt is stored as ``user_message``,
 or ``task_delegation_received`` (metadata ``from_agent``) when a parent agent delegated the turn. With tracing on,
-every event's metadata carries the turn's ``trace_id`` and ``span_id``, so a stored turn links to its trace.
+every event's metadata carries the turn's ``trace_id`` and ``span_id``, so a stored turn links to its trace. A turn
+of the Responses API is stamped as :class:`~kora.agent.turn.ResponseRecord` says, or not stored at all
+(``store: false``).
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import JsonValue
 from pydantic_ai.messages import ImageUrl, ModelMessage, ModelRequest, UserContent, UserPromptPart
 
 from kora.agent.history import messages_to_events
 from kora.agent.telemetry import AgentTracing
-from kora.agent.turn import TurnRequest
+from kora.agent.turn import ResponseRecord, TurnRequest
 from kora.core.errors import KoraError
-from kora.core.events import EventType
+from kora.core.events import EventType, MemoryEvent
 from kora.memory import Memory
 
 
@@ -51,20 +54,65 @@ class TurnRecorder:
         self._delegation_agents = dict(delegation_agents)
         self._tracing = tracing or AgentTracing("", "")
 
-    async def record(self, turn: TurnRequest, messages: Sequence[ModelMessage], error: KoraError | None = None) -> None:
+    async def record(
+        self,
+        turn: TurnRequest,
+        messages: Sequence[ModelMessage],
+        error: KoraError | None = None,
+        *,
+        tokens: tuple[int, int] = (0, 0),
+        finish_reason: str | None = None,
+    ) -> None:
         """Store the events of ``turn``: those of ``messages`` (which start with the prompt request; the prompt
-        alone when empty), then an ``error`` event for ``error``."""
-        events = messages_to_events(
-            messages or [prompt_request(turn)],
-            prompt_event_type=EventType.TASK_DELEGATION_RECEIVED if turn.delegated_by else EventType.USER_MESSAGE,
-            prompt_metadata={"from_agent": turn.delegated_by} if turn.delegated_by else None,
-            delegation_agents=self._delegation_agents,
-        )
+        alone when empty), then an ``error`` event for ``error``. ``tokens`` (input, output) and ``finish_reason``
+        (None for a failed turn) are what a response of the Responses API keeps with its events."""
+        if turn.response is not None and not turn.response.store:
+            return
+        messages = messages or [prompt_request(turn)]
+        events = self._events(turn, messages)
         if error is not None:
             events.append(
                 self.memory.create_event(EventType.ERROR, {"error_type": error.code, "message": error.message})
             )
         if trace_ids := self._tracing.event_metadata():
             events = [event.model_copy(update={"metadata": {**event.metadata, **trace_ids}}) for event in events]
+        if turn.response is not None:
+            # The turn's input: the events of its opening, up to its first request (the prompt, or the client's
+            # tool results and the calls they answer).
+            opening = next((i for i, m in enumerate(messages) if isinstance(m, ModelRequest)), len(messages) - 1)
+            inputs = len(self._events(turn, messages[: opening + 1]))
+            events = _stamped(events, turn.response, inputs, tokens, finish_reason)
         with self._tracing.memory("write", turn.session_id):
             await self.memory.add_events(turn.session_id, events)
+
+    def _events(self, turn: TurnRequest, messages: Sequence[ModelMessage]) -> list[MemoryEvent]:
+        return messages_to_events(
+            messages,
+            prompt_event_type=EventType.TASK_DELEGATION_RECEIVED if turn.delegated_by else EventType.USER_MESSAGE,
+            prompt_metadata={"from_agent": turn.delegated_by} if turn.delegated_by else None,
+            delegation_agents=self._delegation_agents,
+        )
+
+
+def _stamped(
+    events: list[MemoryEvent],
+    response: ResponseRecord,
+    inputs: int,
+    tokens: tuple[int, int],
+    finish_reason: str | None,
+) -> list[MemoryEvent]:
+    """``events`` with the metadata :class:`~kora.agent.turn.ResponseRecord` describes; the first ``inputs``
+    are the turn's input (metadata ``input: true``)."""
+    last = len(events) - 1
+    stamped = []
+    for index, event in enumerate(events):
+        metadata: dict[str, JsonValue] = {**event.metadata, "response_id": response.id}
+        if index < inputs:
+            metadata["input"] = True
+        if index == 0:
+            metadata["response"] = dict(response.request)
+        if index == last:
+            metadata["usage"] = {"input_tokens": tokens[0], "output_tokens": tokens[1]}
+            metadata["finish_reason"] = finish_reason
+        stamped.append(event.model_copy(update={"metadata": metadata}))
+    return stamped

@@ -5,7 +5,9 @@ as a ``response`` object or its stream of typed events (:class:`ResponseEvents`)
 Sessions: a response's ``id`` names the session its turn ran in (``resp_<session id, hex>_<random>``), so
 ``previous_response_id`` continues that session; its stored events are the conversation, nothing else is kept.
 ``function_call_output`` items answer the calls of the previous response: the calls are read back from the
-session (:func:`pending_calls`). Pure functions and data, no I/O.
+session (:func:`pending_calls`). A stored response is its turn's events, stamped as
+:class:`~kora.agent.turn.ResponseRecord` says, and is read back from them (:func:`stored_response`). Pure functions
+and data, no I/O.
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, cast
 
 from pydantic import JsonValue
 
 from kora.agent.turn import ClientCall, TurnOutcome
-from kora.core.errors import RequestError
+from kora.core.errors import NotFound, RequestError
 from kora.core.events import EventType, MemoryEvent
 from kora.core.protocol import check_session_id
 
@@ -28,7 +30,12 @@ _RENAMED: Final[Mapping[str, str]] = {"max_output_tokens": "max_tokens"}
 #: Responses fields passed to the chat translation as they are.
 _SAME: Final = frozenset({"model", "stream", "temperature", "top_p", "parallel_tool_calls", "metadata", "user"})
 #: Responses fields this module reads itself.
-_OWN: Final = frozenset({"input", "instructions", "tools", "tool_choice", "text", "previous_response_id", "store"})
+_OWN: Final = frozenset(
+    {"input", "instructions", "tools", "tool_choice", "text", "previous_response_id", "store", "background", "include"}
+)
+#: Metadata keys of the events a Responses turn stores (:class:`~kora.agent.turn.ResponseRecord`).
+RESPONSE_ID: Final = "response_id"
+_REQUEST: Final = "response"
 
 
 def _refuse(message: str, param: str, code: str) -> RequestError:
@@ -40,19 +47,74 @@ def response_id(session_id: str) -> str:
     return f"resp_{session_id.encode().hex()}_{uuid.uuid4().hex[:16]}"
 
 
-def session_of(previous_response_id: object) -> str:
-    """The session a ``previous_response_id`` names. Raises :class:`~kora.core.errors.RequestError` (400,
-    ``invalid_value``) for an id this agent did not give."""
-    if isinstance(previous_response_id, str) and previous_response_id.startswith("resp_"):
-        encoded, _, rest = previous_response_id[5:].partition("_")
+def session_in(response_id: object) -> str | None:
+    """The session a response id names; None for a string this agent never gives as a response id."""
+    if isinstance(response_id, str) and response_id.startswith("resp_"):
+        encoded, _, rest = response_id[5:].partition("_")
         try:
             session = bytes.fromhex(encoded).decode()
         except (ValueError, UnicodeDecodeError):
-            session = ""
-        if session and rest:
-            return check_session_id(session, "'previous_response_id'")
+            return None
+        if session and rest and check_session_id_ok(session):
+            return session
+    return None
+
+
+def check_session_id_ok(session_id: str) -> bool:
+    """True when ``session_id`` keeps the session id rule (:mod:`kora.core.protocol`)."""
+    try:
+        check_session_id(session_id, "session")
+    except RequestError:
+        return False
+    return True
+
+
+def session_of(previous_response_id: object) -> str:
+    """The session a ``previous_response_id`` names. Raises :class:`~kora.core.errors.RequestError` (400,
+    ``invalid_value``) for an id this agent did not give."""
+    session = session_in(previous_response_id)
+    if session is None:
+        raise _refuse(
+            "Invalid value: 'previous_response_id' is not the id of a response of this agent.",
+            "previous_response_id",
+            "invalid_value",
+        )
+    return session
+
+
+def response_not_found(response_id: str, param: str | None = None) -> NotFound:
+    """The 404 for a response this agent does not hold (never stored, ``store: false``, deleted, or evicted from
+    its session); ``param`` names the request field that named it."""
+    if param is not None:
+        return NotFound(
+            f"Previous response with id '{response_id}' not found.", code="previous_response_not_found", param=param
+        )
+    return NotFound(f"Response with id '{response_id}' not found.", code="response_not_found")
+
+
+def turn_events(events: Iterable[MemoryEvent], response_id: str) -> list[MemoryEvent]:
+    """The events of a session that the turn of ``response_id`` stored, oldest first (none when it is not held)."""
+    return [event for event in events if event.metadata.get(RESPONSE_ID) == response_id]
+
+
+def latest_response(events: Sequence[MemoryEvent]) -> JsonValue:
+    """The id of the latest response among ``events`` (a session's, oldest first); None when none is there."""
+    return next((e.metadata[RESPONSE_ID] for e in reversed(events) if RESPONSE_ID in e.metadata), None)
+
+
+def check_previous(events: Sequence[MemoryEvent], previous_response_id: str) -> None:
+    """Refuse a ``previous_response_id`` its session does not hold (404 ``previous_response_not_found``) or that
+    is not the session's latest response (400 ``invalid_value``: a response continues its session, so
+    branching from an earlier response would silently carry the later turns along)."""
+    latest = latest_response(events)
+    if latest == previous_response_id:
+        return
+    if not turn_events(events, previous_response_id):
+        raise response_not_found(previous_response_id, "previous_response_id")
     raise _refuse(
-        "Invalid value: 'previous_response_id' is not the id of a response of this agent.",
+        "Invalid value: 'previous_response_id' must name the latest response of its conversation: a response "
+        f"continues its session, and '{latest}' came after it (branching from an earlier response is not "
+        "supported).",
         "previous_response_id",
         "invalid_value",
     )
@@ -164,11 +226,31 @@ def chat_body(body: Mapping[str, Any], pending: list[ClientCall] | None = None) 
     shown before ``function_call_output`` items that answer them. Fields neither API knows keep their names, so
     the chat rules refuse them. Raises :class:`~kora.core.errors.RequestError` for items and tools Kora does not
     serve and for ``store: false`` (a turn is kept in its session)."""
-    if body.get("store") is False:
+    for name in ("store", "background"):
+        if body.get(name) is not None and not isinstance(body.get(name), bool):
+            raise _refuse(f"Invalid type for '{name}': expected a boolean.", name, "invalid_type")
+    if body.get("background"):
         raise _refuse(
-            "Unsupported value: 'store' must be true: the agent keeps every turn in its session memory.",
-            "store",
+            "Unsupported value: 'background' must be false: this agent answers a response while the request is "
+            "open (stream it for progress); background responses, and so cancelling them, are not served.",
+            "background",
             "unsupported_value",
+        )
+    include = body.get("include")
+    if include is not None and not isinstance(include, list):
+        raise _refuse("Invalid type for 'include': expected an array of strings.", "include", "invalid_type")
+    if include:  # an empty list asks for nothing more than the response (what the OpenAI Agents SDK sends)
+        raise _refuse(
+            "Unsupported value: 'include' must be empty: this agent adds no extra output data to a response.",
+            "include",
+            "unsupported_value",
+        )
+    if body.get("conversation") is not None:
+        raise _refuse(
+            "Unsupported parameter: 'conversation' is not supported by this agent; continue a conversation with "
+            "'previous_response_id' (each response continues the session of the one it names).",
+            "conversation",
+            "unsupported_parameter",
         )
     if "input" not in body:
         raise _refuse("Missing required parameter: 'input'.", "input", "invalid_value")
@@ -206,9 +288,7 @@ def pending_calls(events: Iterable[MemoryEvent]) -> list[ClientCall]:
         if not isinstance(call_id, str):
             continue
         if event.event_type == EventType.TOOL_CALL:
-            args = content.get("args")
-            arguments = args if isinstance(args, str) else json.dumps(args if args is not None else {})
-            calls[call_id] = ClientCall(call_id, str(content.get("tool_name") or ""), arguments)
+            calls[call_id] = _client_call(event)
         elif event.event_type == EventType.TOOL_RESULT:
             calls.pop(call_id, None)
     return list(calls.values())
@@ -222,7 +302,7 @@ def _usage(outcome: TurnOutcome | None) -> JsonValue:
         return None
     return {
         "input_tokens": outcome.input_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
         "output_tokens": outcome.output_tokens,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": outcome.input_tokens + outcome.output_tokens,
@@ -249,54 +329,68 @@ def call_item(call: ClientCall, arguments: str | None = None, status: str = "com
     }
 
 
+#: The request fields a response echoes (with their defaults), kept with its events to be retrieved as answered.
+_ECHOED: Final[Mapping[str, JsonValue]] = {
+    "instructions": None,
+    "metadata": {},
+    "parallel_tool_calls": True,
+    "previous_response_id": None,
+    "temperature": None,
+    "top_p": None,
+    "max_output_tokens": None,
+    "tool_choice": "auto",
+    "tools": [],
+    "text": {"format": {"type": "text"}},
+    "store": True,
+}
+
+
+def response_fields(id_: str, model: str, request: Mapping[str, Any]) -> dict[str, JsonValue]:
+    """What a response object takes from its request: ``id``, ``model``, ``created_at`` (now, Unix seconds) and
+    the echoed request fields (a field given as null takes its default)."""
+    fields: dict[str, JsonValue] = {"id": id_, "model": model, "created_at": int(time.time())}
+    for name, default in _ECHOED.items():
+        value = request.get(name)
+        fields[name] = default if value is None else value
+    return fields
+
+
 class ResponseEvents:
     """One response: its object (:meth:`body`) and, streamed, its typed events as SSE bytes, each with its
-    ``type`` and a ``sequence_number``. ``request`` is the Responses request (echoed fields)."""
+    ``type`` and a ``sequence_number``. ``fields``: :func:`response_fields` (also what its turn stores, so a
+    response read back later is the one answered)."""
 
-    def __init__(self, id_: str, model: str, request: Mapping[str, Any]) -> None:
-        self.id = id_
-        self.model = model
-        self.created = int(time.time())
-        self.request = request
+    def __init__(self, fields: Mapping[str, JsonValue]) -> None:
+        self.fields = dict(fields)
+        self.id = str(fields["id"])
         self._sequence = 0
-        self._message_id = f"msg_{uuid.uuid4().hex}"
+        self._message_id = f"msg_{self.id.removeprefix('resp_')}"
         self._text: list[str] = []
         self._open = False
 
-    def body(self, outcome: TurnOutcome | None, status: str = "completed") -> dict[str, JsonValue]:
+    def body(
+        self, outcome: TurnOutcome | None, status: str = "completed", error: JsonValue = None
+    ) -> dict[str, JsonValue]:
         """The ``response`` object: ``output`` holds the answer's message (when it has text) and one
-        ``function_call`` item per client call; ``usage`` the turn's tokens."""
+        ``function_call`` item per client call; ``usage`` the turn's tokens; ``error`` a failed turn's
+        ``{"code", "message"}``."""
         output: list[JsonValue] = []
         if outcome is not None:
             if outcome.text:
                 output.append(message_item(self._message_id, outcome.text))
             output += [call_item(call) for call in outcome.tool_calls]
-        request = self.request
         incomplete = (
             {"reason": "max_output_tokens"} if outcome is not None and outcome.finish_reason == "length" else None
         )
         return {
-            "id": self.id,
             "object": "response",
-            "created_at": self.created,
+            **self.fields,
             "status": "incomplete" if incomplete and status == "completed" else status,
-            "model": self.model,
             "output": output,
             "output_text": outcome.text if outcome is not None else "",
             "usage": _usage(outcome),
-            "error": None,
+            "error": error,
             "incomplete_details": cast(JsonValue, incomplete),
-            "instructions": request.get("instructions"),
-            "metadata": request.get("metadata") or {},
-            "parallel_tool_calls": request.get("parallel_tool_calls", True),
-            "previous_response_id": request.get("previous_response_id"),
-            "temperature": request.get("temperature"),
-            "top_p": request.get("top_p"),
-            "max_output_tokens": request.get("max_output_tokens"),
-            "tool_choice": request.get("tool_choice", "auto"),
-            "tools": request.get("tools") or [],
-            "text": request.get("text") or {"format": {"type": "text"}},
-            "store": True,
         }
 
     def event(self, type_: str, **fields: JsonValue) -> bytes:
@@ -374,6 +468,121 @@ class ResponseEvents:
 
     def failed(self, code: str, message: str) -> list[bytes]:
         """``response.failed`` with the error."""
-        body = self.body(None, "failed")
-        body["error"] = {"code": code, "message": message}
+        body = self.body(None, "failed", response_error(code, message))
         return [self.event("response.failed", response=body)]
+
+
+#: The codes a response's ``error`` may have (OpenAI's ``ResponseError.code``) that Kora's errors can be.
+_ERROR_CODES: Final = frozenset({"server_error", "rate_limit_exceeded"})
+
+
+def response_error(code: str | None, message: str | None) -> dict[str, JsonValue]:
+    """A failed response's ``error``: Kora's error ``code`` is named at the start of the ``message``, as the
+    ``code`` field takes only OpenAI's codes (``server_error`` for every failure of the turn)."""
+    if code in _ERROR_CODES:
+        return {"code": code, "message": message or ""}
+    return {"code": "server_error", "message": f"{code}: {message}" if code else message or ""}
+
+
+# -- stored responses -------------------------------------------------------------------------------------------
+
+
+def stored_response(response_id: str, events: Sequence[MemoryEvent]) -> dict[str, JsonValue] | None:
+    """The response object ``response_id`` as its turn stored it (``events``: the session's events), or None when
+    the session does not hold it. Its output: the turn's answer and the calls it handed to the client (its
+    ``tool_call`` events that no result of the same turn answers); its status: ``failed`` or ``cancelled`` with
+    the turn's ``error`` event, ``incomplete`` when a limit cut it, else ``completed``."""
+    own = turn_events(events, response_id)
+    if not own:
+        return None
+    fields = own[0].metadata.get(_REQUEST)
+    if not isinstance(fields, dict):
+        return None  # the turn's first events were evicted from a full session: the response is gone
+    closing = own[-1].metadata
+    usage = closing.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    answered = {_call_id(e) for e in own if e.event_type == EventType.TOOL_RESULT}
+    calls = tuple(_client_call(e) for e in own if e.event_type == EventType.TOOL_CALL and _call_id(e) not in answered)
+    texts = [e.content for e in own if e.event_type == EventType.AGENT_RESPONSE and isinstance(e.content, str)]
+    finish = closing.get("finish_reason")
+    outcome = TurnOutcome(
+        texts[-1] if texts else "",
+        finish if isinstance(finish, str) else "stop",
+        _int(usage.get("input_tokens")),
+        _int(usage.get("output_tokens")),
+        0,
+        calls,
+    )
+    events_of = ResponseEvents(fields)
+    if isinstance(finish, str):
+        return events_of.body(outcome)
+    failure = next((e.content for e in own if e.event_type == EventType.ERROR and isinstance(e.content, dict)), {})
+    code = failure.get("error_type") if isinstance(failure, dict) else None
+    message = failure.get("message") if isinstance(failure, dict) else None
+    if code == "cancelled":
+        return events_of.body(outcome, "cancelled")
+    return events_of.body(outcome, "failed", response_error(str(code) if code else None, str(message or "")))
+
+
+def input_items(events: Sequence[MemoryEvent]) -> list[dict[str, JsonValue]]:
+    """The input items of a stored response, oldest first (``events``: its turn's, :func:`turn_events`): the
+    prompt as a user ``message`` (its text: memory keeps no images), the client's ``function_call_output`` s and
+    the ``function_call`` s they answer when the turn stored those (a client that resent them)."""
+    items: list[dict[str, JsonValue]] = []
+    for event in events:
+        if event.metadata.get("input") is not True:
+            continue
+        key = event.event_id.removeprefix("evt_")
+        content = event.content if isinstance(event.content, dict) else {}
+        if event.event_type in (EventType.USER_MESSAGE, EventType.TASK_DELEGATION_RECEIVED):
+            text: JsonValue = [{"type": "input_text", "text": str(event.content)}]
+            items.append(
+                {"type": "message", "id": f"msg_{key}", "role": "user", "status": "completed", "content": text}
+            )
+        elif event.event_type == EventType.TOOL_CALL:
+            items.append(call_item(_client_call(event)))
+        elif event.event_type == EventType.TOOL_RESULT:
+            output = content.get("content")
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "id": f"fco_{key}",
+                    "call_id": str(content.get("tool_call_id") or ""),
+                    "output": output if isinstance(output, str) else json.dumps(output),
+                    "status": "completed",
+                }
+            )
+    return items
+
+
+def item_page(items: Sequence[dict[str, JsonValue]], after: str | None, limit: int, order: str) -> dict[str, JsonValue]:
+    """One page of ``items`` in OpenAI's list shape: in ``order`` (``asc``: oldest first, ``desc``), those after
+    the item ``after`` (from the start when None or not an item's id), at most ``limit``."""
+    ordered = list(items) if order == "asc" else list(reversed(items))
+    ids = [item["id"] for item in ordered]
+    start = ids.index(after) + 1 if after in ids else 0
+    page = ordered[start : start + limit]
+    return {
+        "object": "list",
+        "data": cast(JsonValue, page),
+        "first_id": page[0]["id"] if page else None,
+        "last_id": page[-1]["id"] if page else None,
+        "has_more": start + limit < len(ordered),
+    }
+
+
+def _call_id(event: MemoryEvent) -> object:
+    return event.content.get("tool_call_id") if isinstance(event.content, dict) else None
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def _client_call(event: MemoryEvent) -> ClientCall:
+    """A stored ``tool_call`` event as the call it was."""
+    content = event.content if isinstance(event.content, dict) else {}
+    args = content.get("args")
+    # Compact, as pydantic-ai renders a call's arguments (a store may keep them parsed).
+    arguments = args if isinstance(args, str) else json.dumps(args or {}, separators=(",", ":"), ensure_ascii=False)
+    return ClientCall(str(content.get("tool_call_id") or ""), str(content.get("tool_name") or ""), arguments)

@@ -283,8 +283,9 @@ class AgentRuntime:
                 # unless the turn had ended and was stored before the consumer left.
                 if not recorded:
                     stopped = TurnCancelled("The turn was stopped before it finished.")
-                    await self.recorder.record(turn, progress.ran(), stopped)
-                    log_turn(turn, progress.ran(), steps_usage(progress.usage, progress.steps), stopped.code)
+                    spent = steps_usage(progress.usage, progress.steps)
+                    await self.recorder.record(turn, progress.ran(), stopped, tokens=_tokens(spent))
+                    log_turn(turn, progress.ran(), spent, stopped.code)
                 raise
             except (Exception, asyncio.CancelledError) as error:
                 outcome = await self._failed(turn, error, progress)
@@ -350,8 +351,8 @@ class AgentRuntime:
         outcome: ``finish_reason`` ``tool_calls`` with client ``calls``, ``length`` when the model's last answer
         was cut by a token limit (pydantic-ai's ``finish``), else ``stop``."""
         self.tracing.end_step()
-        await self.recorder.record(turn, messages)
         reason = "tool_calls" if calls else "length" if finish == "length" else "stop"
+        await self.recorder.record(turn, messages, tokens=_tokens(usage), finish_reason=reason)
         log_turn(turn, messages, usage, reason)
         return TurnOutcome(text, reason, usage.input_tokens, usage.output_tokens, usage.requests, calls)
 
@@ -368,7 +369,7 @@ class AgentRuntime:
             raise error
         if isinstance(error, asyncio.CancelledError):
             stopped = TurnCancelled("The turn was cancelled.")
-            await asyncio.shield(self.recorder.record(turn, progress.ran(), stopped))
+            await asyncio.shield(self.recorder.record(turn, progress.ran(), stopped, tokens=_tokens(spent)))
             log_turn(turn, progress.ran(), spent, stopped.code)
             raise error
         failure = turn_error(error)
@@ -377,13 +378,13 @@ class AgentRuntime:
                 f"I stopped before finishing: this turn reached its limit of "
                 f"{self.settings.agentic_loop_max_steps} model requests."
             )
-            await self.recorder.record(turn, progress.ran(), failure)
+            await self.recorder.record(turn, progress.ran(), failure, tokens=_tokens(spent), finish_reason="length")
             log_turn(turn, progress.ran(), spent, "length")
             return TurnOutcome(failure.message, "length", spent.input_tokens, spent.output_tokens, spent.requests)
         if not isinstance(error, KoraError):
             # internal_error logged the exception under the reference its message names.
             log.error("turn failed in session %s: %s", turn.session_id, failure.message)
-        await self.recorder.record(turn, progress.ran(), failure)
+        await self.recorder.record(turn, progress.ran(), failure, tokens=_tokens(spent))
         log_turn(turn, progress.ran(), spent, failure.code)
         if failure is error:
             raise failure
@@ -412,6 +413,11 @@ def _hand_over(messages: list[ModelMessage], first: ModelResponse) -> tuple[list
     asks again from the prompt, with that request counted, as a model that said nothing gives nothing to keep.
     """
     return ([*messages, first] if first.tool_calls else messages), _usage_of(first)
+
+
+def _tokens(usage: RunUsage) -> tuple[int, int]:
+    """``usage``'s (input, output) tokens, as the recorder keeps them."""
+    return usage.input_tokens, usage.output_tokens
 
 
 def _usage_of(response: ModelResponse) -> RunUsage:

@@ -72,6 +72,20 @@ class ClientCall:
     arguments: str
 
 
+@dataclass(frozen=True)
+class ResponseRecord:
+    """How a turn asked over the Responses API is stored: every event it stores carries the metadata
+    ``response_id`` (``id``); its first event also ``response`` (``request``: the response's own fields, as
+    :mod:`kora.agent.responses_api` echoes them), its last ``usage`` (``{"input_tokens", "output_tokens"}``)
+    and ``finish_reason``, and the events of its input (the prompt, or the client's tool results) ``input:
+    true``, so the response and its input items can be read back from the session. ``store`` False: the turn stores
+    nothing at all."""
+
+    id: str
+    request: Mapping[str, JsonValue]
+    store: bool = True
+
+
 #: ``tool_choice`` as a turn takes it: ``auto``, ``none``, ``required``, or the name of the one tool to call.
 ToolChoice = str
 
@@ -97,6 +111,8 @@ class TurnRequest:
     see :mod:`kora.agent.identity`); ``credential`` holds the headers it was verified from (the bearer token or
     the trusted gateway's header), forwarded to peer agents on delegation so they verify it themselves. Both
     come from the request's headers only, never from its body.
+
+    ``response``: set for a turn of the Responses API (how it is stored, :class:`ResponseRecord`).
     """
 
     session_id: str
@@ -115,6 +131,7 @@ class TurnRequest:
     parallel_tool_calls: bool | None = None
     output: OutputFormat | None = None
     model_settings: Mapping[str, JsonValue] = field(default_factory=dict)
+    response: ResponseRecord | None = None
 
     @property
     def direct_first(self) -> bool:

@@ -491,7 +491,10 @@ def test_responses_structured_output_and_refusals(s):
     )
     assert Weather.model_validate_json(answer.output_text) == Weather(city="Paris", degrees=21)
     for body, param in (
-        ({"store": False}, "store"),
+        ({"store": "no"}, "store"),
+        ({"conversation": "conv_1"}, "conversation"),
+        ({"include": ["message.output_text.logprobs"]}, "include"),
+        ({"include": "all"}, "include"),
         ({"background": True}, "background"),
         ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
         ({"temperature": "hot"}, "temperature"),
@@ -542,6 +545,9 @@ responses_bodies = st.fixed_dictionaries(
         "max_output_tokens": field(st.integers(0, 20)),
         "stream": field(st.booleans()),
         "store": field(st.booleans()),
+        "background": field(st.booleans()),
+        "include": field(st.just([])),
+        "conversation": field(st.none()),
     },
 )
 
@@ -563,6 +569,8 @@ def test_fuzz_the_responses_api(setup, body):
         assert setup.agent.events(session) == []
     else:
         assert response.status_code == 200, response.text
+        if body.get("store") is False:  # a response not stored leaves nothing
+            assert setup.agent.events(session) == []
 
 
 def test_a_token_limit_cuts_the_answer_with_finish_reason_length(s):

@@ -1,6 +1,7 @@
 """Agent frameworks nobody here wrote, using a real Kora agent as their OpenAI model (the scripted model behind
-it): langchain-openai (``bind_tools``, ``with_structured_output`` both ways), litellm (tools, streaming) and
-pydantic-ai's own OpenAI model (a tool it runs itself, ``NativeOutput``)."""
+it): langchain-openai (``bind_tools``, ``with_structured_output`` both ways), litellm (tools, streaming),
+pydantic-ai's own OpenAI model (a tool it runs itself, ``NativeOutput``) and the OpenAI Agents SDK (a function
+tool and an ``output_type``, over the Responses API and over Chat Completions)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ RULES = [
         ToolCallReply([ToolCall("get_weather", {"city": "{city}"})]),
     ),
     Rule(Match(response_format="Weather"), TextReply('{"city": "Paris", "degrees": 21}')),
+    # The OpenAI Agents SDK names its structured output's schema "final_output".
+    Rule(Match(response_format="final_output"), TextReply('{"city": "Paris", "degrees": 21}')),
     # langchain's function-calling structured output: the model calls the schema as a tool.
     Rule(Match(tool_available="Weather"), ToolCallReply([ToolCall("Weather", {"city": "Paris", "degrees": 21})])),
 ]
@@ -163,3 +166,52 @@ async def test_pydantic_ai_native_output_through_kora(kora):
     result = await agent.run("weather?")
     assert result.output == Weather(city="Paris", degrees=21)
     assert kora.model.requests[-1]["response_format"]["json_schema"]["name"] == "Weather"
+
+
+# -- the OpenAI Agents SDK ------------------------------------------------------------------------------------------
+
+SDK_APIS = ["responses", "chat_completions"]
+
+
+def agents_model(kora: Served, api: str):
+    """An Agents SDK model with Kora as its OpenAI endpoint, over ``api``; the SDK's tracing (an upload to
+    OpenAI) is off."""
+    from agents import OpenAIChatCompletionsModel, OpenAIResponsesModel, set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)
+    client = AsyncOpenAI(base_url=kora.base_url, api_key="unused", max_retries=0)
+    if api == "responses":
+        return OpenAIResponsesModel(model="helper", openai_client=client)
+    return OpenAIChatCompletionsModel(model="helper", openai_client=client)
+
+
+@pytest.mark.parametrize("api", SDK_APIS)
+async def test_openai_agents_sdk_runs_its_function_tool_through_kora(kora, api):
+    from agents import Agent, Runner, function_tool
+
+    agent = Agent(
+        name="weather",
+        instructions="Answer briefly.",
+        tools=[function_tool(get_weather)],
+        model=agents_model(kora, api),
+    )
+    result = await Runner.run(agent, "weather in Oslo?")
+    assert result.final_output == "Tool result: sunny in Oslo"
+    # The SDK ran the call Kora handed it and sent the result back: the model saw call and result in order.
+    assert len(kora.model.requests) == 2
+    first, second = kora.model.requests
+    assert "get_weather" in {t["function"]["name"] for t in first["tools"]}
+    assert non_system_roles(second) == ["user", "assistant", "tool"]
+    assert second["messages"][-1]["content"] == "sunny in Oslo"
+    assert any(m["role"] == "system" and "Answer briefly." in m["content"] for m in second["messages"])
+
+
+@pytest.mark.parametrize("api", SDK_APIS)
+async def test_openai_agents_sdk_structured_output_through_kora(kora, api):
+    from agents import Agent, Runner
+
+    agent = Agent(name="weather", output_type=Weather, model=agents_model(kora, api))
+    result = await Runner.run(agent, "weather?")
+    assert result.final_output == Weather(city="Paris", degrees=21)
+    assert kora.model.requests[-1]["response_format"]["json_schema"]["name"] == "final_output"

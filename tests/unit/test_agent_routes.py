@@ -33,6 +33,10 @@ def test_every_endpoint_is_a_route_of_the_app_itself() -> None:
         ("/v1/models", ["GET"]),
         ("/v1/models/{model_id:path}", ["GET"]),
         ("/v1/responses", ["POST"]),
+        ("/v1/responses/{response_id}", ["GET"]),
+        ("/v1/responses/{response_id}/input_items", ["GET"]),
+        ("/v1/responses/{response_id}", ["DELETE"]),
+        ("/v1/responses/{response_id}/cancel", ["POST"]),
         ("/ag-ui", ["POST"]),
         ("/health", ["GET"]),
         ("/ready", ["GET"]),
@@ -87,4 +91,10 @@ def test_openapi_operation_ids_are_stable() -> None:
         ("/v1/models/{model_id}", "get"): "get_model_v1_models__model_id__get",
         ("/v1/responses", "post"): "create_response_v1_responses_post",
         ("/ag-ui", "post"): "ag_ui_run_ag_ui_post",
+        ("/v1/responses/{response_id}", "get"): "retrieve_response_v1_responses__response_id__get",
+        ("/v1/responses/{response_id}/input_items", "get"): (
+            "list_input_items_v1_responses__response_id__input_items_get"
+        ),
+        ("/v1/responses/{response_id}", "delete"): "delete_response_v1_responses__response_id__delete",
+        ("/v1/responses/{response_id}/cancel", "post"): "cancel_response_v1_responses__response_id__cancel_post",
     }

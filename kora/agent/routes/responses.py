@@ -5,8 +5,15 @@ follows the chat endpoint's rules: every field honoured or refused with a 400, c
 output (``text.format``), sampling fields. The session is the one ``previous_response_id`` names, else
 ``X-Session-ID``, else the body's ``session_id``, else a new one; the response ``id`` names it, so the next
 request continues it with ``previous_response_id``. ``function_call_output`` items answer the function calls of
-the previous response, which the session holds. ``store: false`` is refused (every turn is kept in its session);
-retrieving, deleting and cancelling stored responses are not served.
+the previous response, which the session holds; it must be the session's latest stored response. ``store:
+false`` runs the turn without storing anything (no session is created).
+
+Stored responses: ``GET /v1/responses/{id}`` answers one as it was answered, read back from its turn's events
+(:func:`kora.agent.responses_api.stored_response`); ``DELETE`` erases its session (a session's events are erased
+together); ``GET .../input_items`` lists its input (``after``, ``limit``, ``order``); ``POST .../cancel`` is a
+400, as no response runs in the background. Who may read, continue or delete a response is who may use its
+session (:meth:`kora.memory.Memory.check_reader`: 403 ``session_forbidden``); one not held is a 404
+(``response_not_found``, or ``previous_response_not_found`` when a request names it).
 
 Streamed: ``response.created``, ``response.in_progress``, the message's ``response.output_item.added``,
 ``response.content_part.added``, ``response.output_text.delta`` ..., ``.done`` events, each function call's
@@ -29,20 +36,38 @@ from fastapi.responses import JSONResponse, Response
 
 from kora.agent.identity import open_session
 from kora.agent.openai_api import decode_body, parse_chat_body
-from kora.agent.responses_api import ResponseEvents, chat_body, pending_calls, response_id, session_of
+from kora.agent.responses_api import (
+    ResponseEvents,
+    chat_body,
+    check_previous,
+    input_items,
+    item_page,
+    latest_response,
+    pending_calls,
+    response_fields,
+    response_id,
+    response_not_found,
+    session_in,
+    session_of,
+    stored_response,
+    turn_events,
+)
 from kora.agent.routes.chat import chat_turn, event_stream, requested_session
 from kora.agent.routes.errors import error_response
 from kora.agent.state import AgentState
-from kora.agent.turn import TurnOutcome, TurnRequest
+from kora.agent.turn import ResponseRecord, TurnOutcome, TurnRequest
 from kora.core.errors import KoraError, RequestError
+from kora.core.events import MemoryEvent
 from kora.core.protocol import SESSION_HEADER
+from kora.memory.base import new_session_id
 
 if TYPE_CHECKING:
     from kora.agent.runtime import AgentRuntime
 
 
 def add_responses_routes(router: APIRouter, state: AgentState) -> None:
-    """Add ``POST /v1/responses`` to ``router``, serving turns with ``state``'s runtime and memory."""
+    """Add ``POST /v1/responses``, ``GET`` / ``DELETE /v1/responses/{id}``, ``GET /v1/responses/{id}/input_items``
+    and ``POST /v1/responses/{id}/cancel`` to ``router``, serving turns with ``state``'s runtime and memory."""
     agent_name = state.settings.agent_name
 
     @router.post("/v1/responses")
@@ -50,10 +75,16 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         identity = await state.identity.resolve(request.headers)
         body = decode_body(await request.body())
         previous = body.get("previous_response_id")
+        store = body.get("store") is not False
         runtime = await state.wait_runtime()
         if previous is not None:
-            session_id = await open_session(state.memory, session_of(previous), agent_name, identity)
+            session_id = session_of(previous)
+            await state.memory.check_reader(session_id, identity.user_id)
             stored = await state.memory.get_session_events(session_id, limit=_EVENTS_LOOKED_UP)
+            if latest_response(stored) != previous:  # else the whole session says why it is refused
+                check_previous(await state.memory.get_session_events(session_id), previous)
+            if store:  # as every stored turn opens its session (a remote store learns who continues it)
+                await open_session(state.memory, session_id, agent_name, identity)
             with responses_params():
                 parsed = parse_chat_body(chat_body(body, pending_calls(stored)))
                 turn = chat_turn(parsed, request, identity)
@@ -64,10 +95,18 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
                 turn = chat_turn(parsed, request, identity)
                 runtime.check(turn)
             requested = requested_session(request.headers.get(SESSION_HEADER), parsed.request.session_id)
-            session_id = await open_session(state.memory, requested, agent_name, identity)
-        turn = replace(turn, session_id=session_id)
+            if store:
+                session_id = await open_session(state.memory, requested, agent_name, identity)
+            elif requested is not None:  # read, never created: a turn that is not stored leaves no session
+                await state.memory.check_reader(requested, identity.user_id)
+                session_id = requested
+            else:
+                session_id = new_session_id()
+        fields = response_fields(response_id(session_id), parsed.request.model or agent_name, body)
+        fields["store"] = store and state.memory.enabled  # a disabled memory keeps nothing: the answer says so
+        events = ResponseEvents(fields)
+        turn = replace(turn, session_id=session_id, response=ResponseRecord(events.id, fields, store))
         headers = {SESSION_HEADER: session_id}
-        events = ResponseEvents(response_id(session_id), parsed.request.model or agent_name, body)
         if parsed.request.stream and parsed.output is None:
             return event_stream(stream_events(runtime, turn, events), headers)
         try:
@@ -78,8 +117,80 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
             return event_stream(_whole(events, outcome), headers)
         return JSONResponse(events.body(outcome), headers=headers)
 
+    async def held(request: Request, id_: str, served: frozenset[str] = frozenset()) -> tuple[str, list[MemoryEvent]]:
+        """The session of response ``id_`` and its events, once the caller may read it (a session of another
+        user: 403); 404 for an id that names no session; 400 for a query parameter not ``served``."""
+        _no_query(request, served)
+        identity = await state.identity.resolve(request.headers)
+        session_id = session_in(id_)
+        if session_id is None:
+            raise response_not_found(id_)
+        await state.memory.check_reader(session_id, identity.user_id)
+        return session_id, await state.memory.get_session_events(session_id)
 
-#: How many of a session's latest events are read for the calls a previous response handed to the client.
+    @router.get("/v1/responses/{response_id}")
+    async def retrieve_response(request: Request, response_id: str) -> Response:
+        _, stored = await held(request, response_id)
+        body = stored_response(response_id, stored)
+        if body is None:
+            raise response_not_found(response_id)
+        return JSONResponse(body)
+
+    @router.get("/v1/responses/{response_id}/input_items")
+    async def list_input_items(request: Request, response_id: str) -> Response:
+        _, stored = await held(request, response_id, _PAGE_PARAMS)
+        own = turn_events(stored, response_id)
+        if stored_response(response_id, own) is None:
+            raise response_not_found(response_id)
+        query = request.query_params
+        limit = query.get("limit", "20")
+        if not (limit.isascii() and limit.isdigit() and 1 <= int(limit) <= 100):
+            raise RequestError(
+                "Invalid value: 'limit' must be an integer from 1 to 100.", code="invalid_value", param="limit"
+            )
+        order = query.get("order", "desc")
+        if order not in ("asc", "desc"):
+            raise RequestError("Invalid value: 'order' must be 'asc' or 'desc'.", code="invalid_value", param="order")
+        return JSONResponse(item_page(input_items(own), query.get("after"), int(limit), order))
+
+    @router.delete("/v1/responses/{response_id}")
+    async def delete_response(request: Request, response_id: str) -> Response:
+        session_id, stored = await held(request, response_id)
+        if stored_response(response_id, stored) is None:
+            raise response_not_found(response_id)
+        # A response is a turn of its session, and a session's events are erased together: deleting it erases
+        # the conversation it belongs to (every response chained with it).
+        await state.memory.erase_session(session_id)
+        return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
+
+    @router.post("/v1/responses/{response_id}/cancel")
+    async def cancel_response(request: Request, response_id: str) -> Response:
+        _, stored = await held(request, response_id)
+        if stored_response(response_id, stored) is None:
+            raise response_not_found(response_id)
+        raise RequestError(
+            f"Cannot cancel response '{response_id}': only a response created with background=true can be "
+            "cancelled, and this agent runs no background responses (every response has ended when it is answered).",
+            code="unsupported_value",
+        )
+
+
+#: The query parameters of ``GET /v1/responses/{id}/input_items`` (``include`` is refused: nothing is added).
+_PAGE_PARAMS: Final = frozenset({"after", "limit", "order"})
+
+
+def _no_query(request: Request, served: frozenset[str]) -> None:
+    """Refuse query parameters not ``served`` (``include``, ``stream``, ...) on the stored-response routes."""
+    for name in request.query_params:
+        if name in served:
+            continue
+        raise RequestError(
+            f"Unsupported parameter: '{name}' is not supported by this agent.", code="unsupported_parameter", param=name
+        )
+
+
+#: How many of a session's latest events are read for the calls a previous response handed to the client (and to
+#: find that it is the session's latest response; the whole session is read only to refuse one that is not).
 _EVENTS_LOOKED_UP = 64
 #: Chat Completions request fields as the Responses field they were translated from (``param`` of a refusal).
 _PARAMS: Final = (

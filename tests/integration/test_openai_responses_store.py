@@ -1,0 +1,417 @@
+"""Stored responses of the Responses API, as the ``openai`` SDK uses them against a real agent (scripted model):
+``responses.retrieve`` / ``delete`` / ``cancel``, ``store: false``, ``previous_response_id`` chaining, the refused
+``background`` and ``conversation``, who may read and delete a response, and hostile ids on the new routes."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from urllib.parse import quote
+
+import httpx
+import openai
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from kora.scripted import ErrorReply, Match, Rule, ToolCall, ToolCallReply
+from tests.support.agent import RunningAgent, running_agent, served_agent, wait_until
+from tests.support.hostile import any_text, assert_handled
+from tests.support.memory import ADMIN, memory_service, service_env
+from tests.support.scripted_server import ScriptedModelServer
+
+HEADER = "X-Forwarded-User"
+TOOL = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+RULES = [
+    Rule(
+        Match(user_matches=r"weather in (?P<city>\w+)", tool_available="get_weather", after_tool=False),
+        ToolCallReply([ToolCall("get_weather", {"city": "{city}"})]),
+    ),
+]
+
+
+@dataclass
+class Setup:
+    model: ScriptedModelServer
+    agent: RunningAgent
+
+    def client(self, user: str | None = None) -> openai.OpenAI:
+        """An ``openai`` client acting for ``user`` through the trusted header (anonymous when None)."""
+        return self.agent.openai(default_headers={HEADER: user} if user else {})
+
+    def session_holding(self, response_id: str) -> str:
+        """The session whose events the turn of ``response_id`` stored (the operator sees every session)."""
+        for session in self.agent.get("/memory/sessions").json()["sessions"]:
+            if any(e["metadata"].get("response_id") == response_id for e in self.agent.events(session["session_id"])):
+                return str(session["session_id"])
+        raise AssertionError(f"no session holds {response_id}")
+
+
+@pytest.fixture(scope="module")
+def setup() -> Iterator[Setup]:
+    with ScriptedModelServer() as model:
+        model.load_script(RULES)
+        with served_agent(model, "helper", AUTH_TRUSTED_USER_HEADER=HEADER) as agent:
+            yield Setup(model, agent)
+
+
+@pytest.fixture
+def s(setup: Setup) -> Setup:
+    setup.model.reset(keep_rules=True)
+    return setup
+
+
+def test_a_response_is_retrieved_as_it_was_answered(s):
+    client = s.client()
+    created = client.responses.create(
+        model="helper", input="hello there", instructions="Be brief.", temperature=0.5, metadata={"k": "v"}
+    )
+    got = client.responses.retrieve(created.id)
+    assert got.model_dump() == created.model_dump()
+    assert (got.output_text, got.status, got.instructions, got.temperature) == (
+        "You said: hello there",
+        "completed",
+        "Be brief.",
+        0.5,
+    )
+    assert got.usage is not None
+    assert got.usage.total_tokens == created.usage.total_tokens > 0
+
+
+def test_a_response_that_handed_calls_to_the_client_is_retrieved_with_them_and_chains(s):
+    client = s.client()
+    first = client.responses.create(model="helper", input="weather in Paris?", tools=[TOOL])
+    got = client.responses.retrieve(first.id)
+    (call,) = [item for item in got.output if item.type == "function_call"]
+    assert (call.name, json.loads(call.arguments), call.call_id) == ("get_weather", {"city": "Paris"}, _call(first))
+    assert got.tools[0].name == "get_weather"
+    second = client.responses.create(
+        model="helper",
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "sunny"}],
+        tools=[TOOL],
+    )
+    assert second.output_text == "Tool result: sunny"
+    again = client.responses.retrieve(second.id)
+    assert (again.output_text, again.previous_response_id, again.output[0].type) == (
+        "Tool result: sunny",
+        first.id,
+        "message",
+    )
+    # The first response still shows the call it handed out, though the session now holds its result.
+    assert [item.type for item in client.responses.retrieve(first.id).output] == ["function_call"]
+
+
+def _call(response: openai.types.responses.Response) -> str:
+    return next(item.call_id for item in response.output if item.type == "function_call")
+
+
+def test_a_deleted_response_is_gone_with_its_conversation(s):
+    client = s.client()
+    first = client.responses.create(model="helper", input="one")
+    second = client.responses.create(model="helper", input="two", previous_response_id=first.id)
+    session = s.session_holding(second.id)
+    deleted = client.responses.delete(second.id)
+    assert deleted is None  # the SDK returns nothing for a 200 with the deletion object
+    with pytest.raises(openai.NotFoundError):
+        client.responses.delete(first.id)
+    for gone in (first.id, second.id):
+        with pytest.raises(openai.NotFoundError) as error:
+            client.responses.retrieve(gone)
+        assert error.value.body["code"] == "response_not_found"
+    with pytest.raises(openai.NotFoundError) as error:
+        client.responses.create(model="helper", input="three", previous_response_id=second.id)
+    assert (error.value.body["param"], error.value.body["code"]) == (
+        "previous_response_id",
+        "previous_response_not_found",
+    )
+    assert s.agent.events(session) == []
+
+
+def test_the_deletion_answer_is_openais(s):
+    created = s.client().responses.create(model="helper", input="bye")
+    answer = httpx.delete(f"{s.agent.url}/v1/responses/{created.id}", timeout=30)
+    assert answer.status_code == 200
+    assert answer.json() == {"id": created.id, "object": "response.deleted", "deleted": True}
+
+
+def test_cancel_is_refused_as_no_response_runs_in_the_background(s):
+    client = s.client()
+    created = client.responses.create(model="helper", input="quick")
+    with pytest.raises(openai.BadRequestError) as error:
+        client.responses.cancel(created.id)
+    assert error.value.body["code"] == "unsupported_value"
+    assert "background" in error.value.body["message"]
+    assert client.responses.retrieve(created.id).status == "completed"
+    with pytest.raises(openai.NotFoundError):
+        client.responses.cancel(f"resp_{b'nope'.hex()}_{uuid.uuid4().hex[:16]}")
+    with pytest.raises(openai.BadRequestError) as error:
+        client.responses.create(model="helper", input="later", background=True)
+    assert (error.value.body["param"], error.value.body["code"]) == ("background", "unsupported_value")
+    assert client.responses.create(model="helper", input="now", background=False).output_text == "You said: now"
+
+
+def test_conversation_is_refused_naming_previous_response_id(s):
+    before = len(s.agent.events())
+    with pytest.raises(openai.BadRequestError) as error:
+        s.client().responses.create(model="helper", input="hi", conversation="conv_123")
+    body = error.value.body
+    assert (body["param"], body["code"]) == ("conversation", "unsupported_parameter")
+    assert "previous_response_id" in body["message"]
+    assert len(s.agent.events()) == before
+    assert s.model.requests == []
+
+
+def test_store_false_keeps_nothing(s):
+    client = s.client()
+    before = s.agent.events()
+    raw = client.responses.with_raw_response.create(model="helper", input="secret words", store=False)
+    answer = raw.parse()
+    assert (answer.output_text, answer.store) == ("You said: secret words", False)
+    assert s.agent.events() == before
+    session = raw.headers["X-Session-ID"]
+    assert session not in {x["session_id"] for x in s.agent.get("/memory/sessions").json()["sessions"]}
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(answer.id)
+    with pytest.raises(openai.NotFoundError) as error:
+        client.responses.create(model="helper", input="more", previous_response_id=answer.id)
+    assert error.value.body["code"] == "previous_response_not_found"
+
+
+def test_store_false_after_a_stored_response_reads_its_conversation_and_adds_nothing(s):
+    client = s.client()
+    first = client.responses.create(model="helper", input="remember apples")
+    session = s.session_holding(first.id)
+    held = s.agent.events(session)
+    aside = client.responses.create(model="helper", input="aside", previous_response_id=first.id, store=False)
+    assert aside.output_text == "You said: aside"
+    assert "remember apples" in [m["content"] for m in s.model.requests[-1]["messages"]]
+    assert s.agent.events(session) == held
+    # The conversation goes on from the stored response, as if the unstored one had not happened.
+    after = client.responses.create(model="helper", input="go on", previous_response_id=first.id)
+    assert "aside" not in [m["content"] for m in s.model.requests[-1]["messages"]]
+    assert client.responses.retrieve(after.id).output_text == "You said: go on"
+
+
+def test_previous_response_id_must_be_the_latest_of_its_conversation(s):
+    client = s.client()
+    first = client.responses.create(model="helper", input="a")
+    second = client.responses.create(model="helper", input="b", previous_response_id=first.id)
+    requests = len(s.model.requests)
+    with pytest.raises(openai.BadRequestError) as error:
+        client.responses.create(model="helper", input="c", previous_response_id=first.id)
+    assert (error.value.body["param"], error.value.body["code"]) == ("previous_response_id", "invalid_value")
+    assert second.id in error.value.body["message"]
+    assert len(s.model.requests) == requests
+
+
+def test_a_failed_streamed_response_is_stored_as_failed(s):
+    s.model.enqueue(ErrorReply(500, "the model broke"))
+    with s.client().responses.stream(model="helper", input="break please") as stream:
+        failed = [e for e in stream if e.type == "response.failed"]
+    (end,) = failed
+    got = s.client().responses.retrieve(end.response.id)
+    assert got.status == "failed"
+    assert got.error is not None
+    assert (got.error.code, got.error.message) == ("server_error", end.response.error.message)
+    assert got.error.message.startswith("model_error: ")
+
+
+def test_a_users_response_is_hers_alone(s):
+    alice, bob, anonymous = s.client("alice"), s.client("bob"), s.client()
+    created = alice.responses.create(model="helper", input="alice's secret")
+    requests = len(s.model.requests)
+    for other in (bob, anonymous):
+        for attempt in (
+            lambda c=other: c.responses.retrieve(created.id),
+            lambda c=other: c.responses.delete(created.id),
+            lambda c=other: c.responses.cancel(created.id),
+            lambda c=other: c.responses.create(model="helper", input="x", previous_response_id=created.id),
+        ):
+            with pytest.raises(openai.PermissionDeniedError) as error:
+                attempt()
+            assert error.value.body["code"] == "session_forbidden"
+            assert "secret" not in str(error.value.body)
+    assert len(s.model.requests) == requests
+    assert alice.responses.retrieve(created.id).output_text == "You said: alice's secret"
+    assert alice.responses.create(model="helper", input="on", previous_response_id=created.id).output_text
+    alice.responses.delete(created.id)
+    with pytest.raises(openai.NotFoundError):
+        alice.responses.retrieve(created.id)
+
+
+def test_input_items_list_what_each_response_was_given(s):
+    from openai.types.responses import ResponseItemList
+
+    client = s.client("alice")
+    first = client.responses.create(model="helper", input="weather in Paris?", tools=[TOOL])
+    (item,) = client.responses.input_items.list(first.id).data
+    assert (item.type, item.role, item.content[0].text) == ("message", "user", "weather in Paris?")
+    second = client.responses.create(
+        model="helper",
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": _call(first), "output": "sunny"}],
+        tools=[TOOL],
+    )
+    (item,) = client.responses.input_items.list(second.id).data
+    assert (item.type, item.call_id, item.output) == ("function_call_output", _call(first), "sunny")
+    # A client that resends the conversation (no previous_response_id): the call and its result are the turn's
+    # input; the earlier user message is history the client keeps, which the session does not store.
+    resent = client.responses.create(
+        model="helper",
+        input=[
+            {"role": "user", "content": "weather in Rome?"},
+            {"type": "function_call", "call_id": "call_r", "name": "get_weather", "arguments": '{"city": "Rome"}'},
+            {"type": "function_call_output", "call_id": "call_r", "output": "rain"},
+        ],
+        tools=[TOOL],
+    )
+    assert resent.output_text == "Tool result: rain"
+    url = f"{s.agent.url}/v1/responses/{resent.id}/input_items"
+    alice = {HEADER: "alice"}
+    page = ResponseItemList.model_validate(httpx.get(url, params={"order": "asc"}, headers=alice, timeout=30).json())
+    assert [i.type for i in page.data] == ["function_call", "function_call_output"]
+    newest = client.responses.input_items.list(resent.id, limit=1)
+    assert ([i.type for i in newest.data], newest.has_more) == (["function_call_output"], True)
+    rest = client.responses.input_items.list(resent.id, limit=5, after=newest.data[0].id)
+    assert ([i.type for i in rest.data], rest.has_more) == (["function_call"], False)
+    for params, param in (({"limit": "0"}, "limit"), ({"order": "up"}, "order"), ({"include": "x"}, "include")):
+        answer = httpx.get(url, params=params, headers=alice, timeout=30)
+        assert (answer.status_code, answer.json()["error"]["param"]) == (400, param)
+    with pytest.raises(openai.PermissionDeniedError):
+        s.client("mallory").responses.input_items.list(resent.id)
+
+
+def test_query_parameters_of_a_retrieval_are_refused(s):
+    created = s.client().responses.create(model="helper", input="q")
+    answer = httpx.get(f"{s.agent.url}/v1/responses/{created.id}", params={"stream": "true"}, timeout=30)
+    assert answer.status_code == 400
+    assert (answer.json()["error"]["param"], answer.json()["error"]["code"]) == ("stream", "unsupported_parameter")
+
+
+# Non-empty and not ending in "/": a path ending in a slash is FastAPI's redirect to the path without it.
+response_ids = st.one_of(
+    any_text,
+    st.builds(
+        lambda session, rest: f"resp_{session.encode('utf-8', 'surrogatepass').hex()}_{rest}", any_text, any_text
+    ),
+    st.builds(lambda rest: f"resp_{b'ses_x'.hex()}_{rest}", st.text(max_size=20)),
+).filter(lambda id_: id_ and not id_.endswith("/"))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(id_=response_ids, route=st.sampled_from(["GET", "DELETE", "POST /cancel", "GET /input_items"]))
+def test_fuzz_the_stored_response_routes(setup, id_, route):
+    method, _, tail = route.partition(" ")
+    path = f"{setup.agent.url}/v1/responses/{quote(id_.encode('utf-8', 'surrogatepass'), safe='')}{tail}"
+    before = setup.agent.events()
+    response = httpx.request(method, path, timeout=30)
+    event(f"status {response.status_code}")
+    assert_handled(response)
+    assert response.status_code in (400, 403, 404, 405), response.text
+    assert response.json()["error"]["message"]
+    assert setup.agent.events() == before
+
+
+def _sse(response: httpx.Response) -> list[dict[str, object]]:
+    return [json.loads(line[len("data: ") :]) for line in response.text.splitlines() if line.startswith("data: ")]
+
+
+def test_every_answer_validates_against_openais_own_types(s):
+    """The SDK parses leniently (``construct``); here each answer is validated by ``openai``'s pydantic types."""
+    from openai.types import responses
+
+    Response = responses.Response
+    # Each event by the class of its type (openai's union of events has no discriminator pydantic can use).
+    by_type = {
+        cls.model_fields["type"].annotation.__args__[0]: cls
+        for cls in vars(responses).values()
+        if isinstance(cls, type) and cls.__name__.endswith("Event") and "type" in getattr(cls, "model_fields", {})
+    }
+
+    class events:
+        @staticmethod
+        def validate_python(event: dict[str, object]):
+            return by_type[event["type"]].model_validate(event)
+
+    url = f"{s.agent.url}/v1/responses"
+    for body in (
+        {"input": "hello", "instructions": "Be brief.", "metadata": {"k": "v"}, "max_output_tokens": 50},
+        {"input": "weather in Paris?", "tools": [TOOL], "tool_choice": "auto"},
+        {"input": "hello there my friend", "max_output_tokens": 2},
+    ):
+        created = httpx.post(url, json={"model": "helper", **body}, timeout=30).json()
+        Response.model_validate(created)
+        Response.model_validate(httpx.get(f"{url}/{created['id']}", timeout=30).json())
+        streamed = httpx.post(url, json={"model": "helper", "stream": True, **body}, timeout=30)
+        kinds = [events.validate_python(event).type for event in _sse(streamed)]
+        assert kinds[-1] in ("response.completed", "response.incomplete")
+    s.model.enqueue(ErrorReply(500, "the model broke"))
+    failed = _sse(httpx.post(url, json={"model": "helper", "input": "x", "stream": True}, timeout=30))
+    end = events.validate_python(failed[-1])
+    assert end.type == "response.failed"
+    Response.model_validate(httpx.get(f"{url}/{end.response.id}", timeout=30).json())
+
+
+async def test_a_response_lives_in_the_memory_store_and_another_replica_serves_it(memory_db, model):
+    """Bound to the memory service (real Postgres), a response is its turn's events in the store: a replica that
+    never served it retrieves it, lists its input, refuses it to another user, continues it, and deleting it
+    erases it there."""
+    model.load_script(RULES)
+    env = {"MEMORY_STORE_ENDPOINT": "", "AUTH_TRUSTED_USER_HEADER": HEADER}
+    async with memory_service(service_env(memory_db)) as store:
+        env["MEMORY_STORE_ENDPOINT"] = store
+        stored = httpx.Client(base_url=store, headers=ADMIN, timeout=30)
+
+        def held(session: str) -> list[dict[str, object]]:
+            answer = stored.get(f"/v1/sessions/{session}/events", params={"app_name": "helper"})
+            return answer.json()["events"] if answer.status_code == 200 else []
+
+        async with running_agent(model, "helper", **env) as first:
+            alice = first.openai(default_headers={HEADER: "alice"})
+            raw = alice.responses.with_raw_response.create(model="helper", input="weather in Paris?", tools=[TOOL])
+            created, session = raw.parse(), raw.headers["X-Session-ID"]
+            aside = alice.responses.with_raw_response.create(model="helper", input="not kept", store=False)
+            wait_until(lambda: len(held(session)) == 2, within=30, message="the turn in the store")
+        assert held(aside.headers["X-Session-ID"]) == []
+        async with running_agent(model, "helper", **env) as replica:
+            alice = replica.openai(default_headers={HEADER: "alice"})
+            assert alice.responses.retrieve(created.id).model_dump() == created.model_dump()
+            (item,) = alice.responses.input_items.list(created.id).data
+            assert item.content[0].text == "weather in Paris?"
+            with pytest.raises(openai.PermissionDeniedError):
+                replica.openai(default_headers={HEADER: "bob"}).responses.retrieve(created.id)
+            with pytest.raises(openai.NotFoundError):
+                alice.responses.retrieve(aside.parse().id)
+            call = _call(created)
+            second = alice.responses.create(
+                model="helper",
+                previous_response_id=created.id,
+                input=[{"type": "function_call_output", "call_id": call, "output": "sunny"}],
+                tools=[TOOL],
+            )
+            assert second.output_text == "Tool result: sunny"
+            wait_until(lambda: len(held(session)) == 4, within=30, message="the second turn in the store")
+            alice.responses.delete(created.id)
+            assert held(session) == []
+            with pytest.raises(openai.NotFoundError):
+                alice.responses.retrieve(created.id)
+        stored.close()
+
+
+async def test_with_memory_disabled_a_response_says_it_is_not_stored(model):
+    async with running_agent(model, "helper", MEMORY_ENABLED="false") as agent:
+        client = agent.openai()
+        created = client.responses.create(model="helper", input="hello")
+        assert (created.output_text, created.store) == ("You said: hello", False)
+        with pytest.raises(openai.NotFoundError):
+            client.responses.retrieve(created.id)
+        with pytest.raises(openai.NotFoundError):
+            client.responses.create(model="helper", input="again", previous_response_id=created.id)
