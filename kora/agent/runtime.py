@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -43,6 +44,7 @@ from pydantic_ai import ModelMessage, ModelResponse
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage
 
+from kora.agent.budget import Prices, TurnBudget, own_limits
 from kora.agent.chat_model import KoraChatModel
 from kora.agent.history import events_to_messages, memory_instructions, replay_to_messages
 from kora.agent.loop import AgenticLoop, steps_usage, text_delta, turn_error, turn_settings
@@ -51,7 +53,7 @@ from kora.agent.settings import AgentSettings
 from kora.agent.telemetry import AgentTracing, TurnSpan, active_sessions, observe_memory
 from kora.agent.turn import ClientCall, TurnOutcome, TurnRequest
 from kora.agent.turn_log import log_turn
-from kora.core.errors import Forbidden, KoraError, StepLimitReached, TurnCancelled
+from kora.core.errors import BudgetExhausted, Forbidden, KoraError, StepLimitReached, TurnCancelled
 from kora.core.events import EventType, MemoryEvent
 from kora.memory import Memory
 from kora.memory.base import SESSION_FORBIDDEN
@@ -131,6 +133,10 @@ class AgentRuntime:
         self.loop = AgenticLoop(settings, memory, self.model, self.tracing)
         self.recorder = TurnRecorder(memory, self.loop.delegation.tool_agents, self.tracing)
         self._direct = settings.agent_direct_first_request
+        input_price, output_price = settings.model_price_input_per_million, settings.model_price_output_per_million
+        self._prices = (
+            Prices(input_price, output_price) if input_price is not None and output_price is not None else None
+        )
         self._locks = SessionLocks()
 
     async def start(self) -> None:
@@ -165,7 +171,7 @@ class AgentRuntime:
 
     async def _run(self, turn: TurnRequest, span: TurnSpan | None) -> TurnOutcome:
         async with self._locks.hold(turn.session_id):
-            progress = _Progress()
+            progress = _Progress(budget=self.budget(turn))
             try:
                 turn, messages, prompt_at = await self._prepare(turn)
                 progress.messages = messages[prompt_at:]
@@ -173,6 +179,7 @@ class AgentRuntime:
                     parameters = self.loop.request_parameters(turn)
                     # Prepared as the Agent prepares every request (pydantic-ai's notes on framing lookalikes).
                     sent = self.model.prepare_messages(messages, parameters)
+                    progress.budget.check_before_request(progress.usage)
                     with self.tracing.first_step(span):
                         first = await self.model.request(sent, _settings(turn), parameters)
                     calls = client_calls(turn, first)
@@ -182,17 +189,19 @@ class AgentRuntime:
                             [*messages[prompt_at:], first],
                             first.text or "",
                             _usage_of(first),
+                            progress.budget,
                             first.finish_reason,
                             calls,
                         )
                     messages, progress.usage = _hand_over(messages, first)
                     progress.messages = messages[prompt_at:]
-                result = await self.loop.run(turn, messages, progress.usage, progress.steps)
+                result = await self.loop.run(turn, messages, progress.usage, progress.steps, progress.budget)
                 return await self._ended(
                     turn,
                     [*messages[prompt_at:], *result.new_messages],
                     result.text,
                     result.usage,
+                    progress.budget,
                     result.finish_reason,
                     result.calls,
                 )
@@ -216,7 +225,7 @@ class AgentRuntime:
     async def _stream(self, turn: TurnRequest, span: TurnSpan | None) -> AsyncGenerator[str | TurnOutcome]:
         async with self._locks.hold(turn.session_id):
             recorded = False
-            progress = _Progress()
+            progress = _Progress(budget=self.budget(turn))
             try:
                 turn, messages, prompt_at = await self._prepare(turn)
                 progress.messages = messages[prompt_at:]
@@ -224,6 +233,7 @@ class AgentRuntime:
                 if self._direct and turn.direct_first:
                     parameters = self.loop.request_parameters(turn)
                     sent = self.model.prepare_messages(messages, parameters)
+                    progress.budget.check_before_request(progress.usage)
                     with self.tracing.first_step(span):
                         async with self.model.request_stream(sent, _settings(turn), parameters) as streamed:
                             async for event in streamed:
@@ -238,6 +248,7 @@ class AgentRuntime:
                             [*messages[prompt_at:], first],
                             first.text or "",
                             _usage_of(first),
+                            progress.budget,
                             first.finish_reason,
                             calls,
                         )
@@ -246,7 +257,9 @@ class AgentRuntime:
                         return
                     messages, progress.usage = _hand_over(messages, first)
                     progress.messages = messages[prompt_at:]
-                loop_stream = self.loop.stream(turn, messages, progress.usage, progress.steps, said_text=said_text)
+                loop_stream = self.loop.stream(
+                    turn, messages, progress.usage, progress.steps, progress.budget, said_text=said_text
+                )
                 async with aclosing(loop_stream) as items:
                     async for item in items:
                         if isinstance(item, str):
@@ -254,7 +267,13 @@ class AgentRuntime:
                         else:
                             turn_messages = [*messages[prompt_at:], *item.new_messages]
                             outcome = await self._ended(
-                                turn, turn_messages, item.text, item.usage, item.finish_reason, item.calls
+                                turn,
+                                turn_messages,
+                                item.text,
+                                item.usage,
+                                progress.budget,
+                                item.finish_reason,
+                                item.calls,
                             )
                             recorded = True
                             yield outcome
@@ -270,6 +289,21 @@ class AgentRuntime:
                 outcome = await self._failed(turn, error, progress)
                 yield outcome.text
                 yield outcome
+
+    def budget(self, turn: TurnRequest) -> TurnBudget:
+        """A budget for ``turn``, starting now: the agent's own ``BUDGET_MAX_*``, or the smaller one a delegating
+        agent gave (:attr:`~kora.agent.turn.TurnRequest.budget`), priced at the model's prices when known."""
+        settings = self.settings
+        started = time.time()
+        limits = own_limits(
+            settings.budget_max_tool_calls,
+            settings.budget_max_model_requests,
+            settings.budget_max_tokens,
+            settings.budget_max_seconds,
+            settings.budget_max_cost_usd,
+            started,
+        )
+        return TurnBudget(limits.tighter(turn.budget), self._prices, started)
 
     async def _prepare(self, turn: TurnRequest) -> tuple[TurnRequest, list[ModelMessage], int]:
         """The turn with what memory recalls (rolling summary, long-term facts) added to its instructions, its first
@@ -323,6 +357,7 @@ class AgentRuntime:
         messages: list[ModelMessage],
         text: str,
         usage: RunUsage,
+        budget: TurnBudget,
         finish: str | None = None,
         calls: tuple[ClientCall, ...] = (),
     ) -> TurnOutcome:
@@ -333,7 +368,9 @@ class AgentRuntime:
         await self.recorder.record(turn, messages)
         reason = "tool_calls" if calls else "length" if finish == "length" else "stop"
         log_turn(turn, messages, usage, reason)
-        return TurnOutcome(text, reason, usage.input_tokens, usage.output_tokens, usage.requests, calls)
+        return TurnOutcome(
+            text, reason, usage.input_tokens, usage.output_tokens, usage.requests, calls, budget.spent(usage)
+        )
 
     async def _failed(self, turn: TurnRequest, error: BaseException, progress: _Progress) -> TurnOutcome:
         """Store the turn as far as it went (the steps that ran, then its ``error`` event); the outcome of a spent
@@ -352,6 +389,17 @@ class AgentRuntime:
             log_turn(turn, progress.ran(), spent, stopped.code)
             raise error
         failure = turn_error(error)
+        if isinstance(failure, BudgetExhausted):
+            await self.recorder.record(turn, progress.ran(), failure)
+            log_turn(turn, progress.ran(), spent, failure.code)
+            return TurnOutcome(
+                failure.message,
+                "length",
+                spent.input_tokens,
+                spent.output_tokens,
+                spent.requests,
+                spent=progress.budget.spent(spent),
+            )
         if isinstance(failure, StepLimitReached):
             failure = StepLimitReached(
                 f"I stopped before finishing: this turn reached its limit of "
@@ -359,7 +407,14 @@ class AgentRuntime:
             )
             await self.recorder.record(turn, progress.ran(), failure)
             log_turn(turn, progress.ran(), spent, "length")
-            return TurnOutcome(failure.message, "length", spent.input_tokens, spent.output_tokens, spent.requests)
+            return TurnOutcome(
+                failure.message,
+                "length",
+                spent.input_tokens,
+                spent.output_tokens,
+                spent.requests,
+                spent=progress.budget.spent(spent),
+            )
         if not isinstance(error, KoraError):
             # internal_error logged the exception under the reference its message names.
             log.error("turn failed in session %s: %s", turn.session_id, failure.message)
@@ -374,8 +429,10 @@ class AgentRuntime:
 class _Progress:
     """How far a turn got, so a turn that fails or is cancelled stores the steps that ran: ``messages`` from
     its prompt request up to the loop (the first answer, when it called tools), ``usage`` spent before the loop,
-    and ``steps``, the loop's messages (filled by :class:`~kora.agent.loop.AgenticLoop` however it ends)."""
+    ``steps``, the loop's messages (filled by :class:`~kora.agent.loop.AgenticLoop` however it ends), and the
+    turn's ``budget``."""
 
+    budget: TurnBudget
     messages: list[ModelMessage] = field(default_factory=list)
     usage: RunUsage = field(default_factory=RunUsage)
     steps: list[ModelMessage] = field(default_factory=list)

@@ -28,6 +28,7 @@ with one function each: :func:`kora.core.openai_wire.error_body` (``/v1``) and :
         ├── ModelError            502 server_error           model_error          -32603   the model API failed
         │   └── ModelTimeout      504 timeout                model_timeout        -32603   ... or did not answer in time
         ├── StepLimitReached      200 -                      step_limit           -        finish_reason length
+        │   └── BudgetExhausted   200 -                      budget_exhausted     -        ... a turn budget ran out
         └── TurnCancelled         499 -                      cancelled            -        the client went away
 
 Imports nothing but the standard library, so every layer may raise these.
@@ -158,6 +159,20 @@ class StepLimitReached(TurnError):
 
     status = 200
     default_code = "step_limit"
+
+
+class BudgetExhausted(StepLimitReached):
+    """A budget of the turn (``BUDGET_MAX_*``, or the smaller one a delegating agent passed) would be exceeded by
+    the next model request or tool call, so the turn stopped before it. Like :class:`StepLimitReached`, not a
+    failure of the request: ``finish_reason: "length"`` on ``/v1``, a ``failed`` A2A task. ``budget`` is the
+    budget's name (``tool_calls``, ``model_requests``, ``tokens``, ``seconds``, ``cost_usd``); the message starts
+    ``budget_exhausted: <budget>``."""
+
+    default_code = "budget_exhausted"
+
+    def __init__(self, budget: str, detail: str) -> None:
+        super().__init__(f"budget_exhausted: {budget}: {detail}")
+        self.budget = budget
 
 
 class TurnCancelled(TurnError):
