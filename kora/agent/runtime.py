@@ -50,7 +50,14 @@ from kora.agent.history import events_to_messages, memory_instructions, replay_t
 from kora.agent.loop import AgenticLoop, steps_usage, text_delta, turn_error, turn_settings
 from kora.agent.recorder import TurnRecorder, prompt_request
 from kora.agent.settings import AgentSettings
-from kora.agent.telemetry import AgentTracing, TurnSpan, active_sessions, observe_memory
+from kora.agent.telemetry import (
+    AgentTracing,
+    TurnSpan,
+    active_sessions,
+    observe_memory,
+    record_budget_exhausted,
+    record_turn_spend,
+)
 from kora.agent.turn import ClientCall, TurnOutcome, TurnRequest
 from kora.agent.turn_log import log_turn
 from kora.core.errors import BudgetExhausted, Forbidden, KoraError, StepLimitReached, TurnCancelled
@@ -290,6 +297,12 @@ class AgentRuntime:
                 yield outcome.text
                 yield outcome
 
+    def _account(self, usage: RunUsage) -> None:
+        """Add a turn's own model usage to the agent's spend metrics."""
+        prices = self._prices
+        cost = prices.cost(usage.input_tokens, usage.output_tokens) if prices is not None else None
+        record_turn_spend(self.settings.agent_name, usage.input_tokens, usage.output_tokens, cost)
+
     def budget(self, turn: TurnRequest) -> TurnBudget:
         """A budget for ``turn``, starting now: the agent's own ``BUDGET_MAX_*``, or the smaller one a delegating
         agent gave (:attr:`~kora.agent.turn.TurnRequest.budget`), priced at the model's prices when known."""
@@ -365,6 +378,7 @@ class AgentRuntime:
         outcome: ``finish_reason`` ``tool_calls`` with client ``calls``, ``length`` when the model's last answer
         was cut by a token limit (pydantic-ai's ``finish``), else ``stop``."""
         self.tracing.end_step()
+        self._account(usage)
         await self.recorder.record(turn, messages)
         reason = "tool_calls" if calls else "length" if finish == "length" else "stop"
         log_turn(turn, messages, usage, reason)
@@ -378,6 +392,7 @@ class AgentRuntime:
         :class:`~kora.core.errors.TurnError` (cancellation is re-raised). A session the memory store refuses
         (:func:`kora.memory.base.check_owner`) is re-raised as it is, with nothing stored."""
         spent = steps_usage(progress.usage, progress.steps)
+        self._account(spent)
         if isinstance(error, Forbidden) and error.code == SESSION_FORBIDDEN:
             # The memory store refused the session as another user's: the turn never started, and writing its
             # error event would write to that user's session.
@@ -390,6 +405,7 @@ class AgentRuntime:
             raise error
         failure = turn_error(error)
         if isinstance(failure, BudgetExhausted):
+            record_budget_exhausted(self.settings.agent_name, failure.budget)
             await self.recorder.record(turn, progress.ran(), failure)
             log_turn(turn, progress.ran(), spent, failure.code)
             return TurnOutcome(

@@ -11,8 +11,11 @@ import pytest
 from kora.agent.app import create_app
 from kora.core.net import free_port
 from kora.scripted import ToolCall, ToolCallReply
+from kora.scripted.model import ScriptedModel
+from kora.scripted.model import create_app as create_model_app
 from tests.support.a2a import message_params, rpc_body
 from tests.support.agent import RunningAgent, agent_settings, mcp_app, running_agent, wait_until
+from tests.support.processes import clean_env, kora_process, prometheus
 from tests.support.threaded import ThreadedServer
 
 pytestmark = pytest.mark.usefixtures("turn_path")
@@ -166,3 +169,43 @@ async def test_a_delegation_loop_across_three_agents_ends_within_the_first_agent
         assert c.event_types("loop.a.b") == delegated
         assert a.event_types("loop.a.b.c") == ["task_delegation_received", "error"]
         assert a.events("loop.a.b.c")[-1]["content"]["message"].startswith("budget_exhausted: model_requests")
+
+
+def test_metrics_count_exhaustions_by_budget_and_the_agents_spend(turn_path):
+    """A real ``kora agent`` process (``/metrics`` is served by the process's telemetry set-up)."""
+    scripted = ScriptedModel()
+    scripted.enqueue(*[ToolCallReply([ToolCall("save_memory", {"content": f"fact {i}"})]) for i in range(4)])
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with ThreadedServer(create_model_app(scripted), name="scripted-model", lifespan="off") as model_server:
+        env = clean_env(
+            AGENT_NAME="spender",
+            AGENT_HOST="127.0.0.1",
+            AGENT_PORT=str(port),
+            MODEL_API_URL=model_server.root_url + "/v1",
+            MODEL_NAME="scripted",
+            MEMORY_TOOLS="all",
+            AGENT_DIRECT_FIRST_REQUEST=str(turn_path == "direct"),
+            BUDGET_MAX_MODEL_REQUESTS="1",
+            BUDGET_MAX_COST_USD="100",
+            MODEL_PRICE_INPUT_PER_MILLION="1000000",
+            MODEL_PRICE_OUTPUT_PER_MILLION="2000000",
+        )
+        with kora_process(["agent"], env, url + "/ready"):
+            for session in ("m1", "m2"):
+                body = {"model": "a", "messages": [{"role": "user", "content": "remember"}]}
+                answer = httpx.post(
+                    f"{url}/v1/chat/completions", json=body, headers={"X-Session-ID": session}, timeout=60
+                )
+                assert answer.json()["choices"][0]["finish_reason"] == "length"
+            samples = prometheus(url + "/metrics")
+    ((labels, count),) = samples["kora_agent_budget_exhausted_total"]
+    assert (labels["gen_ai_agent_name"], labels["kora_budget"], count) == ("spender", "model_requests", 2)
+    tokens = {labels["gen_ai_token_type"]: value for labels, value in samples["kora_agent_spend_tokens_total"]}
+    usage = answer.json()["usage"]
+    assert tokens == {"input": 2 * usage["prompt_tokens"], "output": 2 * usage["completion_tokens"]}
+    ((labels, cost),) = [
+        (k, v) for name, rows in samples.items() if name.startswith("kora_agent_spend_cost") for k, v in rows
+    ]
+    assert labels["gen_ai_agent_name"] == "spender"
+    assert cost == pytest.approx(tokens["input"] * 1.0 + tokens["output"] * 2.0)
