@@ -209,3 +209,17 @@ def test_metrics_count_exhaustions_by_budget_and_the_agents_spend(turn_path):
     ]
     assert labels["gen_ai_agent_name"] == "spender"
     assert cost == pytest.approx(tokens["input"] * 1.0 + tokens["output"] * 2.0)
+
+
+async def test_over_the_responses_api_a_spent_budget_is_an_incomplete_response(model):
+    model.enqueue(*tool_loop(4))
+    async with (
+        ThreadedServer(mcp_app("calc", [add]), name="calc", lifespan="on") as calc,
+        running_agent(
+            model, MCP_SERVERS="calc", MCP_SERVER_CALC_URL=calc.root_url, BUDGET_MAX_MODEL_REQUESTS="2"
+        ) as agent,
+    ):
+        response = agent.openai().responses.create(model="a", input="loop")
+        assert response.status == "incomplete"
+        assert response.output_text.startswith("budget_exhausted: model_requests")
+        assert len(model.requests) == 2
