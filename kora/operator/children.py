@@ -286,7 +286,8 @@ def plan_for(resource: AnyResource, settings: OperatorSettings, model_api: Model
     """The wiring's plan of ``resource`` under the operator's settings: workload URLs from
     :meth:`OperatorSettings.workload_strategy`, public URLs (``status.endpoint``, the agent card) from
     :meth:`~OperatorSettings.public_strategy`, the chart's route timeouts, local MemoryStore data under
-    :data:`MEMORY_DATA_ROOT`; an Agent's prices from its ``model_api`` when known."""
+    :data:`MEMORY_DATA_ROOT`; an Agent's prices from its ``model_api`` when known, the chart's default budget for
+    the fields its ``spec.config.budget`` leaves unset."""
     return plan_workload(
         resource,
         settings.workload_strategy(),
@@ -294,6 +295,7 @@ def plan_for(resource: AnyResource, settings: OperatorSettings, model_api: Model
         timeouts=settings.route_timeouts,
         data_root=MEMORY_DATA_ROOT,
         model_api=model_api,
+        budget_defaults=settings.budget_defaults,
     )
 
 

@@ -73,6 +73,7 @@ from kora.resources.graph import ResourceGraph, ResourceRef, dependencies_of, re
 from kora.resources.loader import dependency_order
 from kora.resources.models import (
     Agent,
+    AgentBudget,
     AnyResource,
     EnvVar,
     Kind,
@@ -278,9 +279,20 @@ def _model_api_url(strategy: UrlStrategy, namespace: str, name: str) -> str:
     return strategy.url(ResourceRef(Kind.MODEL_API.value, namespace, name)) + "/v1"
 
 
-def _budget_env(agent: Agent, model_api: ModelAPI | None) -> list[EnvEntry]:
-    """``BUDGET_MAX_*`` of the set ``spec.config.budget`` fields, and the ModelAPI's prices when it declares them."""
-    budget = agent.spec.config.budget
+def _budget_env(agent: Agent, model_api: ModelAPI | None, defaults: AgentBudget | None) -> list[EnvEntry]:
+    """``BUDGET_MAX_*`` of the set ``spec.config.budget`` fields (each unset one from ``defaults``, the chart's), and
+    the ModelAPI's prices when it declares them."""
+    own = agent.spec.config.budget
+    budget = (
+        own
+        if defaults is None
+        else AgentBudget.model_validate(
+            {
+                name: getattr(own, name) if getattr(own, name) is not None else getattr(defaults, name)
+                for name in AgentBudget.model_fields
+            }
+        )
+    )
     values = [
         (names.BUDGET_MAX_TOOL_CALLS, budget.max_tool_calls),
         (names.BUDGET_MAX_MODEL_REQUESTS, budget.max_model_requests),
@@ -302,7 +314,13 @@ def _budget_env(agent: Agent, model_api: ModelAPI | None) -> list[EnvEntry]:
 
 
 def _agent_env(
-    agent: Agent, strategy: UrlStrategy, public_url: str, host: str, port: int, model_api: ModelAPI | None = None
+    agent: Agent,
+    strategy: UrlStrategy,
+    public_url: str,
+    host: str,
+    port: int,
+    model_api: ModelAPI | None = None,
+    budget_defaults: AgentBudget | None = None,
 ) -> list[EnvEntry]:
     spec, namespace = agent.spec, agent.metadata.namespace
     loop, memory = spec.config.agentic_loop, spec.config.memory
@@ -321,7 +339,7 @@ def _agent_env(
         EnvEntry(names.AGENT_PUBLIC_URL, public_url),
         EnvEntry(names.AGENTIC_LOOP_MAX_STEPS, str(loop.max_steps)),
         EnvEntry(names.TASK_STORE_TYPE, spec.config.task_store_type),
-        *_budget_env(agent, model_api),
+        *_budget_env(agent, model_api, budget_defaults),
     ]
     if loop.enable_tools and spec.mcp_servers:
         env.append(EnvEntry(names.MCP_SERVERS, ",".join(spec.mcp_servers)))
@@ -476,9 +494,11 @@ def plan_workload(
     timeouts: RouteTimeouts = DEFAULT_ROUTE_TIMEOUTS,
     data_root: Path | None = None,
     model_api: ModelAPI | None = None,
+    budget_defaults: AgentBudget | None = None,
 ) -> WorkloadPlan:
     """The plan of one resource. URLs of the resources it names come from ``strategy``; an Agent's ``model_api``
-    (when known) gives its prices (``spec.pricing``).
+    (when known) gives its prices (``spec.pricing``), and ``budget_defaults`` (the chart's
+    ``agentDefaults.budget``) the budgets its ``spec.config.budget`` leaves unset.
 
     ``public`` gives the URL clients are told (``AGENT_PUBLIC_URL``, ``status.endpoint``); default
     ``strategy``. ``data_root`` is where a runner that keeps data on this machine (``kora up``) wants
@@ -495,7 +515,7 @@ def plan_workload(
     credentials: dict[str, tuple[str, ...]] = {}
     gateway_route = True
     if isinstance(resource, Agent):
-        args, env = ["agent"], _agent_env(resource, strategy, public_url, host, port, model_api)
+        args, env = ["agent"], _agent_env(resource, strategy, public_url, host, port, model_api, budget_defaults)
         replicas = resource.spec.replicas
         credentials[credentials_secret(ref)] = (ADMIN_TOKEN_KEY,)
     elif isinstance(resource, MCPServer):
