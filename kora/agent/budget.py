@@ -255,13 +255,13 @@ class TurnBudget:
     def _check_common(self, spent: Spend) -> None:
         limits = self.limits
         if limits.deadline is not None and time.time() >= limits.deadline:
-            raise BudgetExhausted("seconds", "the turn's time ran out.")
+            raise BudgetExhausted.of("seconds", "the turn's time ran out.")
         if limits.tokens is not None and spent.input_tokens + spent.output_tokens >= limits.tokens:
-            raise BudgetExhausted(
+            raise BudgetExhausted.of(
                 "tokens", f"{spent.input_tokens + spent.output_tokens} of {limits.tokens} tokens are spent."
             )
         if limits.cost_usd is not None and (spent.cost_usd or 0.0) >= limits.cost_usd:
-            raise BudgetExhausted("cost_usd", f"{spent.cost_usd or 0.0:.6f} of {limits.cost_usd:g} USD are spent.")
+            raise BudgetExhausted.of("cost_usd", f"{spent.cost_usd or 0.0:.6f} of {limits.cost_usd:g} USD are spent.")
 
     def check_before_request(self, usage: RunUsage) -> None:
         """Raise :class:`~kora.core.errors.BudgetExhausted` when the next model request would exceed a budget
@@ -269,7 +269,7 @@ class TurnBudget:
         spent = self.spent(usage)
         limits = self.limits
         if limits.model_requests is not None and spent.model_requests >= limits.model_requests:
-            raise BudgetExhausted(
+            raise BudgetExhausted.of(
                 "model_requests", f"all {limits.model_requests} model requests of the turn are spent."
             )
         self._check_common(spent)
@@ -280,7 +280,7 @@ class TurnBudget:
         spent = self.spent(usage)
         limits = self.limits
         if limits.tool_calls is not None and spent.tool_calls >= limits.tool_calls:
-            raise BudgetExhausted("tool_calls", f"all {limits.tool_calls} tool calls of the turn are spent.")
+            raise BudgetExhausted.of("tool_calls", f"all {limits.tool_calls} tool calls of the turn are spent.")
         self._check_common(spent)
         self.tool_calls += 1
 

@@ -289,8 +289,10 @@ class AgentRuntime:
                 # unless the turn had ended and was stored before the consumer left.
                 if not recorded:
                     stopped = TurnCancelled("The turn was stopped before it finished.")
+                    spent = steps_usage(progress.usage, progress.steps)
+                    self._account(spent)
                     await self.recorder.record(turn, progress.ran(), stopped)
-                    log_turn(turn, progress.ran(), steps_usage(progress.usage, progress.steps), stopped.code)
+                    log_turn(turn, progress.ran(), spent, stopped.code)
                 raise
             except (Exception, asyncio.CancelledError) as error:
                 outcome = await self._failed(turn, error, progress)

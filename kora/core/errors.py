@@ -170,9 +170,14 @@ class BudgetExhausted(StepLimitReached):
 
     default_code = "budget_exhausted"
 
-    def __init__(self, budget: str, detail: str) -> None:
-        super().__init__(f"budget_exhausted: {budget}: {detail}")
+    def __init__(self, message: str, *, budget: str = "", code: str | None = None, param: str | None = None) -> None:
+        super().__init__(message, code=code, param=param)
         self.budget = budget
+
+    @classmethod
+    def of(cls, budget: str, detail: str) -> BudgetExhausted:
+        """The error for ``budget`` running out: message ``budget_exhausted: <budget>: <detail>``."""
+        return cls(f"budget_exhausted: {budget}: {detail}", budget=budget)
 
 
 class TurnCancelled(TurnError):
