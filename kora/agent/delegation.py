@@ -45,10 +45,13 @@ from a2a.client import (
 from a2a.client.client import Client, ClientCallContext
 from a2a.helpers.proto_helpers import get_message_text, new_text_part
 from a2a.types.a2a_pb2 import AgentCard, Message, Role, SendMessageRequest, Task, TaskState
+from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from pydantic_ai import FunctionToolset, RunContext, Tool
+from pydantic_ai.usage import RunUsage
 
+from kora.agent.budget import BUDGET_METADATA, SPENT_METADATA, Spend, TurnBudget
 from kora.agent.telemetry import SCOPE, record_delegation
 from kora.agent.turn import TurnDeps
 from kora.core.protocol import (
@@ -149,7 +152,9 @@ class Delegation:
 
         async def delegate(ctx: RunContext[TurnDeps], task: str) -> str:
             # The credential comes from the turn's verified identity; the model only writes the task.
-            return await self.delegate(name, task, ctx.deps.session_id, ctx.deps.credential)
+            return await self.delegate(
+                name, task, ctx.deps.session_id, ctx.deps.credential, budget=ctx.deps.budget, usage=ctx.usage
+            )
 
         function: Callable[..., Awaitable[str]] = delegate
         return Tool.from_schema(
@@ -161,11 +166,22 @@ class Delegation:
         )
 
     async def delegate(
-        self, name: str, task: str, parent_session_id: str, credential: Mapping[str, str] | None = None
+        self,
+        name: str,
+        task: str,
+        parent_session_id: str,
+        credential: Mapping[str, str] | None = None,
+        *,
+        budget: TurnBudget | None = None,
+        usage: RunUsage | None = None,
     ) -> str:
         """Send ``task`` to sub-agent ``name`` with the user's ``credential`` (headers, see
         :attr:`~kora.agent.turn.TurnRequest.credential`; none for an anonymous turn); returns its answer, or
-        ``Error: ...`` text on any failure."""
+        ``Error: ...`` text on any failure.
+
+        With the delegating turn's ``budget`` (and its model ``usage`` so far), an A2A task carries what the turn
+        has left in message metadata ``kora.budget``, and what the peer reports spent (``kora.spent`` on its final
+        status message) is charged to ``budget`` (:mod:`kora.agent.budget`)."""
         session = child_session_id(parent_session_id, self._agent_name)
         attributes = {
             "gen_ai.operation.name": "invoke_agent",
@@ -175,18 +191,27 @@ class Delegation:
         }
         started = time.perf_counter()
         with _tracer.start_as_current_span(f"invoke_agent {name}", kind=SpanKind.CLIENT, attributes=attributes) as span:
-            answer = await self._send(name, task, session, dict(credential or {}), span)
+            answer = await self._send(name, task, session, dict(credential or {}), span, budget, usage)
             if answer.startswith("Error:"):
                 span.set_status(Status(StatusCode.ERROR, answer))
         record_delegation(name, time.perf_counter() - started, ok=not answer.startswith("Error:"))
         return answer
 
-    async def _send(self, name: str, task: str, session: str, headers: dict[str, str], span: Span) -> str:
+    async def _send(
+        self,
+        name: str,
+        task: str,
+        session: str,
+        headers: dict[str, str],
+        span: Span,
+        budget: TurnBudget | None,
+        usage: RunUsage | None,
+    ) -> str:
         """The peer's answer, or ``Error: ...`` text (see :meth:`delegate`)."""
         try:
             client = await self._a2a_client(name)
             if client is not None:
-                return await self._delegate_a2a(client, name, task, session, headers, span)
+                return await self._delegate_a2a(client, name, task, session, headers, span, budget, usage)
             return await self._delegate_chat(name, task, session, headers)
         except httpx.HTTPError as error:
             if isinstance(error, httpx.TimeoutException):
@@ -222,12 +247,22 @@ class Delegation:
         return self._clients[name]
 
     async def _delegate_a2a(
-        self, client: Client, name: str, task: str, session: str, headers: dict[str, str], span: Span
+        self,
+        client: Client,
+        name: str,
+        task: str,
+        session: str,
+        headers: dict[str, str],
+        span: Span,
+        budget: TurnBudget | None,
+        usage: RunUsage | None,
     ) -> str:
         message = Message(
             role=Role.ROLE_USER, message_id=str(uuid.uuid4()), context_id=session, parts=[new_text_part(task)]
         )
         message.metadata.update({DELEGATED_BY_METADATA: self._agent_name})
+        if budget is not None and budget.limits.bounded:
+            message.metadata.update({BUDGET_METADATA: budget.remaining(usage or RunUsage()).to_metadata()})
         # The SDK sends a call context's service parameters as HTTP headers of that request only.
         context = ClientCallContext(service_parameters=headers) if headers else None
         answer = ""
@@ -237,6 +272,8 @@ class Delegation:
             elif response.HasField("task"):
                 span.set_attribute("kora.a2a.task_id", response.task.id)
                 answer = _task_answer(name, response.task)
+                if budget is not None and (spent := _task_spend(response.task)) is not None:
+                    budget.charge(spent)
         return answer
 
     async def _delegate_chat(self, name: str, task: str, session: str, credential: dict[str, str]) -> str:
@@ -261,6 +298,13 @@ def _task_answer(name: str, task: Task) -> str:
         return f"Error: agent '{name}' ended the task {state}: {status_text or 'no reason given'}"
     texts = [part.text for artifact in task.artifacts for part in artifact.parts if part.HasField("text")]
     return "".join(texts) or status_text
+
+
+def _task_spend(task: Task) -> Spend | None:
+    """What a finished task reports it spent (``kora.spent`` on its status message); None when it says nothing."""
+    if not task.status.HasField("message") or SPENT_METADATA not in task.status.message.metadata:
+        return None
+    return Spend.from_metadata(MessageToDict(task.status.message.metadata).get(SPENT_METADATA))
 
 
 def _error_message(response: httpx.Response) -> str:

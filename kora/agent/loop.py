@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from contextlib import aclosing, contextmanager
 from dataclasses import dataclass, replace
@@ -44,6 +45,8 @@ from pydantic_ai.tools import RunContext, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ExternalToolset
 from pydantic_ai.usage import RunUsage
 
+from kora.agent.budget import TurnBudget
+from kora.agent.budget_guard import BudgetGuard
 from kora.agent.chat_model import KoraChatModel
 from kora.agent.delegation import Delegation
 from kora.agent.memory_tools import memory_toolset
@@ -182,7 +185,10 @@ class AgenticLoop:
             deps_type=TurnDeps,
             name=settings.agent_name,
             toolsets=static,
-            capabilities=(tracing or AgentTracing(settings.agent_name, settings.model_name)).capabilities(),
+            capabilities=[
+                BudgetGuard(),
+                *(tracing or AgentTracing(settings.agent_name, settings.model_name)).capabilities(),
+            ],
         )
         self._limits = UsageLimits(request_limit=settings.agentic_loop_max_steps)
         self._parameters = ModelRequestParameters()
@@ -289,10 +295,16 @@ class AgenticLoop:
         return replace(parameters, instruction_parts=parts)
 
     async def run(
-        self, turn: TurnRequest, messages: list[ModelMessage], usage: RunUsage, steps: list[ModelMessage]
+        self,
+        turn: TurnRequest,
+        messages: list[ModelMessage],
+        usage: RunUsage,
+        steps: list[ModelMessage],
+        budget: TurnBudget | None = None,
     ) -> LoopResult:
         """Continue a turn from ``messages``, which end with its prompt request (the loop sends it) or with the
-        first answer's tool calls (the loop runs them). ``usage`` is what the turn has spent so far.
+        first answer's tool calls (the loop runs them). ``usage`` is what the turn has spent so far; ``budget``
+        bounds it (checked before each model request and tool call: :class:`~kora.agent.budget_guard.BudgetGuard`).
 
         ``steps`` is filled with the messages of the steps that ran (model responses, tool returns) however the
         run ends, so a turn that fails or is cancelled can still store them (every step that ran is kept).
@@ -303,7 +315,7 @@ class AgenticLoop:
         with _recording_steps(history, steps):
             try:
                 result = await self.agent.run(
-                    None, output_type=output_spec(turn), **self._run_args(turn, history, usage)
+                    None, output_type=output_spec(turn), **self._run_args(turn, history, usage, budget)
                 )
             except Exception as error:
                 raise turn_error(error) from error
@@ -315,6 +327,7 @@ class AgenticLoop:
         messages: list[ModelMessage],
         usage: RunUsage,
         steps: list[ModelMessage],
+        budget: TurnBudget | None = None,
         *,
         said_text: bool,
         tool_steps: bool = False,
@@ -329,19 +342,26 @@ class AgenticLoop:
         """
         history = repair_messages(messages, repair_last_response=False)
         with _recording_steps(history, steps):
-            stream = self._stream(turn, history, usage, said_text=said_text, tool_steps=tool_steps)
+            stream = self._stream(turn, history, usage, budget, said_text=said_text, tool_steps=tool_steps)
             async with aclosing(stream) as items:
                 async for item in items:
                     yield item
 
     async def _stream(
-        self, turn: TurnRequest, messages: list[ModelMessage], usage: RunUsage, *, said_text: bool, tool_steps: bool
+        self,
+        turn: TurnRequest,
+        messages: list[ModelMessage],
+        usage: RunUsage,
+        budget: TurnBudget | None,
+        *,
+        said_text: bool,
+        tool_steps: bool,
     ) -> AsyncGenerator[str | ToolStep | LoopResult]:
         tools_ran = False
         result = None
         client = {tool.name for tool in turn.client_tools}
         try:
-            run_args = self._run_args(turn, messages, usage)
+            run_args = self._run_args(turn, messages, usage, budget)
             async with self.agent.run_stream_events(None, output_type=output_spec(turn), **run_args) as events:
                 async for event in events:
                     text = text_delta(event)
@@ -364,7 +384,9 @@ class AgenticLoop:
         assert result is not None
         yield self._result(result)
 
-    def _run_args(self, turn: TurnRequest, messages: Sequence[ModelMessage], usage: RunUsage) -> _RunArgs:
+    def _run_args(
+        self, turn: TurnRequest, messages: Sequence[ModelMessage], usage: RunUsage, budget: TurnBudget | None
+    ) -> _RunArgs:
         """What both run paths pass to pydantic-ai besides the (absent) prompt."""
         return {
             "message_history": list(messages),
@@ -374,8 +396,11 @@ class AgenticLoop:
                 delegated_by=turn.delegated_by,
                 user_id=turn.user_id,
                 credential=turn.credential,
+                budget=budget,
             ),
-            "usage": usage,
+            # A copy: pydantic-ai adds to the usage it is given, and the caller's stays what was spent before the
+            # loop (steps_usage adds the loop's steps to it when a turn stops short).
+            "usage": copy.copy(usage),
             "usage_limits": self._limits,
             "toolsets": self._toolsets(turn),
             "instructions": turn.system or None,

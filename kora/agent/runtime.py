@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -43,15 +44,23 @@ from pydantic_ai import ModelMessage, ModelResponse
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage
 
+from kora.agent.budget import Prices, TurnBudget, own_limits
 from kora.agent.chat_model import KoraChatModel
 from kora.agent.history import events_to_messages, memory_instructions, replay_to_messages
 from kora.agent.loop import AgenticLoop, LoopResult, steps_usage, text_delta, turn_error, turn_settings
 from kora.agent.recorder import TurnRecorder, prompt_request
 from kora.agent.settings import AgentSettings
-from kora.agent.telemetry import AgentTracing, TurnSpan, observe_memory, observe_sessions
+from kora.agent.telemetry import (
+    AgentTracing,
+    TurnSpan,
+    observe_memory,
+    observe_sessions,
+    record_budget_exhausted,
+    record_turn_spend,
+)
 from kora.agent.turn import ClientCall, ToolStep, TurnOutcome, TurnRequest
 from kora.agent.turn_log import log_turn
-from kora.core.errors import Forbidden, KoraError, StepLimitReached, TurnCancelled
+from kora.core.errors import BudgetExhausted, Forbidden, KoraError, StepLimitReached, TurnCancelled
 from kora.core.events import EventType, MemoryEvent
 from kora.memory import Memory
 from kora.memory.base import SESSION_FORBIDDEN
@@ -133,6 +142,10 @@ class AgentRuntime:
         self.loop = AgenticLoop(settings, memory, self.model, self.tracing)
         self.recorder = TurnRecorder(memory, self.loop.delegation.tool_agents, self.tracing)
         self._direct = settings.agent_direct_first_request
+        input_price, output_price = settings.model_price_input_per_million, settings.model_price_output_per_million
+        self._prices = (
+            Prices(input_price, output_price) if input_price is not None and output_price is not None else None
+        )
         self._locks = SessionLocks()
 
     async def start(self) -> None:
@@ -167,7 +180,7 @@ class AgentRuntime:
 
     async def _run(self, turn: TurnRequest, span: TurnSpan | None) -> TurnOutcome:
         async with self._locks.hold(turn.session_id):
-            progress = _Progress()
+            progress = _Progress(budget=self.budget(turn))
             try:
                 turn, messages, prompt_at = await self._prepare(turn)
                 progress.messages = messages[prompt_at:]
@@ -175,6 +188,7 @@ class AgentRuntime:
                     parameters = self.loop.request_parameters(turn)
                     # Prepared as the Agent prepares every request (pydantic-ai's notes on framing lookalikes).
                     sent = self.model.prepare_messages(messages, parameters)
+                    progress.budget.check_before_request(progress.usage)
                     with self.tracing.first_step(span):
                         first = await self.model.request(sent, _settings(turn), parameters)
                     calls = client_calls(turn, first)
@@ -184,17 +198,19 @@ class AgentRuntime:
                             [*messages[prompt_at:], first],
                             first.text or "",
                             _usage_of(first),
+                            progress.budget,
                             first.finish_reason,
                             calls,
                         )
                     messages, progress.usage = _hand_over(messages, first)
                     progress.messages = messages[prompt_at:]
-                result = await self.loop.run(turn, messages, progress.usage, progress.steps)
+                result = await self.loop.run(turn, messages, progress.usage, progress.steps, progress.budget)
                 return await self._ended(
                     turn,
                     [*messages[prompt_at:], *result.new_messages],
                     result.text,
                     result.usage,
+                    progress.budget,
                     result.finish_reason,
                     result.calls,
                 )
@@ -234,7 +250,7 @@ class AgentRuntime:
     ) -> AsyncGenerator[str | ToolStep | TurnOutcome]:
         async with self._locks.hold(turn.session_id):
             recorded = False
-            progress = _Progress()
+            progress = _Progress(budget=self.budget(turn))
             try:
                 turn, messages, prompt_at = await self._prepare(turn)
                 progress.messages = messages[prompt_at:]
@@ -242,6 +258,7 @@ class AgentRuntime:
                 if self._direct and turn.direct_first:
                     parameters = self.loop.request_parameters(turn)
                     sent = self.model.prepare_messages(messages, parameters)
+                    progress.budget.check_before_request(progress.usage)
                     with self.tracing.first_step(span):
                         async with self.model.request_stream(sent, _settings(turn), parameters) as streamed:
                             async for event in streamed:
@@ -256,6 +273,7 @@ class AgentRuntime:
                             [*messages[prompt_at:], first],
                             first.text or "",
                             _usage_of(first),
+                            progress.budget,
                             first.finish_reason,
                             calls,
                         )
@@ -265,7 +283,13 @@ class AgentRuntime:
                     messages, progress.usage = _hand_over(messages, first)
                     progress.messages = messages[prompt_at:]
                 loop_stream = self.loop.stream(
-                    turn, messages, progress.usage, progress.steps, said_text=said_text, tool_steps=tool_steps
+                    turn,
+                    messages,
+                    progress.usage,
+                    progress.steps,
+                    progress.budget,
+                    said_text=said_text,
+                    tool_steps=tool_steps,
                 )
                 async with aclosing(loop_stream) as items:
                     async for item in items:
@@ -274,7 +298,13 @@ class AgentRuntime:
                         else:
                             turn_messages = [*messages[prompt_at:], *item.new_messages]
                             outcome = await self._ended(
-                                turn, turn_messages, item.text, item.usage, item.finish_reason, item.calls
+                                turn,
+                                turn_messages,
+                                item.text,
+                                item.usage,
+                                progress.budget,
+                                item.finish_reason,
+                                item.calls,
                             )
                             recorded = True
                             yield outcome
@@ -284,6 +314,7 @@ class AgentRuntime:
                 if not recorded:
                     stopped = TurnCancelled("The turn was stopped before it finished.")
                     spent = steps_usage(progress.usage, progress.steps)
+                    self._account(spent)
                     await self.recorder.record(turn, progress.ran(), stopped, tokens=_tokens(spent))
                     log_turn(turn, progress.ran(), spent, stopped.code)
                 raise
@@ -291,6 +322,27 @@ class AgentRuntime:
                 outcome = await self._failed(turn, error, progress)
                 yield outcome.text
                 yield outcome
+
+    def _account(self, usage: RunUsage) -> None:
+        """Add a turn's own model usage to the agent's spend metrics."""
+        prices = self._prices
+        cost = prices.cost(usage.input_tokens, usage.output_tokens) if prices is not None else None
+        record_turn_spend(self.settings.agent_name, usage.input_tokens, usage.output_tokens, cost)
+
+    def budget(self, turn: TurnRequest) -> TurnBudget:
+        """A budget for ``turn``, starting now: the agent's own ``BUDGET_MAX_*``, or the smaller one a delegating
+        agent gave (:attr:`~kora.agent.turn.TurnRequest.budget`), priced at the model's prices when known."""
+        settings = self.settings
+        started = time.time()
+        limits = own_limits(
+            settings.budget_max_tool_calls,
+            settings.budget_max_model_requests,
+            settings.budget_max_tokens,
+            settings.budget_max_seconds,
+            settings.budget_max_cost_usd,
+            started,
+        )
+        return TurnBudget(limits.tighter(turn.budget), self._prices, started)
 
     async def _prepare(self, turn: TurnRequest) -> tuple[TurnRequest, list[ModelMessage], int]:
         """The turn with what memory recalls (rolling summary, long-term facts) added to its instructions, its first
@@ -344,6 +396,7 @@ class AgentRuntime:
         messages: list[ModelMessage],
         text: str,
         usage: RunUsage,
+        budget: TurnBudget,
         finish: str | None = None,
         calls: tuple[ClientCall, ...] = (),
     ) -> TurnOutcome:
@@ -351,10 +404,13 @@ class AgentRuntime:
         outcome: ``finish_reason`` ``tool_calls`` with client ``calls``, ``length`` when the model's last answer
         was cut by a token limit (pydantic-ai's ``finish``), else ``stop``."""
         self.tracing.end_step()
+        self._account(usage)
         reason = "tool_calls" if calls else "length" if finish == "length" else "stop"
         await self.recorder.record(turn, messages, tokens=_tokens(usage), finish_reason=reason)
         log_turn(turn, messages, usage, reason)
-        return TurnOutcome(text, reason, usage.input_tokens, usage.output_tokens, usage.requests, calls)
+        return TurnOutcome(
+            text, reason, usage.input_tokens, usage.output_tokens, usage.requests, calls, budget.spent(usage)
+        )
 
     async def _failed(self, turn: TurnRequest, error: BaseException, progress: _Progress) -> TurnOutcome:
         """Store the turn as far as it went (the steps that ran, then its ``error`` event); the outcome of a spent
@@ -362,6 +418,7 @@ class AgentRuntime:
         :class:`~kora.core.errors.TurnError` (cancellation is re-raised). A session the memory store refuses
         (:func:`kora.memory.base.check_owner`) is re-raised as it is, with nothing stored."""
         spent = steps_usage(progress.usage, progress.steps)
+        self._account(spent)
         if isinstance(error, Forbidden) and error.code == SESSION_FORBIDDEN:
             # The memory store refused the session as another user's: the turn never started, and writing its
             # error event would write to that user's session.
@@ -373,6 +430,18 @@ class AgentRuntime:
             log_turn(turn, progress.ran(), spent, stopped.code)
             raise error
         failure = turn_error(error)
+        if isinstance(failure, BudgetExhausted):
+            record_budget_exhausted(self.settings.agent_name, failure.budget)
+            await self.recorder.record(turn, progress.ran(), failure)
+            log_turn(turn, progress.ran(), spent, failure.code)
+            return TurnOutcome(
+                failure.message,
+                "length",
+                spent.input_tokens,
+                spent.output_tokens,
+                spent.requests,
+                spent=progress.budget.spent(spent),
+            )
         if isinstance(failure, StepLimitReached):
             failure = StepLimitReached(
                 f"I stopped before finishing: this turn reached its limit of "
@@ -380,7 +449,14 @@ class AgentRuntime:
             )
             await self.recorder.record(turn, progress.ran(), failure, tokens=_tokens(spent), finish_reason="length")
             log_turn(turn, progress.ran(), spent, "length")
-            return TurnOutcome(failure.message, "length", spent.input_tokens, spent.output_tokens, spent.requests)
+            return TurnOutcome(
+                failure.message,
+                "length",
+                spent.input_tokens,
+                spent.output_tokens,
+                spent.requests,
+                spent=progress.budget.spent(spent),
+            )
         if not isinstance(error, KoraError):
             # internal_error logged the exception under the reference its message names.
             log.error("turn failed in session %s: %s", turn.session_id, failure.message)
@@ -395,8 +471,10 @@ class AgentRuntime:
 class _Progress:
     """How far a turn got, so a turn that fails or is cancelled stores the steps that ran: ``messages`` from
     its prompt request up to the loop (the first answer, when it called tools), ``usage`` spent before the loop,
-    and ``steps``, the loop's messages (filled by :class:`~kora.agent.loop.AgenticLoop` however it ends)."""
+    ``steps``, the loop's messages (filled by :class:`~kora.agent.loop.AgenticLoop` however it ends), and the
+    turn's ``budget``."""
 
+    budget: TurnBudget
     messages: list[ModelMessage] = field(default_factory=list)
     usage: RunUsage = field(default_factory=RunUsage)
     steps: list[ModelMessage] = field(default_factory=list)

@@ -131,6 +131,38 @@ class AgentSettings(BaseSettings):
         examples=["web-search,calc"],
     )
     agentic_loop_max_steps: int = Field(default=5, ge=1, description="Model requests per turn, at most.")
+    # Budgets (Kora): each bounds one turn (one A2A task); unset: no limit. Checked before each model request and
+    # tool call (kora.agent.budget).
+    model_price_input_per_million: float | None = Field(
+        default=None, ge=0, description="Kora: USD per million input tokens (the ModelAPI's `spec.pricing`)."
+    )
+    model_price_output_per_million: float | None = Field(
+        default=None, ge=0, description="Kora: USD per million output tokens (the ModelAPI's `spec.pricing`)."
+    )
+    budget_max_tool_calls: int | None = Field(
+        default=None, ge=0, description="Kora: tool calls per turn (delegations included), at most; unset: no limit."
+    )
+    budget_max_model_requests: int | None = Field(
+        default=None,
+        ge=1,
+        description="Kora: model requests per turn, at most, counting those of the agents it delegates to; unset: "
+        "no limit.",
+    )
+    budget_max_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Kora: tokens (input plus output, as the model reports them) per turn, delegations included; "
+        "unset: no limit.",
+    )
+    budget_max_seconds: float | None = Field(
+        default=None, gt=0, description="Kora: wall-clock seconds per turn from its start; unset: no limit."
+    )
+    budget_max_cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        description="Kora: USD per turn at the model's prices (needs `MODEL_PRICE_INPUT_PER_MILLION` and "
+        "`MODEL_PRICE_OUTPUT_PER_MILLION`), delegations included; unset: no limit.",
+    )
     # Memory.
     memory_enabled: bool = Field(default=True, description="`false` selects NullMemory (nothing kept or replayed).")
     memory_context_limit: int = Field(default=6, ge=0, description="Events of the session replayed as history.")
@@ -302,6 +334,20 @@ class AgentSettings(BaseSettings):
             raise ValueError("must be an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)")
         if value.lower() in _RESERVED_HEADERS:
             raise ValueError(f"{value!r} already means something else to the agent server; choose another header")
+        return value
+
+    @field_validator("budget_max_cost_usd")
+    @classmethod
+    def _cost_needs_prices(cls, value: float | None, info: ValidationInfo) -> float | None:
+        # A cost budget without prices could never be enforced: refuse it rather than ignore it.
+        if value is not None and (
+            info.data.get("model_price_input_per_million") is None
+            or info.data.get("model_price_output_per_million") is None
+        ):
+            raise ValueError(
+                "a cost budget needs the model's prices: set MODEL_PRICE_INPUT_PER_MILLION and "
+                "MODEL_PRICE_OUTPUT_PER_MILLION (a ModelAPI's spec.pricing)"
+            )
         return value
 
     @field_validator("agent_log_level", mode="before")

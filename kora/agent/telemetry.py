@@ -39,6 +39,11 @@ meter, a no-op until :func:`kora.core.telemetry.setup_telemetry` installs one):
 * ``kora.agent.delegation.duration`` (s, histogram) per delegated task, with the peer's ``gen_ai.agent.name``;
 * ``kora.agent.active_sessions`` ({session}, observable up-down counter, read when metrics are collected):
   sessions with a turn running or waiting (:func:`observe_sessions`);
+* ``kora.agent.spend.tokens`` ({token}, counter; ``gen_ai.agent.name``, ``gen_ai.token.type`` input/output) and
+  ``kora.agent.spend.cost`` (USD, counter; only with the model's prices): what each agent's own model requests
+  spent, per turn (:func:`record_turn_spend`; a delegation's spend is counted by the peer that made it);
+* ``kora.agent.budget.exhausted`` ({turn}, counter; ``gen_ai.agent.name``, ``kora.budget`` the budget's name):
+  turns ended by a budget (:func:`record_budget_exhausted`);
 * ``kora.memory.degraded`` (gauge, 0/1): the memory store is unreachable (:func:`observe_memory`).
 """
 
@@ -138,6 +143,15 @@ _meter.create_observable_up_down_counter(
     unit="{session}",
     description="Sessions with a turn running or waiting to run.",
 )
+_spend_tokens = _meter.create_counter(
+    "kora.agent.spend.tokens", unit="{token}", description="Tokens the agent's own model requests spent."
+)
+_spend_cost = _meter.create_counter(
+    "kora.agent.spend.cost", unit="USD", description="Cost of the agent's own model requests, at its model's prices."
+)
+_budget_exhausted = _meter.create_counter(
+    "kora.agent.budget.exhausted", unit="{turn}", description="Turns ended because a budget ran out, by budget."
+)
 
 
 def observe_sessions(table: SessionTable) -> None:
@@ -194,6 +208,21 @@ def record_model_request(
 def record_delegation(peer: str, seconds: float, ok: bool) -> None:
     """Record one delegated task to ``peer``: its duration (s) and whether the peer answered."""
     _delegation_duration.record(seconds, {"gen_ai.agent.name": peer, "kora.outcome": "ok" if ok else "error"})
+
+
+def record_turn_spend(agent: str, input_tokens: int, output_tokens: int, cost_usd: float | None) -> None:
+    """Record what one turn of ``agent`` spent on its own model requests (tokens, and USD when priced)."""
+    if input_tokens:
+        _spend_tokens.add(input_tokens, {"gen_ai.agent.name": agent, "gen_ai.token.type": "input"})
+    if output_tokens:
+        _spend_tokens.add(output_tokens, {"gen_ai.agent.name": agent, "gen_ai.token.type": "output"})
+    if cost_usd:
+        _spend_cost.add(cost_usd, {"gen_ai.agent.name": agent})
+
+
+def record_budget_exhausted(agent: str, budget: str) -> None:
+    """Record a turn of ``agent`` ended by ``budget`` (``tool_calls``, ``model_requests``, ...)."""
+    _budget_exhausted.add(1, {"gen_ai.agent.name": agent, "kora.budget": budget})
 
 
 def _error_type(error: BaseException) -> str:
@@ -255,6 +284,16 @@ class TurnSpan:
                 "kora.turn.model_requests": outcome.model_requests,
             }
         )
+        if outcome.spent is not None:
+            # Everything the turn spent, its delegations included (kora.agent.budget).
+            self.span.set_attributes(
+                {
+                    "kora.turn.tool_calls": outcome.spent.tool_calls,
+                    "kora.turn.spent_model_requests": outcome.spent.model_requests,
+                }
+            )
+            if outcome.spent.cost_usd is not None:
+                self.span.set_attribute("kora.turn.cost_usd", outcome.spent.cost_usd)
         if outcome.finish_reason != "stop":
             self.span.set_status(Status(StatusCode.ERROR, outcome.text))
 

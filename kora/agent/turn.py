@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import JsonValue
 
+from kora.agent.budget import Limits, Spend, TurnBudget
 from kora.core.events import utc_now
 from kora.memory.replay import Request, Response, ToolReturn
 
@@ -22,7 +23,8 @@ class TurnDeps:
     """Run context of a turn, visible to tools: the memory session and who the turn is attributed to.
 
     ``user_id`` is the turn's verified user id (None: anonymous); ``credential`` the headers that prove it to a
-    peer agent (see :attr:`TurnRequest.credential`).
+    peer agent (see :attr:`TurnRequest.credential`); ``budget`` what the turn may still spend and has spent
+    (:mod:`kora.agent.budget`), which delegation passes on and charges.
     """
 
     session_id: str
@@ -30,6 +32,7 @@ class TurnDeps:
     delegated_by: str | None = None
     user_id: str | None = None
     credential: Mapping[str, str] = field(default_factory=dict, repr=False)
+    budget: TurnBudget | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,8 @@ class TurnRequest:
     come from the request's headers only, never from its body.
 
     ``response``: set for a turn of the Responses API (how it is stored, :class:`ResponseRecord`).
+    ``budget`` is the budget a delegating agent passed (A2A metadata ``kora.budget``); the turn keeps within the
+    smaller of it and the agent's own ``BUDGET_MAX_*``.
     """
 
     session_id: str
@@ -132,6 +137,7 @@ class TurnRequest:
     output: OutputFormat | None = None
     model_settings: Mapping[str, JsonValue] = field(default_factory=dict)
     response: ResponseRecord | None = None
+    budget: Limits | None = None
 
     @property
     def direct_first(self) -> bool:
@@ -172,7 +178,9 @@ ToolStep = ToolCalled | ToolReturned
 class TurnOutcome:
     """The end of a turn: the answer ``text``, ``finish_reason`` (``stop``; ``length`` when the step budget ran out
     or the model's answer was cut by a token limit; ``tool_calls`` when it ended with ``tool_calls`` for the
-    client to run) and the token usage summed over the turn's model requests, as the model reported it."""
+    client to run) and the token usage summed over the turn's model requests, as the model reported it.
+    ``spent`` is everything the turn spent, its delegations included (:class:`~kora.agent.budget.Spend`), which an
+    A2A task reports to the agent that delegated it."""
 
     text: str
     finish_reason: str
@@ -180,3 +188,4 @@ class TurnOutcome:
     output_tokens: int
     model_requests: int
     tool_calls: tuple[ClientCall, ...] = ()
+    spent: Spend | None = None

@@ -28,6 +28,7 @@ decides what to do next.
         ├── ModelError            502 server_error           model_error          -32603   the model API failed
         │   └── ModelTimeout      504 timeout                model_timeout        -32603   ... or did not answer in time
         ├── StepLimitReached      200 -                      step_limit           -        finish_reason length
+        │   └── BudgetExhausted   200 -                      budget_exhausted     -        ... a turn budget ran out
         └── TurnCancelled         499 -                      cancelled            -        the client went away
 
 Imports nothing but the standard library, so every layer may raise these.
@@ -168,6 +169,25 @@ class StepLimitReached(TurnError):
 
     status = 200
     default_code = "step_limit"
+
+
+class BudgetExhausted(StepLimitReached):
+    """A budget of the turn (``BUDGET_MAX_*``, or the smaller one a delegating agent passed) would be exceeded by
+    the next model request or tool call, so the turn stopped before it. Like :class:`StepLimitReached`, not a
+    failure of the request: ``finish_reason: "length"`` on ``/v1``, a ``failed`` A2A task. ``budget`` is the
+    budget's name (``tool_calls``, ``model_requests``, ``tokens``, ``seconds``, ``cost_usd``); the message starts
+    ``budget_exhausted: <budget>``."""
+
+    default_code = "budget_exhausted"
+
+    def __init__(self, message: str, *, budget: str = "", code: str | None = None, param: str | None = None) -> None:
+        super().__init__(message, code=code, param=param)
+        self.budget = budget
+
+    @classmethod
+    def of(cls, budget: str, detail: str) -> BudgetExhausted:
+        """The error for ``budget`` running out: message ``budget_exhausted: <budget>: <detail>``."""
+        return cls(f"budget_exhausted: {budget}: {detail}", budget=budget)
 
 
 class TurnCancelled(TurnError):

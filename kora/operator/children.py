@@ -282,17 +282,20 @@ def up_to_date(desired: Mapping[str, object], live: Mapping[str, object] | None)
 # --- planning ------------------------------------------------------------------------------------------------
 
 
-def plan_for(resource: AnyResource, settings: OperatorSettings) -> WorkloadPlan:
+def plan_for(resource: AnyResource, settings: OperatorSettings, model_api: ModelAPI | None = None) -> WorkloadPlan:
     """The wiring's plan of ``resource`` under the operator's settings: workload URLs from
     :meth:`OperatorSettings.workload_strategy`, public URLs (``status.endpoint``, the agent card) from
     :meth:`~OperatorSettings.public_strategy`, the chart's route timeouts, local MemoryStore data under
-    :data:`MEMORY_DATA_ROOT`."""
+    :data:`MEMORY_DATA_ROOT`; an Agent's prices from its ``model_api`` when known, the chart's default budget for
+    the fields its ``spec.config.budget`` leaves unset."""
     return plan_workload(
         resource,
         settings.workload_strategy(),
         public=settings.public_strategy(),
         timeouts=settings.route_timeouts,
         data_root=MEMORY_DATA_ROOT,
+        model_api=model_api,
+        budget_defaults=settings.budget_defaults,
     )
 
 

@@ -64,7 +64,7 @@ from kora.operator.status import (
 )
 from kora.resources.graph import ResourceRef, dependencies_of, references_of
 from kora.resources.loader import describe_resource_error
-from kora.resources.models import RESOURCE_CLASSES, Agent, AnyResource, Kind, Phase
+from kora.resources.models import RESOURCE_CLASSES, Agent, AnyResource, Kind, ModelAPI, Phase
 from kora.resources.urls import service_name
 from kora.resources.wiring import credentials_secret
 
@@ -158,9 +158,10 @@ class Reconciler:
             references = {target for _, target in references_of(after.model)} if after.model is not None else set()
             self._set_references(ref, references)
             self.queue.add(ref)
-        # Those that wait on this resource only care about its phase, its existence and whether it is exposed.
-        signature_before = None if before is None else (before.phase, before.exposed)
-        signature_after = None if after is None else (after.phase, after.exposed)
+        # Those that wait on this resource only care about its phase, its existence, whether it is exposed and (a
+        # ModelAPI's agents) its prices.
+        signature_before = None if before is None else (before.phase, before.exposed, _pricing(before))
+        signature_after = None if after is None else (after.phase, after.exposed, _pricing(after))
         if signature_before != signature_after:
             for dependant in self.dependants.get(ref, ()):
                 self.queue.add(dependant)
@@ -308,7 +309,7 @@ class Reconciler:
         dependencies = [await self._dependency(target) for target in dependencies_of(resource)]
         deployment = await self._deployment(ref)
         held = any(d.problem() for d in dependencies) and deployment is None and isinstance(resource, Agent)
-        plan = plan_for(resource, self.settings)
+        plan = plan_for(resource, self.settings, self._model_api(resource))
         for secret, keys in plan.credentials.items():
             writes += await self._ensure_credentials(resource, secret, keys)
         if not held:
@@ -345,6 +346,16 @@ class Reconciler:
         return Dependency(
             target, observed.phase or Phase.PENDING, exposed=observed.exposed, failure=self.pod_failure(target)
         )
+
+    def _model_api(self, resource: AnyResource) -> ModelAPI | None:
+        """An Agent's ModelAPI as the view holds it (its ``spec.pricing`` prices the agent's turns); None for other
+        kinds or one not seen yet (the ModelAPI's arrival wakes the agent)."""
+        if not isinstance(resource, Agent):
+            return None
+        ref = ResourceRef(Kind.MODEL_API.value, resource.metadata.namespace, resource.spec.model_api)
+        observed = self.resources.get(ref)
+        model = observed.model if observed is not None else None
+        return model if isinstance(model, ModelAPI) else None
 
     async def _memory_store(self, resource: AnyResource) -> Dependency | None:
         if not isinstance(resource, Agent):
@@ -414,6 +425,12 @@ class Reconciler:
                 for dependant in self.dependants.get(ref, ()):
                     self.queue.add(dependant)
         return 1
+
+
+def _pricing(observed: Observed) -> object:
+    """A ModelAPI's ``spec.pricing`` (what its agents' environment holds of it); None for other kinds."""
+    model = observed.model
+    return model.spec.pricing if isinstance(model, ModelAPI) else None
 
 
 def _owned_by(key: ChildRef, ref: ResourceRef) -> bool:

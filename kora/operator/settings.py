@@ -10,7 +10,8 @@ Chart value -> variable (``deploy/helm/kora``): ``gatewayAPI.enabled`` -> ``GATE
 ``gatewayAPI.gatewayName`` -> ``GATEWAY_NAME``, ``gatewayAPI.gatewayNamespace`` -> ``GATEWAY_NAMESPACE``,
 ``gatewayAPI.internalURL`` -> ``GATEWAY_INTERNAL_URL``, ``gateway.defaultTimeouts.*`` ->
 ``GATEWAY_DEFAULT_*_TIMEOUT``, ``security.strictGatewayApi.enabled`` -> ``STRICT_GATEWAY_API_ENABLED``,
-``security.networkPolicy.enabled`` -> ``NETWORK_POLICY_ENABLED``. ``gatewayAPI.createGateway``,
+``security.networkPolicy.enabled`` -> ``NETWORK_POLICY_ENABLED``, ``agentDefaults.budget.*`` ->
+``DEFAULT_BUDGET_MAX_*``. ``gatewayAPI.createGateway``,
 ``gatewayClassName`` and ``listenerPort`` make the chart render the Gateway itself (Helm owns it), so the chart
 never sets ``GATEWAY_CREATE``, ``GATEWAY_CLASS_NAME`` or ``GATEWAY_LISTENER_PORT``: those are for an operator run
 without the chart.
@@ -31,7 +32,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from kora.core import env as names
 from kora.core.net import is_http_url
 from kora.core.settings_errors import SettingsError, describe_validation_error
-from kora.resources.models import DnsLabel
+from kora.resources.models import AgentBudget, DnsLabel
 from kora.resources.urls import ClusterDNS, GatewayRouted, UrlStrategy
 from kora.resources.wiring import DEFAULT_ROUTE_TIMEOUTS, RouteTimeouts
 
@@ -125,6 +126,25 @@ class OperatorSettings(BaseSettings):
         default=False,
         description="One NetworkPolicy per workload (strict mode generates them even when this is false).",
     )
+    # Defaults of every Agent's spec.config.budget (the chart's agentDefaults.budget); unset: no limit.
+    default_budget_max_tool_calls: int | None = Field(
+        default=None, ge=0, description="Default `spec.config.budget.maxToolCalls` of Agents that leave it unset."
+    )
+    default_budget_max_model_requests: int | None = Field(
+        default=None, ge=1, description="Default `spec.config.budget.maxModelRequests` of Agents that leave it unset."
+    )
+    default_budget_max_tokens: int | None = Field(
+        default=None, ge=1, description="Default `spec.config.budget.maxTokens` of Agents that leave it unset."
+    )
+    default_budget_max_seconds: float | None = Field(
+        default=None, gt=0, description="Default `spec.config.budget.maxSeconds` of Agents that leave it unset."
+    )
+    default_budget_max_cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        description="Default `spec.config.budget.maxCostUsd` of Agents that leave it unset (an Agent whose ModelAPI "
+        "declares no `spec.pricing` then fails to start, naming the missing prices).",
+    )
     # Read from GATEWAY_DEFAULT_*_TIMEOUT by RouteTimeouts.from_env (VARIABLES documents them).
     route_timeouts: SkipJsonSchema[RouteTimeouts] = Field(default=DEFAULT_ROUTE_TIMEOUTS)
 
@@ -148,6 +168,17 @@ class OperatorSettings(BaseSettings):
         if value and (len(value) > 253 or not _SUBDOMAIN.match(value)):
             raise ValueError("must be a Kubernetes object name (lower-case letters, digits, '-' and '.')")
         return value
+
+    @property
+    def budget_defaults(self) -> AgentBudget:
+        """The chart's default budget of every Agent (``agentDefaults.budget``), field by field."""
+        return AgentBudget(
+            max_tool_calls=self.default_budget_max_tool_calls,
+            max_model_requests=self.default_budget_max_model_requests,
+            max_tokens=self.default_budget_max_tokens,
+            max_seconds=self.default_budget_max_seconds,
+            max_cost_usd=self.default_budget_max_cost_usd,
+        )
 
     @property
     def network_policies(self) -> bool:

@@ -371,6 +371,22 @@ class MemoryConfig(WireModel):
         return self
 
 
+class AgentBudget(WireModel):
+    """What one turn (one A2A task) of the agent may spend (``spec.config.budget``); unset: no limit. Each is checked
+    before every model request and tool call; a delegation passes what is left to the peer."""
+
+    max_tool_calls: int | None = Field(default=None, ge=0)
+    """Tool calls per turn, delegations included (``BUDGET_MAX_TOOL_CALLS``)."""
+    max_model_requests: int | None = Field(default=None, ge=1)
+    """Model requests per turn, the peers' included (``BUDGET_MAX_MODEL_REQUESTS``)."""
+    max_tokens: int | None = Field(default=None, ge=1)
+    """Input plus output tokens per turn, the peers' included (``BUDGET_MAX_TOKENS``)."""
+    max_seconds: float | None = Field(default=None, gt=0)
+    """Wall-clock seconds per turn (``BUDGET_MAX_SECONDS``)."""
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    """USD per turn at the ModelAPI's ``spec.pricing`` (``BUDGET_MAX_COST_USD``; needs the pricing)."""
+
+
 class AgentConfig(WireModel):
     """``spec.config`` of an Agent."""
 
@@ -382,6 +398,8 @@ class AgentConfig(WireModel):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     task_store_type: Literal["local", "null"] = "local"
     """A2A task store: ``local`` keeps tasks, ``null`` keeps none."""
+    budget: AgentBudget = Field(default_factory=AgentBudget)
+    """What one turn may spend (unset fields: no limit)."""
     env: list[EnvVar] = Field(default_factory=list)
     """Extra environment variables; names Kora sets from the spec are rejected."""
 
@@ -411,10 +429,12 @@ AGENT_RESERVED_ENV = frozenset(
         "TASK_STORE_TYPE",
         "OTEL_SERVICE_NAME",
         "AGENT_ADMIN_TOKEN",
+        "MODEL_PRICE_INPUT_PER_MILLION",
+        "MODEL_PRICE_OUTPUT_PER_MILLION",
     }
 )
 #: Prefixes of variables Kora writes into an Agent's workload (per-server URLs and all memory settings).
-AGENT_RESERVED_ENV_PREFIXES = ("MCP_SERVER_", "PEER_AGENT_", "MEMORY_")
+AGENT_RESERVED_ENV_PREFIXES = ("MCP_SERVER_", "PEER_AGENT_", "MEMORY_", "BUDGET_")
 
 
 def reserved_env_problems(env: list[EnvVar], names: frozenset[str], prefixes: tuple[str, ...] = ()) -> list[str]:
@@ -521,6 +541,16 @@ class ScriptedConfig(WireModel):
         return self
 
 
+class Pricing(WireModel):
+    """What the model's tokens cost, in USD per million (``spec.pricing``); agents on this ModelAPI price their
+    turns with it (``MODEL_PRICE_INPUT_PER_MILLION``, ``MODEL_PRICE_OUTPUT_PER_MILLION``) for cost budgets."""
+
+    input_per_million: float = Field(ge=0)
+    """USD per million input (prompt) tokens."""
+    output_per_million: float = Field(ge=0)
+    """USD per million output (completion) tokens."""
+
+
 class ModelAPISpec(WireModel):
     """``spec`` of a ModelAPI. The config object matching ``mode`` is required; the others are rejected."""
 
@@ -529,6 +559,8 @@ class ModelAPISpec(WireModel):
     hosted_config: HostedConfig | None = None
     scripted_config: ScriptedConfig | None = None
     """Optional: without it the scripted model echoes (``You said: ...``)."""
+    pricing: Pricing | None = None
+    """Token prices, for agents' cost budgets (``spec.config.budget.maxCostUsd``)."""
     gateway_route: GatewayRoute = Field(default_factory=GatewayRoute)
 
     @model_validator(mode="after")

@@ -14,7 +14,9 @@ Per kind (non-agent workloads take ``--host H --port P`` arguments; the agent re
 
 - Agent: ``kora agent``. ``AGENT_NAME``, ``AGENT_HOST``, ``AGENT_PORT``, ``MODEL_API_URL`` (ModelAPI URL +
   ``/v1``), ``MODEL_NAME`` (``spec.model``), ``AGENT_DESCRIPTION`` / ``AGENT_INSTRUCTIONS`` (when set),
-  ``AGENT_PUBLIC_URL``, ``AGENTIC_LOOP_MAX_STEPS``, ``TASK_STORE_TYPE``; ``MCP_SERVERS`` +
+  ``AGENT_PUBLIC_URL``, ``AGENTIC_LOOP_MAX_STEPS``, ``TASK_STORE_TYPE``; ``BUDGET_MAX_*`` (the set
+  ``spec.config.budget`` fields) and ``MODEL_PRICE_INPUT_PER_MILLION`` / ``MODEL_PRICE_OUTPUT_PER_MILLION`` (the
+  ModelAPI's ``spec.pricing``, when declared); ``MCP_SERVERS`` +
   ``MCP_SERVER_<NAME>_URL`` unless ``enableTools`` is false; ``PEER_AGENTS`` + ``PEER_AGENT_<NAME>_CARD_URL``
   unless ``enableDelegation`` is false; ``MEMORY_ENABLED`` and, when enabled, ``MEMORY_CONTEXT_LIMIT``,
   ``MEMORY_MAX_SESSIONS``, ``MEMORY_MAX_SESSION_EVENTS``, ``MEMORY_MAX_READ_SCOPE``, ``MEMORY_TOOLS`` (when
@@ -69,6 +71,7 @@ from kora.resources.graph import ResourceGraph, ResourceRef, dependencies_of, re
 from kora.resources.loader import dependency_order
 from kora.resources.models import (
     Agent,
+    AgentBudget,
     AnyResource,
     EnvVar,
     Kind,
@@ -274,7 +277,49 @@ def _model_api_url(strategy: UrlStrategy, namespace: str, name: str) -> str:
     return strategy.url(ResourceRef(Kind.MODEL_API.value, namespace, name)) + "/v1"
 
 
-def _agent_env(agent: Agent, strategy: UrlStrategy, public_url: str, host: str, port: int) -> list[EnvEntry]:
+def _budget_env(agent: Agent, model_api: ModelAPI | None, defaults: AgentBudget | None) -> list[EnvEntry]:
+    """``BUDGET_MAX_*`` of the set ``spec.config.budget`` fields (each unset one from ``defaults``, the chart's), and
+    the ModelAPI's prices when it declares them."""
+    own = agent.spec.config.budget
+    budget = (
+        own
+        if defaults is None
+        else AgentBudget.model_validate(
+            {
+                name: getattr(own, name) if getattr(own, name) is not None else getattr(defaults, name)
+                for name in AgentBudget.model_fields
+            }
+        )
+    )
+    values = [
+        (names.BUDGET_MAX_TOOL_CALLS, budget.max_tool_calls),
+        (names.BUDGET_MAX_MODEL_REQUESTS, budget.max_model_requests),
+        (names.BUDGET_MAX_TOKENS, budget.max_tokens),
+        (names.BUDGET_MAX_SECONDS, budget.max_seconds),
+        (names.BUDGET_MAX_COST_USD, budget.max_cost_usd),
+    ]
+    pricing = model_api.spec.pricing if model_api is not None else None
+    if pricing is not None:
+        values += [
+            (names.MODEL_PRICE_INPUT_PER_MILLION, pricing.input_per_million),
+            (names.MODEL_PRICE_OUTPUT_PER_MILLION, pricing.output_per_million),
+        ]
+    return [
+        EnvEntry(name, f"{value:g}" if isinstance(value, float) else str(value))
+        for name, value in values
+        if value is not None
+    ]
+
+
+def _agent_env(
+    agent: Agent,
+    strategy: UrlStrategy,
+    public_url: str,
+    host: str,
+    port: int,
+    model_api: ModelAPI | None = None,
+    budget_defaults: AgentBudget | None = None,
+) -> list[EnvEntry]:
     spec, namespace = agent.spec, agent.metadata.namespace
     loop, memory = spec.config.agentic_loop, spec.config.memory
     env = [
@@ -292,6 +337,7 @@ def _agent_env(agent: Agent, strategy: UrlStrategy, public_url: str, host: str, 
         EnvEntry(names.AGENT_PUBLIC_URL, public_url),
         EnvEntry(names.AGENTIC_LOOP_MAX_STEPS, str(loop.max_steps)),
         EnvEntry(names.TASK_STORE_TYPE, spec.config.task_store_type),
+        *_budget_env(agent, model_api, budget_defaults),
     ]
     if loop.enable_tools and spec.mcp_servers:
         env.append(EnvEntry(names.MCP_SERVERS, ",".join(spec.mcp_servers)))
@@ -445,8 +491,12 @@ def plan_workload(
     public: UrlStrategy | None = None,
     timeouts: RouteTimeouts = DEFAULT_ROUTE_TIMEOUTS,
     data_root: Path | None = None,
+    model_api: ModelAPI | None = None,
+    budget_defaults: AgentBudget | None = None,
 ) -> WorkloadPlan:
-    """The plan of one resource. URLs of the resources it names come from ``strategy``.
+    """The plan of one resource. URLs of the resources it names come from ``strategy``; an Agent's ``model_api``
+    (when known) gives its prices (``spec.pricing``), and ``budget_defaults`` (the chart's
+    ``agentDefaults.budget``) the budgets its ``spec.config.budget`` leaves unset.
 
     ``public`` gives the URL clients are told (``AGENT_PUBLIC_URL``, ``status.endpoint``); default
     ``strategy``. ``data_root`` is where a runner that keeps data on this machine (``kora up``) wants
@@ -463,7 +513,7 @@ def plan_workload(
     credentials: dict[str, tuple[str, ...]] = {}
     gateway_route = True
     if isinstance(resource, Agent):
-        args, env = ["agent"], _agent_env(resource, strategy, public_url, host, port)
+        args, env = ["agent"], _agent_env(resource, strategy, public_url, host, port, model_api, budget_defaults)
         replicas = resource.spec.replicas
         credentials[credentials_secret(ref)] = (ADMIN_TOKEN_KEY,)
     elif isinstance(resource, MCPServer):
@@ -510,7 +560,21 @@ def plan_workloads(
     Raises :class:`kora.resources.loader.ManifestError` for a delegation cycle.
     """
     resources = graph.resources
+
+    def model_api_of(resource: AnyResource) -> ModelAPI | None:
+        if not isinstance(resource, Agent):
+            return None
+        found = resources.get(ResourceRef(Kind.MODEL_API.value, resource.metadata.namespace, resource.spec.model_api))
+        return found if isinstance(found, ModelAPI) else None
+
     return {
-        ref: plan_workload(resources[ref], strategy, public=public, timeouts=timeouts, data_root=data_root)
+        ref: plan_workload(
+            resources[ref],
+            strategy,
+            public=public,
+            timeouts=timeouts,
+            data_root=data_root,
+            model_api=model_api_of(resources[ref]),
+        )
         for ref in dependency_order(graph)
     }

@@ -240,6 +240,24 @@ def test_multi_agent_delegation_and_kora_down_leaves_nothing(tmp_path: Path):
         stop(up)
 
 
+def test_budgets_example_stops_a_looping_turn_at_its_tool_call_budget(tmp_path: Path):
+    up = start_up("examples/budgets", tmp_path)
+    try:
+        up.all_ready()
+        reply = up.agent("sleepy").chat.completions.with_raw_response.create(
+            model="sleepy", messages=[{"role": "user", "content": "count sheep"}]
+        )
+        choice = reply.parse().choices[0]
+        assert choice.finish_reason == "length"
+        assert (choice.message.content or "").startswith("budget_exhausted: tool_calls")
+        events = up.events("sleepy", reply.headers["x-session-id"])
+        results = [e["content"]["content"] for e in events if e["event_type"] == "tool_result"]
+        assert results == ["one more sheep"] * 3
+        assert events[-1]["content"]["error_type"] == "budget_exhausted"
+    finally:
+        stop(up)
+
+
 def test_sigterm_stops_every_child(quickstart: Up):
     pids = workload_pids(quickstart.state())
     quickstart.process.send_signal(signal.SIGTERM)

@@ -93,6 +93,9 @@ SCENARIOS: dict[str, dict[str, object]] = {
         "security.networkPolicy.enabled": True,
         "gateway.defaultTimeouts.mcp": "45s",
         "operator.metrics.enabled": False,
+        "agentDefaults.budget.maxToolCalls": 0,
+        "agentDefaults.budget.maxTokens": 2000000,
+        "agentDefaults.budget.maxCostUsd": 0.5,
     },
 }
 
@@ -233,6 +236,12 @@ def test_the_rendered_environment_is_settings_the_operator_accepts(scenario: str
         assert settings.kora_image_pull_policy == "Always"
         assert settings.route_timeouts.mcp == 45
         assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector.observability:4318"
+        budget = settings.budget_defaults
+        assert (budget.max_tool_calls, budget.max_tokens, budget.max_cost_usd) == (0, 2000000, 0.5)
+        assert (budget.max_model_requests, budget.max_seconds) == (None, None)
+    else:
+        # null (the default): no DEFAULT_BUDGET_* variable, no limit.
+        assert not [name for name in env if name.startswith("DEFAULT_BUDGET_")]
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))

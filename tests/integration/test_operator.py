@@ -437,3 +437,31 @@ def test_strict_mode_lets_exactly_its_agents_reach_a_memory_store_directly(kube_
                     }
                 },
             ]
+
+
+def test_the_budgets_example_wires_its_budget_and_a_pricing_change_reaches_the_agent(
+    kube_cluster: KubeCluster, tmp_path: Path
+):
+    namespace = kube_cluster.fresh_namespace("budgets")
+    with running_operator(kube_cluster, namespace, tmp_path / "operator.log"):
+        kube_cluster.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "budgets" / "kora.yaml"))
+        for workload in ("modelapi-scripted", "mcpserver-sheep"):
+            wait_for(workload, lambda w=workload: _exists(kube_cluster, Deployment, w, namespace))
+            kube_cluster.mark_deployment_available(workload, namespace)
+        wait_for("agent Deployment", lambda: _exists(kube_cluster, Deployment, "agent-sleepy", namespace))
+
+        def agent_env() -> dict[str, object]:
+            container = _deployment(kube_cluster, "agent-sleepy", namespace).spec.template.spec.containers[0]
+            return environment_of(container.to_dict())
+
+        env = agent_env()
+        assert env["BUDGET_MAX_TOOL_CALLS"] == "3"
+        assert env["BUDGET_MAX_COST_USD"] == "0.05"
+        assert (env["MODEL_PRICE_INPUT_PER_MILLION"], env["MODEL_PRICE_OUTPUT_PER_MILLION"]) == ("3", "15")
+        # New prices on the ModelAPI reach its agent without waiting for a resync.
+        kube_cluster.kubectl(
+            "patch", "modelapi", "scripted", "-n", namespace, "--type=merge",
+            "-p", '{"spec": {"pricing": {"inputPerMillion": 4, "outputPerMillion": 16}}}',
+        )  # fmt: skip
+        wait_for("new prices", lambda: agent_env().get("MODEL_PRICE_INPUT_PER_MILLION") == "4")
+        assert agent_env()["MODEL_PRICE_OUTPUT_PER_MILLION"] == "16"

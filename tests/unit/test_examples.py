@@ -12,7 +12,7 @@ from kora.resources.wiring import plan_workloads
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-@pytest.mark.parametrize("folder", ["quickstart", "multi-agent"])
+@pytest.mark.parametrize("folder", ["quickstart", "multi-agent", "budgets"])
 def test_example_loads_and_wires(folder):
     graph = load_path(EXAMPLES / folder)
     assert graph.agents
@@ -68,3 +68,13 @@ def test_multi_agent_coordinator_delegates_to_both_specialists():
 @pytest.mark.parametrize("path", sorted(EXAMPLES.rglob("*.yaml")))
 def test_example_files_are_plain_yaml(path):
     assert all(doc is None or isinstance(doc, dict) for doc in yaml.safe_load_all(path.read_text()))
+
+
+def test_budgets_example_bounds_the_turn_and_prices_the_model():
+    graph = load_path(EXAMPLES / "budgets")
+    budget = graph.agent("sleepy").spec.config.budget
+    assert (budget.max_tool_calls, budget.max_cost_usd) == (3, 0.05)
+    assert graph.agent("sleepy").spec.config.agentic_loop.max_steps > budget.max_tool_calls + 1
+    pricing = graph.model_api("scripted").spec.pricing
+    assert pricing is not None
+    assert (pricing.input_per_million, pricing.output_per_million) == (3, 15)

@@ -1032,3 +1032,33 @@ def test_a_memory_store_is_told_its_gateway_url_only_when_it_opted_into_a_route(
     assert routed.url == "http://memorystore-mem.team.svc.cluster.local:8000"  # what its agents use
     unrouted = plan_for(find("MemoryStore", "notes"), operator(ROUTED))
     assert unrouted.public_url == "http://memorystore-notes.team.svc.cluster.local:8000"
+
+
+def test_the_charts_default_budget_fills_the_fields_an_agent_leaves_unset():
+    from kora.operator.settings import load_operator_settings
+    from kora.resources.loader import load_text as load
+
+    graph = load(
+        """
+apiVersion: kora.dev/v1alpha1
+kind: ModelAPI
+metadata: {name: llm, namespace: team}
+spec: {mode: Scripted, pricing: {inputPerMillion: 1, outputPerMillion: 4}}
+---
+apiVersion: kora.dev/v1alpha1
+kind: Agent
+metadata: {name: boss, namespace: team}
+spec: {modelAPI: llm, model: scripted, config: {budget: {maxToolCalls: 7}}}
+"""
+    )
+    settings = load_operator_settings(
+        {"KORA_IMAGE": "kora:test", "DEFAULT_BUDGET_MAX_TOOL_CALLS": "2", "DEFAULT_BUDGET_MAX_SECONDS": "90"}
+    )
+    plan = plan_for(graph.agent("boss", "team"), settings, graph.model_api("llm", "team"))
+    env = {e.name: e.value for e in plan.env if e.name.startswith(("BUDGET_", "MODEL_PRICE_"))}
+    assert env == {
+        "BUDGET_MAX_TOOL_CALLS": "7",  # the agent's own
+        "BUDGET_MAX_SECONDS": "90",  # the chart's default
+        "MODEL_PRICE_INPUT_PER_MILLION": "1",
+        "MODEL_PRICE_OUTPUT_PER_MILLION": "4",
+    }

@@ -619,3 +619,54 @@ def test_a_users_resource_attributes_are_merged_after_the_wirings():
     merged = otel_resource("MCPServer", "tools")["OTEL_RESOURCE_ATTRIBUTES"] + ",owner=ops"
     assert env_of(plan)["OTEL_RESOURCE_ATTRIBUTES"] == merged
     assert plan.env[-1] == EnvEntry("X", "y")
+
+
+def test_budget_and_the_model_apis_prices_reach_the_agent_and_its_settings():
+    priced = BASE.replace(
+        "spec: {mode: Scripted, scriptedConfig: {script: [{reply: hello}]}}",
+        "spec: {mode: Scripted, scriptedConfig: {script: [{reply: hello}]}, "
+        "pricing: {inputPerMillion: 2.5, outputPerMillion: 10}}",
+    )
+    agent = """
+---
+apiVersion: kora.dev/v1alpha1
+kind: Agent
+metadata: {name: boss, namespace: team}
+spec:
+  modelAPI: llm
+  model: scripted
+  config:
+    budget: {maxToolCalls: 0, maxModelRequests: 4, maxTokens: 9000, maxSeconds: 30, maxCostUsd: 0.25}
+"""
+    plan = plan_workloads(load_text(priced + agent), STRATEGIES["cluster"])[REFS["boss"]]
+    env = env_of(plan)
+    assert {name: value for name, value in env.items() if name.startswith(("BUDGET_", "MODEL_PRICE_"))} == {
+        "BUDGET_MAX_TOOL_CALLS": "0",
+        "BUDGET_MAX_MODEL_REQUESTS": "4",
+        "BUDGET_MAX_TOKENS": "9000",
+        "BUDGET_MAX_SECONDS": "30",
+        "BUDGET_MAX_COST_USD": "0.25",
+        "MODEL_PRICE_INPUT_PER_MILLION": "2.5",
+        "MODEL_PRICE_OUTPUT_PER_MILLION": "10",
+    }
+    settings = load_agent_settings(plan.environment(lambda ref: "secret"))
+    assert (settings.budget_max_tool_calls, settings.budget_max_cost_usd) == (0, 0.25)
+    assert settings.model_price_output_per_million == 10
+    # Unset fields write nothing: no limit.
+    unbounded = plan_workloads(load_text(with_agent(BOSS)), STRATEGIES["cluster"])[REFS["boss"]]
+    assert not [e.name for e in unbounded.env if e.name.startswith(("BUDGET_", "MODEL_PRICE_"))]
+
+
+def test_a_cost_budget_without_prices_stops_the_agent_with_a_message_naming_the_settings():
+    from kora.core.settings_errors import SettingsError
+
+    agent = """
+---
+apiVersion: kora.dev/v1alpha1
+kind: Agent
+metadata: {name: boss, namespace: team}
+spec: {modelAPI: llm, model: scripted, config: {budget: {maxCostUsd: 1}}}
+"""
+    plan = plan_workloads(load_text(BASE + agent), STRATEGIES["cluster"])[REFS["boss"]]
+    with pytest.raises(SettingsError, match="MODEL_PRICE_INPUT_PER_MILLION"):
+        load_agent_settings(plan.environment(lambda ref: "secret"))

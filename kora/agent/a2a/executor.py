@@ -34,6 +34,7 @@ from google.protobuf.json_format import MessageToDict  # type: ignore[import-unt
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
+from kora.agent.budget import BUDGET_METADATA, SPENT_METADATA, Limits
 from kora.agent.identity import ANONYMOUS, Identity, open_session
 from kora.agent.turn import TurnOutcome, TurnRequest
 from kora.core.errors import KoraError
@@ -79,6 +80,15 @@ def _json_numbers(value: object) -> object:
     if isinstance(value, dict):
         return {key: _json_numbers(item) for key, item in value.items()}
     return value
+
+
+def given_budget(context: RequestContext) -> Limits | None:
+    """The budget a delegating agent gave in message metadata ``kora.budget`` (None: none given). The endpoint
+    already refused one that cannot be read."""
+    metadata = context.message.metadata if context.message is not None else None
+    if metadata is None or BUDGET_METADATA not in metadata:
+        return None
+    return Limits.from_metadata(_json_numbers(MessageToDict(metadata)[BUDGET_METADATA]))
 
 
 def prompt_of(message: Message | None) -> str:
@@ -149,6 +159,7 @@ class KoraAgentExecutor(AgentExecutor):
             delegated_by=delegated_by(context),
             user_id=identity.user_id,
             credential=identity.credential,
+            budget=given_budget(context),
         )
         outcome: TurnOutcome | None = None
         stream = runtime.stream(turn)
@@ -167,14 +178,18 @@ class KoraAgentExecutor(AgentExecutor):
             # On cancellation this closes the turn at once, aborting the model call (not at garbage collection).
             await stream.aclose()
         assert outcome is not None
+        # What the turn spent, its delegations included, goes with the final status for a delegating agent to
+        # charge to its own budget.
+        spent = {SPENT_METADATA: outcome.spent.to_metadata()} if outcome.spent is not None else None
         if outcome.finish_reason != "stop":
-            # The turn stopped short (its step budget ran out): a failure of the task, not a JSON-RPC error, with the
-            # reason as the status message; the runtime stored the steps that ran and the error event.
-            await updater.failed(updater.new_agent_message([new_text_part(outcome.text)]))
+            # The turn stopped short (its step budget or another budget ran out): a failure of the task, not a
+            # JSON-RPC error, with the reason as the status message; the runtime stored the steps that ran and the
+            # error event.
+            await updater.failed(updater.new_agent_message([new_text_part(outcome.text)], metadata=spent))
             _entered(span, "failed", outcome.text)
             return
         await updater.add_artifact([new_text_part(outcome.text)], name=ANSWER_ARTIFACT, last_chunk=True)
-        await updater.complete(updater.new_agent_message([new_text_part(outcome.text)]))
+        await updater.complete(updater.new_agent_message([new_text_part(outcome.text)], metadata=spent))
         _entered(span, "completed")
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:

@@ -46,6 +46,7 @@ from google.protobuf.message import Message as ProtoMessage  # type: ignore[impo
 from pydantic import BaseModel, ValidationError
 
 from kora.agent.a2a.negotiation import V03, V1, ContentTypeNotSupported, MethodNotFound, error_object
+from kora.agent.budget import BUDGET_METADATA, Limits
 from kora.core.errors import InvalidJSON, InvalidRPCRequest, KoraError, RequestError
 from kora.core.protocol import check_session_id
 from kora.core.text import UNSTORABLE, UNSTORABLE_MESSAGE, unstorable_location
@@ -226,6 +227,9 @@ def _check_message(params: JsonObject) -> None:
     configuration = params.get("configuration")
     if configuration is not None and not isinstance(configuration, dict):
         raise RequestError("Invalid params: 'configuration' must be an object")
+    metadata = message.get("metadata")
+    if isinstance(metadata, dict) and BUDGET_METADATA in metadata:
+        Limits.from_metadata(metadata[BUDGET_METADATA])  # a budget from a delegating agent must be readable
 
 
 #: Base64 as protobuf's JSON parser reads it (standard or URL-safe alphabet, padding optional).
@@ -374,6 +378,9 @@ def _legacy_params(params: JsonObject, non_blocking: bool) -> tuple[JsonObject, 
     configuration = params.get("configuration")
     if configuration is not None and not isinstance(configuration, dict):
         raise RequestError("Invalid params: 'configuration' must be an object")
+    metadata = message.get("metadata")
+    if isinstance(metadata, dict) and BUDGET_METADATA in metadata:
+        Limits.from_metadata(metadata[BUDGET_METADATA])  # a budget from a delegating agent must be readable
     configuration = dict(configuration or {})
     if non_blocking:
         configuration["blocking"] = False
