@@ -69,6 +69,7 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await state.memory.start()
+        await a2a.start()
         loading = asyncio.create_task(state.load(), name="kora-agent-load")
         try:
             yield

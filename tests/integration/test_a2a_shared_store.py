@@ -1,0 +1,213 @@
+"""The shared task store (``TASK_STORE_TYPE=postgres``): replicas of one agent as real ``kora agent`` processes on
+127.0.0.1 over one real Postgres, driven with the official a2a-sdk client; the model is the scripted one."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, ListTasksRequest, TaskState
+from a2a.utils.errors import TaskNotFoundError
+
+from kora.core.net import free_port
+from kora.scripted import TextReply
+from tests.support.a2a import legacy_params, message_params, rpc_body, sdk_client, user_message
+from tests.support.processes import KORA, kora_environ, kora_process
+from tests.support.scripted_server import ScriptedModelServer
+
+pytestmark = pytest.mark.slow
+
+USER_HEADER = "X-Test-User"
+
+
+def replica_env(model: ScriptedModelServer, database: str, port: int, **extra: str) -> dict[str, str]:
+    """The settings of one replica of agent ``shared`` on ``port``, its tasks in ``database``."""
+    return {
+        "AGENT_NAME": "shared",
+        "MODEL_API_URL": model.url,
+        "MODEL_NAME": model.model_name,
+        "MODEL_MAX_RETRIES": "0",
+        "AGENT_HOST": "127.0.0.1",
+        "AGENT_PORT": str(port),
+        "AUTH_TRUSTED_USER_HEADER": USER_HEADER,
+        "TASK_STORE_TYPE": "postgres",
+        "TASK_STORE_URL": database,
+        **extra,
+    }
+
+
+@contextlib.contextmanager
+def replicas(model: ScriptedModelServer, database: str, count: int = 2, **extra: str) -> Iterator[list[str]]:
+    """``count`` replicas as ``kora agent`` processes; yields their base URLs (stopped with SIGTERM after)."""
+    with contextlib.ExitStack() as stack:
+        urls = []
+        for _ in range(count):
+            port = free_port()
+            url = f"http://127.0.0.1:{port}"
+            stack.enter_context(kora_process(["agent"], replica_env(model, database, port, **extra), f"{url}/health"))
+            urls.append(url)
+        yield urls
+
+
+def as_user(user: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(timeout=30, headers={USER_HEADER: user})
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("", "required with TASK_STORE_TYPE=postgres"),
+        ("mysql://kora:s3cret-pw@db/kora", "must be a postgresql:// connection string"),
+        ("postgresql://kora:s3cret-pw@127.0.0.1:{port}/kora", "cannot use the database"),
+    ],
+)
+def test_a_task_store_url_that_cannot_work_stops_start_up_naming_it(url, says):
+    env = {
+        "AGENT_NAME": "a",
+        "MODEL_API_URL": "http://127.0.0.1:9/v1",
+        "MODEL_NAME": "m",
+        "TASK_STORE_TYPE": "postgres",
+        "TASK_STORE_URL": url.format(port=free_port()),
+    }
+    done = subprocess.run(
+        [*KORA, "agent"], env=kora_environ(env), capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 2
+    assert "TASK_STORE_URL" in done.stderr
+    assert says in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "s3cret-pw" not in done.stderr + done.stdout
+
+
+async def test_a_task_made_on_one_replica_is_read_and_listed_on_another_and_outlives_both(model, memory_db):
+    model.enqueue(TextReply("shared answer"))
+    with replicas(model, memory_db) as (one, two):
+        async with as_user("alice") as alice_http, as_user("bob") as bob_http:
+            on_one = await sdk_client(one, http=alice_http, version="1.0")
+            (sent,) = [r async for r in on_one.send_message(user_message("hello", context_id="ctx-shared"))]
+            task = sent.task
+            assert task.status.state == TaskState.TASK_STATE_COMPLETED
+
+            on_two = await sdk_client(two, http=alice_http, version="1.0")
+            fetched = await on_two.get_task(GetTaskRequest(id=task.id))
+            assert fetched.status.state == TaskState.TASK_STATE_COMPLETED
+            assert fetched.artifacts[0].parts[0].text == "shared answer"
+            assert fetched.history[0].parts[0].text == "hello"
+            listed = await on_two.list_tasks(ListTasksRequest(context_id="ctx-shared"))
+            assert [t.id for t in listed.tasks] == [task.id]
+
+            # Filed per owner: another user neither reads nor lists it, and cannot take its id either.
+            bob_on_two = await sdk_client(two, http=bob_http, version="1.0")
+            with pytest.raises(TaskNotFoundError):
+                await bob_on_two.get_task(GetTaskRequest(id=task.id))
+            assert not (await bob_on_two.list_tasks(ListTasksRequest())).tasks
+            async with as_user("bob") as raw:  # A2A 0.3's tasks/send, which names its task id
+                taken = await raw.post(f"{two}/", json=rpc_body("tasks/send", legacy_params("mine", task_id=task.id)))
+            assert taken.json()["error"]["code"] == -32602
+            assert "in use" in taken.json()["error"]["message"]
+
+    # Both replicas stopped; new ones find the finished task.
+    with replicas(model, memory_db, count=1) as (three,):
+        async with as_user("alice") as alice_http:
+            again = await sdk_client(three, http=alice_http, version="1.0")
+            kept = await again.get_task(GetTaskRequest(id=task.id))
+            assert kept.status.state == TaskState.TASK_STATE_COMPLETED
+            assert kept.artifacts[0].parts[0].text == "shared answer"
+
+
+async def test_a_cancel_on_one_replica_stops_the_turn_running_on_another(model, memory_db):
+    # The turn waits on a model answer due in 120 s: its next save is that far away, so only Kora's own cancel
+    # signal can stop it within the test's bound.
+    model.enqueue(TextReply("too late", delay_seconds=120))
+    with replicas(model, memory_db) as (one, two):
+        async with as_user("alice") as http:
+            started = await http.post(f"{one}/", json=rpc_body("message/send", message_params("slow", blocking=False)))
+            task_id = started.json()["result"]["id"]
+            assert await asyncio.to_thread(model.model.wait_for_requests, 1, 30.0)
+            on_two = await sdk_client(two, http=http, version="1.0")
+            asked = time.monotonic()
+            canceled = await on_two.cancel_task(CancelTaskRequest(id=task_id))
+            assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+            assert await model.wait_for_aborts(1, within=30)
+            print(f"cancel on replica two -> model call aborted on replica one: {time.monotonic() - asked:.3f} s")
+            on_one = await sdk_client(one, http=http, version="1.0")
+            fetched = await on_one.get_task(GetTaskRequest(id=task_id))
+            assert fetched.status.state == TaskState.TASK_STATE_CANCELED
+
+
+async def test_subscribing_on_another_replica_streams_the_task_to_its_end(model, memory_db):
+    from a2a.types.a2a_pb2 import SubscribeToTaskRequest
+
+    model.enqueue(TextReply("streamed across", delay_seconds=3))
+    with replicas(model, memory_db) as (one, two):
+        async with as_user("alice") as http:
+            started = await http.post(f"{one}/", json=rpc_body("message/send", message_params("slow", blocking=False)))
+            task_id = started.json()["result"]["id"]
+            on_two = await sdk_client(two, streaming=True, http=http, version="1.0")
+            events = [r async for r in on_two.subscribe(SubscribeToTaskRequest(id=task_id))]
+            assert events[0].WhichOneof("payload") == "task"
+            states = [r.status_update.status.state for r in events if r.WhichOneof("payload") == "status_update"]
+            assert states[-1] == TaskState.TASK_STATE_COMPLETED
+            artifact = next(r.artifact_update.artifact for r in events if r.WhichOneof("payload") == "artifact_update")
+            assert artifact.parts[0].text == "streamed across"
+
+
+async def test_a_task_of_a_killed_replica_ends_failed_within_its_lease(model, memory_db):
+    model.enqueue(TextReply("never sent", delay_seconds=120))
+    port = free_port()
+    doomed = await asyncio.create_subprocess_exec(
+        *KORA,
+        "agent",
+        env=kora_environ(replica_env(model, memory_db, port, TASK_LEASE_SECONDS="3")),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with replicas(model, memory_db, count=1, TASK_LEASE_SECONDS="3") as (survivor,):
+            one = f"http://127.0.0.1:{port}"
+            async with as_user("alice") as http:
+                await wait_ready(http, one, doomed)  # its runtime loaded: no import holds its event loop now
+                params = message_params("slow", blocking=False)
+                started = await http.post(f"{one}/", json=rpc_body("message/send", params))
+                task_id = started.json()["result"]["id"]
+                assert await asyncio.to_thread(model.model.wait_for_requests, 1, 30.0)
+                on_survivor = await sdk_client(survivor, http=http, version="1.0")
+                fetched = await on_survivor.get_task(GetTaskRequest(id=task_id))
+                deadline = time.monotonic() + 60
+                while fetched.status.state != TaskState.TASK_STATE_WORKING and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)  # "working" is stored a moment after the turn starts
+                    fetched = await on_survivor.get_task(GetTaskRequest(id=task_id))
+                assert fetched.status.state == TaskState.TASK_STATE_WORKING
+                os.kill(doomed.pid, signal.SIGKILL)
+                await asyncio.wait_for(doomed.wait(), 30)
+                killed = time.monotonic()
+                deadline = killed + 60
+                while fetched.status.state == TaskState.TASK_STATE_WORKING and time.monotonic() < deadline:
+                    await asyncio.sleep(0.1)
+                    fetched = await on_survivor.get_task(GetTaskRequest(id=task_id))
+                print(f"replica killed -> task failed on the survivor: {time.monotonic() - killed:.3f} s (lease 3 s)")
+                assert fetched.status.state == TaskState.TASK_STATE_FAILED
+                assert "lease expired" in fetched.status.message.parts[0].text
+    finally:
+        if doomed.returncode is None:
+            doomed.kill()
+            await asyncio.wait_for(doomed.wait(), 30)
+
+
+async def wait_ready(http: httpx.AsyncClient, url: str, process: asyncio.subprocess.Process) -> None:
+    """Wait until the agent at ``url`` answers ``/ready`` (fails when its process exits first)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert process.returncode is None, "the agent exited before it answered"
+        with contextlib.suppress(httpx.HTTPError):
+            if (await http.get(f"{url}/ready", timeout=1)).status_code == 200:
+                return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{url} was not ready within 60 s")
