@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 
@@ -211,3 +212,65 @@ async def wait_ready(http: httpx.AsyncClient, url: str, process: asyncio.subproc
                 return
         await asyncio.sleep(0.05)
     raise AssertionError(f"{url} was not ready within 60 s")
+
+
+class PushReceiver:
+    """An HTTP endpoint taking push notifications: answers 500 to the first ``failures`` requests, then 204; keeps
+    each accepted notification's JSON body and ``X-A2A-Notification-Token`` header."""
+
+    def __init__(self, failures: int) -> None:
+        from starlette.applications import Starlette
+        from starlette.routing import Route
+
+        self.failures = failures
+        self.refused = 0
+        self.accepted: list[tuple[str | None, dict[str, object]]] = []
+        self.completed = threading.Event()
+        self.app = Starlette(routes=[Route("/hook", self.hook, methods=["POST"])])
+
+    async def hook(self, request):
+        from starlette.responses import Response
+
+        if self.refused < self.failures:
+            self.refused += 1
+            return Response(status_code=500)
+        self.accepted.append((request.headers.get("x-a2a-notification-token"), await request.json()))
+        if "TASK_STATE_COMPLETED" in self.states():
+            self.completed.set()
+        return Response(status_code=204)
+
+    def states(self) -> list[str]:
+        found = []
+        for _, body in self.accepted:
+            update = body.get("statusUpdate") or body.get("task")
+            if isinstance(update, dict):
+                found.append(update["status"]["state"])
+        return found
+
+
+async def test_push_notifications_reach_a_receiver_that_fails_at_first_once_per_state(model, memory_db):
+    from a2a.types.a2a_pb2 import SendMessageConfiguration, TaskPushNotificationConfig
+
+    from tests.support.threaded import ThreadedServer
+
+    receiver = PushReceiver(failures=2)
+    model.enqueue(TextReply("pushed answer"))
+    async with ThreadedServer(receiver.app, name="push-receiver", lifespan="off") as hook:
+        with replicas(model, memory_db, count=1) as (one,):
+            async with as_user("alice") as http:
+                card = (await http.get(f"{one}/.well-known/agent-card.json")).json()
+                assert card["capabilities"]["pushNotifications"] is True
+                client = await sdk_client(one, http=http, version="1.0")
+                request = user_message("push me")
+                config = TaskPushNotificationConfig(url=f"{hook.root_url}/hook", token="push-token-1")
+                request.configuration.CopyFrom(SendMessageConfiguration(task_push_notification_config=config))
+                (sent,) = [r async for r in client.send_message(request)]
+                assert sent.task.status.state == TaskState.TASK_STATE_COMPLETED
+                assert await asyncio.to_thread(receiver.completed.wait, 60)
+    states = receiver.states()
+    assert states[-1] == "TASK_STATE_COMPLETED"
+    assert len(states) == len(set(states)), f"a state was notified twice: {states}"
+    assert "TASK_STATE_WORKING" in states
+    assert receiver.refused == 2  # both refusals were retried, and nothing was lost to them
+    assert {token for token, _ in receiver.accepted} == {"push-token-1"}
+    assert any("artifactUpdate" in body for _, body in receiver.accepted)

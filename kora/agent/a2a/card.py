@@ -172,7 +172,8 @@ class AgentCardSource:
                 AgentInterface(url=base_url, protocol_binding="JSONRPC", protocol_version=PROTOCOL_VERSION_1),
                 AgentInterface(url=base_url, protocol_binding="JSONRPC", protocol_version=PROTOCOL_VERSION),
             ],
-            capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+            # Push notifications are delivered with the shared task store only (kora.agent.a2a.push).
+            capabilities=AgentCapabilities(streaming=True, push_notifications=settings.task_store_type == "postgres"),
             default_input_modes=INPUT_MODES,
             default_output_modes=OUTPUT_MODES,
             # A2A requires at least one skill: the agent's own conversation comes first, then its tools.

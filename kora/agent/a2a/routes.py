@@ -197,6 +197,8 @@ class A2AServer:
             agent_executor=self.shared.wrap(executor) if self.shared else executor,
             task_store=self.store,
             event_stream=self.shared.events if self.shared else None,
+            push_config_store=self.shared.push_configs if self.shared else None,
+            push_sender=self.shared.push if self.shared else None,
             # The handler reads only capabilities and modes from its card; the served card carries the URL.
             agent_card=self.cards.card(settings.agent_public_url or "/"),
             request_context_builder=SimpleRequestContextBuilder(task_id_generator=legacy.RequestedTaskIdGenerator()),

@@ -40,14 +40,16 @@ from a2a.server.cluster import (
 )
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event, EventQueue
-from a2a.server.models import Base, TaskEventModel, TaskModel, TaskVersionModel
+from a2a.server.models import Base, PushNotificationConfigModel, TaskEventModel, TaskModel, TaskVersionModel
 from a2a.server.owner_resolver import resolve_user_scope
+from a2a.server.tasks import DatabasePushNotificationConfigStore
 from a2a.types.a2a_pb2 import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
 from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from kora.agent.a2a.push import BackgroundPushSender
 from kora.agent.a2a.store import is_finished
 from kora.core import env as envnames
 from kora.core.settings_errors import SettingsError
@@ -73,6 +75,7 @@ _ID_COLUMNS = (
     ("tasks", "context_id"),
     ("task_versions", "task_id"),
     ("task_events", "task_id"),
+    ("push_notification_configs", "task_id"),
 )
 _LEASES = f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.task_leases (
     task_id text PRIMARY KEY,
@@ -121,7 +124,7 @@ def prepare_database(url: str) -> None:
 
 
 def _create_tables(connection: Connection) -> None:
-    tables = [model.__table__ for model in (TaskModel, TaskVersionModel, TaskEventModel)]
+    tables = [model.__table__ for model in (TaskModel, TaskVersionModel, TaskEventModel, PushNotificationConfigModel)]
     Base.metadata.create_all(connection, tables=tables)  # type: ignore[arg-type]
     for table, column in _ID_COLUMNS:
         connection.execute(text(f"ALTER TABLE {SCHEMA}.{table} ALTER COLUMN {column} TYPE text"))
@@ -136,11 +139,14 @@ def owner_of(context: ServerCallContext) -> str:
 
 
 class SharedTaskStore(VersionedDatabaseTaskStore):
-    """The SDK's versioned database store, which also drops a finished task's lease and announces a cancel."""
+    """The SDK's versioned database store, which also drops a finished task's lease and announces a cancel (to the
+    replicas, and to the task's push-notification receivers when this replica does not run the task: the replica
+    running it never processes that cancel)."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, shared: SharedTasks) -> None:
         super().__init__(engine, create_table=False, owner_resolver=owner_of)
         self._engine = engine
+        self._shared = shared
 
     async def holds(self, task_id: str) -> bool:
         """True when some owner's task has id ``task_id``."""
@@ -167,6 +173,12 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
                     await connection.execute(
                         text("SELECT pg_notify(:channel, :id)"), {"channel": CANCEL_CHANNEL, "id": task.id}
                     )
+            if (
+                task.status.state == TaskState.TASK_STATE_CANCELED
+                and event is not None
+                and not self._shared.runs(task.id)
+            ):
+                await self._shared.push.send_notification(task.id, event)
         return version
 
 
@@ -221,8 +233,12 @@ class SharedTasks:
         self.engine = create_async_engine(
             _sqlalchemy_url(url), connect_args=_connect_args(), pool_pre_ping=True, pool_size=10, max_overflow=20
         )
-        self.store = SharedTaskStore(self.engine)
+        self.store = SharedTaskStore(self.engine, self)
         self.events = DatabaseTaskEventStream(self.engine, create_table=False)
+        self.push_configs = DatabasePushNotificationConfigStore(
+            self.engine, create_table=False, owner_resolver=owner_of
+        )
+        self.push = BackgroundPushSender(self.push_configs)
         self.executor: ReplicaExecutor | None = None
         #: Set while the cancel listener is connected and listening.
         self.listening = asyncio.Event()
@@ -233,6 +249,10 @@ class SharedTasks:
         """Prepare the database (raises :class:`SettingsError` naming ``TASK_STORE_URL``) and build the pieces."""
         prepare_database(url)
         return cls(url, lease_seconds)
+
+    def runs(self, task_id: str) -> bool:
+        """True when this replica runs ``task_id``'s turn."""
+        return self.executor is not None and task_id in self.executor.running
 
     def wrap(self, executor: AgentExecutor) -> ReplicaExecutor:
         """``executor`` run under this replica's leases and cancel listener."""
@@ -252,6 +272,7 @@ class SharedTasks:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         self._background = []
+        await self.push.close()
         await self.engine.dispose()
 
     async def claim(self, task_id: str, owner: str) -> None:
@@ -351,4 +372,5 @@ class SharedTasks:
             except ConcurrentTaskModificationError:
                 continue
             log.warning("task %s failed: its replica stopped while it ran (lease expired)", task_id)
+            await self.push.send_notification(task_id, event)
             return
