@@ -185,6 +185,12 @@ class AgentSettings(BaseSettings):
         description="Kora: `postgres` task store: a running task's lease; the replica running it renews it every "
         "third of it, and a task whose lease ran out (its replica died) is ended `failed` by another replica.",
     )
+    task_retention_seconds: float = Field(
+        default=7 * 24 * 3600.0,
+        gt=0,
+        description="Kora: `postgres` task store: how long a finished task (completed, failed, canceled, rejected) is "
+        "kept after its last change; older ones are deleted in the background, with their events and push configs.",
+    )
 
     # Kora's additions.
     agent_host: str = Field(

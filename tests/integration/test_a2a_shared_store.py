@@ -274,3 +274,28 @@ async def test_push_notifications_reach_a_receiver_that_fails_at_first_once_per_
     assert receiver.refused == 2  # both refusals were retried, and nothing was lost to them
     assert {token for token, _ in receiver.accepted} == {"push-token-1"}
     assert any("artifactUpdate" in body for _, body in receiver.accepted)
+
+
+async def test_finished_tasks_are_deleted_after_their_retention(model, memory_db):
+    import psycopg
+
+    model.enqueue(TextReply("short-lived"))
+    env = {"TASK_LEASE_SECONDS": "3", "TASK_RETENTION_SECONDS": "1"}
+    with replicas(model, memory_db, count=1, **env) as (one,):
+        async with as_user("alice") as http:
+            client = await sdk_client(one, http=http, version="1.0")
+            (sent,) = [r async for r in client.send_message(user_message("hello"))]
+            assert sent.task.status.state == TaskState.TASK_STATE_COMPLETED
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    await client.get_task(GetTaskRequest(id=sent.task.id))
+                except TaskNotFoundError:
+                    break
+                await asyncio.sleep(0.2)  # the deletion runs every third of the lease (1 s here)
+            else:
+                raise AssertionError("the finished task was still stored 60 s after its retention")
+    with psycopg.connect(memory_db) as conn:
+        for table, column in (("tasks", "id"), ("task_versions", "task_id"), ("task_events", "task_id")):
+            query = f"SELECT count(*) FROM kora_a2a.{table} WHERE {column} = %s"
+            assert conn.execute(query, (sent.task.id,)).fetchone() == (0,), table

@@ -158,7 +158,7 @@ def shared_tasks(settings: AgentSettings) -> SharedTasks | None:
         return None
     from kora.agent.a2a.shared import SharedTasks
 
-    return SharedTasks.open(settings.task_store_url, settings.task_lease_seconds)
+    return SharedTasks.open(settings.task_store_url, settings.task_lease_seconds, settings.task_retention_seconds)
 
 
 #: Paths the card is served at: the spec's, the SDK's default, and the one the gateway example uses.

@@ -16,6 +16,9 @@ the SDK's request handler writes ``canceled`` for a task another replica runs. K
   ``TASK_LEASE_SECONDS``; a terminal save drops it. Every replica looks for leases that ran out (their replica
   died) and ends their tasks ``failed`` with the reason in the status message: a turn is not resumed elsewhere,
   because its model and tool calls may have had effects that a second run would repeat.
+* **Retention**: finished tasks are deleted ``TASK_RETENTION_SECONDS`` after their last change, in the background
+  (with their versions, events and push configurations), so the store's size is bounded by what a retention period
+  brings.
 * **Ownership** as in the local store: tasks are filed per owner (the call context's user) and a task id is unique
   across owners (the version table's key is the task id alone), so a client-chosen id must be free for all.
 
@@ -50,7 +53,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from kora.agent.a2a.push import BackgroundPushSender
-from kora.agent.a2a.store import is_finished
+from kora.agent.a2a.store import FINISHED_STATES, is_finished
 from kora.core import env as envnames
 from kora.core.settings_errors import SettingsError
 
@@ -83,6 +86,23 @@ _LEASES = f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.task_leases (
     replica text NOT NULL,
     expires_at timestamptz NOT NULL
 )"""
+#: The stored names of the terminal states (the SDK stores a status as protobuf JSON).
+_FINISHED_NAMES = tuple(TaskState.Name(state) for state in FINISHED_STATES)
+#: Deletes the finished tasks last changed more than ``:keep`` seconds ago, with their versions, events and push
+#: configurations (``last_updated`` is a UTC time without zone).
+_RETIRE = f"""WITH gone AS (
+    DELETE FROM tasks
+    WHERE last_updated < (now() AT TIME ZONE 'UTC') - make_interval(secs => :keep)
+      AND status->>'state' IN ({", ".join(f"'{name}'" for name in _FINISHED_NAMES)})
+    RETURNING id
+), versions AS (
+    DELETE FROM task_versions WHERE task_id IN (SELECT id FROM gone)
+), events AS (
+    DELETE FROM task_events WHERE task_id IN (SELECT id FROM gone)
+), configs AS (
+    DELETE FROM push_notification_configs WHERE task_id IN (SELECT id FROM gone)
+)
+SELECT count(*) FROM gone"""
 #: The status message of a task whose replica stopped while it ran.
 LEASE_EXPIRED_REASON = (
     "The agent replica running this task stopped before it finished (its lease expired); the task was not resumed."
@@ -129,6 +149,7 @@ def _create_tables(connection: Connection) -> None:
     for table, column in _ID_COLUMNS:
         connection.execute(text(f"ALTER TABLE {SCHEMA}.{table} ALTER COLUMN {column} TYPE text"))
     connection.execute(text(_LEASES))
+    connection.execute(text(f"CREATE INDEX IF NOT EXISTS tasks_last_updated ON {SCHEMA}.tasks (last_updated)"))
 
 
 def owner_of(context: ServerCallContext) -> str:
@@ -222,13 +243,14 @@ class SharedTasks:
     """The shared task store of one agent process: engine, store, event stream, the executor wrapper, and the
     background work (cancel listener, lease renewal and expiry).
 
-    ``url`` is ``TASK_STORE_URL``; ``lease_seconds`` is ``TASK_LEASE_SECONDS``. :func:`prepare_database` must have
-    run (:meth:`open` does both).
+    ``url`` is ``TASK_STORE_URL``; ``lease_seconds`` is ``TASK_LEASE_SECONDS``; ``retention_seconds`` is
+    ``TASK_RETENTION_SECONDS``. :func:`prepare_database` must have run (:meth:`open` does both).
     """
 
-    def __init__(self, url: str, lease_seconds: float) -> None:
+    def __init__(self, url: str, lease_seconds: float, retention_seconds: float) -> None:
         self.url = url
         self.lease_seconds = lease_seconds
+        self.retention_seconds = retention_seconds
         self.replica = uuid.uuid4().hex
         self.engine = create_async_engine(
             _sqlalchemy_url(url), connect_args=_connect_args(), pool_pre_ping=True, pool_size=10, max_overflow=20
@@ -245,10 +267,10 @@ class SharedTasks:
         self._background: list[asyncio.Task[None]] = []
 
     @classmethod
-    def open(cls, url: str, lease_seconds: float) -> SharedTasks:
+    def open(cls, url: str, lease_seconds: float, retention_seconds: float) -> SharedTasks:
         """Prepare the database (raises :class:`SettingsError` naming ``TASK_STORE_URL``) and build the pieces."""
         prepare_database(url)
-        return cls(url, lease_seconds)
+        return cls(url, lease_seconds, retention_seconds)
 
     def runs(self, task_id: str) -> bool:
         """True when this replica runs ``task_id``'s turn."""
@@ -309,13 +331,14 @@ class SharedTasks:
                 delay = min(delay * 2, 10.0)
 
     async def _lease_loop(self) -> None:
-        """Every third of the lease: renew the leases of the turns running here, then end the tasks whose lease ran
-        out."""
+        """Every third of the lease: renew the leases of the turns running here, end the tasks whose lease ran out,
+        and delete the finished tasks past their retention."""
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
             try:
                 await self._renew()
                 await self._expire()
+                await self._retire()
             except (SQLAlchemyError, OSError) as error:
                 log.warning("task store: lease renewal failed (%s); retrying", error)
 
@@ -341,6 +364,12 @@ class SharedTasks:
             ).all()
         for task_id, owner in expired:
             await self._fail_abandoned(task_id, owner)
+
+    async def _retire(self) -> None:
+        async with self.engine.begin() as connection:
+            deleted = (await connection.execute(text(_RETIRE), {"keep": self.retention_seconds})).scalar_one()
+        if deleted:
+            log.info("task store: deleted %d finished tasks past their retention", deleted)
 
     async def _fail_abandoned(self, task_id: str, owner: str) -> None:
         """End ``task_id`` ``failed`` with :data:`LEASE_EXPIRED_REASON` unless it finished meanwhile."""
