@@ -619,3 +619,15 @@ def test_a_users_resource_attributes_are_merged_after_the_wirings():
     merged = otel_resource("MCPServer", "tools")["OTEL_RESOURCE_ATTRIBUTES"] + ",owner=ops"
     assert env_of(plan)["OTEL_RESOURCE_ATTRIBUTES"] == merged
     assert plan.env[-1] == EnvEntry("X", "y")
+
+
+def test_the_shared_task_store_reaches_the_agent_with_its_url_from_a_secret():
+    spec = (
+        "  modelAPI: llm\n  model: m\n  replicas: 2\n  config:\n    taskStoreType: postgres\n    env:\n"
+        "    - {name: TASK_STORE_URL, valueFrom: {secretKeyRef: {name: tasks-db, key: url}}}\n"
+    )
+    boss = plan_workloads(load_text(with_agent(spec)), ClusterDNS())[REFS["boss"]]
+    env = env_of(boss)
+    assert env["TASK_STORE_TYPE"] == "postgres"
+    assert env["TASK_STORE_URL"] == SecretKeyRef("tasks-db", "url")
+    assert boss.replicas == 2
