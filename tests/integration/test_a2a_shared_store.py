@@ -143,6 +143,28 @@ async def test_a_cancel_on_one_replica_stops_the_turn_running_on_another(model, 
             assert fetched.status.state == TaskState.TASK_STATE_CANCELED
 
 
+@pytest.mark.parametrize("canceled_on", ["the same replica", "another replica"])
+async def test_a_client_waiting_on_a_replica_gets_its_task_canceled(model, memory_db, canceled_on):
+    model.enqueue(TextReply("too late", delay_seconds=120))
+    with replicas(model, memory_db) as (one, two):
+        async with as_user("alice") as http:
+            on_one = await sdk_client(one, http=http, version="1.0")
+            waiting = asyncio.create_task(anext(aiter(on_one.send_message(user_message("slow, blocking")))))
+            assert await asyncio.to_thread(model.model.wait_for_requests, 1, 30.0)
+            for _ in range(1200):  # stored a moment after the turn starts; 60 s at most
+                listed = await on_one.list_tasks(ListTasksRequest())
+                if listed.tasks:
+                    break
+                await asyncio.sleep(0.05)
+            (task,) = listed.tasks
+            canceling = await sdk_client(one if canceled_on == "the same replica" else two, http=http, version="1.0")
+            canceled = await canceling.cancel_task(CancelTaskRequest(id=task.id))
+            assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+            assert await model.wait_for_aborts(1, within=30)
+            answer = await asyncio.wait_for(waiting, 60)  # the blocking SendMessage is answered, not left hanging
+            assert answer.task.status.state == TaskState.TASK_STATE_CANCELED
+
+
 async def test_subscribing_on_another_replica_streams_the_task_to_its_end(model, memory_db):
     from a2a.types.a2a_pb2 import SubscribeToTaskRequest
 

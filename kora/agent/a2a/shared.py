@@ -212,6 +212,9 @@ class ReplicaExecutor(AgentExecutor):
         self._shared = shared
         #: task id -> the asyncio task running its turn on this replica.
         self.running: dict[str, asyncio.Task[object]] = {}
+        #: Tasks being canceled: by this replica (:meth:`cancel`) or by another one (:meth:`stop`; also in _remote).
+        self._stopped: set[str] = set()
+        self._remote: set[str] = set()
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Take the task's lease, then run it with the inner executor."""
@@ -223,18 +226,32 @@ class ReplicaExecutor(AgentExecutor):
         try:
             await self._shared.claim(task_id, owner_of(context.call_context))
             await self._inner.execute(context, event_queue)
+        except asyncio.CancelledError:
+            if task_id not in self._remote:
+                raise
+            # Canceled by another replica (stop): the task ends here as any canceled task does. Writing 'canceled'
+            # finds it stored already, so the SDK reloads it and answers a client waiting here with it.
+            current.uncancel()
+            await self._inner.cancel(context, event_queue)
         finally:
             self.running.pop(task_id, None)
+            self._stopped.discard(task_id)
+            self._remote.discard(task_id)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        """The inner executor's cancel."""
+        """The inner executor's cancel (a cancel asked of this replica: the SDK then cancels the turn itself, so
+        the announcement of this cancel does not stop it a second time)."""
+        if context.task_id is not None:
+            self._stopped.add(context.task_id)
         await self._inner.cancel(context, event_queue)
 
     def stop(self, task_id: str) -> bool:
         """Cancel the turn of ``task_id`` if this replica runs it; True when it did."""
         running = self.running.get(task_id)
-        if running is None or running.done():
+        if running is None or running.done() or task_id in self._stopped:
             return False
+        self._stopped.add(task_id)
+        self._remote.add(task_id)
         running.cancel()
         return True
 
