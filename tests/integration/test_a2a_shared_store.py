@@ -321,3 +321,23 @@ async def test_finished_tasks_are_deleted_after_their_retention(model, memory_db
         for table, column in (("tasks", "id"), ("task_versions", "task_id"), ("task_events", "task_id")):
             query = f"SELECT count(*) FROM kora_a2a.{table} WHERE {column} = %s"
             assert conn.execute(query, (sent.task.id,)).fetchone() == (0,), table
+
+
+async def test_200_concurrent_tasks_across_three_replicas_are_each_stored_exactly(model, memory_db):
+    count = 200
+    with replicas(model, memory_db, count=3) as urls:
+        async with as_user("alice") as http:
+            clients = [await sdk_client(url, http=http, version="1.0") for url in urls]
+
+            async def one(n: int) -> tuple[int, str]:
+                (sent,) = [r async for r in clients[n % 3].send_message(user_message(f"task number {n}"))]
+                return n, sent.task.id
+
+            sent = await asyncio.gather(*(one(n) for n in range(count)))
+            for n, task_id in sent:  # each read on a replica other than the one that ran it
+                task = await clients[(n + 1) % 3].get_task(GetTaskRequest(id=task_id))
+                assert task.status.state == TaskState.TASK_STATE_COMPLETED
+                assert [a.parts[0].text for a in task.artifacts] == [f"You said: task number {n}"]
+                assert task.history[0].parts[0].text == f"task number {n}"
+            listed = await clients[2].list_tasks(ListTasksRequest(page_size=50))
+            assert listed.total_size == count
