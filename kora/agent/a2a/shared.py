@@ -11,7 +11,8 @@ the SDK's request handler writes ``canceled`` for a task another replica runs. K
   error naming ``TASK_STORE_URL`` (:class:`~kora.core.settings_errors.SettingsError`, the password never shown).
 * **Cancel across replicas**: writing ``canceled`` also sends ``NOTIFY kora_a2a_cancel`` with the task id; every
   replica ``LISTEN``\\ s (:meth:`SharedTasks.start`) and cancels the turn it runs for that id at once, instead of
-  when the turn next saves (the SDK's own remote cancel).
+  when the turn next saves (the SDK's own remote cancel). A cancel announced while a replica's listener was
+  reconnecting is found in the store by its lease loop, within a third of the lease.
 * **Leases**: the replica running a task holds a lease row (``kora_a2a.task_leases``) for it, renewed every third of
   ``TASK_LEASE_SECONDS``; a terminal save drops it. Every replica looks for leases that ran out (their replica
   died) and ends their tasks ``failed`` with the reason in the status message: a turn is not resumed elsewhere,
@@ -354,10 +355,13 @@ class SharedTasks:
             await asyncio.sleep(self.lease_seconds / 3)
             try:
                 await self._renew()
+                await self._stop_canceled()
                 await self._expire()
                 await self._retire()
             except (SQLAlchemyError, OSError) as error:
                 log.warning("task store: lease renewal failed (%s); retrying", error)
+            except Exception:  # the loop must outlive any one failure: without it, live turns would lose their leases
+                log.exception("task store: lease loop pass failed; retrying")
 
     async def _renew(self) -> None:
         running = list(self.executor.running) if self.executor is not None else []
@@ -371,6 +375,21 @@ class SharedTasks:
                 ),
                 {"lease": self.lease_seconds, "replica": self.replica, "ids": running},
             )
+
+    async def _stop_canceled(self) -> None:
+        """Stop the turns running here whose task is stored ``canceled``: a cancel whose announcement this replica
+        missed (its listener was reconnecting) stops the turn within a third of the lease."""
+        running = list(self.executor.running) if self.executor is not None else []
+        if not running:
+            return
+        async with self.engine.connect() as connection:
+            canceled = await connection.execute(
+                text("SELECT id FROM tasks WHERE id = ANY(:ids) AND status->>'state' = 'TASK_STATE_CANCELED'"),
+                {"ids": running},
+            )
+            for (task_id,) in canceled.all():
+                if self.executor is not None and self.executor.stop(task_id):
+                    log.info("task %s canceled on another replica (found stored): its turn is stopped", task_id)
 
     async def _expire(self) -> None:
         async with self.engine.begin() as connection:
