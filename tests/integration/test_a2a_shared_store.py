@@ -380,3 +380,40 @@ async def test_replicas_carry_on_after_their_postgres_restarts(model, tmp_path):
                 assert await model.wait_for_aborts(1, within=30)
     finally:
         server.cleanup()
+
+
+async def test_a_cancel_from_another_replica_is_pushed_once(model, memory_db):
+    from a2a.types.a2a_pb2 import SendMessageConfiguration, TaskPushNotificationConfig
+
+    from tests.support.threaded import ThreadedServer
+
+    receiver = PushReceiver(failures=0)
+    model.enqueue(TextReply("too late", delay_seconds=120))
+    async with ThreadedServer(receiver.app, name="push-receiver", lifespan="off") as hook:
+        with replicas(model, memory_db) as (one, two):
+            async with as_user("alice") as http:
+                on_one = await sdk_client(one, http=http, version="1.0")
+                request = user_message("slow, pushed")
+                request.configuration.CopyFrom(
+                    SendMessageConfiguration(
+                        task_push_notification_config=TaskPushNotificationConfig(url=f"{hook.root_url}/hook"),
+                        return_immediately=True,
+                    )
+                )
+                (sent,) = [r async for r in on_one.send_message(request)]
+                assert await asyncio.to_thread(model.model.wait_for_requests, 1, 30.0)
+                on_two = await sdk_client(two, http=http, version="1.0")
+                for _ in range(1200):  # "working" is stored a moment after the turn starts; 60 s at most
+                    seen = await on_two.get_task(GetTaskRequest(id=sent.task.id))
+                    if seen.status.state == TaskState.TASK_STATE_WORKING:
+                        break
+                    await asyncio.sleep(0.05)
+                await on_two.cancel_task(CancelTaskRequest(id=sent.task.id))
+                assert await model.wait_for_aborts(1, within=30)
+                for _ in range(600):  # delivered in the background; 60 s at most
+                    if "TASK_STATE_CANCELED" in receiver.states():
+                        break
+                    await asyncio.sleep(0.1)
+                # An absence can only be watched for a while: 2 s more for a duplicate to show (deliveries take ms).
+                await asyncio.sleep(2)
+    assert receiver.states().count("TASK_STATE_CANCELED") == 1, receiver.states()
