@@ -111,4 +111,8 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
     for add_routes in (*turns, add_probe_routes, add_tool_routes, add_memory_routes):
         add_routes(app.router, state)
     a2a.add_routes(app.router)
+    if settings.task_store_type == "postgres":
+        # The shared task store's database is checked before the agent serves anything: a start-up error naming
+        # TASK_STORE_URL, rather than an agent that never gets ready.
+        a2a.load_now()
     return app

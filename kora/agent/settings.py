@@ -20,7 +20,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from kora.core import env as envnames
 from kora.core import protocol
 from kora.core.env import DEFAULT_MAX_REQUEST_BYTES, MIN_MAX_REQUEST_BYTES
-from kora.core.net import is_http_url
+from kora.core.net import is_http_url, is_postgres_url
 from kora.core.settings_errors import SettingsError, describe_validation_error, settings_fields
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -204,8 +204,30 @@ class AgentSettings(BaseSettings):
         default=2000, ge=0, description="RemoteMemory: most tokens (estimated) of window events put before a turn."
     )
     # A2A.
-    task_store_type: Literal["local", "null"] = Field(
-        default="local", description="A2A task store: `local` keeps finished tasks, `null` only running ones."
+    task_store_type: Literal["local", "null", "postgres"] = Field(
+        default="local",
+        description="A2A task store: `local` keeps finished tasks, `null` only running ones, `postgres` keeps them "
+        "in the database of `TASK_STORE_URL`, shared by every replica of the agent.",
+    )
+    task_store_url: str = Field(
+        default="",
+        repr=False,
+        description="Kora: the `postgresql://` connection string of the shared task store (needs "
+        "`TASK_STORE_TYPE=postgres`; the agent creates its tables in schema `kora_a2a`).",
+        examples=["postgresql://kora:secret@postgres:5432/kora"],
+    )
+    task_lease_seconds: float = Field(
+        default=30.0,
+        ge=1.0,
+        le=60.0,
+        description="Kora: `postgres` task store: a running task's lease; the replica running it renews it every "
+        "third of it, and a task whose lease ran out (its replica died) is ended `failed` by another replica.",
+    )
+    task_retention_seconds: float = Field(
+        default=7 * 24 * 3600.0,
+        gt=0,
+        description="Kora: `postgres` task store: how long a finished task (completed, failed, canceled, rejected) is "
+        "kept after its last change; older ones are deleted in the background, with their events and push configs.",
     )
 
     # Kora's additions.
@@ -406,6 +428,22 @@ def _auth_problems(fields: Mapping[str, str]) -> list[str]:
     ]
 
 
+def _task_store_problems(fields: Mapping[str, str]) -> list[str]:
+    """The shared task store's settings (as read, lower-case names) that cannot work; never echoes the URL,
+    which holds a password."""
+    url = fields.get("task_store_url", "")
+    if fields.get("task_store_type", "local").strip() != "postgres":
+        return [f"{envnames.TASK_STORE_URL}: set, but only read with TASK_STORE_TYPE=postgres"] if url else []
+    if not url:
+        return [f"{envnames.TASK_STORE_URL}: required with TASK_STORE_TYPE=postgres, but not set"]
+    if not is_postgres_url(url):
+        return [
+            f"{envnames.TASK_STORE_URL}: must be a postgresql:// connection string "
+            "(postgresql://user:password@host:5432/database)"
+        ]
+    return []
+
+
 def load_agent_settings(environ: Mapping[str, str] | None = None) -> AgentSettings:
     """Read and validate the agent's settings from ``environ`` (default: the process environment).
 
@@ -419,7 +457,7 @@ def load_agent_settings(environ: Mapping[str, str] | None = None) -> AgentSettin
     fields = settings_fields(env, AgentSettings.model_fields)
     fields.pop("mcp_server_urls", None)
     fields.pop("sub_agent_urls", None)
-    problems = _auth_problems(fields)
+    problems = _auth_problems(fields) + _task_store_problems(fields)
     try:
         settings = AgentSettings.model_validate(fields)
     except ValidationError as error:

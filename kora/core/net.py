@@ -35,6 +35,19 @@ def is_http_url(value: str) -> bool:
     return parsed.scheme in {"http", "https"} and bool(parsed.netloc)
 
 
+def is_postgres_url(value: str) -> bool:
+    """True when ``value`` is a ``postgresql://`` (or ``postgres://``) connection URI naming a server: a host in
+    the authority (``postgresql://user:pw@host:5432/db``) or a ``host`` query parameter (a Unix socket
+    directory), with a numeric port if any."""
+    try:
+        parsed = urlparse(value)
+        parsed.port  # noqa: B018 - raises ValueError for a port that is no number
+    except ValueError:
+        return False
+    has_host = bool(parsed.hostname) or any(part.startswith("host=") for part in parsed.query.split("&"))
+    return parsed.scheme in {"postgresql", "postgres"} and has_host
+
+
 def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     """A listening TCP socket on ``host:port`` (port 0: a free port chosen by the OS).
 

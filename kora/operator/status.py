@@ -31,6 +31,8 @@ from kora.resources.models import (
 
 #: Agent condition: ``spec.replicas`` above 1 with pod-local memory, so each pod keeps its own sessions.
 CONDITION_SESSIONS_SPLIT = "SessionsSplitAcrossReplicas"
+#: Agent condition: ``spec.replicas`` above 1 with a pod-local A2A task store, so each pod knows only its own tasks.
+CONDITION_TASKS_SPLIT = "TasksSplitAcrossReplicas"
 
 JsonObject = dict[str, object]
 
@@ -235,6 +237,19 @@ def compute_status(
                     "PodLocalMemory",
                     f"{resource.spec.replicas} replicas each keep their own local memory, so a session's history "
                     "is only on the pod that served it; bind a MemoryStore (memory.type: remote) to share it",
+                    before,
+                    now,
+                )
+            )
+        if resource.spec.replicas > 1 and resource.spec.config.task_store_type != "postgres":
+            conditions.append(
+                _condition(
+                    CONDITION_TASKS_SPLIT,
+                    True,
+                    "PodLocalTasks",
+                    f"{resource.spec.replicas} replicas each keep their own A2A tasks, so GetTask, CancelTask and "
+                    "SubscribeToTask find a task only on the pod that made it; set taskStoreType: postgres to share "
+                    "them",
                     before,
                     now,
                 )

@@ -396,12 +396,20 @@ class AgentConfig(WireModel):
     """System prompt; same as ``spec.instructions`` (give one of the two)."""
     agentic_loop: AgenticLoop = Field(default_factory=AgenticLoop)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
-    task_store_type: Literal["local", "null"] = "local"
-    """A2A task store: ``local`` keeps tasks, ``null`` keeps none."""
+    task_store_type: Literal["local", "null", "postgres"] = "local"
+    """A2A task store: ``local`` keeps tasks, ``null`` none, ``postgres`` shares them (``TASK_STORE_URL`` in env)."""
     budget: AgentBudget = Field(default_factory=AgentBudget)
     """What one turn may spend (unset fields: no limit)."""
     env: list[EnvVar] = Field(default_factory=list)
     """Extra environment variables; names Kora sets from the spec are rejected."""
+
+    @model_validator(mode="after")
+    def _shared_store_has_a_url(self) -> AgentConfig:
+        if self.task_store_type == "postgres" and not any(var.name == "TASK_STORE_URL" for var in self.env):
+            raise ValueError(
+                "taskStoreType 'postgres' needs TASK_STORE_URL in 'env' (a postgresql:// URL, valueFrom a Secret)"
+            )
+        return self
 
 
 class Telemetry(WireModel):

@@ -154,3 +154,31 @@ def test_empty_settings_count_as_unset_and_whitespace_is_trimmed():
     assert settings.memory_enabled is True
     assert settings.agentic_loop_max_steps == 3
     assert settings.memory_tools == load(base).memory_tools
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"TASK_STORE_TYPE": "postgres"}, "TASK_STORE_URL: required with TASK_STORE_TYPE=postgres"),
+        ({"TASK_STORE_TYPE": "postgres", "TASK_STORE_URL": "http://u:pw-9@db/x"}, "must be a postgresql://"),
+        ({"TASK_STORE_TYPE": "postgres", "TASK_STORE_URL": "postgresql://u:pw-9@db:port/x"}, "must be a postgresql://"),
+        ({"TASK_STORE_URL": "postgresql://u:pw-9@db/x"}, "only read with TASK_STORE_TYPE=postgres"),
+        ({"TASK_STORE_TYPE": "postgres", "TASK_STORE_URL": "postgresql://db/x", "TASK_LEASE_SECONDS": "90"}, "60"),
+    ],
+)
+def test_the_shared_task_store_settings_are_checked_without_echoing_the_url(env, says):
+    with pytest.raises(SettingsError) as raised:
+        load_agent_settings({**REQUIRED, **env})
+    assert says in str(raised.value)
+    assert "pw-9" not in str(raised.value)
+
+
+def test_the_shared_task_store_reads_its_url_and_lease():
+    env = {"TASK_STORE_TYPE": "postgres", "TASK_STORE_URL": "postgresql://u:pw@db:5432/kora", "TASK_LEASE_SECONDS": "5"}
+    settings = load_agent_settings({**REQUIRED, **env})
+    assert (settings.task_store_type, settings.task_store_url, settings.task_lease_seconds) == (
+        "postgres",
+        "postgresql://u:pw@db:5432/kora",
+        5.0,
+    )
+    assert "pw" not in repr(settings)

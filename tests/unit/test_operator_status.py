@@ -8,6 +8,7 @@ import pytest
 
 from kora.operator.status import (
     CONDITION_SESSIONS_SPLIT,
+    CONDITION_TASKS_SPLIT,
     Dependency,
     WorkloadState,
     compute_status,
@@ -108,6 +109,22 @@ def test_replicas_with_local_memory_are_reported():
     assert split.reason == "PodLocalMemory"
     single = compute_status(_agent(), endpoint="e", dependencies=[], workload=AVAILABLE)
     assert all(c.type != CONDITION_SESSIONS_SPLIT for c in single.conditions)
+
+
+def test_replicas_with_pod_local_tasks_are_reported_until_the_tasks_are_shared():
+    remote = {"enabled": True, "type": "remote", "memoryStore": "store"}
+    local_tasks = compute_status(
+        _agent(replicas=2, config={"memory": remote}), endpoint="e", dependencies=[], workload=AVAILABLE
+    )
+    split = next(c for c in local_tasks.conditions if c.type == CONDITION_TASKS_SPLIT)
+    assert (split.status, split.reason) == ("True", "PodLocalTasks")
+    assert "taskStoreType: postgres" in split.message
+    url = {"name": "TASK_STORE_URL", "valueFrom": {"secretKeyRef": {"name": "db", "key": "url"}}}
+    shared = _agent(replicas=2, config={"memory": remote, "taskStoreType": "postgres", "env": [url]})
+    status = compute_status(shared, endpoint="e", dependencies=[], workload=AVAILABLE)
+    assert all(c.type not in {CONDITION_TASKS_SPLIT, CONDITION_SESSIONS_SPLIT} for c in status.conditions)
+    single = compute_status(_agent(), endpoint="e", dependencies=[], workload=AVAILABLE)
+    assert all(c.type != CONDITION_TASKS_SPLIT for c in single.conditions)
 
 
 def test_an_unchanged_condition_keeps_its_transition_time_so_a_resync_writes_nothing():

@@ -112,6 +112,7 @@ def test_read_scopes_match_the_agent_settings():
         (agent({"config": {"memory": {"tools": "everything"}}}), "spec.config.memory.tools", "'all'"),
         (agent({"config": {"memory": {"failureMode": "hard"}}}), "spec.config.memory.failureMode", "'soft'"),
         (agent({"config": {"taskStoreType": "redis"}}), "spec.config.taskStoreType", "'local'"),
+        (agent({"config": {"taskStoreType": "postgres"}}), "spec.config", "TASK_STORE_URL"),
         (agent({"config": {"agenticLoop": {"maxSteps": 0}}}), "spec.config.agenticLoop.maxSteps", "greater"),
         (agent({"instructions": "a", "config": {"instructions": "b"}}), "spec", "once"),
         (agent({"mcpServers": ["t", "t"]}), "spec", "more than once"),

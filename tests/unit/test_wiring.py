@@ -670,3 +670,15 @@ spec: {modelAPI: llm, model: scripted, config: {budget: {maxCostUsd: 1}}}
     plan = plan_workloads(load_text(BASE + agent), STRATEGIES["cluster"])[REFS["boss"]]
     with pytest.raises(SettingsError, match="MODEL_PRICE_INPUT_PER_MILLION"):
         load_agent_settings(plan.environment(lambda ref: "secret"))
+
+
+def test_the_shared_task_store_reaches_the_agent_with_its_url_from_a_secret():
+    spec = (
+        "  modelAPI: llm\n  model: m\n  replicas: 2\n  config:\n    taskStoreType: postgres\n    env:\n"
+        "    - {name: TASK_STORE_URL, valueFrom: {secretKeyRef: {name: tasks-db, key: url}}}\n"
+    )
+    boss = plan_workloads(load_text(with_agent(spec)), ClusterDNS())[REFS["boss"]]
+    env = env_of(boss)
+    assert env["TASK_STORE_TYPE"] == "postgres"
+    assert env["TASK_STORE_URL"] == SecretKeyRef("tasks-db", "url")
+    assert boss.replicas == 2

@@ -210,9 +210,12 @@ class AgentCardSource:
                 ),
                 AgentInterface(url=base_url, protocol_binding=JSONRPC_BINDING, protocol_version=PROTOCOL_VERSION),
             ],
-            # Left unset (not false) without an extended card, so the card carries no field about it.
+            # Left unset (not false) without an extended card, so the card carries no field about it. Push
+            # notifications are delivered with the shared task store only (kora.agent.a2a.push).
             capabilities=AgentCapabilities(
-                streaming=True, push_notifications=False, extended_agent_card=True if self.extended else None
+                streaming=True,
+                push_notifications=settings.task_store_type == "postgres",
+                extended_agent_card=True if self.extended else None,
             ),
             security_schemes=self._security_schemes(),
             default_input_modes=INPUT_MODES,

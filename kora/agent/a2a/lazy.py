@@ -54,14 +54,24 @@ class LazyA2A:
         self._done = asyncio.Event()
         self._error: str | None = None
 
+    def load_now(self) -> None:
+        """Import the SDK and build the server at once, before the server answers anything: for an agent whose A2A
+        server checks its settings as it is built (the shared task store's database). Raises what the build raises
+        (:class:`~kora.core.settings_errors.SettingsError` naming the setting)."""
+        self.server = self._build(importlib.import_module(ROUTES_MODULE))
+
     async def load(self) -> None:
-        """Import the SDK (in a thread, so the server keeps answering) and build the server. Raises what the
-        import or the build raised, after recording it for the requests that wait."""
+        """Import the SDK (in a thread, so the server keeps answering) and build the server, unless
+        :meth:`load_now` did; then start its background work (the shared task store's). Raises what the import,
+        the build or the start raised, after recording it for the requests that wait."""
         try:
-            module = await asyncio.to_thread(importlib.import_module, ROUTES_MODULE)
-            self.server = self._build(module)
+            if self.server is None:
+                module = await asyncio.to_thread(importlib.import_module, ROUTES_MODULE)
+                self.server = self._build(module)
+            await self.server.start()
         except Exception as error:
             self._error = f"{type(error).__name__}: {error}"
+            self.server = None
             raise
         finally:
             self._done.set()

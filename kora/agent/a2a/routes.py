@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from a2a.auth.user import User
-from a2a.server.agent_execution import SimpleRequestContextBuilder
+from a2a.server.agent_execution import AgentExecutor, SimpleRequestContextBuilder
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes.common import DefaultServerCallContextBuilder
@@ -51,7 +51,7 @@ from kora.agent.a2a.negotiation import (
     negotiate,
 )
 from kora.agent.a2a.paths import is_rest_path
-from kora.agent.a2a.store import DEFAULT_MAX_TASKS, build_task_store
+from kora.agent.a2a.store import DEFAULT_MAX_TASKS, KoraTaskStore, build_task_store
 from kora.agent.identity import ANONYMOUS, Identity, IdentityResolver, challenge
 from kora.agent.settings import AgentSettings
 from kora.core.errors import (
@@ -65,6 +65,7 @@ from kora.core.errors import (
 from kora.core.limits import openai_refusal, replay_body
 
 if TYPE_CHECKING:
+    from kora.agent.a2a.shared import SharedTasks, SharedTaskStore
     from kora.agent.runtime import AgentRuntime
 
 
@@ -178,6 +179,17 @@ class VerifiedUser(User):
         return self._user_id
 
 
+def shared_tasks(settings: AgentSettings) -> SharedTasks | None:
+    """The shared task store when ``TASK_STORE_TYPE=postgres`` (its tables made ready; raises
+    :class:`~kora.core.settings_errors.SettingsError` naming ``TASK_STORE_URL`` when the database cannot be used),
+    else None."""
+    if settings.task_store_type != "postgres":
+        return None
+    from kora.agent.a2a.shared import SharedTasks
+
+    return SharedTasks.open(settings.task_store_url, settings.task_lease_seconds, settings.task_retention_seconds)
+
+
 class A2AServer:
     """The A2A pieces of one agent: card source, task store, SDK request handler and the ``POST /`` endpoint.
 
@@ -201,10 +213,17 @@ class A2AServer:
         self.identity = identity
         self._check_session = check_session
         self.cards = AgentCardSource(settings, tools)
-        self.store = build_task_store(settings.task_store_type, max_tasks)
+        executor: AgentExecutor = KoraAgentExecutor(runtime, settings.agent_name)
+        self.shared = shared_tasks(settings)
+        self.store: KoraTaskStore | SharedTaskStore = (
+            self.shared.store if self.shared else build_task_store(settings.task_store_type, max_tasks)
+        )
         self.handler = DefaultRequestHandler(
-            agent_executor=KoraAgentExecutor(runtime, settings.agent_name),
+            agent_executor=self.shared.wrap(executor) if self.shared else executor,
             task_store=self.store,
+            event_stream=self.shared.events if self.shared else None,
+            push_config_store=self.shared.push_configs if self.shared else None,
+            push_sender=self.shared.push if self.shared else None,
             # The handler reads only capabilities and modes from its card; the served card carries the URL.
             agent_card=self.cards.card(settings.agent_public_url or "/"),
             request_context_builder=SimpleRequestContextBuilder(task_id_generator=legacy.RequestedTaskIdGenerator()),
@@ -258,9 +277,16 @@ class A2AServer:
         if identity.user_id is None:
             raise AuthenticationRequired("The extended agent card is served to verified users only")
 
+    async def start(self) -> None:
+        """Start the shared task store's background work, if any (server start-up)."""
+        if self.shared:
+            await self.shared.start()
+
     async def close(self) -> None:
-        """Cancel tasks still running (server shutdown)."""
+        """Cancel tasks still running (server shutdown), then close the shared task store."""
         await self.handler.aclose()
+        if self.shared:
+            await self.shared.close()
 
     async def card_endpoint(self, request: Request) -> Response:
         """``GET`` the agent card, with the URL this client reached the agent at (cacheable: ``ETag``, 304)."""
@@ -318,7 +344,7 @@ class A2AServer:
             prepared = legacy.prepare(payload, version)
             if refusal is not None:
                 raise refusal
-            self._check_free_task_id(prepared)
+            await self._check_free_task_id(prepared)
             self._check_context(request, prepared)
             self.check_extended_card(request, prepared.body.get("method"))
         except InvalidRPCRequest as error:
@@ -366,10 +392,13 @@ class A2AServer:
         answer: dict[str, Any] = json.loads(bytes(response.body))
         return answer
 
-    def _check_free_task_id(self, prepared: legacy.Prepared) -> None:
+    async def _check_free_task_id(self, prepared: legacy.Prepared) -> None:
         # Every user's tasks count: a task id names one running task in the SDK, whoever owns it.
-        if prepared.task_id is not None and self.store.holds(prepared.task_id):
-            raise RequestError(f"Invalid params: task id {prepared.task_id!r} is in use")
+        if prepared.task_id is None:
+            return
+        store, task_id = self.store, prepared.task_id
+        if store.holds(task_id) if isinstance(store, KoraTaskStore) else await store.holds(task_id):
+            raise RequestError(f"Invalid params: task id {task_id!r} is in use")
 
     def _check_context(self, request: Request, prepared: legacy.Prepared) -> None:
         """Refuse a message naming a context (a memory session) of another user before it becomes a task."""

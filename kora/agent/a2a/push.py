@@ -1,0 +1,101 @@
+"""A2A push notifications, delivered in the background with retries (shared task store only).
+
+The SDK's request handler stores a task's ``pushNotificationConfig`` (on ``SendMessage`` or by the push-config
+methods) in its :class:`~a2a.server.tasks.DatabasePushNotificationConfigStore` and hands every stored state change
+and artifact update to a sender, awaiting it. :class:`BackgroundPushSender` returns at once instead, so a slow or
+failing receiver never holds up the task: each task's notifications go out in order, one task's chain after the
+other's, through the SDK's :class:`~a2a.server.tasks.BasePushNotificationSender` (the configured token in
+``X-A2A-Notification-Token``, the event as A2A's ``StreamResponse`` JSON). A delivery that fails (connection error,
+HTTP status >= 400) is retried :data:`RETRIES` times, after :data:`BACKOFF_SECONDS` (0.5, 1, 2, 4, 8 s); each
+attempt is counted in ``kora.a2a.push.deliveries`` (``kora.outcome``: ``ok``, ``retry``, ``failed``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import httpx
+from a2a.server.tasks import BasePushNotificationSender, PushNotificationConfigStore
+from a2a.server.tasks.push_notification_sender import PushNotificationEvent, PushNotificationSender
+from a2a.types.a2a_pb2 import TaskPushNotificationConfig
+from opentelemetry import metrics
+
+log = logging.getLogger("kora.agent.a2a.push")
+
+#: Seconds to wait before each retry of a delivery that failed.
+BACKOFF_SECONDS = (0.5, 1.0, 2.0, 4.0, 8.0)
+#: Retries of a failed delivery (after the first attempt).
+RETRIES = len(BACKOFF_SECONDS)
+#: Seconds one delivery attempt may take.
+ATTEMPT_TIMEOUT_SECONDS = 10.0
+
+_deliveries = metrics.get_meter("kora.agent").create_counter(
+    "kora.a2a.push.deliveries",
+    unit="{attempt}",
+    description="Push-notification delivery attempts, by kora.outcome: ok, retry (failed, tried again), failed "
+    "(failed, given up).",
+)
+
+
+class _Dispatcher(BasePushNotificationSender):
+    """The SDK's sender, for one delivery to one configuration (True when the receiver accepted it)."""
+
+    async def deliver(self, event: PushNotificationEvent, config: TaskPushNotificationConfig, task_id: str) -> bool:
+        """POST ``event`` to ``config``'s URL once; True on a 2xx answer."""
+        return await self._dispatch_notification(event, config, task_id)
+
+
+class BackgroundPushSender(PushNotificationSender):
+    """Sends the notifications of ``configs``' tasks in the background, in order per task, with retries."""
+
+    def __init__(self, configs: PushNotificationConfigStore) -> None:
+        self._configs = configs
+        self._client = httpx.AsyncClient(timeout=ATTEMPT_TIMEOUT_SECONDS)
+        self._dispatcher = _Dispatcher(self._client, configs)
+        #: task id -> the delivery of its newest notification (the next one waits for it).
+        self._chains: dict[str, asyncio.Task[None]] = {}
+
+    async def send_notification(self, task_id: str, event: PushNotificationEvent) -> None:
+        """Queue ``event``'s delivery to every configuration of ``task_id``; returns at once."""
+        # A copy: the SDK goes on updating its task object in place, and the delivery may happen later.
+        snapshot = type(event)()
+        snapshot.CopyFrom(event)
+        previous = self._chains.get(task_id)
+        chain = asyncio.create_task(self._deliver(previous, task_id, snapshot), name=f"kora-a2a-push-{task_id}")
+        self._chains[task_id] = chain
+        chain.add_done_callback(
+            lambda done: self._chains.pop(task_id, None) if self._chains.get(task_id) is done else None
+        )
+
+    async def _deliver(self, previous: asyncio.Task[None] | None, task_id: str, event: PushNotificationEvent) -> None:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+        try:
+            configs = await self._configs.get_info_for_dispatch(task_id)
+        except Exception:  # the store is unreachable: nothing to deliver to, the task goes on
+            log.exception("push notifications of task %s: cannot read its configurations", task_id)
+            _deliveries.add(1, {"kora.outcome": "failed"})
+            return
+        await asyncio.gather(*(self._with_retries(task_id, event, config) for config in configs))
+
+    async def _with_retries(
+        self, task_id: str, event: PushNotificationEvent, config: TaskPushNotificationConfig
+    ) -> None:
+        for attempt in range(RETRIES + 1):
+            if await self._dispatcher.deliver(event, config, task_id):
+                _deliveries.add(1, {"kora.outcome": "ok"})
+                return
+            if attempt == RETRIES:
+                break
+            _deliveries.add(1, {"kora.outcome": "retry"})
+            await asyncio.sleep(BACKOFF_SECONDS[attempt])
+        _deliveries.add(1, {"kora.outcome": "failed"})
+        log.warning("push notification of task %s to %s failed %d times; given up", task_id, config.url, RETRIES + 1)
+
+    async def close(self) -> None:
+        """Stop deliveries still pending and close the HTTP client."""
+        for chain in list(self._chains.values()):
+            chain.cancel()
+        await asyncio.gather(*self._chains.values(), return_exceptions=True)
+        await self._client.aclose()

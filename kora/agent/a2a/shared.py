@@ -1,0 +1,441 @@
+"""The shared task store (``TASK_STORE_TYPE=postgres``): A2A tasks of every replica of an agent in one Postgres.
+
+The SDK's cluster mode does most of it: :class:`a2a.server.cluster.VersionedDatabaseTaskStore` keeps tasks (history,
+artifacts, status) with a version per task and appends every applied event to a log that
+:class:`a2a.server.cluster.DatabaseTaskEventStream` serves to ``SubscribeToTask`` on any replica (it polls the log);
+the SDK's request handler writes ``canceled`` for a task another replica runs. Kora adds what the SDK leaves out:
+
+* **Schema**: :func:`prepare_database` (at start-up, synchronously) creates schema ``kora_a2a`` and the SDK's tables
+  in it, widens their 36-character id columns to ``text`` (A2A ids and Kora's context ids may be longer) and adds
+  Kora's lease table; an advisory lock lets replicas start together. A URL that does not connect is a start-up
+  error naming ``TASK_STORE_URL`` (:class:`~kora.core.settings_errors.SettingsError`, the password never shown).
+* **Cancel across replicas**: writing ``canceled`` also sends ``NOTIFY kora_a2a_cancel`` with the task id; every
+  replica ``LISTEN``\\ s (:meth:`SharedTasks.start`) and cancels the turn it runs for that id at once, instead of
+  when the turn next saves (the SDK's own remote cancel). A cancel announced while a replica's listener was
+  reconnecting is found in the store by its lease loop, within a third of the lease.
+* **Leases**: the replica running a task holds a lease row (``kora_a2a.task_leases``) for it, renewed every third of
+  ``TASK_LEASE_SECONDS``; a terminal save drops it. Every replica looks for leases that ran out (their replica
+  died) and ends their tasks ``failed`` with the reason in the status message: a turn is not resumed elsewhere,
+  because its model and tool calls may have had effects that a second run would repeat.
+* **Retention**: finished tasks are deleted ``TASK_RETENTION_SECONDS`` after their last change, in the background
+  (with their versions, events and push configurations), so the store's size is bounded by what a retention period
+  brings.
+* **Ownership** as in the local store: tasks are filed per owner (the call context's user) and a task id is unique
+  across owners (the version table's key is the task id alone), so a client-chosen id must be free for all.
+
+Every state change is stored (one transaction: task row, version, event log) before the SDK announces it to
+subscribers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import TYPE_CHECKING
+
+import psycopg
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.cluster import (
+    ConcurrentTaskModificationError,
+    DatabaseTaskEventStream,
+    TaskVersion,
+    VersionedDatabaseTaskStore,
+)
+from a2a.server.context import ServerCallContext
+from a2a.server.events import Event, EventQueue
+from a2a.server.models import Base, PushNotificationConfigModel, TaskEventModel, TaskModel, TaskVersionModel
+from a2a.server.owner_resolver import resolve_user_scope
+from a2a.server.tasks import DatabasePushNotificationConfigStore
+from a2a.types.a2a_pb2 import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
+from sqlalchemy import create_engine, make_url, text
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from kora.agent.a2a.push import BackgroundPushSender
+from kora.agent.a2a.store import FINISHED_STATES, is_finished
+from kora.core import env as envnames
+from kora.core.settings_errors import SettingsError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+log = logging.getLogger("kora.agent.a2a.shared")
+
+#: The Postgres schema holding the task store's tables (apart from the memory service's, in the same database).
+SCHEMA = "kora_a2a"
+#: The notification channel a ``canceled`` write is announced on (payload: the task id).
+CANCEL_CHANNEL = "kora_a2a_cancel"
+#: Key of the task's owner in a call context's ``state``, for writes no request makes (an expired lease).
+OWNER_STATE = "kora.a2a.owner"
+#: Seconds to wait for the database when connecting.
+CONNECT_TIMEOUT_SECONDS = 10
+#: The advisory lock serializing schema changes of replicas that start together.
+_SCHEMA_LOCK = 0x6B6F7261_61326131  # "koraa2a1"
+#: The SDK's ``String(36)`` columns that hold ids a client may choose longer.
+_ID_COLUMNS = (
+    ("tasks", "id"),
+    ("tasks", "context_id"),
+    ("task_versions", "task_id"),
+    ("task_events", "task_id"),
+    ("push_notification_configs", "task_id"),
+)
+_LEASES = f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.task_leases (
+    task_id text PRIMARY KEY,
+    owner text NOT NULL,
+    replica text NOT NULL,
+    expires_at timestamptz NOT NULL
+)"""
+#: The stored names of the terminal states (the SDK stores a status as protobuf JSON).
+_FINISHED_NAMES = tuple(TaskState.Name(state) for state in FINISHED_STATES)
+#: Deletes the finished tasks last changed more than ``:keep`` seconds ago, with their versions, events and push
+#: configurations (``last_updated`` is a UTC time without zone).
+_RETIRE = f"""WITH gone AS (
+    DELETE FROM tasks
+    WHERE last_updated < (now() AT TIME ZONE 'UTC') - make_interval(secs => :keep)
+      AND status->>'state' IN ({", ".join(f"'{name}'" for name in _FINISHED_NAMES)})
+    RETURNING id
+), versions AS (
+    DELETE FROM task_versions WHERE task_id IN (SELECT id FROM gone)
+), events AS (
+    DELETE FROM task_events WHERE task_id IN (SELECT id FROM gone)
+), configs AS (
+    DELETE FROM push_notification_configs WHERE task_id IN (SELECT id FROM gone)
+)
+SELECT count(*) FROM gone"""
+#: The status message of a task whose replica stopped while it ran.
+LEASE_EXPIRED_REASON = (
+    "The agent replica running this task stopped before it finished (its lease expired); the task was not resumed."
+)
+
+
+def _sqlalchemy_url(url: str) -> URL:
+    """``url`` (``postgresql://``) as SQLAlchemy's URL for psycopg 3."""
+    return make_url(url).set(drivername="postgresql+psycopg")
+
+
+def _connect_args() -> dict[str, object]:
+    return {"connect_timeout": CONNECT_TIMEOUT_SECONDS, "options": f"-c search_path={SCHEMA}"}
+
+
+def _without_secret(message: str, url: str) -> str:
+    """``message`` with the URL's password removed (drivers may quote the connection string)."""
+    password = make_url(url).password
+    return message.replace(str(password), "***") if password else message
+
+
+def prepare_database(url: str) -> None:
+    """Create or migrate the task store's tables in the database of ``url`` (idempotent; safe when replicas start
+    together). Raises :class:`SettingsError` naming ``TASK_STORE_URL`` when the database cannot be reached or
+    refuses (the reason as the driver states it, without the password)."""
+    engine = create_engine(_sqlalchemy_url(url), connect_args=_connect_args(), poolclass=None)
+    try:
+        with engine.begin() as connection:
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK})
+            connection.execute(text(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}"))
+            _create_tables(connection)
+    except SQLAlchemyError as error:
+        reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+        raise SettingsError(
+            "kora agent", [f"{envnames.TASK_STORE_URL}: cannot use the database: {_without_secret(reason, url)}"]
+        ) from None
+    finally:
+        engine.dispose()
+
+
+def _create_tables(connection: Connection) -> None:
+    tables = [model.__table__ for model in (TaskModel, TaskVersionModel, TaskEventModel, PushNotificationConfigModel)]
+    Base.metadata.create_all(connection, tables=tables)  # type: ignore[arg-type]
+    for table, column in _ID_COLUMNS:
+        connection.execute(text(f"ALTER TABLE {SCHEMA}.{table} ALTER COLUMN {column} TYPE text"))
+    connection.execute(text(_LEASES))
+    connection.execute(text(f"CREATE INDEX IF NOT EXISTS tasks_last_updated ON {SCHEMA}.tasks (last_updated)"))
+
+
+def owner_of(context: ServerCallContext) -> str:
+    """The owner tasks are filed under: the call context's user (the SDK's rule), or the owner a background write
+    names in ``state[OWNER_STATE]``."""
+    owner = context.state.get(OWNER_STATE)
+    return owner if isinstance(owner, str) else resolve_user_scope(context)
+
+
+class SharedTaskStore(VersionedDatabaseTaskStore):
+    """The SDK's versioned database store, which also drops a finished task's lease and announces a cancel (to the
+    replicas, and to the task's push-notification receivers when this replica does not run the task: the replica
+    running it never processes that cancel)."""
+
+    def __init__(self, engine: AsyncEngine, shared: SharedTasks) -> None:
+        super().__init__(engine, create_table=False, owner_resolver=owner_of)
+        self._engine = engine
+        self._shared = shared
+
+    async def holds(self, task_id: str) -> bool:
+        """True when some owner's task has id ``task_id``."""
+        async with self._engine.connect() as connection:
+            found = await connection.execute(text("SELECT 1 FROM task_versions WHERE task_id = :id"), {"id": task_id})
+            return found.first() is not None
+
+    async def save(
+        self,
+        task: Task,
+        *,
+        event: Event | None = None,
+        prev: Task | None = None,
+        prev_version: TaskVersion,
+        context: ServerCallContext,
+    ) -> TaskVersion:
+        """Store ``task`` (see the SDK's store); once it is finished, drop its lease, and announce a cancel on
+        :data:`CANCEL_CHANNEL` (after the write commits, so a listener reads ``canceled``)."""
+        version = await super().save(task, event=event, prev=prev, prev_version=prev_version, context=context)
+        if is_finished(task):
+            async with self._engine.begin() as connection:
+                await connection.execute(text("DELETE FROM task_leases WHERE task_id = :id"), {"id": task.id})
+                if task.status.state == TaskState.TASK_STATE_CANCELED:
+                    await connection.execute(
+                        text("SELECT pg_notify(:channel, :id)"), {"channel": CANCEL_CHANNEL, "id": task.id}
+                    )
+            if (
+                task.status.state == TaskState.TASK_STATE_CANCELED
+                and event is not None
+                and not self._shared.runs(task.id)
+            ):
+                await self._shared.push.send_notification(task.id, event)
+        return version
+
+
+class ReplicaExecutor(AgentExecutor):
+    """Runs tasks with ``inner`` under a lease of this replica, and knows which asyncio task runs each, so a cancel
+    announced by another replica stops it."""
+
+    def __init__(self, inner: AgentExecutor, shared: SharedTasks) -> None:
+        self._inner = inner
+        self._shared = shared
+        #: task id -> the asyncio task running its turn on this replica.
+        self.running: dict[str, asyncio.Task[object]] = {}
+        #: Tasks being canceled: by this replica (:meth:`cancel`) or by another one (:meth:`stop`; also in _remote).
+        self._stopped: set[str] = set()
+        self._remote: set[str] = set()
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """Take the task's lease, then run it with the inner executor."""
+        assert context.task_id is not None
+        task_id = context.task_id
+        current = asyncio.current_task()
+        assert current is not None
+        self.running[task_id] = current
+        try:
+            await self._shared.claim(task_id, owner_of(context.call_context))
+            await self._inner.execute(context, event_queue)
+        except asyncio.CancelledError:
+            if task_id not in self._remote:
+                raise
+            # Canceled by another replica (stop): the task ends here as any canceled task does. Writing 'canceled'
+            # finds it stored already, so the SDK reloads it and answers a client waiting here with it.
+            current.uncancel()
+            await self._inner.cancel(context, event_queue)
+        finally:
+            self.running.pop(task_id, None)
+            self._stopped.discard(task_id)
+            self._remote.discard(task_id)
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """The inner executor's cancel (a cancel asked of this replica: the SDK then cancels the turn itself, so
+        the announcement of this cancel does not stop it a second time)."""
+        if context.task_id is not None:
+            self._stopped.add(context.task_id)
+        await self._inner.cancel(context, event_queue)
+
+    def stop(self, task_id: str) -> bool:
+        """Cancel the turn of ``task_id`` if this replica runs it; True when it did."""
+        running = self.running.get(task_id)
+        if running is None or running.done() or task_id in self._stopped:
+            return False
+        self._stopped.add(task_id)
+        self._remote.add(task_id)
+        running.cancel()
+        return True
+
+
+class SharedTasks:
+    """The shared task store of one agent process: engine, store, event stream, the executor wrapper, and the
+    background work (cancel listener, lease renewal and expiry).
+
+    ``url`` is ``TASK_STORE_URL``; ``lease_seconds`` is ``TASK_LEASE_SECONDS``; ``retention_seconds`` is
+    ``TASK_RETENTION_SECONDS``. :func:`prepare_database` must have run (:meth:`open` does both).
+    """
+
+    def __init__(self, url: str, lease_seconds: float, retention_seconds: float) -> None:
+        self.url = url
+        self.lease_seconds = lease_seconds
+        self.retention_seconds = retention_seconds
+        self.replica = uuid.uuid4().hex
+        self.engine = create_async_engine(
+            _sqlalchemy_url(url), connect_args=_connect_args(), pool_pre_ping=True, pool_size=10, max_overflow=20
+        )
+        self.store = SharedTaskStore(self.engine, self)
+        self.events = DatabaseTaskEventStream(self.engine, create_table=False)
+        self.push_configs = DatabasePushNotificationConfigStore(
+            self.engine, create_table=False, owner_resolver=owner_of
+        )
+        self.push = BackgroundPushSender(self.push_configs)
+        self.executor: ReplicaExecutor | None = None
+        #: Set while the cancel listener is connected and listening.
+        self.listening = asyncio.Event()
+        self._background: list[asyncio.Task[None]] = []
+
+    @classmethod
+    def open(cls, url: str, lease_seconds: float, retention_seconds: float) -> SharedTasks:
+        """Prepare the database (raises :class:`SettingsError` naming ``TASK_STORE_URL``) and build the pieces."""
+        prepare_database(url)
+        return cls(url, lease_seconds, retention_seconds)
+
+    def runs(self, task_id: str) -> bool:
+        """True when this replica runs ``task_id``'s turn."""
+        return self.executor is not None and task_id in self.executor.running
+
+    def wrap(self, executor: AgentExecutor) -> ReplicaExecutor:
+        """``executor`` run under this replica's leases and cancel listener."""
+        self.executor = ReplicaExecutor(executor, self)
+        return self.executor
+
+    async def start(self) -> None:
+        """Start the cancel listener and the lease loop (the app's start-up)."""
+        self._background = [
+            asyncio.create_task(self._listen(), name="kora-a2a-cancel-listener"),
+            asyncio.create_task(self._lease_loop(), name="kora-a2a-leases"),
+        ]
+
+    async def close(self) -> None:
+        """Stop the background work and close the database connections."""
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        self._background = []
+        await self.push.close()
+        await self.engine.dispose()
+
+    async def claim(self, task_id: str, owner: str) -> None:
+        """Hold ``task_id``'s lease for this replica (taking it over from a replica that ran it before)."""
+        async with self.engine.begin() as connection:
+            await connection.execute(
+                text(
+                    "INSERT INTO task_leases (task_id, owner, replica, expires_at) "
+                    "VALUES (:id, :owner, :replica, now() + make_interval(secs => :lease)) "
+                    "ON CONFLICT (task_id) DO UPDATE SET replica = excluded.replica, expires_at = excluded.expires_at"
+                ),
+                {"id": task_id, "owner": owner, "replica": self.replica, "lease": self.lease_seconds},
+            )
+
+    async def _listen(self) -> None:
+        """``LISTEN`` for cancels and stop the turns this replica runs for them; reconnects with back-off (a cancel
+        sent while disconnected still stops the turn at its next save, the SDK's own check)."""
+        delay = 0.5
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                    self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS
+                ) as connection:
+                    await connection.execute(f"LISTEN {CANCEL_CHANNEL}")
+                    self.listening.set()
+                    delay = 0.5
+                    async for notice in connection.notifies():
+                        if self.executor is not None and self.executor.stop(notice.payload):
+                            log.info("task %s canceled on another replica: its turn is stopped", notice.payload)
+            except psycopg.Error as error:
+                self.listening.clear()
+                log.warning("task store: cancel listener lost its connection (%s); retrying in %.1f s", error, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    async def _lease_loop(self) -> None:
+        """Every third of the lease: renew the leases of the turns running here, end the tasks whose lease ran out,
+        and delete the finished tasks past their retention."""
+        while True:
+            await asyncio.sleep(self.lease_seconds / 3)
+            try:
+                await self._renew()
+                await self._stop_canceled()
+                await self._expire()
+                await self._retire()
+            except (SQLAlchemyError, OSError) as error:
+                log.warning("task store: lease renewal failed (%s); retrying", error)
+            except Exception:  # the loop must outlive any one failure: without it, live turns would lose their leases
+                log.exception("task store: lease loop pass failed; retrying")
+
+    async def _renew(self) -> None:
+        running = list(self.executor.running) if self.executor is not None else []
+        if not running:
+            return
+        async with self.engine.begin() as connection:
+            await connection.execute(
+                text(
+                    "UPDATE task_leases SET expires_at = now() + make_interval(secs => :lease) "
+                    "WHERE replica = :replica AND task_id = ANY(:ids)"
+                ),
+                {"lease": self.lease_seconds, "replica": self.replica, "ids": running},
+            )
+
+    async def _stop_canceled(self) -> None:
+        """Stop the turns running here whose task is stored ``canceled``: a cancel whose announcement this replica
+        missed (its listener was reconnecting) stops the turn within a third of the lease."""
+        running = list(self.executor.running) if self.executor is not None else []
+        if not running:
+            return
+        async with self.engine.connect() as connection:
+            canceled = await connection.execute(
+                text("SELECT id FROM tasks WHERE id = ANY(:ids) AND status->>'state' = 'TASK_STATE_CANCELED'"),
+                {"ids": running},
+            )
+            for (task_id,) in canceled.all():
+                if self.executor is not None and self.executor.stop(task_id):
+                    log.info("task %s canceled on another replica (found stored): its turn is stopped", task_id)
+
+    async def _expire(self) -> None:
+        async with self.engine.begin() as connection:
+            expired = (
+                await connection.execute(
+                    text("DELETE FROM task_leases WHERE expires_at < now() RETURNING task_id, owner")
+                )
+            ).all()
+        for task_id, owner in expired:
+            await self._fail_abandoned(task_id, owner)
+
+    async def _retire(self) -> None:
+        async with self.engine.begin() as connection:
+            deleted = (await connection.execute(text(_RETIRE), {"keep": self.retention_seconds})).scalar_one()
+        if deleted:
+            log.info("task store: deleted %d finished tasks past their retention", deleted)
+
+    async def _fail_abandoned(self, task_id: str, owner: str) -> None:
+        """End ``task_id`` ``failed`` with :data:`LEASE_EXPIRED_REASON` unless it finished meanwhile."""
+        context = ServerCallContext(state={OWNER_STATE: owner})
+        for _ in range(3):
+            stored = await self.store.get(task_id, context)
+            if stored is None or is_finished(stored.task):
+                return
+            failed = Task()
+            failed.CopyFrom(stored.task)
+            failed.status.CopyFrom(
+                TaskStatus(
+                    state=TaskState.TASK_STATE_FAILED,
+                    message=Message(
+                        role=Role.ROLE_AGENT,
+                        message_id=str(uuid.uuid4()),
+                        task_id=task_id,
+                        context_id=failed.context_id,
+                        parts=[Part(text=LEASE_EXPIRED_REASON)],
+                    ),
+                )
+            )
+            failed.status.timestamp.GetCurrentTime()
+            event = TaskStatusUpdateEvent(task_id=task_id, context_id=failed.context_id, status=failed.status)
+            try:
+                await self.store.save(
+                    failed, event=event, prev=stored.task, prev_version=stored.version, context=context
+                )
+            except ConcurrentTaskModificationError:
+                continue
+            log.warning("task %s failed: its replica stopped while it ran (lease expired)", task_id)
+            await self.push.send_notification(task_id, event)
+            return
