@@ -63,7 +63,12 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
         ),
     )
     a2a = A2AServer(
-        settings, state.wait_runtime, state.tool_definitions, state.identity, check_session=state.memory.check_access
+        settings,
+        state.wait_runtime,
+        state.tool_definitions,
+        state.identity,
+        check_session=state.memory.check_access,
+        check_memory=state.check_memory,
     )
 
     @asynccontextmanager

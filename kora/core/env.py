@@ -128,6 +128,9 @@ GATEWAY_INTERNAL_URL = "GATEWAY_INTERNAL_URL"
 STRICT_GATEWAY_API_ENABLED = "STRICT_GATEWAY_API_ENABLED"
 #: ``true`` | ``false``: one NetworkPolicy per workload (security.networkPolicy.enabled; strict mode implies it).
 NETWORK_POLICY_ENABLED = "NETWORK_POLICY_ENABLED"
+#: Seconds between the operator's asks of Agent pods whether they reach their MemoryStore
+#: (operator.memoryProbeSeconds, default 15).
+AGENT_MEMORY_PROBE_SECONDS = "AGENT_MEMORY_PROBE_SECONDS"
 #: Namespace the operator runs in (default: its service account's namespace, else ``default``).
 OPERATOR_NAMESPACE = "OPERATOR_NAMESPACE"
 

@@ -11,7 +11,8 @@ Chart value -> variable (``deploy/helm/kora``): ``gatewayAPI.enabled`` -> ``GATE
 ``gatewayAPI.gatewayName`` -> ``GATEWAY_NAME``, ``gatewayAPI.gatewayNamespace`` -> ``GATEWAY_NAMESPACE``,
 ``gatewayAPI.internalURL`` -> ``GATEWAY_INTERNAL_URL``, ``gateway.defaultTimeouts.*`` ->
 ``GATEWAY_DEFAULT_*_TIMEOUT``, ``security.strictGatewayApi.enabled`` -> ``STRICT_GATEWAY_API_ENABLED``,
-``security.networkPolicy.enabled`` -> ``NETWORK_POLICY_ENABLED``. ``gatewayAPI.createGateway``,
+``security.networkPolicy.enabled`` -> ``NETWORK_POLICY_ENABLED``, ``operator.memoryProbeSeconds`` ->
+``AGENT_MEMORY_PROBE_SECONDS``. ``gatewayAPI.createGateway``,
 ``gatewayClassName`` and ``listenerPort`` make the chart render the Gateway itself (Helm owns it), so the chart
 never sets ``GATEWAY_CREATE``, ``GATEWAY_CLASS_NAME`` or ``GATEWAY_LISTENER_PORT``: those are for an operator run
 without the chart.
@@ -125,6 +126,13 @@ class OperatorSettings(BaseSettings):
     network_policy_enabled: bool = Field(
         default=False,
         description="One NetworkPolicy per workload (strict mode generates them even when this is false).",
+    )
+    agent_memory_probe_seconds: float = Field(
+        default=15.0,
+        gt=0,
+        le=3600,
+        description="Seconds between the operator's asks of each running Agent pod bound to a MemoryStore "
+        "whether it reaches its store (`GET /ready`), which set and clear the `MemoryDegraded` condition.",
     )
     # Read from GATEWAY_DEFAULT_*_TIMEOUT by RouteTimeouts.from_env (VARIABLES documents them).
     route_timeouts: SkipJsonSchema[RouteTimeouts] = Field(default=DEFAULT_ROUTE_TIMEOUTS)
