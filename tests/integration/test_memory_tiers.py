@@ -595,3 +595,29 @@ async def test_with_a_model_every_correction_goes_to_the_conflict_check_with_or_
             history = (await client.get(f"/v1/facts/{first['fact_id']}/history")).json()["history"]
             assert history[-1]["reason"] == "contradicted by a newer fact"
 
+
+# -- ranking: relevance first, age only breaks ties ---------------------------------------------------------
+
+
+async def test_an_old_relevant_fact_outranks_a_new_less_relevant_one_and_age_breaks_ties(memory_db: str) -> None:
+    async with service(memory_db, None) as client:
+        old = (await save(client, "The user lives in Lyon with a dog."))["fact_id"]
+        await save(client, "The user lives in Lyon.")
+        tied_old = (await save(client, "The user plays chess."))["fact_id"]
+        await save(client, "The user plays tennis.")
+        async with await psycopg.AsyncConnection.connect(memory_db) as conn:
+            await conn.execute(
+                "UPDATE facts SET created_at = now() - interval '365 days' WHERE fact_id = ANY(%s)",
+                ([old, tied_old],),
+            )
+            await conn.commit()
+        # All four query words against three of them: a year of age does not bury the better match.
+        assert (await recall(client, "user lives Lyon dog"))[:2] == [
+            "The user lives in Lyon with a dog.",
+            "The user lives in Lyon.",
+        ]
+        # Equal relevance: the newer first.
+        assert (await recall(client, "what does the user play"))[:2] == [
+            "The user plays tennis.",
+            "The user plays chess.",
+        ]
