@@ -54,7 +54,7 @@ MODEL_PROXY_API_BASE = "MODEL_PROXY_API_BASE"
 MODEL_PROXY_API_KEY = "MODEL_PROXY_API_KEY"
 #: Comma-separated model names the proxy offers (empty: any).
 MODEL_PROXY_MODELS = "MODEL_PROXY_MODELS"
-#: Name of the model a Hosted ModelAPI serves (``kora.hosted.catalog`` lists the ones Kora hosts).
+#: Name of the model a Hosted ModelAPI serves (``kora.resources.hosted_models`` lists the ones Kora hosts).
 MODEL_HOSTED_MODEL = "MODEL_HOSTED_MODEL"
 
 # Memory service (``kora memory``), the MemoryStore workload.
@@ -131,6 +131,8 @@ NETWORK_POLICY_ENABLED = "NETWORK_POLICY_ENABLED"
 #: Seconds between the operator's asks of Agent pods whether they reach their MemoryStore
 #: (operator.memoryProbeSeconds, default 15).
 AGENT_MEMORY_PROBE_SECONDS = "AGENT_MEMORY_PROBE_SECONDS"
+#: Image of Hosted ModelAPIs (default: KORA_IMAGE with ``-embeddings`` after its tag).
+KORA_EMBEDDINGS_IMAGE = "KORA_EMBEDDINGS_IMAGE"
 #: Namespace the operator runs in (default: its service account's namespace, else ``default``).
 OPERATOR_NAMESPACE = "OPERATOR_NAMESPACE"
 

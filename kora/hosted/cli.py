@@ -18,7 +18,7 @@ from typing import Annotated
 
 from kora.core import env as names
 from kora.core.command import run_command, serve_until_stopped
-from kora.hosted.catalog import HostedModel, find_hosted_model, missing_extra_message, unsupported_message
+from kora.resources.hosted_models import HostedModel, find_hosted_model, missing_extra_message, unsupported_message
 
 __all__ = ["VARIABLES", "cli"]
 
