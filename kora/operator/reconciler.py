@@ -245,7 +245,8 @@ class Reconciler:
 
     async def probe_memory_forever(self) -> None:
         """Every ``AGENT_MEMORY_PROBE_SECONDS``, :meth:`probe_memory` (until cancelled)."""
-        async with httpx.AsyncClient() as client:
+        # Pod IPs are reached directly, never through a proxy the operator's environment may name.
+        async with httpx.AsyncClient(trust_env=False) as client:
             while True:
                 await self.probe_memory(client)
                 await asyncio.sleep(self.settings.agent_memory_probe_seconds)
