@@ -16,7 +16,8 @@ Then each question is recalled at ``user`` scope, top 10:
   candidates are blended): its latency p50 / p95 is the one an agent sees;
 * **full text only**: :func:`kora.memory.service.recall.recall_facts` in this process on the same database, with
   no query embedding (the service's path without an embedding model);
-* **vector only**: the nearest facts by cosine (pgvector, exact), the question embedded by the same model.
+* **vector only**: the nearest facts by cosine (pgvector, exact), the question embedded by the same model;
+* **rank fusion**: reciprocal rank fusion (k = 60) of the top 20 of those two lists, a candidate for the service.
 
 For each, evidence recall per question category: ``any@k`` (at least one evidence turn in the top k) and
 ``all@k`` (every evidence turn in it), at k = 5 and 10. LoCoMo's categories: 1 multi-hop, 2 temporal,
@@ -142,7 +143,7 @@ async def measure(
     database = Database(settings)
     await database.open()
     assert database.pool is not None
-    modes = {"hybrid": Scores(), "full text only": Scores(), "vector only": Scores()}
+    modes = {"hybrid": Scores(), "full text only": Scores(), "vector only": Scores(), "rank fusion": Scores()}
     turns = duplicates = superseded = 0
     started = time.perf_counter()
     async with httpx.AsyncClient(base_url=service_url, headers=ADMIN) as client, httpx.AsyncClient() as model:
@@ -175,9 +176,9 @@ async def measure(
                 modes["hybrid"].add(category, [dialog.get(h["id"], set()) for h in hits], evidence)
                 async with database.pool.connection() as conn:
                     begun = time.perf_counter()
-                    lexical = await recall.recall_facts(conn, where, text, None, TOP_K, 0.0)
+                    lexical = await recall.recall_facts(conn, where, text, None, 2 * TOP_K, 0.0)
                     modes["full text only"].latencies.append(time.perf_counter() - begun)
-                    modes["full text only"].add(category, [dialog.get(h.id, set()) for h in lexical], evidence)
+                    modes["full text only"].add(category, [dialog.get(h.id, set()) for h in lexical[:TOP_K]], evidence)
                     vector = (
                         await model.post(f"{model_url}/v1/embeddings", json={"model": MODEL, "input": [text]})
                     ).json()["data"][0]["embedding"]
@@ -185,14 +186,29 @@ async def measure(
                     begun = time.perf_counter()
                     cur = await conn.execute(
                         f"SELECT f.fact_id FROM facts f WHERE f.invalidated_at IS NULL AND {condition} "
-                        f"ORDER BY f.embedding <=> %(emb)s::vector LIMIT {TOP_K}",
+                        f"ORDER BY f.embedding <=> %(emb)s::vector LIMIT {2 * TOP_K}",
                         params | {"emb": vector},
                     )
                     nearest = [str(r[0]) for r in await cur.fetchall()]
                     modes["vector only"].latencies.append(time.perf_counter() - begun)
-                    modes["vector only"].add(category, [dialog.get(f, set()) for f in nearest], evidence)
+                    modes["vector only"].add(category, [dialog.get(f, set()) for f in nearest[:TOP_K]], evidence)
+                    fused = fuse([h.id for h in lexical], nearest)
+                    modes["rank fusion"].add(category, [dialog.get(f, set()) for f in fused[:TOP_K]], evidence)
     await database.close()
     report(modes, len(data), turns, duplicates, superseded, ingest_seconds)
+
+
+#: The usual constant of reciprocal rank fusion (Cormack et al., 2009).
+RRF_K = 60
+
+
+def fuse(*rankings: list[str]) -> list[str]:
+    """Reciprocal rank fusion of ranked id lists: each id scores the sum of ``1 / (RRF_K + rank)``, best first."""
+    scores: dict[str, float] = defaultdict(float)
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            scores[item] += 1 / (RRF_K + rank)
+    return sorted(scores, key=lambda item: scores[item], reverse=True)
 
 
 def report(
@@ -204,9 +220,12 @@ def report(
     )
     categories = [*sorted({c for scores in modes.values() for c in scores.hits if c != "all"}), "all"]
     for name, scores in modes.items():
-        p50 = 1000 * statistics.median(scores.latencies)
-        p95 = 1000 * sorted(scores.latencies)[int(len(scores.latencies) * 0.95) - 1]
-        print(f"\n{name}: recall p50 {p50:.1f} ms, p95 {p95:.1f} ms")
+        if scores.latencies:
+            p50 = 1000 * statistics.median(scores.latencies)
+            p95 = 1000 * sorted(scores.latencies)[int(len(scores.latencies) * 0.95) - 1]
+            print(f"\n{name}: recall p50 {p50:.1f} ms, p95 {p95:.1f} ms")
+        else:
+            print(f"\n{name} (computed from the two lists above):")
         print("| category | questions | any@5 | any@10 | all@5 | all@10 |")
         print("|---|---|---|---|---|---|")
         for category in categories:
