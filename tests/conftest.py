@@ -68,7 +68,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     marked = [item for item in items if item.get_closest_marker("embeddings") is not None]
     if not marked:
         return
-    from kora.hosted.catalog import MINILM, install_command, missing_extra_message
+    from kora.resources.hosted_models import MINILM, install_command, missing_extra_message
 
     missing = missing_extra_message(MINILM)
     if missing is None:

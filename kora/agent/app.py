@@ -79,6 +79,7 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
             state.tool_definitions,
             state.identity,
             check_session=state.memory.check_access,
+            check_memory=state.check_memory,
         )
         app.state.a2a = server
         # The HTTP+JSON binding's routes are the SDK's, so they join the route table once it has loaded (before

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -217,15 +217,19 @@ class AgentRuntime:
             except (Exception, asyncio.CancelledError) as error:
                 return await self._failed(turn, error, progress)
 
-    async def stream(self, turn: TurnRequest) -> AsyncGenerator[str | TurnOutcome]:
+    async def stream(
+        self, turn: TurnRequest, prepared: Callable[[], Awaitable[None]] | None = None
+    ) -> AsyncGenerator[str | TurnOutcome]:
         """Run a turn, yielding answer text deltas as the model streams them, then the :class:`TurnOutcome`.
 
         Tool calls and delegation happen inside the turn and yield no text. Closing the iterator early
         (a client that went away) cancels the model request and tool calls in flight; the steps that ran are
-        stored with a ``cancelled`` error event.
+        stored with a ``cancelled`` error event. ``prepared`` is awaited once memory has given the turn its
+        context, before the model is asked: a caller that must refuse a turn whose memory cannot be read (A2A in
+        strict mode) publishes nothing before it.
         """
         with self.tracing.turn(turn.session_id) as span:
-            async with aclosing(self._stream(turn, span, tool_steps=False)) as items:
+            async with aclosing(self._stream(turn, span, prepared, tool_steps=False)) as items:
                 async for item in items:
                     if isinstance(item, TurnOutcome):
                         if span is not None:
@@ -239,20 +243,27 @@ class AgentRuntime:
         (:class:`~kora.agent.turn.ToolCalled`) and as it returns (:class:`~kora.agent.turn.ToolReturned`), in the
         order they happen. Client tool calls are not steps: the outcome carries them."""
         with self.tracing.turn(turn.session_id) as span:
-            async with aclosing(self._stream(turn, span, tool_steps=True)) as items:
+            async with aclosing(self._stream(turn, span, None, tool_steps=True)) as items:
                 async for item in items:
                     if span is not None and isinstance(item, TurnOutcome):
                         span.finish(item)
                     yield item
 
     async def _stream(
-        self, turn: TurnRequest, span: TurnSpan | None, *, tool_steps: bool
+        self,
+        turn: TurnRequest,
+        span: TurnSpan | None,
+        prepared: Callable[[], Awaitable[None]] | None,
+        *,
+        tool_steps: bool,
     ) -> AsyncGenerator[str | ToolStep | TurnOutcome]:
         async with self._locks.hold(turn.session_id):
             recorded = False
             progress = _Progress(budget=self.budget(turn))
             try:
                 turn, messages, prompt_at = await self._prepare(turn)
+                if prepared is not None:
+                    await prepared()
                 progress.messages = messages[prompt_at:]
                 said_text = False
                 if self._direct and turn.direct_first:

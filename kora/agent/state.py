@@ -94,6 +94,13 @@ class AgentState:
             return ["agent runtime is still loading"]
         return [*self.runtime.problems(), *self.memory.status().problems]
 
+    def check_memory(self) -> None:
+        """Raise :class:`~kora.core.errors.Unavailable` (code ``memory_unavailable``) while memory makes the agent
+        unready: a strict-mode store known to be unreachable, so a turn would be refused anyway."""
+        problems = self.memory.status().problems
+        if problems:
+            raise Unavailable(f"The memory store is unavailable: {'; '.join(problems)}", code="memory_unavailable")
+
     def details(self) -> dict[str, str]:
         """What ``/ready`` reports without failing: e.g. ``memory: degraded`` while a soft-mode store is away."""
         return self.memory.status().details

@@ -70,7 +70,7 @@ MODEL_PROXY_API_BASE = "MODEL_PROXY_API_BASE"
 MODEL_PROXY_API_KEY = "MODEL_PROXY_API_KEY"
 #: Comma-separated model names the proxy offers (empty: any).
 MODEL_PROXY_MODELS = "MODEL_PROXY_MODELS"
-#: Name of the model a Hosted ModelAPI serves (``kora.hosted.catalog`` lists the ones Kora hosts).
+#: Name of the model a Hosted ModelAPI serves (``kora.resources.hosted_models`` lists the ones Kora hosts).
 MODEL_HOSTED_MODEL = "MODEL_HOSTED_MODEL"
 
 # Memory service (``kora memory``), the MemoryStore workload.
@@ -148,6 +148,11 @@ GATEWAY_INTERNAL_URL = "GATEWAY_INTERNAL_URL"
 STRICT_GATEWAY_API_ENABLED = "STRICT_GATEWAY_API_ENABLED"
 #: ``true`` | ``false``: one NetworkPolicy per workload (security.networkPolicy.enabled; strict mode implies it).
 NETWORK_POLICY_ENABLED = "NETWORK_POLICY_ENABLED"
+#: Seconds between the operator's asks of Agent pods whether they reach their MemoryStore
+#: (operator.memoryProbeSeconds, default 15).
+AGENT_MEMORY_PROBE_SECONDS = "AGENT_MEMORY_PROBE_SECONDS"
+#: Image of Hosted ModelAPIs (default: KORA_IMAGE with ``-embeddings`` after its tag).
+KORA_EMBEDDINGS_IMAGE = "KORA_EMBEDDINGS_IMAGE"
 #: Namespace the operator runs in (default: its service account's namespace, else ``default``).
 OPERATOR_NAMESPACE = "OPERATOR_NAMESPACE"
 
@@ -157,6 +162,11 @@ MCP_MAX_REQUEST_BYTES = "MCP_MAX_REQUEST_BYTES"
 MEMORY_SERVICE_MAX_REQUEST_BYTES = "MEMORY_SERVICE_MAX_REQUEST_BYTES"
 MODEL_PROXY_MAX_REQUEST_BYTES = "MODEL_PROXY_MAX_REQUEST_BYTES"
 MODEL_HOSTED_MAX_REQUEST_BYTES = "MODEL_HOSTED_MAX_REQUEST_BYTES"
+#: Intra-op threads of the hosted model runtime (``kora model-hosted``; default 1, at most 64).
+MODEL_HOSTED_THREADS = "MODEL_HOSTED_THREADS"
+#: Default and largest ``MODEL_HOSTED_THREADS``.
+DEFAULT_HOSTED_THREADS = 1
+MAX_HOSTED_THREADS = 64
 #: Default of the agent and the tool server (4 MiB).
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 #: Default of the memory service and the model workloads (16 MiB): a batch of events, or a model request holding a
@@ -220,6 +230,17 @@ def byte_limit(environ: Mapping[str, str], name: str, default: int) -> int:
         return default
     if not raw.isdigit() or int(raw) < MIN_MAX_REQUEST_BYTES:
         raise ValueError(f"{name} must be a whole number of bytes, at least {MIN_MAX_REQUEST_BYTES}; got {raw!r}")
+    return int(raw)
+
+
+def thread_count(environ: Mapping[str, str], name: str, default: int, maximum: int) -> int:
+    """The thread-count variable ``name`` of ``environ`` (``default`` when unset or blank). ``ValueError`` naming
+    the variable when it is not a whole number from 1 to ``maximum``."""
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or not 1 <= int(raw) <= maximum:
+        raise ValueError(f"{name} must be a whole number of threads from 1 to {maximum}; got {raw!r}")
     return int(raw)
 
 

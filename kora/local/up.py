@@ -46,7 +46,6 @@ from kora.core.command import run_command
 from kora.core.net import bind_socket, free_port
 from kora.core.settings_errors import SettingsError
 from kora.core.telemetry import Telemetry, instrument_app, setup_telemetry
-from kora.hosted.catalog import find_hosted_model
 from kora.local.backends import BackendWatch, proxy_backends
 from kora.local.credentials import Credentials
 from kora.local.gateway import create_gateway_app, gateway_body_limit, routes_from_plans
@@ -79,6 +78,7 @@ from kora.resources import (
     load_path,
     plan_workloads,
 )
+from kora.resources.hosted_models import find_hosted_model
 from kora.resources.models import ModelAPIMode
 from kora.resources.urls import route_path
 from kora.resources.wiring import Probes
@@ -502,6 +502,13 @@ def _up(
         return 2
     for namespace, name, key in secrets.unused(graph):
         print(f"kora up: warning: --secret-env {namespace}/{name}/{key}: no manifest references it", file=sys.stderr)
+    for resource in graph:
+        if resource.spec.container.image is not None:
+            print(
+                f"kora up: warning: {resource.kind} {resource.metadata.name}: spec.container.image is for a cluster; "
+                "kora up runs this installation's kora as a local process",
+                file=sys.stderr,
+            )
     state_dir = state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     otel_endpoint = (otel_endpoint or "").strip() or None

@@ -174,8 +174,8 @@ class EventList(BaseModel):
 class RecallHit(BaseModel):
     """One recalled memory: a long-term fact (``source="fact"``) or a stored event (``source="event"``).
 
-    ``score`` is in ``[0, 1]``: cosine similarity (when both sides have embeddings), full-text rank and recency
-    blended (see :mod:`kora.memory.service.recall`).
+    ``score`` is in ``[0, 1]``: cosine similarity (when both sides have embeddings) and the share of the query's
+    words blended (see :mod:`kora.memory.service.recall`); age only breaks ties.
     """
 
     id: str

@@ -54,6 +54,7 @@ from pydantic import JsonValue
 
 from kora.core.tokens import new_token
 from kora.operator.settings import OperatorSettings
+from kora.resources.hosted_models import find_hosted_model, unsupported_message
 from kora.resources.models import (
     API_VERSION,
     MAX_DURATION_SECONDS,
@@ -300,8 +301,9 @@ def plan_for(resource: AnyResource, settings: OperatorSettings, model_api: Model
 
 
 def cluster_problems(resource: AnyResource) -> list[str]:
-    """Why ``resource`` cannot run in a cluster although the models accept it (empty: it can). Today one case:
-    a scripted ModelAPI's ``scriptFile`` names a file on the machine that loaded the manifest; use ``script``."""
+    """Why ``resource`` cannot run in a cluster although the models accept it (empty: it can): a scripted
+    ModelAPI's ``scriptFile`` names a file on the machine that loaded the manifest (use ``script``); a Hosted
+    ModelAPI names a model Hosted mode does not serve (``kora up``'s message)."""
     if isinstance(resource, ModelAPI):
         config = resource.spec.scripted_config
         if config is not None and config.script_file is not None:
@@ -309,7 +311,20 @@ def cluster_problems(resource: AnyResource) -> list[str]:
                 "spec.scriptedConfig.scriptFile names a file on the machine that loaded the manifest, which a pod "
                 "cannot read: give the rules inline as spec.scriptedConfig.script"
             ]
+        hosted = resource.spec.hosted_config
+        if hosted is not None and find_hosted_model(hosted.model) is None:
+            return [unsupported_message(hosted.model)]
     return []
+
+
+def image_of(resource: AnyResource, settings: OperatorSettings) -> str:
+    """The image of ``resource``'s workload: its ``spec.container.image``, else ``KORA_EMBEDDINGS_IMAGE`` for a
+    Hosted ModelAPI (the variant with the embedding runtime), else ``KORA_IMAGE``."""
+    if resource.spec.container.image is not None:
+        return resource.spec.container.image
+    if isinstance(resource, ModelAPI) and resource.spec.hosted_config is not None:
+        return settings.embeddings_image
+    return settings.kora_image
 
 
 def _local_memory(resource: AnyResource) -> bool:
@@ -367,7 +382,7 @@ def _deployment(
         env.append({"name": "HOME", "value": SCRATCH_DIR})
     container: JsonObject = {
         "name": CONTAINER_NAME,
-        "image": settings.kora_image,
+        "image": image_of(resource, settings),
         "args": [_escape(arg) for arg in plan.args],
         "env": env,
         "ports": [{"name": PORT_NAME, "containerPort": plan.port, "protocol": "TCP"}],

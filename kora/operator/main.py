@@ -26,6 +26,7 @@ from kora.operator.admission import WEBHOOK_CONFIGURATION, reference_warnings, v
 from kora.operator.children import KIND_LABEL, MANAGED_BY, NAME_LABEL
 from kora.operator.kube import Kube
 from kora.operator.metrics_endpoint import serving_metrics
+from kora.operator.reachability import pod_address
 from kora.operator.reconciler import RESYNC_SECONDS, Reconciler
 from kora.operator.settings import OperatorSettings
 from kora.operator.status import JsonObject, pod_failure
@@ -135,7 +136,8 @@ def build_registry(reconciler: Reconciler, *, webhook: bool) -> kopf.OperatorReg
             # A pod on its way out (a rollout replacing it) no longer speaks for its workload.
             deleted = event.get("type") == "DELETED" or bool(body["metadata"].get("deletionTimestamp"))
             failure = pod_failure(body.get("status") or {})
-            reconciler.observe_pod(owner, body["metadata"]["name"], failure, deleted=deleted)
+            address = pod_address(body)
+            reconciler.observe_pod(owner, body["metadata"]["name"], failure, deleted=deleted, address=address)
 
     return registry
 

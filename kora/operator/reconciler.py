@@ -31,6 +31,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import httpx
 from lightkube import ApiError
 from opentelemetry import trace
 from pydantic import ValidationError
@@ -52,6 +53,7 @@ from kora.operator.children import (
 from kora.operator.kube import Kube
 from kora.operator.metrics import Outcome, record_reconcile
 from kora.operator.queue import WorkQueue
+from kora.operator.reachability import probe
 from kora.operator.settings import OperatorSettings
 from kora.operator.status import (
     Dependency,
@@ -129,6 +131,11 @@ class Reconciler:
         self.dependants: dict[ResourceRef, set[ResourceRef]] = {}
         #: Per resource, per pod name of its workload: why that pod does not run (None: it runs or is starting).
         self.pods: dict[ResourceRef, dict[str, str | None]] = {}
+        #: Per Agent, per running pod: its address (:func:`kora.operator.reachability.pod_address`).
+        self.addresses: dict[ResourceRef, dict[str, str]] = {}
+        #: Per Agent bound to a MemoryStore: why one of its pods last said it cannot reach the store (None: they
+        #: reach it). A missing key: no pod answered yet.
+        self.memory_reach: dict[ResourceRef, str | None] = {}
         self._references: dict[ResourceRef, set[ResourceRef]] = {}
         #: Resources read from the API server because the watch had not shown them, and found absent: not read
         #: again until the watch shows them or a resync forgets this (a missing dependency costs one read).
@@ -148,6 +155,7 @@ class Reconciler:
             self.resources.pop(ref, None)
             self._set_references(ref, set())
             self.deployments.pop(ref, None)
+            self.memory_reach.pop(ref, None)
             self.children = {key: value for key, value in self.children.items() if not _owned_by(key, ref)}
             self._credentials = {key for key in self._credentials if not _owned_by(key, ref)}
             after = None
@@ -177,10 +185,23 @@ class Reconciler:
             )
         self.queue.add(owner)
 
-    def observe_pod(self, owner: ResourceRef, pod: str, failure: str | None, *, deleted: bool = False) -> None:
+    def observe_pod(
+        self, owner: ResourceRef, pod: str, failure: str | None, *, deleted: bool = False, address: str | None = None
+    ) -> None:
         """A pod of ``owner``'s workload changed: ``failure`` is :func:`kora.operator.status.pod_failure` of its
-        status (``deleted``: it is gone). When that changes what ``owner`` reports, ``owner`` and those waiting on it
-        are reconciled, so a crash-looping tool server is named in its own status and its Agents'."""
+        status (``deleted``: it is gone), ``address`` where it serves while it runs (an Agent's pods are asked
+        whether they reach their memory store, :meth:`probe_memory`). When that changes what ``owner`` reports,
+        ``owner`` and those waiting on it are reconciled, so a crash-looping tool server is named in its own status
+        and its Agents'."""
+        addresses = self.addresses.setdefault(owner, {})
+        if deleted or address is None:
+            addresses.pop(pod, None)
+        else:
+            addresses[pod] = address
+        if not addresses:
+            del self.addresses[owner]
+            if self.memory_reach.pop(owner, None) is not None:
+                self.queue.add(owner)  # no pod left to say it cannot reach its store
         before = self.pod_failure(owner)
         pods = self.pods.setdefault(owner, {})
         if deleted:
@@ -221,6 +242,33 @@ class Reconciler:
         async with asyncio.TaskGroup() as group:
             group.create_task(self.queue.run(), name="reconcile-queue")
             group.create_task(self._resync_forever(), name="reconcile-resync")
+            group.create_task(self.probe_memory_forever(), name="memory-probe")
+
+    async def probe_memory_forever(self) -> None:
+        """Every ``AGENT_MEMORY_PROBE_SECONDS``, :meth:`probe_memory` (until cancelled)."""
+        # Pod IPs are reached directly, never through a proxy the operator's environment may name.
+        async with httpx.AsyncClient(trust_env=False) as client:
+            while True:
+                await self.probe_memory(client)
+                await asyncio.sleep(self.settings.agent_memory_probe_seconds)
+
+    async def probe_memory(self, client: httpx.AsyncClient) -> None:
+        """Ask every running pod of each Agent bound to a MemoryStore whether it reaches the store
+        (:func:`kora.operator.reachability.probe`) and reconcile the Agents whose answer changed. An Agent none of
+        whose pods answered keeps what it said last (a pod that is starting or going says nothing)."""
+        for ref in sorted(self.addresses, key=str):
+            observed = self.resources.get(ref)
+            if observed is None or _bound_store(observed.model) is None:
+                self.memory_reach.pop(ref, None)
+                continue
+            reach = await probe(client, list(self.addresses.get(ref, {}).values()))
+            if reach.answered == 0:
+                continue
+            if self.memory_reach.get(ref, ...) != reach.unreachable:
+                if reach.unreachable is not None:
+                    log.info("%s cannot reach its MemoryStore: %s", ref, reach.unreachable)
+                self.memory_reach[ref] = reach.unreachable
+                self.queue.add(ref)
 
     async def _resync_forever(self) -> None:
         while True:
@@ -326,6 +374,7 @@ class Reconciler:
             dependencies=dependencies,
             workload=WorkloadState.of(deployment, replicas, self.pod_failure(ref)),
             memory_store=await self._memory_store(resource),
+            memory_unreachable=self.memory_reach.get(ref),
             previous=previous,
         )
         return writes + await self._write_status(ref, observed, status_body(status))
@@ -358,14 +407,10 @@ class Reconciler:
         return model if isinstance(model, ModelAPI) else None
 
     async def _memory_store(self, resource: AnyResource) -> Dependency | None:
-        if not isinstance(resource, Agent):
+        store = _bound_store(resource)
+        if store is None:
             return None
-        memory = resource.spec.config.memory
-        if not memory.enabled or memory.type != "remote" or memory.memory_store is None:
-            return None
-        return await self._dependency(
-            ResourceRef(Kind.MEMORY_STORE.value, resource.metadata.namespace, memory.memory_store)
-        )
+        return await self._dependency(ResourceRef(Kind.MEMORY_STORE.value, resource.metadata.namespace, store))
 
     async def _deployment(self, ref: ResourceRef) -> JsonObject | None:
         if ref not in self.deployments:
@@ -431,6 +476,16 @@ def _pricing(observed: Observed) -> object:
     """A ModelAPI's ``spec.pricing`` (what its agents' environment holds of it); None for other kinds."""
     model = observed.model
     return model.spec.pricing if isinstance(model, ModelAPI) else None
+
+
+def _bound_store(resource: AnyResource | None) -> str | None:
+    """The MemoryStore an Agent with remote memory is bound to (None for other resources and memories)."""
+    if not isinstance(resource, Agent):
+        return None
+    memory = resource.spec.config.memory
+    if not memory.enabled or memory.type != "remote":
+        return None
+    return memory.memory_store
 
 
 def _owned_by(key: ChildRef, ref: ResourceRef) -> bool:

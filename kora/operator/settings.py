@@ -11,7 +11,8 @@ Chart value -> variable (``deploy/helm/kora``): ``gatewayAPI.enabled`` -> ``GATE
 ``gatewayAPI.internalURL`` -> ``GATEWAY_INTERNAL_URL``, ``gateway.defaultTimeouts.*`` ->
 ``GATEWAY_DEFAULT_*_TIMEOUT``, ``security.strictGatewayApi.enabled`` -> ``STRICT_GATEWAY_API_ENABLED``,
 ``security.networkPolicy.enabled`` -> ``NETWORK_POLICY_ENABLED``, ``agentDefaults.budget.*`` ->
-``DEFAULT_BUDGET_MAX_*``. ``gatewayAPI.createGateway``,
+``DEFAULT_BUDGET_MAX_*``, ``operator.memoryProbeSeconds`` -> ``AGENT_MEMORY_PROBE_SECONDS``.
+``gatewayAPI.createGateway``,
 ``gatewayClassName`` and ``listenerPort`` make the chart render the Gateway itself (Helm owns it), so the chart
 never sets ``GATEWAY_CREATE``, ``GATEWAY_CLASS_NAME`` or ``GATEWAY_LISTENER_PORT``: those are for an operator run
 without the chart.
@@ -89,6 +90,12 @@ class OperatorSettings(BaseSettings):
         description="Image of every Kora workload (its entrypoint is `kora`).",
         examples=["ghcr.io/example/kora:0.1.0"],
     )
+    kora_embeddings_image: str = Field(
+        default="",
+        description="Image of Hosted ModelAPIs (the variant with the `embeddings` extra, built by "
+        "`scripts/image/build.sh --extras embeddings`); empty: `KORA_IMAGE` with `-embeddings` added to its tag.",
+        examples=["ghcr.io/example/kora:0.1.0-embeddings"],
+    )
     kora_image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = Field(
         default=None, description="imagePullPolicy of the workloads; unset: Kubernetes' default for the tag."
     )
@@ -145,10 +152,29 @@ class OperatorSettings(BaseSettings):
         description="Default `spec.config.budget.maxCostUsd` of Agents that leave it unset (an Agent whose ModelAPI "
         "declares no `spec.pricing` then fails to start, naming the missing prices).",
     )
+    agent_memory_probe_seconds: float = Field(
+        default=15.0,
+        gt=0,
+        le=3600,
+        description="Seconds between the operator's asks of each running Agent pod bound to a MemoryStore "
+        "whether it reaches its store (`GET /ready`), which set and clear the `MemoryDegraded` condition.",
+    )
     # Read from GATEWAY_DEFAULT_*_TIMEOUT by RouteTimeouts.from_env (VARIABLES documents them).
     route_timeouts: SkipJsonSchema[RouteTimeouts] = Field(default=DEFAULT_ROUTE_TIMEOUTS)
 
-    @field_validator("kora_image")
+    @property
+    def embeddings_image(self) -> str:
+        """``KORA_EMBEDDINGS_IMAGE``, else ``KORA_IMAGE`` with ``-embeddings`` after its tag (``:latest`` when it
+        has none); a digest-pinned ``KORA_IMAGE`` (``@sha256:``) has no variant to derive: it is used as it is."""
+        if self.kora_embeddings_image:
+            return self.kora_embeddings_image
+        image = self.kora_image
+        if "@" in image:
+            return image
+        repository, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "latest")
+        return f"{repository}:{tag}-embeddings"
+
+    @field_validator("kora_image", "kora_embeddings_image")
     @classmethod
     def _image_has_no_space(cls, value: str) -> str:
         if any(character.isspace() for character in value):

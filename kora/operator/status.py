@@ -2,9 +2,10 @@
 
 Phases: an Agent is ``Waiting`` while its ModelAPI, MCPServers, peers in
 ``agentNetwork.access`` or (with ``waitForDependencies``) its bound MemoryStore are not Ready; it reports the
-``MemoryDegraded`` condition while its bound MemoryStore is not Ready. Every kind is ``Pending`` until its
-Deployment is available, then ``Ready``; ``Failed`` when the resource cannot be run as written (a spec the
-models refuse, a peer that is not exposed) or its Deployment gave up (``ProgressDeadlineExceeded``).
+``MemoryDegraded`` condition while its bound MemoryStore is not Ready or its pods cannot reach it. Every kind is
+``Pending`` until its Deployment is available, then ``Ready``; ``Failed`` when the resource cannot be run as
+written (a spec the models refuse, a peer that is not exposed) or its Deployment gave up
+(``ProgressDeadlineExceeded``).
 
 The reconciler (:mod:`kora.operator.reconciler`) gathers the facts (:class:`Dependency`,
 :class:`WorkloadState`) and writes :func:`status_body`'s result through the status subresource only when it
@@ -182,14 +183,17 @@ def compute_status(
     dependencies: Sequence[Dependency],
     workload: WorkloadState,
     memory_store: Dependency | None = None,
+    memory_unreachable: str | None = None,
     previous: ResourceStatus | None = None,
     now: datetime | None = None,
 ) -> ResourceStatus:
     """The status ``resource`` should show.
 
     ``dependencies`` are those that gate it (:func:`kora.resources.graph.dependencies_of`); ``memory_store`` is an
-    Agent's bound MemoryStore (remote memory) whether or not it gates, for ``MemoryDegraded``; ``previous`` is
-    the status it shows now (transition times are kept for unchanged conditions).
+    Agent's bound MemoryStore (remote memory) whether or not it gates, and ``memory_unreachable`` why one of its
+    pods says it cannot reach that store (:mod:`kora.operator.reachability`), for ``MemoryDegraded``
+    (:func:`memory_condition`); ``previous`` is the status it shows now (transition times are kept for unchanged
+    conditions).
     """
     now = now or datetime.now(UTC).replace(microsecond=0)
     before = previous.conditions if previous is not None else []
@@ -213,20 +217,8 @@ def compute_status(
     conditions = [
         _condition(CONDITION_READY, phase is Phase.READY, phase.value, message, before, now),
     ]
-    if memory_store is not None:
-        store_problem = memory_store.problem()
-        conditions.append(
-            _condition(
-                CONDITION_MEMORY_DEGRADED,
-                store_problem is not None,
-                "MemoryStoreNotReady" if store_problem else "MemoryStoreReady",
-                f"{store_problem}: the agent serves the short-term window only"
-                if store_problem
-                else f"MemoryStore {memory_store.ref.name} is Ready",
-                before,
-                now,
-            )
-        )
+    if memory_store is not None and isinstance(resource, Agent):
+        conditions.append(memory_condition(resource, memory_store, memory_unreachable, workload, phase, before, now))
     if isinstance(resource, Agent):
         memory = resource.spec.config.memory
         if memory.enabled and memory.type == "local" and resource.spec.replicas > 1:
@@ -261,6 +253,45 @@ def compute_status(
         observed_generation=resource.metadata.generation,
         conditions=conditions,
     )
+
+
+#: ``MemoryDegraded`` reasons: the store is not Ready; the agent cannot reach it; neither.
+REASON_STORE_NOT_READY = "MemoryStoreNotReady"
+REASON_UNREACHABLE = "MemoryUnreachable"
+REASON_REACHABLE = "MemoryStoreReady"
+
+
+def memory_condition(
+    agent: Agent,
+    store: Dependency,
+    unreachable: str | None,
+    workload: WorkloadState,
+    phase: Phase,
+    previous: Sequence[Condition],
+    now: datetime,
+) -> Condition:
+    """``MemoryDegraded`` of an Agent bound to ``store``: True while the store is not Ready
+    (``MemoryStoreNotReady``) or one of the agent's pods says it cannot reach it (``MemoryUnreachable``, the
+    agent's ``unreachable`` reason quoted). The message says what that means for this agent: with no workload yet,
+    that it does not run (and waits, when ``phase`` is ``Waiting``); running in ``soft`` failure mode, that it
+    serves the short-term window only; in ``strict``, that it refuses turns until the store is back."""
+    problem = store.problem()
+    name = store.ref.name
+    if problem is None and unreachable is None:
+        message = f"MemoryStore {name} is Ready"
+        return _condition(CONDITION_MEMORY_DEGRADED, False, REASON_REACHABLE, message, previous, now)
+    if problem is not None:
+        reason, cause = REASON_STORE_NOT_READY, problem
+    else:
+        reason, cause = REASON_UNREACHABLE, f"the agent cannot reach MemoryStore {name}: {unreachable}"
+    if not workload.exists:
+        waits = " and waits for it (waitForDependencies)" if phase is Phase.WAITING else " yet"
+        effect = f"the agent does not run{waits}"
+    elif agent.spec.config.memory.failure_mode == "strict":
+        effect = "the agent refuses turns (failureMode strict: HTTP 503, a JSON-RPC error on A2A) until it is back"
+    else:
+        effect = "the agent serves the short-term window only (failureMode soft)"
+    return _condition(CONDITION_MEMORY_DEGRADED, True, reason, f"{cause}: {effect}", previous, now)
 
 
 def failed_status(message: str, generation: int | None, previous: ResourceStatus | None = None) -> ResourceStatus:

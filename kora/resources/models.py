@@ -450,6 +450,15 @@ def reserved_env_problems(env: list[EnvVar], names: frozenset[str], prefixes: tu
     return [entry.name for entry in env if entry.name.upper() in names or entry.name.upper().startswith(prefixes)]
 
 
+class ContainerOverride(WireModel):
+    """``spec.container``: how the operator runs this resource's container, where it differs from the defaults."""
+
+    image: str | None = Field(default=None, min_length=1, pattern=r"^\S+$")
+    """Image of this resource's workload instead of the operator's ``KORA_IMAGE`` (or, for a Hosted ModelAPI,
+    ``KORA_EMBEDDINGS_IMAGE``); its entrypoint must be ``kora``. Cluster only: ``kora up`` runs local processes
+    and says it ignores this."""
+
+
 class AgentSpec(WireModel):
     """``spec`` of an Agent."""
 
@@ -463,6 +472,7 @@ class AgentSpec(WireModel):
     """Names of MCPServers (same namespace) whose tools the agent uses."""
     agent_network: AgentNetwork = Field(default_factory=AgentNetwork)
     gateway_route: GatewayRoute = Field(default_factory=GatewayRoute)
+    container: ContainerOverride = Field(default_factory=ContainerOverride)
     config: AgentConfig = Field(default_factory=AgentConfig)
     wait_for_dependencies: bool = True
     """Keep the agent Waiting until its bound MemoryStore is Ready, so it never starts degraded."""
@@ -527,7 +537,8 @@ class HostedConfig(WireModel):
     """``Hosted`` mode: the workload serves the model's weights itself."""
 
     model: str = Field(min_length=1)
-    """Model to serve: ``all-MiniLM-L6-v2`` (embeddings; needs ``kora[embeddings]``). Others fail at run time."""
+    """Model to serve: ``all-MiniLM-L6-v2`` (embeddings; needs ``kora[embeddings]``). Others: ``Failed``, with the
+    same message from ``kora up`` and the operator (:func:`kora.resources.hosted_models.unsupported_message`)."""
 
 
 class ScriptedConfig(WireModel):
@@ -570,6 +581,7 @@ class ModelAPISpec(WireModel):
     pricing: Pricing | None = None
     """Token prices, for agents' cost budgets (``spec.config.budget.maxCostUsd``)."""
     gateway_route: GatewayRoute = Field(default_factory=GatewayRoute)
+    container: ContainerOverride = Field(default_factory=ContainerOverride)
 
     @model_validator(mode="after")
     def _mode_matches_config(self) -> ModelAPISpec:
@@ -636,6 +648,7 @@ class MCPServerSpec(WireModel):
     type: MCPServerType = MCPServerType.PYTHON_RUNTIME
     config: MCPServerConfig = Field(default_factory=MCPServerConfig)
     gateway_route: GatewayRoute = Field(default_factory=GatewayRoute)
+    container: ContainerOverride = Field(default_factory=ContainerOverride)
 
     @model_validator(mode="after")
     def _type_matches_config(self) -> MCPServerSpec:
@@ -765,6 +778,7 @@ class MemoryStoreSpec(WireModel):
     max_read_scope: ReadScope = "user"
     """Broadest scope any agent bound to this store may read (session < agent < user), whatever the agent asks."""
     gateway_route: MemoryStoreGatewayRoute = Field(default_factory=MemoryStoreGatewayRoute)
+    container: ContainerOverride = Field(default_factory=ContainerOverride)
     """Gateway route of the memory service: none unless ``enabled`` is true."""
 
 

@@ -6,7 +6,8 @@
 #   bash scripts/image/build.sh [--out DIR] [--tag TAG] [--extras LIST] [--no-bytecode]
 #
 #   --out DIR      where the results go (default: dist/image); replaced on every run
-#   --tag TAG      the image's tag inside the archive (default: the version in pyproject.toml)
+#   --tag TAG      the image's tag inside the archive (default: the version in pyproject.toml, followed by
+#                  -<extras> when extras are named: 0.1.0-embeddings, the variant Hosted ModelAPIs run)
 #   --extras LIST  optional extras to install, comma-separated (e.g. `embeddings`: torch, ~+1.4 GB; off by default)
 #   --no-bytecode  leave out the compiled bytecode (__pycache__): ~30 MB smaller compressed, ~115 MB unpacked,
 #                  but every start compiles what it imports (the image is read-only to its user), which roughly
@@ -70,7 +71,8 @@ fi
 [ -n "$py" ] || { log "needs a Python 3.11 with pip on the host (set PYTHON=...), the image's version"; exit 1; }
 
 version=$("$py" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
-tag=${tag:-$version}
+# The variant with extras is tagged after them (0.1.0-embeddings): the operator's KORA_EMBEDDINGS_IMAGE default.
+tag=${tag:-$version${extras:+-${extras//,/-}}}
 revision=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)
 
 # --- what the image is made of ----------------------------------------------------------------------------

@@ -15,8 +15,8 @@ import openai
 import pytest
 
 from kora.hosted.app import Embedder, create_hosted_app
-from kora.hosted.catalog import MINILM
 from kora.hosted.embedder import Embeddings
+from kora.resources.hosted_models import MINILM
 from tests.support.threaded import ThreadedServer
 
 #: Generous bound for a state change that happens within milliseconds; never a measured duration.

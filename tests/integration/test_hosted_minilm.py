@@ -39,7 +39,7 @@ def minilm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[openai.OpenAI]:
     client on its ``/v1``."""
     port = free_port()
     log = tmp_path_factory.mktemp("hosted") / "model-hosted.log"
-    env = {**os.environ, "MODEL_HOSTED_MODEL": MODEL}
+    env = {**os.environ, "MODEL_HOSTED_MODEL": MODEL, "MODEL_HOSTED_THREADS": "2"}
     with log.open("wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "kora.cli", "model-hosted", "--port", str(port)],
@@ -59,6 +59,7 @@ def minilm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[openai.OpenAI]:
             except httpx.TransportError:
                 pass
             time.sleep(0.1)
+        assert "with 2 thread(s)" in log.read_text()  # MODEL_HOSTED_THREADS is read
         yield openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0)
     finally:
         process.terminate()
@@ -176,3 +177,18 @@ async def test_the_memory_service_recalls_the_recall_set_at_3_with_minilm(minilm
     recall_at_3 = sum(recalls) / len(recalls)
     print(f"memory service recall@3 on {len(recalls)} questions over {len(data['facts'])} facts: {recall_at_3:.3f}")
     assert recall_at_3 >= 0.9
+
+
+@pytest.mark.parametrize("threads", ["0", "65", "two", "-1"])
+def test_a_thread_count_out_of_bounds_is_refused_naming_the_setting(threads: str):
+    env = {**os.environ, "MODEL_HOSTED_MODEL": MODEL, "MODEL_HOSTED_THREADS": threads}
+    done = subprocess.run(
+        [sys.executable, "-m", "kora.cli", "model-hosted", "--port", str(free_port())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"MODEL_HOSTED_THREADS must be a whole number of threads from 1 to 64; got '{threads}'" in done.stderr

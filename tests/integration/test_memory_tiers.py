@@ -516,3 +516,108 @@ async def test_forget_removes_queued_jobs_and_counts_every_tier(memory_db: str, 
         assert [f["text"] for f in await facts_of(client, "bob")] == ["The user lives in Oslo."]
         assert await facts_of(client) == []
         assert [r for r in model.requests if "Paris" in user_text(r)] == []
+
+
+# -- corrections: near duplicates that say something else ----------------------------------------------------
+
+#: (older, newer, what differs: None for a true duplicate).
+CORRECTIONS = [
+    ("The user is allergic to peanuts.", "The user is not allergic to peanuts.", "negation"),
+    ("Alice owes Bob 50 dollars.", "Bob owes Alice 50 dollars.", "swapped roles"),
+    ("The user's daughter Emma is 7 years old.", "The user's daughter Emma is 8 years old.", "number"),
+    (
+        "The user's dentist appointment is on Monday at 3pm in Lyon.",
+        "The user's dentist appointment is on Tuesday at 3pm in Lyon.",
+        "date or time",
+    ),
+    ("The user keeps three bees in Lyon.", "The user keeps three bees in Lyon now.", None),
+    ("The user likes green tea.", "the user likes green tea!", None),
+]
+
+
+async def save_without_session(client: httpx.AsyncClient, content: str, user: str) -> dict:
+    response = await client.post("/v1/facts", json={"content": content, "app_name": APP, "user_id": user})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def test_without_a_model_a_correction_supersedes_the_older_fact_and_a_duplicate_is_kept_once(
+    memory_db: str,
+) -> None:
+    async with service(memory_db, None) as client:
+        for index, (older, newer, differs) in enumerate(CORRECTIONS):
+            user = f"user{index}"
+            first = await save_without_session(client, older, user)
+            second = await save(client, newer, session_id=f"s{index}", user=user)
+            if differs is None:
+                assert second == {"fact_id": first["fact_id"], "status": "duplicate"}, newer
+                assert [f["text"] for f in await facts_of(client, user)] == [older]
+                continue
+            assert second["status"] == "stored", newer
+            # The newer fact is the valid one; the older is superseded by it, with history saying why.
+            assert [f["text"] for f in await facts_of(client, user)] == [newer]
+            old = next(f for f in await facts_of(client, user, include_invalid=True) if f["text"] == older)
+            assert old["superseded_by"] == second["fact_id"], old
+            assert old["invalidated_at"], old
+            history = (await client.get(f"/v1/facts/{first['fact_id']}/history")).json()["history"]
+            assert [entry["action"] for entry in history] == ["created", "superseded"]
+            assert history[1]["reason"] == f"corrected ({differs}) by a newer fact"
+            assert (history[1]["old_text"], history[1]["new_text"]) == (older, newer)
+
+
+async def test_with_a_model_every_correction_goes_to_the_conflict_check_with_or_without_a_session(
+    memory_db: str, model: ScriptedModelServer
+) -> None:
+    model.load_script(
+        [
+            # The conflict check says the first fact it is shown is contradicted.
+            Rule(
+                Match(user_matches=r"(?s)^New fact: .*?(?P<old>fact_\w+): "), TextReply('{"contradicted": ["{old}"]}')
+            ),
+            NO_FACTS,
+        ]
+    )
+    async with service(memory_db, model) as client:
+        for index, (older, newer, differs) in enumerate(CORRECTIONS):
+            user = f"user{index}"
+            first = await save_without_session(client, older, user)
+            second = await save_without_session(client, newer, user)
+            await eventually(lambda: idle(client), "the conflict checks")
+            if differs is None:
+                assert second["status"] == "duplicate", newer
+                continue
+            assert second["status"] == "stored", newer
+            # Not superseded at the write: the model judged it (a check naming the older fact), then it was.
+            checks = [user_text(r) for r in requests_of(model, "conflict") if f"New fact: {newer}" in user_text(r)]
+            assert len(checks) == 1, checks
+            assert first["fact_id"] in checks[0], checks
+            assert [f["text"] for f in await facts_of(client, user)] == [newer]
+            history = (await client.get(f"/v1/facts/{first['fact_id']}/history")).json()["history"]
+            assert history[-1]["reason"] == "contradicted by a newer fact"
+
+
+# -- ranking: relevance first, age only breaks ties ---------------------------------------------------------
+
+
+async def test_an_old_relevant_fact_outranks_a_new_less_relevant_one_and_age_breaks_ties(memory_db: str) -> None:
+    async with service(memory_db, None) as client:
+        old = (await save(client, "The user lives in Lyon with a dog."))["fact_id"]
+        await save(client, "The user lives in Lyon.")
+        tied_old = (await save(client, "The user plays chess."))["fact_id"]
+        await save(client, "The user plays tennis.")
+        async with await psycopg.AsyncConnection.connect(memory_db) as conn:
+            await conn.execute(
+                "UPDATE facts SET created_at = now() - interval '365 days' WHERE fact_id = ANY(%s)",
+                ([old, tied_old],),
+            )
+            await conn.commit()
+        # All four query words against three of them: a year of age does not bury the better match.
+        assert (await recall(client, "user lives Lyon dog"))[:2] == [
+            "The user lives in Lyon with a dog.",
+            "The user lives in Lyon.",
+        ]
+        # Equal relevance: the newer first.
+        assert (await recall(client, "what does the user play"))[:2] == [
+            "The user plays tennis.",
+            "The user plays chess.",
+        ]

@@ -465,3 +465,47 @@ def test_the_budgets_example_wires_its_budget_and_a_pricing_change_reaches_the_a
         )  # fmt: skip
         wait_for("new prices", lambda: agent_env().get("MODEL_PRICE_INPUT_PER_MILLION") == "4")
         assert agent_env()["MODEL_PRICE_OUTPUT_PER_MILLION"] == "16"
+
+
+HOSTED = """
+apiVersion: kora.dev/v1alpha1
+kind: ModelAPI
+metadata: {name: llm}
+spec: {mode: Hosted, hostedConfig: {model: llama3}}
+---
+apiVersion: kora.dev/v1alpha1
+kind: ModelAPI
+metadata: {name: embeddings}
+spec: {mode: Hosted, hostedConfig: {model: all-MiniLM-L6-v2}}
+---
+apiVersion: kora.dev/v1alpha1
+kind: ModelAPI
+metadata: {name: pinned}
+spec:
+  mode: Hosted
+  hostedConfig: {model: all-MiniLM-L6-v2}
+  container: {image: mirror.example/kora:custom}
+"""
+
+
+def test_hosted_models_run_the_embeddings_image_or_their_own_and_unknown_ones_fail(
+    kube_cluster: KubeCluster, tmp_path: Path
+):
+    namespace = kube_cluster.fresh_namespace("hosted")
+    manifest = tmp_path / "hosted.yaml"
+    manifest.write_text(HOSTED)
+    with running_operator(kube_cluster, namespace, tmp_path / "operator.log"):
+        kube_cluster.kubectl("apply", "-n", namespace, "-f", str(manifest))
+        with kube_cluster.client() as client:
+            failed = wait_for("llm Failed", phase_is(client, "ModelAPI", "llm", namespace, "Failed"))
+            assert "ModelAPI mode Hosted is not supported for model 'llama3'" in str(failed["message"])
+            assert not _exists(kube_cluster, Deployment, "modelapi-llm", namespace)
+            for name, image in (
+                ("embeddings", "registry.example/kora:test-embeddings"),
+                ("pinned", "mirror.example/kora:custom"),
+            ):
+                wait_for(
+                    f"{name} Deployment", lambda n=name: _exists(kube_cluster, Deployment, f"modelapi-{n}", namespace)
+                )
+                container = _deployment(kube_cluster, f"modelapi-{name}", namespace).spec.template.spec.containers[0]
+                assert container.image == image

@@ -18,6 +18,7 @@ import pytest
 from kora.memory.base import TurnContext
 from kora.memory.remote import RemoteMemory
 from kora.scripted.script import Match, Rule, TextReply, ToolCall, ToolCallReply
+from tests.support.a2a import message_params, rpc_body
 from tests.support.agent import RunningAgent, running_agent, wait_until
 from tests.support.memory import ADMIN, AGENT_TOKEN, MemoryProcess, eventually, memory_service, model_env, service_env
 from tests.support.scripted_server import ScriptedModelServer
@@ -218,6 +219,11 @@ async def test_strict_mode_answers_503_while_the_store_is_down(
             model, "assistant", MEMORY_STORE_ENDPOINT=store.url, MEMORY_FAILURE_MODE="strict"
         ) as agent:
             store.kill()
+            # The first turn after the store went away finds it out itself: still the JSON-RPC error, no task.
+            async with httpx.AsyncClient(timeout=30) as http:
+                first = await http.post(f"{agent.url}/", json=rpc_body("message/send", message_params("hi"), id_=3))
+            assert first.json()["error"]["data"] == {"type": "memory_unavailable"}, first.text
+            assert first.json()["id"] == 3
             with pytest.raises(openai.APIStatusError) as caught:
                 await agent.async_openai().chat.completions.create(
                     model="m", messages=[{"role": "user", "content": "hi"}]
@@ -226,6 +232,21 @@ async def test_strict_mode_answers_503_while_the_store_is_down(
             assert caught.value.body["code"] == "memory_unavailable"  # type: ignore[index]
             assert agent.get("/ready").status_code == 503
             assert "memory store unreachable" in agent.get("/ready").json()["reasons"][0]
+            # A2A: the JSON-RPC error, no task (sent and streamed, in 0.3 and 1.0).
+            async with httpx.AsyncClient(timeout=30) as http:
+                for method, version in (("message/send", None), ("message/stream", None), ("SendMessage", "1.0")):
+                    headers = {"A2A-Version": version} if version else {}
+                    answer = await http.post(
+                        f"{agent.url}/", json=rpc_body(method, message_params("hi"), id_=7), headers=headers
+                    )
+                    assert answer.status_code == 200, (method, answer.text)
+                    body = answer.json()
+                    assert "result" not in body, (method, body)
+                    assert body["id"] == 7
+                    assert body["error"]["code"] == -32603
+                    assert "memory store is unavailable" in body["error"]["message"]
+                    if version is None:
+                        assert body["error"]["data"] == {"type": "memory_unavailable"}
             store.start()
             wait_until(lambda: agent.get("/ready").status_code == 200, within=30, message="ready again")
             model.enqueue("back")

@@ -6,7 +6,7 @@ from importlib.machinery import ModuleSpec
 
 import pytest
 
-from kora.hosted.catalog import (
+from kora.resources.hosted_models import (
     MINILM,
     find_hosted_model,
     hosted_problem,

@@ -39,6 +39,7 @@ from kora.operator.children import (
     cluster_problems,
     desired_children,
     gateway_manifest,
+    image_of,
     owner_reference,
     plan_for,
     policy_namespaces,
@@ -48,8 +49,9 @@ from kora.operator.children import (
     up_to_date,
 )
 from kora.operator.settings import OperatorSettings, load_operator_settings
+from kora.resources.hosted_models import unsupported_message
 from kora.resources.loader import load_path, load_text
-from kora.resources.models import RESOURCE_CLASSES, AnyResource, EnvVar
+from kora.resources.models import RESOURCE_CLASSES, AnyResource, EnvVar, ModelAPI
 from kora.resources.urls import ClusterDNS, GatewayRouted
 from kora.resources.wiring import plan_workload
 from tests.support.kube import restricted_problems
@@ -1062,3 +1064,42 @@ spec: {modelAPI: llm, model: scripted, config: {budget: {maxToolCalls: 7}}}
         "MODEL_PRICE_INPUT_PER_MILLION": "1",
         "MODEL_PRICE_OUTPUT_PER_MILLION": "4",
     }
+
+
+def test_each_resource_may_name_its_own_image_and_hosted_models_get_the_embeddings_variant():
+    settings = _settings_for_images()
+    hosted = ModelAPI.model_validate(
+        {"metadata": {"name": "emb"}, "spec": {"mode": "Hosted", "hostedConfig": {"model": "all-MiniLM-L6-v2"}}}
+    )
+    assert image_of(hosted, settings) == "registry.example/kora:0.1.0-embeddings"
+    pinned = ModelAPI.model_validate(
+        {
+            "metadata": {"name": "emb"},
+            "spec": {
+                "mode": "Hosted",
+                "hostedConfig": {"model": "all-MiniLM-L6-v2"},
+                "container": {"image": "mirror.example/kora:custom"},
+            },
+        }
+    )
+    assert image_of(pinned, settings) == "mirror.example/kora:custom"
+    scripted = ModelAPI.model_validate({"metadata": {"name": "s"}, "spec": {"mode": "Scripted"}})
+    assert image_of(scripted, settings) == "registry.example/kora:0.1.0"
+    chosen = load_operator_settings({"KORA_IMAGE": "r/kora", "KORA_EMBEDDINGS_IMAGE": "r/kora-emb:1"})
+    assert image_of(hosted, chosen) == "r/kora-emb:1"
+    assert load_operator_settings({"KORA_IMAGE": "r:5000/kora"}).embeddings_image == "r:5000/kora:latest-embeddings"
+
+
+def test_a_hosted_model_it_cannot_serve_is_refused_with_kora_ups_message():
+    llama = ModelAPI.model_validate(
+        {"metadata": {"name": "llm"}, "spec": {"mode": "Hosted", "hostedConfig": {"model": "llama3"}}}
+    )
+    assert cluster_problems(llama) == [unsupported_message("llama3")]
+    minilm = ModelAPI.model_validate(
+        {"metadata": {"name": "emb"}, "spec": {"mode": "Hosted", "hostedConfig": {"model": "all-MiniLM-L6-v2"}}}
+    )
+    assert cluster_problems(minilm) == []
+
+
+def _settings_for_images():
+    return load_operator_settings({"KORA_IMAGE": "registry.example/kora:0.1.0"})

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from kora.operator.reachability import memory_problem, pod_address
 from kora.operator.status import (
     CONDITION_SESSIONS_SPLIT,
     CONDITION_TASKS_SPLIT,
@@ -99,6 +100,76 @@ def test_memory_degraded_follows_the_bound_store():
         _agent(), endpoint="e", dependencies=[], workload=AVAILABLE, memory_store=Dependency(STORE, Phase.READY)
     )
     assert next(c for c in healthy.conditions if c.type == "MemoryDegraded").status == "False"
+
+
+def _memory_degraded(agent: Agent, store: Phase, workload: WorkloadState, unreachable: str | None = None):
+    status = compute_status(
+        agent,
+        endpoint="e",
+        dependencies=[],
+        workload=workload,
+        memory_store=Dependency(STORE, store),
+        memory_unreachable=unreachable,
+    )
+    return next(c for c in status.conditions if c.type == "MemoryDegraded")
+
+
+STRICT = {"memory": {"enabled": True, "type": "remote", "memoryStore": "store", "failureMode": "strict"}}
+
+
+@pytest.mark.parametrize(
+    ("config", "store", "workload", "unreachable", "reason", "says"),
+    [
+        # Not running yet: neither the short-term window nor refusals, only that it does not run.
+        ({}, Phase.PENDING, WorkloadState(exists=False), None, "MemoryStoreNotReady", "the agent does not run yet"),
+        ({}, Phase.PENDING, AVAILABLE, None, "MemoryStoreNotReady", "short-term window only"),
+        (STRICT, Phase.PENDING, AVAILABLE, None, "MemoryStoreNotReady", "refuses turns"),
+        # The store is Ready, but the agent's pods say they cannot reach it.
+        ({}, Phase.READY, AVAILABLE, "ConnectTimeout", "MemoryUnreachable", "short-term window only"),
+        (STRICT, Phase.READY, WorkloadState.of({}, 1), "refused", "MemoryUnreachable", "JSON-RPC error on A2A"),
+    ],
+)
+def test_memory_degraded_says_what_it_means_for_the_agent(config, store, workload, unreachable, reason, says):
+    condition = _memory_degraded(_agent(config=config) if config else _agent(), store, workload, unreachable)
+    assert (condition.status, condition.reason) == ("True", reason)
+    assert says in condition.message
+    if unreachable:
+        assert f"the agent cannot reach MemoryStore store: {unreachable}" in condition.message
+    else:
+        assert "short-term" not in condition.message or workload.exists
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ({"status": "ready"}, None),
+        (
+            {"status": "ready", "details": {"memory": "degraded: ConnectError: x; serving the short-term window"}},
+            "ConnectError: x",
+        ),
+        ({"status": "not_ready", "reasons": ["memory store unreachable: refused"]}, "refused"),
+        ({"status": "not_ready", "reasons": ["agent runtime is still loading"]}, None),
+        ({"details": {"memory_dropped_writes": "3"}}, None),
+        ("not json object", None),
+        ({"details": "x", "reasons": "y"}, None),
+    ],
+)
+def test_memory_problem_reads_the_agents_ready_answer(body, problem):
+    assert memory_problem(body) == problem
+
+
+def test_pod_address_is_the_running_pods_http_port():
+    pod = {
+        "spec": {
+            "containers": [
+                {"ports": [{"name": "metrics", "containerPort": 9}, {"name": "http", "containerPort": 8000}]}
+            ]
+        },
+        "status": {"phase": "Running", "podIP": "10.0.0.7"},
+    }
+    assert pod_address(pod) == "http://10.0.0.7:8000"
+    assert pod_address({**pod, "status": {"phase": "Pending", "podIP": "10.0.0.7"}}) is None
+    assert pod_address({**pod, "status": {"phase": "Running", "podIP": "fd00::7"}}) == "http://[fd00::7]:8000"
 
 
 def test_replicas_with_local_memory_are_reported():

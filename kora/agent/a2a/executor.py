@@ -14,6 +14,9 @@ turn that stopped short of an answer (``finish_reason`` other than ``stop``: the
   resolved before the SDK saw the request; the session is created under it. A context that belongs to another
   user is refused by the endpoint before the task exists (a JSON-RPC error); one the memory store refuses when
   the turn reads it ends the task ``failed``, with nothing stored.
+* Memory is read before the task is published: in strict failure mode, a memory store that cannot be reached
+  refuses the request with a JSON-RPC error (``-32603``, ``data.type`` ``memory_unavailable``; the chat
+  endpoint's 503), and no task is created (:data:`REFUSALS`).
 * A task delegated by another Kora agent names its parent in message metadata ``kora.delegated_by`` (or the
   ``X-Kora-Delegated-By`` header); the turn is then stored as ``task_delegation_received``.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from a2a.helpers.proto_helpers import new_task, new_text_part
@@ -136,25 +140,36 @@ class KoraAgentExecutor(AgentExecutor):
     async def _execute(self, context: RequestContext, event_queue: EventQueue, span: Span) -> None:
         assert context.task_id is not None
         assert context.context_id is not None
-        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
-        if context.current_task is None:
-            # The SDK expects the executor to publish the task first (state submitted, the request in history).
-            history = [context.message] if context.message is not None else []
-            await event_queue.enqueue_event(
-                new_task(context.task_id, context.context_id, TaskState.TASK_STATE_SUBMITTED, history=history)
-            )
-            _entered(span, "submitted")
-        await updater.start_work()
-        _entered(span, "working")
+        task_id, context_id = context.task_id, context.context_id
+        updater = TaskUpdater(event_queue, task_id, context_id)
+        published = False
+
+        async def publish() -> None:
+            # submitted (the SDK expects the executor to publish a new task first, the request in its history),
+            # then working; once per task.
+            nonlocal published
+            if published:
+                return
+            published = True
+            if context.current_task is None:
+                history = [context.message] if context.message is not None else []
+                await event_queue.enqueue_event(
+                    new_task(task_id, context_id, TaskState.TASK_STATE_SUBMITTED, history=history)
+                )
+                _entered(span, "submitted")
+            await updater.start_work()
+            _entered(span, "working")
+
         try:
             runtime = await self._runtime()
         except Exception as error:  # the agent failed to start: a failed task, not a protocol error
+            await publish()
             await updater.failed(updater.new_agent_message([new_text_part(str(error))]))
             _entered(span, "failed", str(error))
             return
         identity = identity_of(context)
         turn = TurnRequest(
-            session_id=context.context_id,
+            session_id=context_id,
             prompt=prompt_of(context.message),
             delegated_by=delegated_by(context),
             user_id=identity.user_id,
@@ -162,21 +177,27 @@ class KoraAgentExecutor(AgentExecutor):
             budget=given_budget(context),
         )
         outcome: TurnOutcome | None = None
-        stream = runtime.stream(turn)
+        # The task is published once memory gave the turn its context: a strict-mode memory that cannot be read
+        # refuses the request (a JSON-RPC error, MemoryRefusal) before any task exists.
+        stream = runtime.stream(turn, prepared=publish)
         try:
             # The endpoint refused another user's context already (A2AServer); this catches one that a concurrent
             # request opened meanwhile, as a failed task.
-            await open_session(runtime.memory, context.context_id, self._agent_name, identity)
+            await open_session(runtime.memory, context_id, self._agent_name, identity)
             async for item in stream:
                 if isinstance(item, TurnOutcome):
                     outcome = item
         except KoraError as failure:
+            if not published and failure.code == MEMORY_UNAVAILABLE and refuse_request(failure):
+                raise
+            await publish()
             await updater.failed(updater.new_agent_message([new_text_part(failure.message)]))
             _entered(span, "failed", failure.message)
             return
         finally:
             # On cancellation this closes the turn at once, aborting the model call (not at garbage collection).
             await stream.aclose()
+        await publish()  # a turn that yields without memory (none configured) published already; never twice
         assert outcome is not None
         # What the turn spent, its delegations included, goes with the final status for a delegating agent to
         # charge to its own budget.
@@ -199,6 +220,24 @@ class KoraAgentExecutor(AgentExecutor):
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
         await updater.cancel(updater.new_agent_message([new_text_part("The task was canceled.")]))
         _entered(trace.get_current_span(), "canceled", task_id=context.task_id)
+
+
+#: The ``code`` of the error a strict-mode memory raises when it cannot be read.
+MEMORY_UNAVAILABLE = "memory_unavailable"
+
+#: Per JSON-RPC request: where the executor leaves the error that refuses it (:func:`refuse_request`); set by
+#: the endpoint around the SDK's dispatch, copied into the task the SDK runs the executor in.
+REFUSALS: ContextVar[list[KoraError] | None] = ContextVar("kora_a2a_refusals", default=None)
+
+
+def refuse_request(error: KoraError) -> bool:
+    """Leave ``error`` for the endpoint to answer as the request's JSON-RPC error instead of a task (True), when
+    the request came through the endpoint (False otherwise: the caller then fails the task)."""
+    holder = REFUSALS.get()
+    if holder is None:
+        return False
+    holder.append(error)
+    return True
 
 
 def _entered(span: Span, state: str, reason: str = "", task_id: str = "") -> None:

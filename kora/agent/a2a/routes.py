@@ -40,7 +40,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from kora.agent.a2a import legacy, rest
 from kora.agent.a2a.card import AgentCardSource, card_response, public_base_url
-from kora.agent.a2a.executor import IDENTITY_STATE, KoraAgentExecutor
+from kora.agent.a2a.executor import IDENTITY_STATE, REFUSALS, KoraAgentExecutor
 from kora.agent.a2a.negotiation import (
     V03,
     V1,
@@ -79,6 +79,8 @@ EXTENDED_CARD_METHODS = frozenset({"GetExtendedAgentCard", "agent/getAuthenticat
 
 #: JSON-RPC codes whose message the SDK fills with internals (exception text): the client reads a fixed one.
 _INTERNAL_CODES = frozenset({-32603})
+#: Methods that start a turn (0.3 names, as :func:`legacy.prepare` leaves them, and 1.0's).
+TURN_METHODS = legacy.MESSAGE_METHODS | legacy.V1_SEND_METHODS
 
 
 def a2a_refusal(path: str, error: KoraError) -> tuple[int, object]:
@@ -196,8 +198,11 @@ class A2AServer:
     ``runtime`` awaits the agent runtime (raising when it cannot start); ``tools`` returns the runtime's tool
     definitions without waiting (empty while it loads); ``identity`` resolves each request's user;
     ``check_session(session_id, user_id)`` raises :class:`~kora.core.errors.Forbidden` for a session of another
-    user (the memory's ``check_access``; by default nothing is refused). ``max_tasks`` bounds the ``local`` task
-    store.
+    user (the memory's ``check_access``; by default nothing is refused). ``check_memory()`` raises the error that
+    refuses every message (a strict-mode memory store known to be unreachable): the request's JSON-RPC error,
+    before any task exists, streamed or not; a store found unreachable by the turn itself refuses a
+    ``message/send`` the same way (:data:`~kora.agent.a2a.executor.REFUSALS`), while a stream already open ends
+    with the task ``failed``. ``max_tasks`` bounds the ``local`` task store.
     """
 
     def __init__(
@@ -208,10 +213,12 @@ class A2AServer:
         identity: IdentityResolver,
         max_tasks: int = DEFAULT_MAX_TASKS,
         check_session: Callable[[str, str | None], None] | None = None,
+        check_memory: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
         self.identity = identity
         self._check_session = check_session
+        self._check_memory = check_memory
         self.cards = AgentCardSource(settings, tools)
         executor: AgentExecutor = KoraAgentExecutor(runtime, settings.agent_name)
         self.shared = shared_tasks(settings)
@@ -355,13 +362,31 @@ class A2AServer:
             return JSONResponse(legacy.error_response(legacy.request_id_of(payload), error, version))
         if prepared.skip:
             return None
+        if self._check_memory is not None and prepared.body.get("method") in TURN_METHODS:
+            try:
+                self._check_memory()
+            except KoraError as error:
+                return (
+                    None
+                    if notification
+                    else JSONResponse(legacy.error_response(legacy.request_id_of(payload), error, version))
+                )
+        refusals: list[KoraError] = []
+        token = REFUSALS.set(refusals)
         try:
             response = await self._dispatch(request, prepared)
         except Exception:  # the SDK raised instead of answering: an internal error of this request only
-            log.exception("A2A request %r failed", prepared.body.get("method"))
+            if not refusals:
+                log.exception("A2A request %r failed", prepared.body.get("method"))
             response = JSONResponse(legacy.error_response(None, KoraError("Internal error"), version))
+        finally:
+            REFUSALS.reset(token)
         if notification:
             return None
+        if refusals:
+            # The executor refused the turn before publishing a task (strict-mode memory unreachable); the SDK's
+            # answer to that is an internal error: the client gets Kora's error instead.
+            return JSONResponse(legacy.error_response(legacy.request_id_of(payload), refusals[0], version))
         if isinstance(response, JSONResponse):
             return JSONResponse(self._answer(json.loads(bytes(response.body)), prepared, version))
         if prepared.placeholder is not None:

@@ -338,10 +338,22 @@ def _add_recall_routes(router: APIRouter, service: MemoryService) -> None:
         async with _connection(service) as conn, conn.transaction():
             if body.session_id is not None:
                 await store.check_access(conn, body.session_id, body.app_name, body.user_id)
-            written = await facts.write_fact(conn, body.content, owner, "saved", embedding, body.attribution)
-            if written.status == "stored" and service.summary is not None and body.session_id is not None:
-                session = await store.get_or_create_session(conn, body.session_id, body.app_name, body.user_id)
-                await jobs.enqueue(conn, "reconcile", session.sid, {"fact_id": written.fact_id})
+            written = await facts.write_fact(
+                conn,
+                body.content,
+                owner,
+                "saved",
+                embedding,
+                body.attribution,
+                supersede_corrections=service.summary is None,
+            )
+            if written.status == "stored" and service.summary is not None:
+                # Every stored fact gets its conflict check, with a session or without one.
+                sid = None
+                if body.session_id is not None:
+                    session = await store.get_or_create_session(conn, body.session_id, body.app_name, body.user_id)
+                    sid = session.sid
+                await jobs.enqueue(conn, "reconcile", sid, {"fact_id": written.fact_id})
             if written.status == "stored" and embedding is None and service.embedder is not None:
                 await jobs.queue_embedding(conn)  # the model could not be reached: embed it once it can
         service.wake_workers()

@@ -7,6 +7,10 @@ user is known, else the same session's):
 2. **Near duplicate**: a fact with high cosine similarity (>= :data:`NEAR_COSINE`, when both have embeddings) *and*
    a high share of the same words (Jaccard >= :data:`NEAR_OVERLAP`): skipped. Both are needed, so "lives in
    Paris" and "lives in Lyon" (similar vectors, half their words differ) are two facts, not one.
+   **Unless it is a correction** (:func:`kora.memory.service.corrections.correction`: the words that differ
+   include a negation, a number, a date or time, or the same words swap roles): then the new fact is stored, and
+   without a model to judge the conflict (``supersede_corrections``) it supersedes the older one at once, reason
+   ``corrected (<what differs>)``; with a model, the conflict check the caller queues decides.
 3. Otherwise the fact is stored (a ``created`` history row), and a conflict check may later **supersede** older
    facts it contradicts (:func:`supersede`): they get ``invalidated_at`` and ``superseded_by``, recall skips them,
    and a ``superseded`` history row records the old text, the new text and why. Nothing is deleted but by erasure.
@@ -29,6 +33,7 @@ from psycopg.types.json import Jsonb
 from pydantic import BaseModel, JsonValue
 
 from kora.memory.service import vectors
+from kora.memory.service.corrections import correction
 from kora.memory.service.database import Conn
 from kora.memory.text import query_terms, words
 from kora.memory.wire import Fact
@@ -101,10 +106,12 @@ class Owner:
 
 @dataclass(frozen=True)
 class WriteResult:
-    """``fact_id`` of the stored fact (``stored``) or of the fact it duplicates (``duplicate``)."""
+    """``fact_id`` of the stored fact (``stored``) or of the fact it duplicates (``duplicate``); ``superseded``:
+    the older facts a stored correction replaced at once (``supersede_corrections``)."""
 
     fact_id: str
     status: str
+    superseded: tuple[str, ...] = ()
 
 
 async def write_fact(
@@ -115,8 +122,12 @@ async def write_fact(
     embedding: list[float] | None,
     attribution: dict[str, JsonValue] | None = None,
     source_event_ids: Sequence[str] = (),
+    *,
+    supersede_corrections: bool = False,
 ) -> WriteResult:
-    """Store ``text`` as a fact of ``owner`` unless it duplicates a valid one (see the module docstring).
+    """Store ``text`` as a fact of ``owner`` unless it duplicates a valid one (see the module docstring); with
+    ``supersede_corrections`` (no model will check conflicts), a stored correction of a near duplicate supersedes
+    it at once.
 
     Must run inside the caller's transaction: the scope's lock is held until it commits.
     """
@@ -130,10 +141,14 @@ async def write_fact(
     )
     if (row := await cur.fetchone()) is not None:
         return WriteResult(str(row[0]), "duplicate")
+    corrected: dict[str, str] = {}
     for candidate in await similar_facts(conn, text, owner, embedding, exclude=None):
         close_enough = candidate.cosine is None or candidate.cosine >= NEAR_COSINE
         if close_enough and overlap(text, candidate.text) >= NEAR_OVERLAP:
-            return WriteResult(candidate.fact_id, "duplicate")
+            change = correction(candidate.text, text)
+            if change is None:
+                return WriteResult(candidate.fact_id, "duplicate")
+            corrected[candidate.fact_id] = change
     fact_id = new_fact_id()
     await conn.execute(
         "INSERT INTO facts (fact_id, body, body_hash, app_name, user_id, session_id, origin, attribution, "
@@ -156,7 +171,12 @@ async def write_fact(
         "VALUES (%s, 'created', %s, %s, %s, %s, %s)",
         (fact_id, text, origin, owner.app_name, owner.user_id, owner.session_id),
     )
-    return WriteResult(fact_id, "stored")
+    superseded: list[str] = []
+    if supersede_corrections:
+        for old_id, change in corrected.items():
+            if await supersede(conn, [old_id], fact_id, f"corrected ({change}) by a newer fact"):
+                superseded.append(old_id)
+    return WriteResult(fact_id, "stored", tuple(superseded))
 
 
 @dataclass(frozen=True)
@@ -172,8 +192,12 @@ async def similar_facts(
     conn: Conn, text: str, owner: Owner, embedding: list[float] | None, exclude: str | None
 ) -> list[Similar]:
     """Up to :data:`CONFLICT_CANDIDATES` valid facts of ``owner``'s dedupe scope most like ``text``: nearest by
-    embedding when there is one, else sharing the most words (full text)."""
+    embedding when there is one, else sharing the most words (full text). With ``exclude`` (the fact ``text`` is),
+    only facts stored before it: a conflict check that runs late never lets an older fact supersede a newer one."""
     condition, params = owner.dedupe_scope()
+    condition += (
+        " AND f.created_at < COALESCE((SELECT x.created_at FROM facts x WHERE x.fact_id = %(exclude)s), 'infinity')"
+    )
     params |= {"exclude": exclude, "limit": CONFLICT_CANDIDATES, "emb": embedding}
     if embedding is not None:
         indexed = await vectors.use_index(conn, condition, params, CONFLICT_CANDIDATES)

@@ -173,9 +173,10 @@ async def queue_embedding(conn: Conn) -> None:
     )
 
 
-async def enqueue(conn: Conn, kind: str, sid: int, payload: dict[str, object] | None = None) -> None:
-    """Queue a job (inside the caller's transaction, with the write it is about). A ``fold`` already queued for
-    the session is not queued twice."""
+async def enqueue(conn: Conn, kind: str, sid: int | None, payload: dict[str, object] | None = None) -> None:
+    """Queue a job (inside the caller's transaction, with the write it is about; ``sid`` None: a job of no
+    session, such as the conflict check of a fact saved without one). A ``fold`` already queued for the session is
+    not queued twice."""
     if kind == "fold":
         # A fold already running (claimed) read the session before this write: queue another one after it.
         await conn.execute(
@@ -343,7 +344,16 @@ async def extract(service: JobHost, job: Job) -> Commit | None:
 
     async def commit(conn: Conn) -> None:
         for text, vector in zip(texts, vectors, strict=True):
-            written = await facts.write_fact(conn, text, owner, "extracted", vector, attribution, source_ids)
+            written = await facts.write_fact(
+                conn,
+                text,
+                owner,
+                "extracted",
+                vector,
+                attribution,
+                source_ids,
+                supersede_corrections=not service.settings.has_summary_model,
+            )
             if written.status == "stored" and service.settings.has_summary_model:
                 await enqueue(conn, "reconcile", session.sid, {"fact_id": written.fact_id})
         if service.embedder is not None and None in vectors:

@@ -5,13 +5,15 @@ cosine distance when the store has an embedding model (through the HNSW index, o
 enough for that to be cheaper: :mod:`kora.memory.service.vectors`), and the facts matching any word of the query
 in Postgres full-text search (English stemming). Each candidate is scored in ``[0, 1]``:
 
-* with embeddings: ``0.7 * cosine + 0.2 * text + 0.1 * recency``;
+* with embeddings: ``0.8 * cosine + 0.2 * text``;
 * without (no embedding model, or a fact the background ``embed`` jobs have not reached yet: stored before the
-  model was configured or changed, or while it was unreachable): ``0.8 * text + 0.2 * recency``;
+  model was configured or changed, or while it was unreachable): ``text``;
 
-where ``text`` is the share of the query's (stemmed, non-stop) words the fact contains and ``recency`` is
-``exp(-age / 30 days)``. So recall works with no embedding model and improves with one. Superseded facts
-(``invalidated_at`` set) are never candidates. Stored events can be searched too (full text only).
+where ``text`` is the share of the query's (stemmed, non-stop) words the fact contains. So recall works with no
+embedding model and improves with one. Age is no part of the score: it only breaks ties (of scores equal to 4
+decimals, the newer first), so evidence from months ago is ranked by its relevance like yesterday's. What is out
+of date is superseded (:mod:`kora.memory.service.facts`), not buried. Superseded facts (``invalidated_at`` set)
+are never candidates. Stored events can be searched too (full text only).
 
 Scope filters: ``session``: this agent's session (its anonymous rows and the asking user's); ``agent``: this agent
 and this user, across sessions; ``user``: this user, across agents; ``store``: everything.
@@ -19,7 +21,6 @@ and this user, across sessions; ``user``: this user, across agents; ``store``: e
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,7 +28,6 @@ from datetime import datetime
 from psycopg.rows import dict_row
 
 from kora.core.errors import Forbidden, RequestError
-from kora.core.events import utc_now
 from kora.memory.service import vectors
 from kora.memory.service.database import Conn
 from kora.memory.wire import MEMORY_TOOL_NAMES, USER_SCOPES, RecallHit, Scope, scope_rank
@@ -38,7 +38,6 @@ _WORD = re.compile(r"\w+")
 #: the scope's filter, so at 100k facts, for a user with 10% of them, 20 candidates cost ~19 ms and 10 ~10 ms
 #: (bench/bench_memory_service.py).
 CANDIDATES_PER_HIT = 2
-_RECENCY_DAYS = 30.0
 
 
 @dataclass(frozen=True)
@@ -90,18 +89,11 @@ def or_query(query: str) -> str:
     return " or ".join(_WORD.findall(query))
 
 
-def recency(created_at: datetime) -> float:
-    """``exp(-age / 30 days)``: 1 for a fact made now, ~0.37 after 30 days."""
-    age_days = max((utc_now() - created_at).total_seconds(), 0.0) / 86_400
-    return math.exp(-age_days / _RECENCY_DAYS)
-
-
-def blend(cosine: float | None, text: float, created_at: datetime) -> float:
+def blend(cosine: float | None, text: float) -> float:
     """A candidate's score in ``[0, 1]`` (see the module docstring)."""
-    fresh = recency(created_at)
     if cosine is None:
-        return 0.8 * text + 0.2 * fresh
-    return 0.7 * max(cosine, 0.0) + 0.2 * text + 0.1 * fresh
+        return text
+    return 0.8 * max(cosine, 0.0) + 0.2 * text
 
 
 async def recall_facts(
@@ -205,7 +197,7 @@ def _best(rows: list[dict[str, object]], source: str, top_k: int, threshold: flo
         cosine = row["cosine"]
         timestamp = row["timestamp"]
         assert isinstance(timestamp, datetime)
-        score = blend(float(str(cosine)) if cosine is not None else None, float(str(row["text_share"])), timestamp)
+        score = blend(float(str(cosine)) if cosine is not None else None, float(str(row["text_share"])))
         if score >= threshold:
             hits.append(
                 RecallHit(
@@ -217,10 +209,10 @@ def _best(rows: list[dict[str, object]], source: str, top_k: int, threshold: flo
                     timestamp=timestamp,
                 )
             )
-    hits.sort(key=lambda hit: (hit.score, hit.timestamp), reverse=True)
+    hits.sort(key=lambda hit: (hit.score, hit.timestamp), reverse=True)  # recency breaks ties only
     return hits[:top_k]
 
 
 def merge(first: list[RecallHit], second: list[RecallHit], top_k: int) -> list[RecallHit]:
-    """The ``top_k`` best of two hit lists."""
+    """The ``top_k`` best of two hit lists (of equal scores, the newer first)."""
     return sorted([*first, *second], key=lambda hit: (hit.score, hit.timestamp), reverse=True)[:top_k]

@@ -156,7 +156,7 @@ class MemoryService:
         do: the embedding model changed and the ``embed`` jobs are not done, or it could not be reached)."""
         details: dict[str, str | int] = {}
         if self.embedder is None:
-            details["embedding"] = "no embedding model configured: recall uses full-text search and recency"
+            details["embedding"] = "no embedding model configured: recall uses full-text search"
         elif self.embedding_problem:
             details["embedding"] = self.embedding_problem
         if self.summary is None:

@@ -65,7 +65,7 @@ class MemoryServiceSettings(BaseSettings):
     embedding_model_api_url: str = Field(
         default="",
         description="OpenAI-compatible base URL (with `/v1`) of the embedding model; empty: recall by full-text "
-        "search and recency only.",
+        "search only.",
         json_schema_extra={"format": "uri"},
     )
     embedding_model: str = Field(default="", description="Model name sent to the embedding model API.")

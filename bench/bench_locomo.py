@@ -1,0 +1,257 @@
+"""Retrieval quality of long-term memory on LoCoMo (``snap-research/locomo``): evidence recall of the recall step.
+
+Run: ``python bench/bench_locomo.py PATH [--conversations N] [--questions-per-conversation N]`` where ``PATH`` is
+the dataset: ``data/locomo10.json`` of the public repository, or ``data/locomo10.zip`` of its first release (one
+JSON file per conversation). The data is CC BY-NC: it is read from where you put it and never committed; without
+``PATH`` (as in CI, which cannot reach it) the bench says so and exits 0.
+
+What runs, all on this machine: an embedded Postgres 18 + pgvector, ``kora model-hosted`` serving the real
+all-MiniLM-L6-v2 (one intra-op thread) and ``kora memory`` using it as its embedding model (no summary model, recall
+threshold 0 so that nothing is cut before top-k). Each conversation is one user; every dialog turn is stored as a
+fact with ``POST /v1/facts`` (text ``"[<session date>] <speaker>: <text>"``, so the date is searchable), remembering
+which dialog id (``D3:1``) each fact id stands for (a turn answered ``duplicate`` maps to the fact it repeats).
+Then each question is recalled at ``user`` scope, top 10:
+
+* **hybrid**: ``POST /v1/recall`` over HTTP, end to end (the service embeds the question, then vector and full-text
+  candidates are blended): its latency p50 / p95 is the one an agent sees;
+* **full text only**: :func:`kora.memory.service.recall.recall_facts` in this process on the same database, with
+  no query embedding (the service's path without an embedding model);
+* **vector only**: the nearest facts by cosine (pgvector, exact), the question embedded by the same model;
+* **rank fusion**: reciprocal rank fusion (k = 60) of the top 20 of those two lists, a candidate for the service.
+
+For each, evidence recall per question category: ``any@k`` (at least one evidence turn in the top k) and
+``all@k`` (every evidence turn in it), at k = 5 and 10. LoCoMo's categories: 1 multi-hop, 2 temporal,
+3 open-domain, 4 single-hop, 5 adversarial.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+import zipfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from bench_memory_service import (  # this directory, first on sys.path
+    ADMIN,
+    kora,
+    new_database,
+    postgres,
+    service_env,
+)
+
+from kora.memory.service import recall
+from kora.memory.service.database import Database
+from kora.memory.service.settings import load_memory_service_settings
+
+APP = "locomo"
+TOP_K = 10
+MODEL = "all-MiniLM-L6-v2"
+
+
+@dataclass
+class Conversation:
+    """One LoCoMo sample: its turns ``(dia_id, text)`` in order and its questions."""
+
+    name: str
+    turns: list[tuple[str, str]]
+    questions: list[dict[str, object]]
+
+
+def _conversation(name: str, sample: dict[str, object]) -> Conversation:
+    """A sample of either release: ``{"conversation": {...}, "qa": [...]}`` or the sessions at its top level."""
+    body = sample.get("conversation", sample)
+    assert isinstance(body, dict)
+    turns: list[tuple[str, str]] = []
+    number = 1
+    while f"session_{number}" in body:
+        date = str(body.get(f"session_{number}_date_time", ""))
+        for turn in body[f"session_{number}"]:
+            text = turn.get("text", "")
+            if turn.get("blip_caption"):
+                text = f"{text} [shares a photo: {turn['blip_caption']}]"
+            turns.append((str(turn["dia_id"]), f"[{date}] {turn['speaker']}: {text}"))
+        number += 1
+    questions = [q for q in sample.get("qa", []) if isinstance(q, dict) and q.get("evidence")]
+    return Conversation(name, turns, questions)
+
+
+def load(path: Path) -> list[Conversation]:
+    """The conversations of ``locomo10.json`` or of the first release's ``locomo10.zip``."""
+    if path.suffix == ".zip":
+        with zipfile.ZipFile(path) as archive:
+            names = sorted(n for n in archive.namelist() if n.endswith(".json"))
+            return [_conversation(Path(n).stem, json.loads(archive.read(n))) for n in names]
+    samples = json.loads(path.read_text())
+    return [_conversation(str(s.get("sample_id", i)), s) for i, s in enumerate(samples)]
+
+
+@dataclass
+class Scores:
+    """Hits per category: ``{category: {"any@5": [0/1, ...], ...}}`` and latencies in seconds."""
+
+    hits: dict[str, dict[str, list[int]]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(list)))
+    latencies: list[float] = field(default_factory=list)
+
+    def add(self, category: str, found: list[set[str]], evidence: set[str]) -> None:
+        for k in (5, 10):
+            seen = set().union(*found[:k]) if found else set()
+            for key in (category, "all"):
+                self.hits[key][f"any@{k}"].append(int(bool(seen & evidence)))
+                self.hits[key][f"all@{k}"].append(int(evidence <= seen))
+
+
+async def ingest(client: httpx.AsyncClient, conversation: Conversation) -> tuple[dict[str, set[str]], int]:
+    """Store every turn as a fact of the conversation's user; fact id -> dialog ids, and how many were duplicates."""
+    dialog: dict[str, set[str]] = defaultdict(set)
+    duplicates = 0
+    for dia_id, text in conversation.turns:
+        body = {"app_name": APP, "user_id": conversation.name, "content": text[:4000]}
+        answer = (await client.post("/v1/facts", json=body, timeout=120)).raise_for_status().json()
+        dialog[answer["fact_id"]].add(dia_id)
+        duplicates += answer["status"] == "duplicate"
+    return dialog, duplicates
+
+
+async def run(path: Path, conversations: int, per_conversation: int) -> None:
+    data = load(path)[:conversations]
+    with tempfile.TemporaryDirectory(prefix="kora-locomo-") as scratch, postgres(Path(scratch)) as admin_uri:
+        database_url = new_database(admin_uri, "locomo")
+        with kora(["model-hosted"], {"MODEL_HOSTED_MODEL": MODEL}, "/ready") as (_, model_url):
+            env = service_env(
+                database_url,
+                embedding_model_api_url=f"{model_url}/v1",
+                embedding_model=MODEL,
+                score_threshold="0",
+                workers="1",
+            )
+            with kora(["memory"], env, "/ready") as (_, service_url):
+                await measure(data, service_url, model_url, database_url, per_conversation)
+
+
+async def measure(
+    data: list[Conversation], service_url: str, model_url: str, database_url: str, per_conversation: int
+) -> None:
+    settings = load_memory_service_settings(service_env(database_url))
+    database = Database(settings)
+    await database.open()
+    assert database.pool is not None
+    modes = {"hybrid": Scores(), "full text only": Scores(), "vector only": Scores(), "rank fusion": Scores()}
+    turns = duplicates = superseded = 0
+    started = time.perf_counter()
+    async with httpx.AsyncClient(base_url=service_url, headers=ADMIN) as client, httpx.AsyncClient() as model:
+        dialogs = {}
+        for conversation in data:
+            dialogs[conversation.name], dups = await ingest(client, conversation)
+            turns += len(conversation.turns)
+            duplicates += dups
+        ingest_seconds = time.perf_counter() - started
+        # Wait for every fact's embedding (facts stored while the model was busy are embedded by jobs).
+        for _ in range(600):
+            details = (await client.get("/ready")).json().get("details", {})
+            if not details.get("facts_without_embedding"):
+                break
+            await asyncio.sleep(1)
+        async with database.pool.connection() as conn:
+            row = await (await conn.execute("SELECT count(*) FROM facts WHERE invalidated_at IS NOT NULL")).fetchone()
+            superseded = int(row[0]) if row else 0
+        for conversation in data:
+            dialog = dialogs[conversation.name]
+            where = recall.scope_filter("user", APP, conversation.name, None, "user")
+            for question in conversation.questions[: per_conversation or None]:
+                text = str(question["question"])
+                evidence = {str(e).strip() for e in question["evidence"]}  # type: ignore[union-attr]
+                category = str(question.get("category", "?"))
+                body = {"query": text, "scope": "user", "app_name": APP, "user_id": conversation.name, "top_k": TOP_K}
+                begun = time.perf_counter()
+                hits = (await client.post("/v1/recall", json=body)).raise_for_status().json()["hits"]
+                modes["hybrid"].latencies.append(time.perf_counter() - begun)
+                modes["hybrid"].add(category, [dialog.get(h["id"], set()) for h in hits], evidence)
+                async with database.pool.connection() as conn:
+                    begun = time.perf_counter()
+                    lexical = await recall.recall_facts(conn, where, text, None, 2 * TOP_K, 0.0)
+                    modes["full text only"].latencies.append(time.perf_counter() - begun)
+                    modes["full text only"].add(category, [dialog.get(h.id, set()) for h in lexical[:TOP_K]], evidence)
+                    vector = (
+                        await model.post(f"{model_url}/v1/embeddings", json={"model": MODEL, "input": [text]})
+                    ).json()["data"][0]["embedding"]
+                    condition, params = where.sql("f")
+                    begun = time.perf_counter()
+                    cur = await conn.execute(
+                        f"SELECT f.fact_id FROM facts f WHERE f.invalidated_at IS NULL AND {condition} "
+                        f"ORDER BY f.embedding <=> %(emb)s::vector LIMIT {2 * TOP_K}",
+                        params | {"emb": vector},
+                    )
+                    nearest = [str(r[0]) for r in await cur.fetchall()]
+                    modes["vector only"].latencies.append(time.perf_counter() - begun)
+                    modes["vector only"].add(category, [dialog.get(f, set()) for f in nearest[:TOP_K]], evidence)
+                    fused = fuse([h.id for h in lexical], nearest)
+                    modes["rank fusion"].add(category, [dialog.get(f, set()) for f in fused[:TOP_K]], evidence)
+    await database.close()
+    report(modes, len(data), turns, duplicates, superseded, ingest_seconds)
+
+
+#: The usual constant of reciprocal rank fusion (Cormack et al., 2009).
+RRF_K = 60
+
+
+def fuse(*rankings: list[str]) -> list[str]:
+    """Reciprocal rank fusion of ranked id lists: each id scores the sum of ``1 / (RRF_K + rank)``, best first."""
+    scores: dict[str, float] = defaultdict(float)
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            scores[item] += 1 / (RRF_K + rank)
+    return sorted(scores, key=lambda item: scores[item], reverse=True)
+
+
+def report(
+    modes: dict[str, Scores], conversations: int, turns: int, duplicates: int, superseded: int, seconds: float
+) -> None:
+    print(
+        f"LoCoMo: {conversations} conversations, {turns} turns stored in {seconds:.0f} s "
+        f"({turns / seconds:.1f}/s; {duplicates} answered duplicate, {superseded} superseded), top {TOP_K}"
+    )
+    categories = [*sorted({c for scores in modes.values() for c in scores.hits if c != "all"}), "all"]
+    for name, scores in modes.items():
+        if scores.latencies:
+            p50 = 1000 * statistics.median(scores.latencies)
+            p95 = 1000 * sorted(scores.latencies)[int(len(scores.latencies) * 0.95) - 1]
+            print(f"\n{name}: recall p50 {p50:.1f} ms, p95 {p95:.1f} ms")
+        else:
+            print(f"\n{name} (computed from the two lists above):")
+        print("| category | questions | any@5 | any@10 | all@5 | all@10 |")
+        print("|---|---|---|---|---|---|")
+        for category in categories:
+            hits = scores.hits.get(category)
+            if not hits:
+                continue
+            cells = [f"{statistics.mean(hits[key]):.3f}" for key in ("any@5", "any@10", "all@5", "all@10")]
+            print(f"| {category} | {len(hits['any@5'])} | " + " | ".join(cells) + " |")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("path", nargs="?", type=Path, help="locomo10.json or the first release's locomo10.zip")
+    parser.add_argument("--conversations", type=int, default=10)
+    parser.add_argument("--questions-per-conversation", type=int, default=0, help="0: all")
+    args = parser.parse_args()
+    if args.path is None or not args.path.exists():
+        print(
+            "bench_locomo: skipped, no dataset given (LoCoMo is CC BY-NC and not part of Kora: fetch "
+            "snap-research/locomo and pass data/locomo10.json)",
+            file=sys.stderr,
+        )
+        return 0
+    asyncio.run(run(args.path, args.conversations, args.questions_per_conversation))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
