@@ -491,7 +491,8 @@ def stored_response(response_id: str, events: Sequence[MemoryEvent]) -> dict[str
     """The response object ``response_id`` as its turn stored it (``events``: the session's events), or None when
     the session does not hold it. Its output: the turn's answer and the calls it handed to the client (its
     ``tool_call`` events that no result of the same turn answers); its status: ``failed`` or ``cancelled`` with
-    the turn's ``error`` event, ``incomplete`` when a limit cut it, else ``completed``."""
+    the turn's ``error`` event, ``incomplete`` when a limit cut it (its text then the limit's message when a step
+    budget or another budget ended the turn), else ``completed``."""
     own = turn_events(events, response_id)
     if not own:
         return None
@@ -505,6 +506,10 @@ def stored_response(response_id: str, events: Sequence[MemoryEvent]) -> dict[str
     calls = tuple(_client_call(e) for e in own if e.event_type == EventType.TOOL_CALL and _call_id(e) not in answered)
     texts = [e.content for e in own if e.event_type == EventType.AGENT_RESPONSE and isinstance(e.content, str)]
     finish = closing.get("finish_reason")
+    failure = next((e.content for e in own if e.event_type == EventType.ERROR and isinstance(e.content, dict)), {})
+    message = failure.get("message") if isinstance(failure, dict) else None
+    if finish == "length" and isinstance(message, str):
+        texts.append(message)  # a spent step budget or another budget: its message was the answer
     outcome = TurnOutcome(
         texts[-1] if texts else "",
         finish if isinstance(finish, str) else "stop",
@@ -516,9 +521,7 @@ def stored_response(response_id: str, events: Sequence[MemoryEvent]) -> dict[str
     events_of = ResponseEvents(fields)
     if isinstance(finish, str):
         return events_of.body(outcome)
-    failure = next((e.content for e in own if e.event_type == EventType.ERROR and isinstance(e.content, dict)), {})
     code = failure.get("error_type") if isinstance(failure, dict) else None
-    message = failure.get("message") if isinstance(failure, dict) else None
     if code == "cancelled":
         return events_of.body(outcome, "cancelled")
     return events_of.body(outcome, "failed", response_error(str(code) if code else None, str(message or "")))

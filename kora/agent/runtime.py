@@ -441,25 +441,18 @@ class AgentRuntime:
             log_turn(turn, progress.ran(), spent, stopped.code)
             raise error
         failure = turn_error(error)
-        if isinstance(failure, BudgetExhausted):
-            record_budget_exhausted(self.settings.agent_name, failure.budget)
-            await self.recorder.record(turn, progress.ran(), failure)
-            log_turn(turn, progress.ran(), spent, failure.code)
-            return TurnOutcome(
-                failure.message,
-                "length",
-                spent.input_tokens,
-                spent.output_tokens,
-                spent.requests,
-                spent=progress.budget.spent(spent),
-            )
-        if isinstance(failure, StepLimitReached):
-            failure = StepLimitReached(
-                f"I stopped before finishing: this turn reached its limit of "
-                f"{self.settings.agentic_loop_max_steps} model requests."
-            )
+        if isinstance(failure, StepLimitReached):  # the step budget or another budget ran out
+            if isinstance(failure, BudgetExhausted):
+                record_budget_exhausted(self.settings.agent_name, failure.budget)
+                logged = failure.code
+            else:
+                failure = StepLimitReached(
+                    f"I stopped before finishing: this turn reached its limit of "
+                    f"{self.settings.agentic_loop_max_steps} model requests."
+                )
+                logged = "length"
             await self.recorder.record(turn, progress.ran(), failure, tokens=_tokens(spent), finish_reason="length")
-            log_turn(turn, progress.ran(), spent, "length")
+            log_turn(turn, progress.ran(), spent, logged)
             return TurnOutcome(
                 failure.message,
                 "length",
