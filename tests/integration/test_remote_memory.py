@@ -224,6 +224,11 @@ async def test_strict_mode_answers_503_while_the_store_is_down(
                 first = await http.post(f"{agent.url}/", json=rpc_body("message/send", message_params("hi"), id_=3))
             assert first.json()["error"]["data"] == {"type": "memory_unavailable"}, first.text
             assert first.json()["id"] == 3
+            # The SDK still files the refused request's task, failed with the reason (the client never gets its id).
+            async with httpx.AsyncClient(timeout=30) as http:
+                listed = await http.get(f"{agent.url}/tasks", headers={"A2A-Version": "1.0"})
+            filed = listed.json().get("tasks", [])
+            assert [task["status"]["state"] for task in filed] in ([], ["TASK_STATE_FAILED"]), listed.text
             with pytest.raises(openai.APIStatusError) as caught:
                 await agent.async_openai().chat.completions.create(
                     model="m", messages=[{"role": "user", "content": "hi"}]
@@ -247,6 +252,15 @@ async def test_strict_mode_answers_503_while_the_store_is_down(
                     assert "memory store is unavailable" in body["error"]["message"]
                     if version is None:
                         assert body["error"]["data"] == {"type": "memory_unavailable"}
+                # The HTTP+JSON binding: the binding's error body, no task.
+                rest = {"message": {"role": "ROLE_USER", "messageId": "m-rest", "parts": [{"text": "hi"}]}}
+                answer = await http.post(f"{agent.url}/message:send", json=rest, headers={"A2A-Version": "1.0"})
+                assert answer.status_code == 503, answer.text
+                assert "memory store is unavailable" in answer.json()["error"]["message"]
+                # Refused before the SDK saw them: no task more than the first request's.
+                listed = await http.get(f"{agent.url}/tasks", headers={"A2A-Version": "1.0"})
+                assert listed.status_code == 200, listed.text
+                assert listed.json().get("tasks", []) == filed, listed.text
             store.start()
             wait_until(lambda: agent.get("/ready").status_code == 200, within=30, message="ready again")
             model.enqueue("back")

@@ -16,7 +16,8 @@ turn that stopped short of an answer (``finish_reason`` other than ``stop``: the
   the turn reads it ends the task ``failed``, with nothing stored.
 * Memory is read before the task is published: in strict failure mode, a memory store that cannot be reached
   refuses the request with a JSON-RPC error (``-32603``, ``data.type`` ``memory_unavailable``; the chat
-  endpoint's 503), and no task is created (:data:`REFUSALS`).
+  endpoint's 503) instead of answering with a task (:data:`REFUSALS`); the SDK still files that task, ``failed``.
+  Once the agent knows the store is gone, the endpoint refuses a message before the SDK sees it.
 * A task delegated by another Kora agent names its parent in message metadata ``kora.delegated_by`` (or the
   ``X-Kora-Delegated-By`` header); the turn is then stored as ``task_delegation_received``.
 """

@@ -1,21 +1,22 @@
-"""A2A's HTTP+JSON (REST) binding on the agent server (A2A 1.0 "HTTP+JSON/REST protocol binding"), next to
-JSON-RPC on ``POST /`` and advertised on the card (``supportedInterfaces``, binding ``HTTP+JSON``, version 1.0).
+"""A2A's HTTP+JSON (REST) binding on the agent server (A2A 1.0 "HTTP+JSON/REST protocol binding"), next to JSON-RPC on
+``POST /`` and advertised on the card (``supportedInterfaces``, binding ``HTTP+JSON``, version 1.0).
 
-The routes and their work are the SDK's (:func:`a2a.server.routes.create_rest_routes` over the same request
-handler, task store and call context builder as JSON-RPC): ``POST /message:send``, ``POST /message:stream``
-(SSE), ``GET /tasks/{id}`` (``?historyLength=``), ``GET /tasks`` (``ListTasks``' filters and paging as query
-parameters), ``POST /tasks/{id}:cancel``, ``GET``/``POST /tasks/{id}:subscribe`` (SSE), ``GET
-/extendedAgentCard`` and the push notification routes (answered "not supported": the card claims no push
-notifications). Not served: the SDK's ``/{tenant}/...`` copies (Kora has no tenants, and that catch-all mount
-would answer every other path of the agent) and 0.3's REST paths (``/v1/...``: 0.3 clients use JSON-RPC).
+The routes and their work are the SDK's (:func:`a2a.server.routes.create_rest_routes` over the same request handler,
+task store and call context builder as JSON-RPC): ``POST /message:send``, ``POST /message:stream`` (SSE), ``GET
+/tasks/{id}`` (``?historyLength=``), ``GET /tasks`` (``ListTasks``' filters and paging as query parameters), ``POST
+/tasks/{id}:cancel``, ``GET``/``POST /tasks/{id}:subscribe`` (SSE), ``GET /extendedAgentCard`` and the push
+notification routes (served with the shared ``postgres`` task store, answered "not supported" otherwise, as the card
+says). Not served: the SDK's ``/{tenant}/...`` copies (Kora has no tenants, and that catch-all mount would answer
+every other path of the agent) and 0.3's REST paths (``/v1/...``: 0.3 clients use JSON-RPC).
 
 Before the SDK sees a request, :func:`rest_routes`' ``guard`` applies the rules JSON-RPC has (see
-:meth:`kora.agent.a2a.routes.A2AServer.rest_guard`): the caller's identity (a credential that fails is refused
-with its HTTP status), the version (1.x only: the binding is 1.0's; no version means 0.3, refused), a send's body
-checked as ``SendMessage`` params are (parts, storable text, schema, another user's context), ``ListTasks``'
-``status``, and the extended card's verified user. A refusal is the binding's error body, ``{"error": {"code":
-<HTTP status>, "status": <google.rpc code name>, "message", "details": [google.rpc.ErrorInfo]}}``, built by the
-SDK's own :func:`~a2a.utils.error_handlers.build_rest_error_payload`.
+:meth:`kora.agent.a2a.routes.A2AServer.rest_guard`): the caller's identity (a credential that fails is refused with
+its HTTP status), the version (1.x only: the binding is 1.0's; no version means 0.3, refused), a send's body checked
+as ``SendMessage`` params are (parts, storable text, schema, another user's context), ``ListTasks``' ``status``, the
+extended card's verified user, and a strict-mode memory that cannot be read (a send is refused, no task made). A
+refusal is the binding's error body, ``{"error": {"code": <HTTP status>, "status": <google.rpc code name>,
+"message", "details": [google.rpc.ErrorInfo]}}``, built by the SDK's own
+:func:`~a2a.utils.error_handlers.build_rest_error_payload`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from kora.agent.a2a.executor import REFUSALS
 from kora.agent.a2a.negotiation import a2a_error
 from kora.core.errors import InvalidJSON, KoraError
 
@@ -113,7 +115,15 @@ def _guarded(path: str, endpoint: Endpoint, guard: Guard, refuse: Callable[[Kora
             await guard(request, path)
         except KoraError as error:
             return refuse(error)
-        # The same Request: a body the guard read is cached on it for the SDK.
-        return await endpoint(request)
+        refusals: list[KoraError] = []
+        token = REFUSALS.set(refusals)
+        try:
+            # The same Request: a body the guard read is cached on it for the SDK.
+            response = await endpoint(request)
+        finally:
+            REFUSALS.reset(token)
+        # The executor refused the turn before publishing a task (strict-mode memory unreachable): the client gets
+        # that error, as on JSON-RPC, not the SDK's answer to it.
+        return refuse(refusals[0]) if refusals else response
 
     return guarded

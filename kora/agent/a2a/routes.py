@@ -249,8 +249,9 @@ class A2AServer:
     async def rest_guard(self, request: Request, path: str) -> None:
         """What the REST binding checks before the SDK serves ``path`` (its route's template), as JSON-RPC does:
         the caller's identity (kept on the request for the call context), the version (1.x only), a send's body
-        as ``SendMessage`` params (:func:`.legacy.prepare`) and its context's owner, ``ListTasks``' ``status``
-        and the extended card's verified user. Raises the :class:`~kora.core.errors.KoraError` to answer."""
+        as ``SendMessage`` params (:func:`.legacy.prepare`), its context's owner and a strict-mode memory that
+        cannot be read, ``ListTasks``' ``status`` and the extended card's verified user. Raises the
+        :class:`~kora.core.errors.KoraError` to answer."""
         request.state.kora_identity = await self.identity.resolve(request.headers)
         if negotiate(asked_version(request.headers, request.query_params)) != V1:
             raise VersionNotSupported("The HTTP+JSON binding is served in A2A 1.0: send the header A2A-Version: 1.0")
@@ -259,6 +260,8 @@ class A2AServer:
             params = legacy.parse_body(await request.body())
             prepared = legacy.prepare({"jsonrpc": "2.0", "id": 0, "method": method, "params": params}, V1)
             self._check_context(request, prepared)
+            if self._check_memory is not None:
+                self._check_memory()
         elif path == rest.LIST_TASKS_PATH:
             status = request.query_params.get("status")
             legacy.check_task_state(int(status) if status is not None and status.isdigit() else status)
