@@ -325,6 +325,8 @@ class EventWriter:
                 thread_id=self._run.thread_id,
                 run_id=self._run.run_id,
                 outcome=RunFinishedSuccessOutcome(pending_tool_call_ids=pending) if pending else None,
+                # A run a limit cut short (a step budget or another budget: its message was the text) says so.
+                result={"finishReason": "length"} if item.finish_reason == "length" else None,
                 usage=[usage],
             )
 

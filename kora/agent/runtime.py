@@ -198,7 +198,7 @@ class AgentRuntime:
                             [*messages[prompt_at:], first],
                             first.text or "",
                             _usage_of(first),
-                            progress.budget,
+                            progress,
                             first.finish_reason,
                             calls,
                         )
@@ -210,7 +210,7 @@ class AgentRuntime:
                     [*messages[prompt_at:], *result.new_messages],
                     result.text,
                     result.usage,
-                    progress.budget,
+                    progress,
                     result.finish_reason,
                     result.calls,
                 )
@@ -284,7 +284,7 @@ class AgentRuntime:
                             [*messages[prompt_at:], first],
                             first.text or "",
                             _usage_of(first),
-                            progress.budget,
+                            progress,
                             first.finish_reason,
                             calls,
                         )
@@ -313,7 +313,7 @@ class AgentRuntime:
                                 turn_messages,
                                 item.text,
                                 item.usage,
-                                progress.budget,
+                                progress,
                                 item.finish_reason,
                                 item.calls,
                             )
@@ -325,7 +325,7 @@ class AgentRuntime:
                 if not recorded:
                     stopped = TurnCancelled("The turn was stopped before it finished.")
                     spent = steps_usage(progress.usage, progress.steps)
-                    self._account(spent)
+                    self._account(spent, progress)
                     await self.recorder.record(turn, progress.ran(), stopped, tokens=_tokens(spent))
                     log_turn(turn, progress.ran(), spent, stopped.code)
                 raise
@@ -334,8 +334,12 @@ class AgentRuntime:
                 yield outcome.text
                 yield outcome
 
-    def _account(self, usage: RunUsage) -> None:
-        """Add a turn's own model usage to the agent's spend metrics."""
+    def _account(self, usage: RunUsage, progress: _Progress) -> None:
+        """Add a turn's own model usage to the agent's spend metrics, once per turn (``progress`` remembers it: a
+        turn whose store write fails after it was counted is not counted again as it fails)."""
+        if progress.accounted:
+            return
+        progress.accounted = True
         prices = self._prices
         cost = prices.cost(usage.input_tokens, usage.output_tokens) if prices is not None else None
         record_turn_spend(self.settings.agent_name, usage.input_tokens, usage.output_tokens, cost)
@@ -407,7 +411,7 @@ class AgentRuntime:
         messages: list[ModelMessage],
         text: str,
         usage: RunUsage,
-        budget: TurnBudget,
+        progress: _Progress,
         finish: str | None = None,
         calls: tuple[ClientCall, ...] = (),
     ) -> TurnOutcome:
@@ -415,12 +419,12 @@ class AgentRuntime:
         outcome: ``finish_reason`` ``tool_calls`` with client ``calls``, ``length`` when the model's last answer
         was cut by a token limit (pydantic-ai's ``finish``), else ``stop``."""
         self.tracing.end_step()
-        self._account(usage)
+        self._account(usage, progress)
         reason = "tool_calls" if calls else "length" if finish == "length" else "stop"
         await self.recorder.record(turn, messages, tokens=_tokens(usage), finish_reason=reason)
         log_turn(turn, messages, usage, reason)
         return TurnOutcome(
-            text, reason, usage.input_tokens, usage.output_tokens, usage.requests, calls, budget.spent(usage)
+            text, reason, usage.input_tokens, usage.output_tokens, usage.requests, calls, progress.budget.spent(usage)
         )
 
     async def _failed(self, turn: TurnRequest, error: BaseException, progress: _Progress) -> TurnOutcome:
@@ -429,7 +433,7 @@ class AgentRuntime:
         :class:`~kora.core.errors.TurnError` (cancellation is re-raised). A session the memory store refuses
         (:func:`kora.memory.base.check_owner`) is re-raised as it is, with nothing stored."""
         spent = steps_usage(progress.usage, progress.steps)
-        self._account(spent)
+        self._account(spent, progress)
         if isinstance(error, Forbidden) and error.code == SESSION_FORBIDDEN:
             # The memory store refused the session as another user's: the turn never started, and writing its
             # error event would write to that user's session.
@@ -476,9 +480,10 @@ class _Progress:
     """How far a turn got, so a turn that fails or is cancelled stores the steps that ran: ``messages`` from
     its prompt request up to the loop (the first answer, when it called tools), ``usage`` spent before the loop,
     ``steps``, the loop's messages (filled by :class:`~kora.agent.loop.AgenticLoop` however it ends), and the
-    turn's ``budget``."""
+    turn's ``budget``; ``accounted`` once its spend is in the agent's metrics."""
 
     budget: TurnBudget
+    accounted: bool = False
     messages: list[ModelMessage] = field(default_factory=list)
     usage: RunUsage = field(default_factory=RunUsage)
     steps: list[ModelMessage] = field(default_factory=list)

@@ -249,7 +249,10 @@ class Reconciler:
         # Pod IPs are reached directly, never through a proxy the operator's environment may name.
         async with httpx.AsyncClient(trust_env=False) as client:
             while True:
-                await self.probe_memory(client)
+                try:
+                    await self.probe_memory(client)
+                except Exception:  # a probe's own bug must not end the reconciler's task group
+                    log.exception("memory reachability probe failed; trying again next period")
                 await asyncio.sleep(self.settings.agent_memory_probe_seconds)
 
     async def probe_memory(self, client: httpx.AsyncClient) -> None:

@@ -304,11 +304,14 @@ def _budget_env(agent: Agent, model_api: ModelAPI | None, defaults: AgentBudget 
             (names.MODEL_PRICE_INPUT_PER_MILLION, pricing.input_per_million),
             (names.MODEL_PRICE_OUTPUT_PER_MILLION, pricing.output_per_million),
         ]
-    return [
-        EnvEntry(name, f"{value:g}" if isinstance(value, float) else str(value))
-        for name, value in values
-        if value is not None
-    ]
+    return [EnvEntry(name, _number(value)) for name, value in values if value is not None]
+
+
+def _number(value: float) -> str:
+    """``value`` as an environment variable holds it: exact (``repr`` round-trips a float), without a ``.0``
+    that says nothing (``10.0`` -> ``10``, ``0.1234567`` stays as it is)."""
+    text = repr(value)
+    return text.removesuffix(".0") if isinstance(value, float) else text
 
 
 def _agent_env(

@@ -3,6 +3,7 @@
 the budget; a budget given by a delegating agent (``kora.budget``) binds the peer; and a loop of delegations across
 three agents ends within the first agent's budget."""
 
+import json
 from typing import Any
 
 import httpx
@@ -229,3 +230,23 @@ async def test_over_the_responses_api_a_spent_budget_is_an_incomplete_response(m
         assert stored.usage is not None
         assert response.usage is not None
         assert stored.usage.total_tokens == response.usage.total_tokens > 0
+
+
+async def test_over_ag_ui_a_spent_budget_finishes_the_run_with_finish_reason_length(model):
+    model.enqueue(*tool_loop(4))
+    async with (
+        ThreadedServer(mcp_app("calc", [add]), name="calc", lifespan="on") as calc,
+        running_agent(
+            model, MCP_SERVERS="calc", MCP_SERVER_CALC_URL=calc.root_url, BUDGET_MAX_MODEL_REQUESTS="2"
+        ) as agent,
+    ):
+        run = {"threadId": "budget-run", "runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "loop"}]}
+        async with httpx.AsyncClient(timeout=60) as http:
+            answer = await http.post(f"{agent.url}/ag-ui", json=run)
+    assert answer.status_code == 200, answer.text
+    events = [json.loads(line[len("data: ") :]) for line in answer.text.split("\n") if line.startswith("data: ")]
+    text = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text.startswith("budget_exhausted: model_requests")
+    assert events[-1]["type"] == "RUN_FINISHED"
+    assert events[-1]["result"] == {"finishReason": "length"}
+    assert len(model.requests) == 2

@@ -682,3 +682,23 @@ def test_the_shared_task_store_reaches_the_agent_with_its_url_from_a_secret():
     assert env["TASK_STORE_TYPE"] == "postgres"
     assert env["TASK_STORE_URL"] == SecretKeyRef("tasks-db", "url")
     assert boss.replicas == 2
+
+
+def test_prices_and_budgets_reach_the_agent_exactly():
+    priced = BASE.replace(
+        "spec: {mode: Scripted, scriptedConfig: {script: [{reply: hello}]}}",
+        "spec: {mode: Scripted, scriptedConfig: {script: [{reply: hello}]}, "
+        "pricing: {inputPerMillion: 0.1234567, outputPerMillion: 1234567}}",
+    )
+    agent = """
+---
+apiVersion: kora.dev/v1alpha1
+kind: Agent
+metadata: {name: boss, namespace: team}
+spec: {modelAPI: llm, model: scripted, config: {budget: {maxSeconds: 0.000125, maxCostUsd: 12345.678901}}}
+"""
+    env = env_of(plan_workloads(load_text(priced + agent), STRATEGIES["cluster"])[REFS["boss"]])
+    assert env["MODEL_PRICE_INPUT_PER_MILLION"] == "0.1234567"
+    assert env["MODEL_PRICE_OUTPUT_PER_MILLION"] == "1234567"
+    assert env["BUDGET_MAX_SECONDS"] == "0.000125"
+    assert env["BUDGET_MAX_COST_USD"] == "12345.678901"

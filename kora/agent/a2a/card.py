@@ -2,30 +2,29 @@
 
 :class:`AgentCardSource` builds an A2A 1.0 card, with the 0.3 fields, using the SDK's types and serialiser: name,
 description, version, ``protocolVersion`` ``"0.3.0"``, the ``url`` clients reach the JSON-RPC endpoint at,
-capabilities (streaming, no push notifications; nothing else is claimed: tasks keep no state transition
-history), default input modes (``text/plain`` and ``application/json``: data parts reach the model as JSON
-text; file parts are refused) and output modes (``text/plain``), and one skill per tool the model can call
-(tool-server tools, delegation targets, memory tools). ``supportedInterfaces`` lists JSON-RPC at A2A 1.0 first,
-then the HTTP+JSON (REST) binding at 1.0 (its URL without the trailing slash, as clients append the binding's
-paths to it), then JSON-RPC at 0.3 (the SDK fills the 0.3 fields ``url``,
-``protocolVersion`` and ``preferredTransport`` from the 0.3 one, so 0.3 clients read the card as before).
+capabilities (streaming; push notifications with the shared ``postgres`` task store only; nothing else is claimed:
+tasks keep no state transition history), default input modes (``text/plain`` and ``application/json``: data parts
+reach the model as JSON text; file parts are refused) and output modes (``text/plain``), and one skill per tool the
+model can call (tool-server tools, delegation targets, memory tools). ``supportedInterfaces`` lists JSON-RPC at A2A
+1.0 first, then the HTTP+JSON (REST) binding at 1.0 (its URL without the trailing slash, as clients append the
+binding's paths to it), then JSON-RPC at 0.3 (the SDK fills the 0.3 fields ``url``, ``protocolVersion`` and
+``preferredTransport`` from the 0.3 one, so 0.3 clients read the card as before).
 
 When the agent verifies users (``AUTH_JWT_JWKS_URL`` or ``AUTH_TRUSTED_USER_HEADER``), the card says it serves the
-authenticated extended card (1.0 ``capabilities.extendedAgentCard``, 0.3 ``supportsAuthenticatedExtendedCard``)
-and, with tokens, names the bearer scheme in ``securitySchemes`` (no ``securityRequirements``: anonymous callers
-are served too). The extended card is the same card, answered only to a verified user (Kora keeps nothing on the
-card that anonymous callers may not read). Each served card has an ``ETag`` (a hash of its bytes), so
-clients revalidate with ``If-None-Match`` (:func:`card_response`). The SDK's own card route does the same for
-one fixed card; Kora's card carries the URL each request reached the agent at, which its per-card modifier
-(given the card, not the request) cannot know, hence this route.
+authenticated extended card (1.0 ``capabilities.extendedAgentCard``, 0.3 ``supportsAuthenticatedExtendedCard``) and,
+with tokens, names the bearer scheme in ``securitySchemes`` (no ``securityRequirements``: anonymous callers are
+served too). The extended card is the same card, answered only to a verified user (Kora keeps nothing on the card
+that anonymous callers may not read). Each served card has an ``ETag`` (a hash of its bytes), so clients revalidate
+with ``If-None-Match`` (:func:`card_response`). The SDK's own card route does the same for one fixed card; Kora's
+card carries the URL each request reached the agent at, which its per-card modifier (given the card, not the
+request) cannot know, hence this route.
 
-The card is rebuilt only when its inputs (public URL or tool list) change; the tool list comes from
-the runtime's cached definitions, so serving the card never opens a tool server.
+The card is rebuilt only when its inputs (public URL or tool list) change; the tool list comes from the runtime's
+cached definitions, so serving the card never opens a tool server.
 
-The ``url`` is ``AGENT_PUBLIC_URL`` when set. Otherwise it is derived from the request: the
-``X-Forwarded-Proto``/``X-Forwarded-Host``/``X-Forwarded-Prefix`` headers a gateway sets win over the
-request's own scheme, host and root path, so the card stays right behind the gateway's path prefix
-(``/{namespace}/agent/{name}/``).
+The ``url`` is ``AGENT_PUBLIC_URL`` when set. Otherwise it is derived from the request: the ``X-Forwarded-
+Proto``/``X-Forwarded-Host``/``X-Forwarded-Prefix`` headers a gateway sets win over the request's own scheme, host
+and root path, so the card stays right behind the gateway's path prefix (``/{namespace}/agent/{name}/``).
 """
 
 from __future__ import annotations
