@@ -226,5 +226,6 @@ async def test_over_the_responses_api_a_spent_budget_is_an_incomplete_response(m
         # Stored as answered: the retrieved response is as incomplete, with the usage really spent.
         stored = agent.openai().responses.retrieve(response.id)
         assert (stored.status, stored.output_text) == (response.status, response.output_text)
-        assert stored.usage is not None and response.usage is not None
+        assert stored.usage is not None
+        assert response.usage is not None
         assert stored.usage.total_tokens == response.usage.total_tokens > 0
