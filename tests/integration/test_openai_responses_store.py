@@ -186,6 +186,17 @@ def test_two_turns_of_a_conversation_see_each_others_history(s):
     assert third.conversation is None  # as OpenAI: it was created with previous_response_id
 
 
+def test_a_chat_session_is_a_conversation(s):
+    client = s.client("alice")
+    session = f"chat_{uuid.uuid4().hex}"
+    client.chat.completions.create(
+        model="helper", messages=[{"role": "user", "content": "from chat"}], extra_headers={"X-Session-ID": session}
+    )
+    answer = client.responses.create(model="helper", input="from responses", conversation=session)
+    assert answer.output_text == "You said: from responses"
+    assert _sent(s) == ["from chat", "You said: from chat", "from responses"]
+
+
 def test_a_conversation_carries_the_calls_handed_to_the_client(s):
     client = s.client()
     conversation = f"conv_{uuid.uuid4().hex}"
