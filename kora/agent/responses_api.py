@@ -4,6 +4,8 @@ as a ``response`` object or its stream of typed events (:class:`ResponseEvents`)
 
 Sessions: a response's ``id`` names the session its turn ran in (``resp_<session id, hex>_<random>``), so
 ``previous_response_id`` continues that session; its stored events are the conversation, nothing else is kept.
+A ``conversation`` (an id, or ``{"id": ...}``) is a session named by the client: its id is the session id
+(:func:`conversation_of`), and the response echoes it as ``{"id": ...}``.
 ``function_call_output`` items answer the calls of the previous response: the calls are read back from the
 session (:func:`pending_calls`). A stored response is its turn's events, stamped as
 :class:`~kora.agent.turn.ResponseRecord` says, and is read back from them (:func:`stored_response`). Pure functions
@@ -23,7 +25,7 @@ from pydantic import JsonValue
 from kora.agent.turn import ClientCall, TurnOutcome
 from kora.core.errors import NotFound, RequestError
 from kora.core.events import EventType, MemoryEvent
-from kora.core.protocol import check_session_id
+from kora.core.protocol import SESSION_ID_RULE, check_session_id, is_session_id
 
 #: Responses fields and the Chat Completions field each becomes (same name unless given).
 _RENAMED: Final[Mapping[str, str]] = {"max_output_tokens": "max_tokens"}
@@ -31,7 +33,18 @@ _RENAMED: Final[Mapping[str, str]] = {"max_output_tokens": "max_tokens"}
 _SAME: Final = frozenset({"model", "stream", "temperature", "top_p", "parallel_tool_calls", "metadata", "user"})
 #: Responses fields this module reads itself.
 _OWN: Final = frozenset(
-    {"input", "instructions", "tools", "tool_choice", "text", "previous_response_id", "store", "background", "include"}
+    {
+        "input",
+        "instructions",
+        "tools",
+        "tool_choice",
+        "text",
+        "previous_response_id",
+        "conversation",
+        "store",
+        "background",
+        "include",
+    }
 )
 #: Metadata keys of the events a Responses turn stores (:class:`~kora.agent.turn.ResponseRecord`).
 RESPONSE_ID: Final = "response_id"
@@ -80,6 +93,43 @@ def session_of(previous_response_id: object) -> str:
             "invalid_value",
         )
     return session
+
+
+def conversation_of(body: Mapping[str, Any]) -> str | None:
+    """The session a request's ``conversation`` names (its id: a conversation is a session), None without one.
+    Raises :class:`~kora.core.errors.RequestError` (400, ``param: "conversation"``): ``invalid_type`` for a value
+    that is neither a string nor ``{"id": <string>}``, ``invalid_value`` for an id that breaks the session id rule
+    (:mod:`kora.core.protocol`, the value is never echoed) and for ``conversation`` with ``previous_response_id``
+    (OpenAI takes one or the other)."""
+    value = body.get("conversation")
+    if value is None:
+        return None
+    if body.get("previous_response_id") is not None:
+        raise _refuse(
+            "Invalid value: 'conversation' cannot be used together with 'previous_response_id': give one of them "
+            "(a response continues its own conversation).",
+            "conversation",
+            "invalid_value",
+        )
+    if isinstance(value, dict):
+        if set(value) != {"id"}:
+            raise _refuse(
+                "Invalid type for 'conversation': expected a conversation id or an object with only 'id'.",
+                "conversation",
+                "invalid_type",
+            )
+        value = value["id"]
+    if not isinstance(value, str):
+        raise _refuse(
+            "Invalid type for 'conversation': expected a conversation id (a string) or {\"id\": <string>}.",
+            "conversation",
+            "invalid_type",
+        )
+    if not is_session_id(value):
+        raise _refuse(
+            f"Invalid value: 'conversation' is a session id and {SESSION_ID_RULE}.", "conversation", "invalid_value"
+        )
+    return value
 
 
 def response_not_found(response_id: str, param: str | None = None) -> NotFound:
@@ -245,13 +295,6 @@ def chat_body(body: Mapping[str, Any], pending: list[ClientCall] | None = None) 
             "include",
             "unsupported_value",
         )
-    if body.get("conversation") is not None:
-        raise _refuse(
-            "Unsupported parameter: 'conversation' is not supported by this agent; continue a conversation with "
-            "'previous_response_id' (each response continues the session of the one it names).",
-            "conversation",
-            "unsupported_parameter",
-        )
     if "input" not in body:
         raise _refuse("Missing required parameter: 'input'.", "input", "invalid_value")
     messages = _messages(body.get("input"), body.get("instructions"))
@@ -345,13 +388,17 @@ _ECHOED: Final[Mapping[str, JsonValue]] = {
 }
 
 
-def response_fields(id_: str, model: str, request: Mapping[str, Any]) -> dict[str, JsonValue]:
-    """What a response object takes from its request: ``id``, ``model``, ``created_at`` (now, Unix seconds) and
-    the echoed request fields (a field given as null takes its default)."""
+def response_fields(
+    id_: str, model: str, request: Mapping[str, Any], conversation: str | None = None
+) -> dict[str, JsonValue]:
+    """What a response object takes from its request: ``id``, ``model``, ``created_at`` (now, Unix seconds), the
+    echoed request fields (a field given as null takes its default) and ``conversation`` as OpenAI's
+    ``{"id": ...}`` (None when the request named none: :func:`conversation_of`)."""
     fields: dict[str, JsonValue] = {"id": id_, "model": model, "created_at": int(time.time())}
     for name, default in _ECHOED.items():
         value = request.get(name)
         fields[name] = default if value is None else value
+    fields["conversation"] = {"id": conversation} if conversation is not None else None
     return fields
 
 

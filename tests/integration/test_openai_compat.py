@@ -492,7 +492,9 @@ def test_responses_structured_output_and_refusals(s):
     assert Weather.model_validate_json(answer.output_text) == Weather(city="Paris", degrees=21)
     for body, param in (
         ({"store": "no"}, "store"),
-        ({"conversation": "conv_1"}, "conversation"),
+        ({"conversation": "not a session id"}, "conversation"),
+        ({"conversation": {"id": 5}}, "conversation"),
+        ({"conversation": "conv_1", "previous_response_id": "resp_zz"}, "conversation"),
         ({"include": ["message.output_text.logprobs"]}, "include"),
         ({"include": "all"}, "include"),
         ({"background": True}, "background"),
@@ -532,6 +534,8 @@ response_items = st.lists(
     ),
     max_size=4,
 )
+#: A ``conversation`` that the fuzz test replaces with the session its ``X-Session-ID`` names.
+SAME_SESSION = "same-as-the-header"
 responses_bodies = st.fixed_dictionaries(
     {"input": st.one_of(st.text(max_size=10), response_items, hostile_values)},
     optional={
@@ -547,7 +551,9 @@ responses_bodies = st.fixed_dictionaries(
         "store": field(st.booleans()),
         "background": field(st.booleans()),
         "include": field(st.just([])),
-        "conversation": field(st.none()),
+        "conversation": field(
+            st.one_of(st.none(), st.just(SAME_SESSION), st.text(max_size=20), st.builds(lambda t: {"id": t}, st.text()))
+        ),
     },
 )
 
@@ -556,6 +562,8 @@ responses_bodies = st.fixed_dictionaries(
 @given(body=responses_bodies)
 def test_fuzz_the_responses_api(setup, body):
     session = f"fuzz-{uuid.uuid4().hex}"
+    if body.get("conversation") == SAME_SESSION:  # the conversation the header names too
+        body = {**body, "conversation": session}
     response = httpx.post(
         f"{setup.agent.url}/v1/responses",
         content=render(body).encode("utf-8", "surrogatepass"),

@@ -215,3 +215,24 @@ async def test_openai_agents_sdk_structured_output_through_kora(kora, api):
     result = await Runner.run(agent, "weather?")
     assert result.final_output == Weather(city="Paris", degrees=21)
     assert kora.model.requests[-1]["response_format"]["json_schema"]["name"] == "final_output"
+
+
+async def test_openai_agents_sdk_keeps_its_conversation_in_a_kora_session(kora):
+    """``Runner.run(..., conversation_id=...)`` sends only the new items with ``conversation``: Kora's session of
+    that id holds the rest (the call it handed to the SDK, and the earlier runs)."""
+    import uuid
+
+    from agents import Agent, Runner, function_tool
+
+    conversation = f"conv_{uuid.uuid4().hex}"
+    agent = Agent(name="weather", tools=[function_tool(get_weather)], model=agents_model(kora, "responses"))
+    result = await Runner.run(agent, "weather in Oslo?", conversation_id=conversation)
+    assert result.final_output == "Tool result: sunny in Oslo"
+    _, second = kora.model.requests
+    assert non_system_roles(second) == ["user", "assistant", "tool"]
+    later = await Runner.run(agent, "thanks", conversation_id=conversation)
+    assert later.final_output == "You said: thanks"
+    contents = [m.get("content") for m in kora.model.requests[-1]["messages"] if m["role"] != "system"]
+    assert contents[0] == "weather in Oslo?"
+    assert contents[-2:] == ["Tool result: sunny in Oslo", "thanks"]
+    assert {e["metadata"].get("response_id") for e in kora.agent.events(conversation)} >= {result.last_response_id}

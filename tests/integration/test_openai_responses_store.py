@@ -1,6 +1,7 @@
 """Stored responses of the Responses API, as the ``openai`` SDK uses them against a real agent (scripted model):
-``responses.retrieve`` / ``delete`` / ``cancel``, ``store: false``, ``previous_response_id`` chaining, the refused
-``background`` and ``conversation``, who may read and delete a response, and hostile ids on the new routes."""
+``responses.retrieve`` / ``delete`` / ``cancel``, ``store: false``, ``previous_response_id`` chaining,
+``conversation`` (a session named by the client), the refused ``background``, who may read and delete a
+response, and hostile ids on the new routes."""
 
 from __future__ import annotations
 
@@ -158,15 +159,112 @@ def test_cancel_is_refused_as_no_response_runs_in_the_background(s):
     assert client.responses.create(model="helper", input="now", background=False).output_text == "You said: now"
 
 
-def test_conversation_is_refused_naming_previous_response_id(s):
-    before = len(s.agent.events())
+def _sent(s: Setup) -> list[object]:
+    """What the model was last sent, but the instructions."""
+    return [m["content"] for m in s.model.requests[-1]["messages"] if m["role"] != "system"]
+
+
+def test_two_turns_of_a_conversation_see_each_others_history(s):
+    alice = s.client("alice")
+    conversation = f"conv_{uuid.uuid4().hex}"
+    first = alice.responses.create(model="helper", input="remember pears", conversation=conversation)
+    assert first.conversation is not None
+    assert first.conversation.id == conversation
+    second = alice.responses.create(model="helper", input="what now?", conversation={"id": conversation})
+    assert second.output_text == "You said: what now?"
+    assert _sent(s) == ["remember pears", "You said: remember pears", "what now?"]
+    assert second.conversation is not None
+    assert second.conversation.id == conversation
+    # A conversation is the session of its id: both turns are its events, and each response is retrieved.
+    held = s.agent.events(conversation)
+    assert {e["metadata"].get("response_id") for e in held} == {first.id, second.id}
+    assert alice.responses.retrieve(second.id).conversation.id == conversation
+    # previous_response_id to a response of the conversation continues the same session.
+    third = alice.responses.create(model="helper", input="and then?", previous_response_id=second.id)
+    assert _sent(s)[:4] == ["remember pears", "You said: remember pears", "what now?", "You said: what now?"]
+    assert s.session_holding(third.id) == conversation
+    assert third.conversation is None  # as OpenAI: it was created with previous_response_id
+
+
+def test_a_chat_session_is_a_conversation(s):
+    client = s.client("alice")
+    session = f"chat_{uuid.uuid4().hex}"
+    client.chat.completions.create(
+        model="helper", messages=[{"role": "user", "content": "from chat"}], extra_headers={"X-Session-ID": session}
+    )
+    answer = client.responses.create(model="helper", input="from responses", conversation=session)
+    assert answer.output_text == "You said: from responses"
+    assert _sent(s) == ["from chat", "You said: from chat", "from responses"]
+
+
+def test_a_conversation_carries_the_calls_handed_to_the_client(s):
+    client = s.client()
+    conversation = f"conv_{uuid.uuid4().hex}"
+    first = client.responses.create(model="helper", input="weather in Lima?", tools=[TOOL], conversation=conversation)
+    second = client.responses.create(
+        model="helper",
+        conversation=conversation,
+        input=[{"type": "function_call_output", "call_id": _call(first), "output": "warm"}],
+        tools=[TOOL],
+    )
+    assert second.output_text == "Tool result: warm"
+
+
+def test_a_users_conversation_is_hers_alone(s):
+    conversation = f"conv_{uuid.uuid4().hex}"
+    s.client("alice").responses.create(model="helper", input="alice's secret", conversation=conversation)
+    held, requests = s.agent.events(conversation), len(s.model.requests)
+    for other in (s.client("bob"), s.client()):
+        for store in (True, False):
+            with pytest.raises(openai.PermissionDeniedError) as error:
+                other.responses.create(model="helper", input="x", conversation=conversation, store=store)
+            assert error.value.body["code"] == "session_forbidden"
+            assert "secret" not in str(error.value.body)
+    assert (s.agent.events(conversation), len(s.model.requests)) == (held, requests)
+
+
+def test_a_conversation_is_refused_with_previous_response_id_or_a_bad_id(s):
+    client = s.client()
+    first = client.responses.create(model="helper", input="first")
+    before, requests = s.agent.get("/memory/sessions").json(), len(s.model.requests)
+    bad: list[tuple[dict[str, object], str]] = [
+        ({"conversation": "conv_1", "previous_response_id": first.id}, "invalid_value"),
+        ({"conversation": "no spaces allowed"}, "invalid_value"),
+        ({"conversation": "x" * 129}, "invalid_value"),
+        ({"conversation": {"id": "conv/../1"}}, "invalid_value"),
+        ({"conversation": {"id": 5}}, "invalid_type"),
+        ({"conversation": {"id": "c", "extra": 1}}, "invalid_type"),
+        ({"conversation": 5}, "invalid_type"),
+    ]
+    for body, code in bad:
+        with pytest.raises(openai.BadRequestError) as error:
+            client.responses.create(model="helper", input="hi", **body)  # type: ignore[arg-type]
+        assert (error.value.body["param"], error.value.body["code"]) == ("conversation", code), body
     with pytest.raises(openai.BadRequestError) as error:
-        s.client().responses.create(model="helper", input="hi", conversation="conv_123")
-    body = error.value.body
-    assert (body["param"], body["code"]) == ("conversation", "unsupported_parameter")
-    assert "previous_response_id" in body["message"]
-    assert len(s.agent.events()) == before
-    assert s.model.requests == []
+        client.responses.create(
+            model="helper", input="hi", conversation="conv_a", extra_headers={"X-Session-ID": "conv_b"}
+        )
+    assert (error.value.body["param"], error.value.body["code"]) == ("conversation", "invalid_value")
+    assert (s.agent.get("/memory/sessions").json(), len(s.model.requests)) == (before, requests)
+    same = client.responses.create(
+        model="helper", input="one", conversation="conv_same", extra_headers={"X-Session-ID": "conv_same"}
+    )
+    assert same.conversation.id == "conv_same"
+    client.responses.delete(same.id)
+
+
+def test_store_false_reads_a_conversation_and_writes_nothing(s):
+    client = s.client()
+    conversation = f"conv_{uuid.uuid4().hex}"
+    client.responses.create(model="helper", input="remember plums", conversation=conversation)
+    held = s.agent.events(conversation)
+    aside = client.responses.create(model="helper", input="aside", conversation=conversation, store=False)
+    assert (aside.output_text, aside.store, aside.conversation.id) == ("You said: aside", False, conversation)
+    assert "remember plums" in _sent(s)
+    assert s.agent.events(conversation) == held
+    fresh = f"conv_{uuid.uuid4().hex}"
+    client.responses.create(model="helper", input="nothing kept", conversation=fresh, store=False)
+    assert fresh not in {x["session_id"] for x in s.agent.get("/memory/sessions").json()["sessions"]}
 
 
 def test_store_false_keeps_nothing(s):
@@ -346,6 +444,7 @@ def test_every_answer_validates_against_openais_own_types(s):
         {"input": "hello", "instructions": "Be brief.", "metadata": {"k": "v"}, "max_output_tokens": 50},
         {"input": "weather in Paris?", "tools": [TOOL], "tool_choice": "auto"},
         {"input": "hello there my friend", "max_output_tokens": 2},
+        {"input": "hello", "conversation": {"id": f"conv_{uuid.uuid4().hex}"}},
     ):
         created = httpx.post(url, json={"model": "helper", **body}, timeout=30).json()
         Response.model_validate(created)

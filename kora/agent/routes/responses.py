@@ -2,11 +2,14 @@
 
 A request is translated to the Chat Completions request it means (:mod:`kora.agent.responses_api`) and then
 follows the chat endpoint's rules: every field honoured or refused with a 400, client function tools, structured
-output (``text.format``), sampling fields. The session is the one ``previous_response_id`` names, else
-``X-Session-ID``, else the body's ``session_id``, else a new one; the response ``id`` names it, so the next
-request continues it with ``previous_response_id``. ``function_call_output`` items answer the function calls of
+output (``text.format``), sampling fields. The session is the one ``previous_response_id`` names, else the
+``conversation`` (its id is the session id: the turn reads that session's history and adds to it, as
+``X-Session-ID`` does on the chat endpoint; with the header or the body's ``session_id`` naming another session,
+or with ``previous_response_id``, it is a 400), else ``X-Session-ID``, else the body's ``session_id``, else a new
+one; the response ``id`` names it, so the next request continues it with ``previous_response_id`` (or the same
+``conversation``). ``function_call_output`` items answer the function calls of
 the previous response, which the session holds; it must be the session's latest stored response. ``store:
-false`` runs the turn without storing anything (no session is created).
+false`` runs the turn without storing anything (no session is created; one named is read, not written).
 
 Stored responses: ``GET /v1/responses/{id}`` answers one as it was answered, read back from its turn's events
 (:func:`kora.agent.responses_api.stored_response`); ``DELETE`` erases its session (a session's events are erased
@@ -40,6 +43,7 @@ from kora.agent.responses_api import (
     ResponseEvents,
     chat_body,
     check_previous,
+    conversation_of,
     input_items,
     item_page,
     latest_response,
@@ -75,20 +79,23 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         identity = await state.identity.resolve(request.headers)
         body = decode_body(await request.body())
         previous = body.get("previous_response_id")
+        conversation = conversation_of(body)
         store = body.get("store") is not False
         runtime = await state.wait_runtime()
-        if previous is not None:
-            session_id = session_of(previous)
+        if previous is not None or conversation is not None:
+            session_id = session_of(previous) if conversation is None else conversation
             await state.memory.check_reader(session_id, identity.user_id)
             stored = await state.memory.get_session_events(session_id, limit=_EVENTS_LOOKED_UP)
-            if latest_response(stored) != previous:  # else the whole session says why it is refused
+            if previous is not None and latest_response(stored) != previous:  # else the whole session says why
                 check_previous(await state.memory.get_session_events(session_id), previous)
-            if store:  # as every stored turn opens its session (a remote store learns who continues it)
-                await open_session(state.memory, session_id, agent_name, identity)
             with responses_params():
                 parsed = parse_chat_body(chat_body(body, pending_calls(stored)))
                 turn = chat_turn(parsed, request, identity)
                 runtime.check(turn)
+            if conversation is not None:
+                _check_one_session(conversation, request.headers.get(SESSION_HEADER), parsed.request.session_id)
+            if store:  # as every stored turn opens its session (a remote store learns who continues it)
+                await open_session(state.memory, session_id, agent_name, identity)
         else:
             with responses_params():
                 parsed = parse_chat_body(chat_body(body))
@@ -102,7 +109,7 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
                 session_id = requested
             else:
                 session_id = new_session_id()
-        fields = response_fields(response_id(session_id), parsed.request.model or agent_name, body)
+        fields = response_fields(response_id(session_id), parsed.request.model or agent_name, body, conversation)
         fields["store"] = store and state.memory.enabled  # a disabled memory keeps nothing: the answer says so
         events = ResponseEvents(fields)
         turn = replace(turn, session_id=session_id, response=ResponseRecord(events.id, fields, store))
@@ -186,6 +193,19 @@ def _no_query(request: Request, served: frozenset[str]) -> None:
             continue
         raise RequestError(
             f"Unsupported parameter: '{name}' is not supported by this agent.", code="unsupported_parameter", param=name
+        )
+
+
+def _check_one_session(conversation: str, header: str | None, body: str | None) -> None:
+    """Refuse an ``X-Session-ID`` header or a body ``session_id`` naming another session than ``conversation``
+    (400 ``invalid_value``, ``param: "conversation"``): the turn runs in one session."""
+    requested = requested_session(header, body)
+    if requested is not None and requested != conversation:
+        raise RequestError(
+            "Invalid value: 'conversation' names another session than the request's "
+            f"{SESSION_HEADER if header else 'session_id'}: a conversation is the session the turn runs in.",
+            code="invalid_value",
+            param="conversation",
         )
 
 
