@@ -126,11 +126,24 @@ def test_memory_recalls_in_a_new_session_what_was_told_in_another_from_a_store_o
     assert "Lisbon" not in ask(client, "Where do I live?")[0]
 
 
+def test_budgets_stops_a_looping_turn_in_its_pod_at_the_tool_call_budget_the_operator_wired(
+    kora: KoraOnNode,
+) -> None:
+    namespace = apply_example(kora, "budgets")
+    client = agent_client(kora, "sleepy", namespace)
+    raw = client.chat.completions.with_raw_response.create(
+        model="sleepy", messages=[{"role": "user", "content": "count sheep"}]
+    )
+    choice = raw.parse().choices[0]
+    assert choice.finish_reason == "length"
+    assert (choice.message.content or "").startswith("budget_exhausted: tool_calls"), choice.message.content
+
+
 def example_names() -> list[str]:
     return sorted(path.name for path in EXAMPLES.iterdir() if path.is_dir())
 
 
 def test_every_example_is_covered_here() -> None:
     # A new example must get its own test on the real node.
-    covered = {"quickstart", "multi-agent", "memory"}
+    covered = {"quickstart", "multi-agent", "memory", "budgets"}
     assert set(example_names()) == covered, f"examples without a real-node test: {set(example_names()) - covered}"
