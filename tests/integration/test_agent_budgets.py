@@ -4,6 +4,9 @@ the budget; a budget given by a delegating agent (``kora.budget``) binds the pee
 three agents ends within the first agent's budget."""
 
 import json
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -17,6 +20,7 @@ from kora.scripted.model import create_app as create_model_app
 from tests.support.a2a import message_params, rpc_body
 from tests.support.agent import RunningAgent, agent_settings, mcp_app, running_agent, wait_until
 from tests.support.processes import clean_env, kora_process, prometheus
+from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
 
 pytestmark = pytest.mark.usefixtures("turn_path")
@@ -46,6 +50,16 @@ def tool_loop(count: int) -> list[ToolCallReply]:
     return [ToolCallReply([ToolCall("add", {"a": 1, "b": i})]) for i in range(count)]
 
 
+@asynccontextmanager
+async def calc_agent(model: ScriptedModelServer, **env: str) -> AsyncIterator[RunningAgent]:
+    """An agent on ``model`` with the ``calc`` tool server (its ``add`` tool) and the settings ``env``."""
+    async with (
+        ThreadedServer(mcp_app("calc", [add]), name="calc", lifespan="on") as calc,
+        running_agent(model, MCP_SERVERS="calc", MCP_SERVER_CALC_URL=calc.root_url, **env) as agent,
+    ):
+        yield agent
+
+
 @pytest.mark.parametrize(
     ("budget", "env", "requests", "events"),
     [
@@ -70,10 +84,7 @@ def tool_loop(count: int) -> list[ToolCallReply]:
 )
 async def test_each_budget_ends_the_turn_before_the_step_it_would_exceed(model, budget, env, requests, events):
     model.enqueue(*tool_loop(4), *tool_loop(4))
-    async with (
-        ThreadedServer(mcp_app("calc", [add]), name="calc", lifespan="on") as calc,
-        running_agent(model, MCP_SERVERS="calc", MCP_SERVER_CALC_URL=calc.root_url, **env) as agent,
-    ):
+    async with calc_agent(model, **env) as agent:
         answer = chat(agent, "c")
         assert answer.choices[0].finish_reason == "length"
         assert answer.choices[0].message.content.startswith(f"budget_exhausted: {budget}")
@@ -97,12 +108,7 @@ async def test_each_budget_ends_the_turn_before_the_step_it_would_exceed(model, 
 async def test_a_budget_given_in_a2a_metadata_binds_the_peer(model):
     """A deadline already past ends the task before any model request; a count given is the smaller one."""
     model.enqueue(*tool_loop(4))
-    async with (
-        ThreadedServer(mcp_app("calc", [add]), name="calc", lifespan="on") as calc,
-        running_agent(
-            model, MCP_SERVERS="calc", MCP_SERVER_CALC_URL=calc.root_url, BUDGET_MAX_MODEL_REQUESTS="3"
-        ) as agent,
-    ):
+    async with calc_agent(model, BUDGET_MAX_MODEL_REQUESTS="3") as agent:
         past = a2a_task(agent, "late", {"kora.budget": {"deadline": "2000-01-01T00:00:00Z"}})
         assert past["status"]["state"] == "failed"
         assert past["status"]["message"]["parts"][0]["text"].startswith("budget_exhausted: seconds")
@@ -214,12 +220,7 @@ def test_metrics_count_exhaustions_by_budget_and_the_agents_spend(turn_path):
 
 async def test_over_the_responses_api_a_spent_budget_is_an_incomplete_response(model):
     model.enqueue(*tool_loop(4))
-    async with (
-        ThreadedServer(mcp_app("calc", [add]), name="calc", lifespan="on") as calc,
-        running_agent(
-            model, MCP_SERVERS="calc", MCP_SERVER_CALC_URL=calc.root_url, BUDGET_MAX_MODEL_REQUESTS="2"
-        ) as agent,
-    ):
+    async with calc_agent(model, BUDGET_MAX_MODEL_REQUESTS="2") as agent:
         response = agent.openai().responses.create(model="a", input="loop")
         assert response.status == "incomplete"
         assert response.output_text.startswith("budget_exhausted: model_requests")
@@ -234,17 +235,14 @@ async def test_over_the_responses_api_a_spent_budget_is_an_incomplete_response(m
 
 async def test_over_ag_ui_a_spent_budget_finishes_the_run_with_finish_reason_length(model):
     model.enqueue(*tool_loop(4))
-    async with (
-        ThreadedServer(mcp_app("calc", [add]), name="calc", lifespan="on") as calc,
-        running_agent(
-            model, MCP_SERVERS="calc", MCP_SERVER_CALC_URL=calc.root_url, BUDGET_MAX_MODEL_REQUESTS="2"
-        ) as agent,
-    ):
+    async with calc_agent(model, BUDGET_MAX_MODEL_REQUESTS="2") as agent:
         run = {"threadId": "budget-run", "runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "loop"}]}
         async with httpx.AsyncClient(timeout=60) as http:
             answer = await http.post(f"{agent.url}/ag-ui", json=run)
     assert answer.status_code == 200, answer.text
-    events = [json.loads(line[len("data: ") :]) for line in answer.text.split("\n") if line.startswith("data: ")]
+    # Server-sent events: lines end at CR, LF or CRLF.
+    lines = re.split(r"\r\n|\r|\n", answer.text)
+    events = [json.loads(line[len("data: ") :]) for line in lines if line.startswith("data: ")]
     text = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
     assert text.startswith("budget_exhausted: model_requests")
     assert events[-1]["type"] == "RUN_FINISHED"

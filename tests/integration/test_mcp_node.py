@@ -8,13 +8,11 @@ fails with the reason."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import kora
 from tests.support.mcp import running_mcp, wait_until_ready
+from tests.support.node_client import run_node_client
 
 REPO = Path(__file__).resolve().parents[2]
 CLIENT = REPO / "tests" / "data" / "mcp_node_client.mjs"
@@ -32,30 +30,11 @@ def fail() -> str:
 '''
 
 
-def node_modules() -> Path:
-    result = subprocess.run(["bash", str(INSTALL)], capture_output=True, text=True, check=False, timeout=600)
-    assert result.returncode == 0, result.stderr
-    return Path(result.stdout.strip().splitlines()[-1])
-
-
 def test_the_typescript_sdk_lists_and_calls_kora_mcps_tools():
-    assert shutil.which("node"), "Node.js is needed to run the TypeScript client"
-    modules = node_modules()
-    # ES modules resolve packages from the script's folder up: run a copy next to the cached node_modules.
-    script = modules.parent / CLIENT.name
-    script.write_text(CLIENT.read_text())
     with running_mcp({"MCP_TOOLS_STRING": TOOLS}) as server:
         wait_until_ready(server.root_url)
-        run = subprocess.run(
-            ["node", str(script), f"{server.root_url}/mcp"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=os.environ | {"NODE_NO_WARNINGS": "1"},
-            check=False,
-        )
-    assert run.returncode == 0, run.stderr
-    seen = json.loads(run.stdout)
+        out = run_node_client(INSTALL, CLIENT, f"{server.root_url}/mcp")
+    seen = json.loads(out)
     assert seen["protocolVersion"] == "2025-11-25"
     assert seen["server"]["version"] == kora.__version__
     assert seen["capabilities"] == ["tools"]  # no prompts or resources: none are served

@@ -6,13 +6,11 @@ with the reason."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 from kora.scripted import Match, Rule, ToolCall, ToolCallReply
 from tests.support.agent import served_agent
+from tests.support.node_client import run_node_client
 from tests.support.scripted_server import ScriptedModelServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -20,15 +18,7 @@ CLIENT = REPO / "tests" / "data" / "openai_node_client.mjs"
 INSTALL = REPO / "scripts" / "openai-node" / "install-openai-node.sh"
 
 
-def node_modules() -> Path:
-    result = subprocess.run(["bash", str(INSTALL)], capture_output=True, text=True, check=False, timeout=300)
-    assert result.returncode == 0, result.stderr
-    return Path(result.stdout.strip().splitlines()[-1])
-
-
 def test_the_openai_npm_client_against_an_agent():
-    assert shutil.which("node"), "Node.js is needed to run the npm client"
-    modules = node_modules()
     rule = Rule(
         Match(user_matches=r"weather in (?P<city>\w+)", tool_available="get_weather", after_tool=False),
         ToolCallReply([ToolCall("get_weather", {"city": "{city}"})]),
@@ -36,19 +26,8 @@ def test_the_openai_npm_client_against_an_agent():
     with ScriptedModelServer() as model:
         model.load_script([rule])
         with served_agent(model, "helper") as agent:
-            # ES modules resolve packages from the script's folder up: run a copy next to the cached node_modules.
-            script = modules.parent / CLIENT.name
-            script.write_text(CLIENT.read_text())
-            run = subprocess.run(
-                ["node", str(script), f"{agent.url}/v1"],
-                capture_output=True,
-                text=True,
-                timeout=120,
-                env=os.environ | {"NODE_NO_WARNINGS": "1"},
-                check=False,
-            )
-    assert run.returncode == 0, run.stderr
-    seen = json.loads(run.stdout)
+            out = run_node_client(INSTALL, CLIENT, f"{agent.url}/v1")
+    seen = json.loads(out)
     assert seen["models"] == ["helper"]
     assert seen["finish"] == "tool_calls"
     assert (seen["call"]["name"], json.loads(seen["call"]["arguments"])) == ("get_weather", {"city": "Paris"})
