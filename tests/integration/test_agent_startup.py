@@ -66,3 +66,27 @@ def test_a2a_and_chat_requests_made_as_soon_as_health_answers_are_served() -> No
                 while (ready := client.get("/ready")).status_code != 200 and time.monotonic() < deadline:
                     time.sleep(0.05)
                 assert ready.json() == {"status": "ready"}
+
+
+def test_an_http_json_request_made_as_soon_as_health_answers_waits_for_the_sdk_instead_of_a_404() -> None:
+    with ThreadedServer(create_app(ScriptedModel()), name="scripted-model", lifespan="off") as model:
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        env = clean_env(
+            AGENT_NAME="early-rest",
+            AGENT_HOST="127.0.0.1",
+            AGENT_PORT=str(port),
+            MODEL_API_URL=model.root_url + "/v1",
+            MODEL_NAME="scripted",
+        )
+        with kora_process(["agent"], env, url + "/health"):
+            # The binding's routes are the SDK's; before it has loaded, its paths wait rather than answer 404.
+            with httpx.Client(base_url=url, timeout=60, headers={"A2A-Version": "1.0"}) as client:
+                message = {"role": "ROLE_USER", "messageId": "m-early", "parts": [{"text": "hello over REST"}]}
+                sent = client.post("/message:send", json={"message": message})
+                assert sent.status_code == 200, sent.text
+                assert sent.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED", sent.text
+                listed = client.get("/tasks")
+                assert listed.status_code == 200, listed.text
+                assert [task["id"] for task in listed.json()["tasks"]] == [sent.json()["task"]["id"]]
+                assert client.get("/tasks/no-such-task").status_code == 404  # now the SDK's own answer

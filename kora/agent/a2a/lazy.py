@@ -5,8 +5,9 @@ delay ``/health``. So the app adds the card routes and ``POST /`` from here, and
 :mod:`kora.agent.a2a.routes` in a thread after the server answers ``/health``, then builds the
 :class:`~kora.agent.a2a.routes.A2AServer`. A request that arrives before that waits for it (up to
 :data:`~kora.agent.state.STARTUP_WAIT_SECONDS`; then 503, as any request that needs the runtime). The HTTP+JSON
-binding's routes are the SDK's: they join the route table once it has loaded (before ``/ready`` answers), and its
-paths answer 404 until then. This module imports nothing of the SDK.
+binding's routes are the SDK's: they join the route table once it has loaded (before ``/ready`` answers); a request
+to one of its paths before then waits for the load in :class:`WaitingRestRoute` and is then routed again. This
+module imports nothing of the SDK.
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from fastapi import APIRouter
+from starlette.datastructures import URLPath
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import BaseRoute, Match, NoMatchFound
+from starlette.types import Receive, Scope, Send
 
 from kora.agent.a2a.paths import CARD_PATHS, JSONRPC_PATH, is_rest_path
 from kora.agent.state import STARTUP_WAIT_SECONDS
@@ -91,10 +95,12 @@ class LazyA2A:
         return self.server
 
     def add_routes(self, router: APIRouter) -> None:
-        """Add the card routes and ``POST /`` to ``router``, outside the OpenAPI document (they are A2A's)."""
+        """Add the card routes and ``POST /`` to ``router``, outside the OpenAPI document (they are A2A's), and
+        last the :class:`WaitingRestRoute` that holds the HTTP+JSON binding's requests until the SDK has loaded."""
         for path in CARD_PATHS:
             router.routes.append(NamedRoute(path, self._card, methods=["GET"], include_in_schema=False))
         router.routes.append(NamedRoute(JSONRPC_PATH, self._rpc, methods=["POST"], include_in_schema=False))
+        router.routes.append(WaitingRestRoute(self))
 
     async def _card(self, request: Request) -> Response:
         return await (await self.wait()).card_endpoint(request)
@@ -106,3 +112,30 @@ class LazyA2A:
         """Cancel tasks still running (server shutdown), if the server was built."""
         if self.server is not None:
             await self.server.close()
+
+
+class WaitingRestRoute(BaseRoute):
+    """Matches every path of the HTTP+JSON binding (:func:`~kora.agent.a2a.paths.is_rest_path`) while the SDK has
+    not loaded, waits for :meth:`LazyA2A.wait`, then hands the request back to the app's router, where the SDK's
+    routes now answer it (they are added by the build, before this route stops matching). Raises
+    :class:`~kora.core.errors.Unavailable` (503, in the binding's error shape) when the load fails or takes longer
+    than :data:`~kora.agent.state.STARTUP_WAIT_SECONDS`. Once loaded it matches nothing, so it costs a request one
+    attribute check."""
+
+    def __init__(self, a2a: LazyA2A) -> None:
+        self._a2a = a2a
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        """A full match for an HTTP request to a binding path before the SDK has loaded; no match otherwise."""
+        if self._a2a.server is None and scope["type"] == "http" and is_rest_path(scope["path"]):
+            return Match.FULL, {}
+        return Match.NONE, {}
+
+    def url_path_for(self, name: str, /, **path_params: object) -> URLPath:
+        """No URL is built for this route: :class:`~starlette.routing.NoMatchFound` for every name."""
+        raise NoMatchFound(name, path_params)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Wait for the SDK, then route the request again through the app's router."""
+        await self._a2a.wait()
+        await scope["app"].router(scope, receive, send)
