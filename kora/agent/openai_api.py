@@ -34,7 +34,7 @@ from kora.core.errors import InvalidJSON, RequestError
 from kora.core.events import utc_now
 from kora.core.openai_wire import invalid_request_message
 from kora.core.text import UNSTORABLE_MESSAGE, unstorable_location
-from kora.memory.replay import Prompt, Request, Response, ToolCall, ToolReturn
+from kora.memory.replay import Prompt, Request, Response, ResponseToolCall, ToolReturn
 
 #: Request field -> the pydantic-ai ``ModelSettings`` key it is sent as.
 SETTINGS_FIELDS: Final[Mapping[str, str]] = {
@@ -324,9 +324,11 @@ def _arguments(text: str, param: str) -> dict[str, JsonValue]:
     return value
 
 
-def _calls(message: wire.AssistantMessage, index: int) -> list[ToolCall]:
+def _calls(message: wire.AssistantMessage, index: int) -> list[ResponseToolCall]:
     return [
-        ToolCall(call.function.name, call.id, _arguments(call.function.arguments, f"messages[{index}].tool_calls[{n}]"))
+        ResponseToolCall(
+            call.function.name, call.id, _arguments(call.function.arguments, f"messages[{index}].tool_calls[{n}]")
+        )
         for n, call in enumerate(message.tool_calls or [])
     ]
 
@@ -386,7 +388,7 @@ def _history(messages: Sequence[Any], now: datetime) -> list[Request | Response]
     (a result for an unknown call is refused; calls never answered are left out, as the replay of stored events
     leaves them out)."""
     steps: list[Request | Response] = []
-    open_calls: dict[str, ToolCall] = {}
+    open_calls: dict[str, ResponseToolCall] = {}
     for index, message in enumerate(messages):
         if isinstance(message, wire.UserMessage):
             if text := wire.message_text(message.content):

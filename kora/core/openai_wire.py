@@ -90,23 +90,23 @@ class _Lenient(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class FunctionCall(_Lenient):
+class AnswerFunctionCall(_Lenient):
     name: str | None = None
     arguments: str | None = None
 
 
 class MessageToolCall(_Lenient):
     id: str | None = None
-    function: FunctionCall = Field(default_factory=FunctionCall)
+    function: AnswerFunctionCall = Field(default_factory=AnswerFunctionCall)
 
 
-class AssistantMessage(_Lenient):
+class AnswerMessage(_Lenient):
     content: str | None = None
     tool_calls: list[MessageToolCall] | None = None
 
 
 class Choice(_Lenient):
-    message: AssistantMessage
+    message: AnswerMessage
     finish_reason: str | None = None
 
 

@@ -455,7 +455,7 @@ def _install_log_filter() -> None:
         logger.addFilter(_QuietSimulatedDisconnects())
 
 
-def error_body(message: str, type_: str, code: str | None) -> bytes:
+def _error_json(message: str, type_: str, code: str | None) -> bytes:
     """The OpenAI error body ``{"error": {"message", "type", "param", "code"}}`` as JSON bytes."""
     return _dumps(openai_error_body(message, type_, code)).encode()
 
@@ -665,7 +665,7 @@ async def _send_json(send: Send, status: int, payload: JSONObject) -> None:
 
 async def _send_error(send: Send, status: int, message: str, type_: str, code: str | None) -> None:
     await send({"type": "http.response.start", "status": status, "headers": _JSON_HEADERS})
-    await send({"type": "http.response.body", "body": error_body(message, type_, code)})
+    await send({"type": "http.response.body", "body": _error_json(message, type_, code)})
 
 
 def _json_response(payload: object) -> Response:
@@ -674,7 +674,7 @@ def _json_response(payload: object) -> Response:
 
 
 def _json_error(status: int, message: str) -> Response:
-    return Response(error_body(message, "invalid_request_error", None), status, media_type="application/json")
+    return Response(_error_json(message, "invalid_request_error", None), status, media_type="application/json")
 
 
 def _control_routes(model: ScriptedModel) -> list[Route]:

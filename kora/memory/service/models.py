@@ -47,7 +47,7 @@ def json_schema_format(name: str, schema: Mapping[str, object]) -> dict[str, obj
     return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": dict(schema)}}
 
 
-class ModelClient:
+class MemoryModelClient:
     """Requests to one OpenAI-compatible base URL (``.../v1``) for ``model``. Close with :meth:`aclose`."""
 
     def __init__(self, base_url: str, model: str, api_key: str, timeout: float = MODEL_TIMEOUT_SECONDS) -> None:
