@@ -480,13 +480,13 @@ async def extraction_bench(admin_uri: str, model_url: str, turns: int) -> dict[s
 async def extraction_baseline(admin_uri: str, model_url: str, turns: int) -> dict[str, float]:
     """The floor: the same extraction requests, 2 at a time, answers inserted with a plain INSERT."""
     from kora.memory.service.jobs import EXTRACTED_FACTS_SCHEMA, EXTRACTION_SYSTEM, ExtractedFacts
-    from kora.memory.service.models import ModelClient
+    from kora.memory.service.models import MemoryModelClient
 
     database_url = new_database(admin_uri, "bench_floor")
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE facts (id bigserial PRIMARY KEY, user_id text, body text)")
     queue = iter(range(turns))
-    client = ModelClient(model_url, "scripted", "bench")
+    client = MemoryModelClient(model_url, "scripted", "bench")
     stored = 0
 
     async def worker() -> None:

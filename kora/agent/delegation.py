@@ -54,6 +54,7 @@ from pydantic_ai.usage import RunUsage
 from kora.agent.budget import BUDGET_METADATA, SPENT_METADATA, Spend, TurnBudget
 from kora.agent.telemetry import SCOPE, record_delegation
 from kora.agent.turn import TurnDeps
+from kora.core.openai_wire import parse_error_body
 from kora.core.protocol import (
     DELEGATED_BY_HEADER,
     DELEGATED_BY_METADATA,
@@ -308,7 +309,5 @@ def _task_spend(task: Task) -> Spend | None:
 
 
 def _error_message(response: httpx.Response) -> str:
-    try:
-        return str(response.json()["error"]["message"])
-    except (ValueError, KeyError, TypeError):
-        return response.text[:200]
+    error = parse_error_body(response.content)
+    return error.message if error is not None else response.text[:200]

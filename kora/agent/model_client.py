@@ -28,7 +28,6 @@ bench_telemetry.py). A retry adds a ``retry`` event to it with the attempt and t
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -45,7 +44,7 @@ from yarl import URL
 
 from kora.core.errors import ModelError, ModelTimeout
 from kora.core.net import POOL_KEEPALIVE_SECONDS
-from kora.core.openai_wire import ChatCompletion, ChatCompletionChunk, JSONObject, ModelAnswer
+from kora.core.openai_wire import ChatCompletion, ChatCompletionChunk, JSONObject, ModelAnswer, parse_error_body
 from kora.core.telemetry import tracing_enabled
 
 RETRY_STATUSES = frozenset({408, 409, 429})
@@ -56,14 +55,10 @@ MAX_RETRY_AFTER_SECONDS = 60.0
 
 def _error_text(content: bytes) -> str:
     """The ``error.message`` of an OpenAI error body, else the start of the body."""
-    try:
-        body = json.loads(content)
-    except ValueError:
-        return content.decode(errors="replace")[:300] or "no body"
-    error = body.get("error", body) if isinstance(body, dict) else body
-    if isinstance(error, dict) and "message" in error:
-        return str(error["message"])
-    return str(body)[:300]
+    error = parse_error_body(content)
+    if error is not None:
+        return error.message
+    return content.decode(errors="replace")[:300] or "no body"
 
 
 class _WithHeaders(Protocol):

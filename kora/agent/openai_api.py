@@ -1,9 +1,10 @@
 """What an agent reads from ``POST /v1/chat/completions`` (docs/openai.md): the turn a chat request asks
 for, with a 400 in OpenAI's error shape for every request Kora cannot honour exactly.
 
-The rule: every field is honoured or refused, never ignored. Types and bounds are :mod:`kora.agent.chat_request`'s
-(``invalid_type`` / ``invalid_value``); a field Kora does not serve is ``unsupported_parameter`` and a value it
-cannot honour ``unsupported_value``; ``error.param`` names the field. What a request may ask:
+The rule: every field is honoured or refused, never ignored. Types and bounds are
+:mod:`kora.core.openai_wire.chat_request`'s (``invalid_type`` / ``invalid_value``); a field Kora does not serve
+is ``unsupported_parameter`` and a value it cannot honour ``unsupported_value``; ``error.param`` names the field.
+What a request may ask:
 
 * the conversation: ``system`` / ``developer`` messages become the turn's instructions; the last ``user`` message
   is the prompt, its text parts kept apart and its images passed to the model; earlier messages, including
@@ -28,13 +29,13 @@ from typing import Any, Final
 
 from pydantic import JsonValue, ValidationError
 
-from kora.agent import chat_request as wire
 from kora.agent.turn import ClientTool, ImageRef, OutputFormat
 from kora.core.errors import InvalidJSON, RequestError
 from kora.core.events import utc_now
+from kora.core.openai_wire import chat_request as wire
 from kora.core.openai_wire import invalid_request_message
 from kora.core.text import UNSTORABLE_MESSAGE, unstorable_location
-from kora.memory.replay import Prompt, Request, Response, ToolCall, ToolReturn
+from kora.memory.replay import Prompt, Request, Response, ResponseToolCall, ToolReturn
 
 #: Request field -> the pydantic-ai ``ModelSettings`` key it is sent as.
 SETTINGS_FIELDS: Final[Mapping[str, str]] = {
@@ -324,9 +325,11 @@ def _arguments(text: str, param: str) -> dict[str, JsonValue]:
     return value
 
 
-def _calls(message: wire.AssistantMessage, index: int) -> list[ToolCall]:
+def _calls(message: wire.AssistantMessage, index: int) -> list[ResponseToolCall]:
     return [
-        ToolCall(call.function.name, call.id, _arguments(call.function.arguments, f"messages[{index}].tool_calls[{n}]"))
+        ResponseToolCall(
+            call.function.name, call.id, _arguments(call.function.arguments, f"messages[{index}].tool_calls[{n}]")
+        )
         for n, call in enumerate(message.tool_calls or [])
     ]
 
@@ -386,7 +389,7 @@ def _history(messages: Sequence[Any], now: datetime) -> list[Request | Response]
     (a result for an unknown call is refused; calls never answered are left out, as the replay of stored events
     leaves them out)."""
     steps: list[Request | Response] = []
-    open_calls: dict[str, ToolCall] = {}
+    open_calls: dict[str, ResponseToolCall] = {}
     for index, message in enumerate(messages):
         if isinstance(message, wire.UserMessage):
             if text := wire.message_text(message.content):

@@ -30,7 +30,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from kora.console.settings import ConsoleSettings
-from kora.console.sources import Resource, SourceError, Sources
+from kora.console.sources import ConsoleResource, SourceError, Sources
 from kora.resources.models import Kind
 
 HERE = Path(__file__).parent
@@ -56,7 +56,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             request, template, {"navigation": NAVIGATION, "current": current, **context}, status_code=status
         )
 
-    def resources_or_error() -> tuple[list[Resource], str | None]:
+    def resources_or_error() -> tuple[list[ConsoleResource], str | None]:
         try:
             return holder["sources"].resources(), None
         except SourceError as error:
@@ -161,7 +161,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
     )
 
 
-def _chosen(resources: list[Resource], key: str | None) -> Resource | None:
+def _chosen(resources: list[ConsoleResource], key: str | None) -> ConsoleResource | None:
     """The resource ``key`` names (``namespace/name``), else the first."""
     for resource in resources:
         if resource.key == key:

@@ -34,7 +34,7 @@ class SourceError(Exception):
 
 
 @dataclass(frozen=True)
-class Resource:
+class ConsoleResource:
     """One workload of the run, as the console shows it."""
 
     kind: str
@@ -56,8 +56,8 @@ class Resource:
         return f"{self.gateway_path}/ag-ui"
 
 
-def _resource(workload: WorkloadState) -> Resource:
-    return Resource(
+def _resource(workload: WorkloadState) -> ConsoleResource:
+    return ConsoleResource(
         kind=workload.kind,
         namespace=workload.namespace,
         name=workload.name,
@@ -87,11 +87,11 @@ class Sources:
         except (OSError, ValueError) as error:
             raise SourceError(f"The state of kora up in {self.state_dir} cannot be read: {error}") from None
 
-    def resources(self) -> list[Resource]:
+    def resources(self) -> list[ConsoleResource]:
         """Every workload of the run, in start order."""
         return [_resource(w) for w in self.state().workloads]
 
-    def find(self, kind: Kind, key: str | None) -> Resource:
+    def find(self, kind: Kind, key: str | None) -> ConsoleResource:
         """The resource ``namespace/name`` of ``kind`` (the first of that kind when ``key`` is None). Raises
         :class:`SourceError` when there is none."""
         found = [r for r in self.resources() if r.kind == kind.value]
@@ -104,7 +104,7 @@ class Sources:
                 return resource
         raise SourceError(f"The kora up run has no {kind.value} '{key}'.")
 
-    def _token(self, resource: Resource) -> str:
+    def _token(self, resource: ConsoleResource) -> str:
         ref = ResourceRef(resource.kind, resource.namespace, resource.name)
         try:
             tokens = read_credentials(self.state_dir)
@@ -115,7 +115,7 @@ class Sources:
             raise SourceError(f"{resource.kind}/{resource.name} has no operator token yet: has kora up started it?")
         return token
 
-    async def _call(self, resource: Resource, method: str, path: str, **kwargs: Any) -> Any:
+    async def _call(self, resource: ConsoleResource, method: str, path: str, **kwargs: Any) -> Any:
         """``method path`` on the resource's own address with its operator token; the decoded JSON answer."""
         headers = {"Authorization": f"Bearer {self._token(resource)}"}
         what = f"{resource.kind}/{resource.name}"
@@ -132,27 +132,27 @@ class Sources:
             raise SourceError(f"{what} answered {answer.status_code}: {_message(answer)}")
         return answer.json()
 
-    async def sessions(self, agent: Resource) -> list[dict[str, Any]]:
+    async def sessions(self, agent: ConsoleResource) -> list[dict[str, Any]]:
         """The agent's sessions (every user's: read with its operator token), newest first."""
         body = await self._call(agent, "GET", "/memory/sessions")
         sessions: list[dict[str, Any]] = body.get("sessions", [])
         return sorted(sessions, key=lambda s: str(s.get("updated_at", "")), reverse=True)
 
-    async def events(self, agent: Resource, session_id: str) -> list[dict[str, Any]]:
+    async def events(self, agent: ConsoleResource, session_id: str) -> list[dict[str, Any]]:
         """The session's events, oldest first."""
         params = {"session_id": session_id, "limit": EVENTS_LIMIT}
         body = await self._call(agent, "GET", "/memory/events", params=params)
         events: list[dict[str, Any]] = body.get("events", [])
         return events
 
-    async def facts(self, store: Resource) -> list[dict[str, Any]]:
+    async def facts(self, store: ConsoleResource) -> list[dict[str, Any]]:
         """Every fact of the store (superseded ones included, newest first), read with its admin token."""
         params = {"scope": "store", "include_invalid": "true", "limit": FACTS_LIMIT}
         body = await self._call(store, "GET", "/v1/facts", params=params)
         facts: list[dict[str, Any]] = body.get("facts", [])
         return facts
 
-    async def erase_user(self, store: Resource, user_id: str) -> dict[str, Any]:
+    async def erase_user(self, store: ConsoleResource, user_id: str) -> dict[str, Any]:
         """Erase ``user_id`` from every tier of the store; what was removed, per tier."""
         removed: dict[str, Any] = (await self._call(store, "POST", "/v1/forget", json={"user_id": user_id}))["removed"]
         return removed

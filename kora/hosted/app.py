@@ -4,7 +4,7 @@
 - ``GET /ready``: 200 ``{"status": "ready", "model": ...}`` once the model is loaded; until then 503
   ``{"status": "loading", ...}``, and 503 ``{"status": "failed", "reason": ...}`` if loading failed.
 - ``GET /v1/models``: the model under each of its names (OpenAI's list shape).
-- ``POST /v1/embeddings``: :mod:`kora.core.openai_embeddings`'s request and response. Errors use OpenAI's
+- ``POST /v1/embeddings``: :mod:`kora.core.openai_wire.embeddings`'s request and response. Errors use OpenAI's
   error body: 400 for a malformed request (the message names the field), 404 ``model_not_found`` for a model
   this server does not serve, 400 for ``dimensions`` other than the model's, 503 while loading.
 
@@ -31,8 +31,8 @@ from starlette.routing import Route
 from kora.core.env import DEFAULT_MAX_LARGE_REQUEST_BYTES
 from kora.core.errors import KoraError, RequestError, Unavailable
 from kora.core.limits import RequestLimits
-from kora.core.openai_embeddings import embedding_response_body, parse_embedding_request
 from kora.core.openai_wire import error_body, model_list_body, openai_error_body
+from kora.core.openai_wire.embeddings import embedding_response_body, parse_embedding_request
 from kora.hosted.embedder import Embeddings
 from kora.resources.hosted_models import HostedModel
 

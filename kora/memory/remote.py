@@ -46,6 +46,7 @@ from pydantic import BaseModel, JsonValue, ValidationError
 from kora.core.errors import Unavailable
 from kora.core.events import EventType, MemoryEvent
 from kora.core.net import POOL_KEEPALIVE_SECONDS
+from kora.core.openai_wire import parse_error_body
 from kora.core.telemetry import instrument_http_client
 from kora.core.tokens import bearer_header
 from kora.memory.base import (
@@ -706,8 +707,7 @@ def _merged(stored: list[MemoryEvent], pending: list[MemoryEvent], limit: int | 
 
 def _error_message(response: httpx2.Response) -> tuple[str, str]:
     """The error body's ``message`` and ``code`` (a generic message and ``""`` when it has none)."""
-    try:
-        error = response.json()["error"]
-        return str(error["message"]), str(error.get("code") or "")
-    except (ValueError, KeyError, TypeError, AttributeError):
+    error = parse_error_body(response.content)
+    if error is None:
         return f"the memory service answered {response.status_code}", ""
+    return error.message, error.code or ""

@@ -76,7 +76,7 @@ class ToolReturn:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolCall:
+class ResponseToolCall:
     """A call the model made: ``args`` is the JSON object of arguments."""
 
     tool_name: str
@@ -98,7 +98,7 @@ class Response:
 
     timestamp: datetime
     texts: list[str] = field(default_factory=list)
-    calls: list[ToolCall] = field(default_factory=list)
+    calls: list[ResponseToolCall] = field(default_factory=list)
 
 
 def as_text(value: JsonValue) -> str:
@@ -129,12 +129,14 @@ def _delegation_tool(event: MemoryEvent, prefix: str) -> str:
     return f"{prefix}{agent if isinstance(agent, str) else ''}"
 
 
-def _call(event: MemoryEvent, call_id: str, prefix: str) -> ToolCall:
+def _call(event: MemoryEvent, call_id: str, prefix: str) -> ResponseToolCall:
     content = cast(dict[str, JsonValue], event.content)  # _call_id checked it is a dict
     if event.event_type == EventType.DELEGATION_REQUEST:
-        return ToolCall(_delegation_tool(event, prefix), call_id, {DELEGATION_TASK_ARG: as_text(content.get("task"))})
+        return ResponseToolCall(
+            _delegation_tool(event, prefix), call_id, {DELEGATION_TASK_ARG: as_text(content.get("task"))}
+        )
     args = content.get("args")
-    return ToolCall(as_text(content.get("tool_name")), call_id, args if isinstance(args, dict) else {})
+    return ResponseToolCall(as_text(content.get("tool_name")), call_id, args if isinstance(args, dict) else {})
 
 
 def _return(event: MemoryEvent, call_id: str, tool_name: str) -> ToolReturn:
@@ -166,7 +168,7 @@ class _Builder:
     def text(self, text: str, timestamp: datetime) -> None:
         self.messages.append(Response(timestamp, texts=[text]))
 
-    def calls(self, calls: list[ToolCall], timestamp: datetime) -> None:
+    def calls(self, calls: list[ResponseToolCall], timestamp: datetime) -> None:
         last = self.messages[-1] if self.messages else None
         if isinstance(last, Response) and not last.calls:
             last.calls.extend(calls)
@@ -202,7 +204,7 @@ def replay_messages(
             j = i
             while j < n and replayed[j].event_type in _RETURNS:
                 j += 1
-            calls: list[tuple[int, ToolCall]] = []
+            calls: list[tuple[int, ResponseToolCall]] = []
             returns: list[Prompt | ToolReturn] = []
             for ret in replayed[i:j]:
                 call_id = _call_id(ret)

@@ -57,8 +57,8 @@ from kora.operator.reachability import probe
 from kora.operator.settings import OperatorSettings
 from kora.operator.status import (
     Dependency,
+    DeploymentState,
     JsonObject,
-    WorkloadState,
     compute_status,
     failed_status,
     parse_status,
@@ -375,7 +375,7 @@ class Reconciler:
             resource,
             endpoint=plan.public_url,
             dependencies=dependencies,
-            workload=WorkloadState.of(deployment, replicas, self.pod_failure(ref)),
+            workload=DeploymentState.of(deployment, replicas, self.pod_failure(ref)),
             memory_store=await self._memory_store(resource),
             memory_unreachable=self.memory_reach.get(ref),
             previous=previous,

@@ -8,7 +8,7 @@ written (a spec the models refuse, a peer that is not exposed) or its Deployment
 (``ProgressDeadlineExceeded``).
 
 The reconciler (:mod:`kora.operator.reconciler`) gathers the facts (:class:`Dependency`,
-:class:`WorkloadState`) and writes :func:`status_body`'s result through the status subresource only when it
+:class:`DeploymentState`) and writes :func:`status_body`'s result through the status subresource only when it
 differs from what the resource already shows, so an unchanged resource costs no write.
 """
 
@@ -47,7 +47,7 @@ class Dependency:
     exposed: bool = True
     """For a peer Agent: whether it sets ``agentNetwork.expose: true``."""
     failure: str | None = None
-    """Why its own workload does not run (:attr:`WorkloadState.pod_failure`), as its status says."""
+    """Why its own workload does not run (:attr:`DeploymentState.pod_failure`), as its status says."""
 
     def problem(self) -> str | None:
         """Why this dependency holds its dependant back (None when it is Ready)."""
@@ -62,7 +62,7 @@ class Dependency:
 
 
 @dataclass(frozen=True)
-class WorkloadState:
+class DeploymentState:
     """The resource's Deployment as its status shows it. ``exists`` False: not created (yet)."""
 
     exists: bool
@@ -77,7 +77,7 @@ class WorkloadState:
     @classmethod
     def of(
         cls, deployment_status: Mapping[str, object] | None, replicas: int, pod_failure: str | None = None
-    ) -> WorkloadState:
+    ) -> DeploymentState:
         """From a Deployment's ``status`` (None: no Deployment); ``replicas`` is the wanted count; ``pod_failure``
         what :func:`pod_failure` found in one of its pods."""
         if deployment_status is None:
@@ -181,7 +181,7 @@ def compute_status(
     *,
     endpoint: str,
     dependencies: Sequence[Dependency],
-    workload: WorkloadState,
+    workload: DeploymentState,
     memory_store: Dependency | None = None,
     memory_unreachable: str | None = None,
     previous: ResourceStatus | None = None,
@@ -265,7 +265,7 @@ def memory_condition(
     agent: Agent,
     store: Dependency,
     unreachable: str | None,
-    workload: WorkloadState,
+    workload: DeploymentState,
     phase: Phase,
     previous: Sequence[Condition],
     now: datetime,

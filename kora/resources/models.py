@@ -202,14 +202,14 @@ class EnvVar(SecretValue):
     """Variable name."""
 
 
-class GatewayRoute(WireModel):
+class GatewayRouteSpec(WireModel):
     """Per-resource settings of the resource's gateway route."""
 
     timeout: Duration | None = None
     """Route timeout overriding the per-kind default (agent 120s, modelAPI 120s, mcp 30s)."""
 
 
-class MemoryStoreGatewayRoute(GatewayRoute):
+class MemoryStoreGatewayRouteSpec(GatewayRouteSpec):
     """A MemoryStore's gateway route: none unless ``enabled`` (the store is no public endpoint; its agents reach
     it directly). Routed or not, every ``/v1`` route of the memory service needs its credentials."""
 
@@ -316,7 +316,7 @@ class AgentNetwork(WireModel):
     """Whether this agent may be reached as a peer by other agents."""
 
 
-class AgenticLoop(WireModel):
+class AgenticLoopSpec(WireModel):
     """The agentic loop (``spec.config.agenticLoop``)."""
 
     enable_tools: bool = True
@@ -394,7 +394,7 @@ class AgentConfig(WireModel):
     """Description shown in the agent card (agent default: 'AI Agent')."""
     instructions: str | None = None
     """System prompt; same as ``spec.instructions`` (give one of the two)."""
-    agentic_loop: AgenticLoop = Field(default_factory=AgenticLoop)
+    agentic_loop: AgenticLoopSpec = Field(default_factory=AgenticLoopSpec)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     task_store_type: Literal["local", "null", "postgres"] = "local"
     """A2A task store: ``local`` keeps tasks, ``null`` none, ``postgres`` shares them (``TASK_STORE_URL`` in env)."""
@@ -412,7 +412,7 @@ class AgentConfig(WireModel):
         return self
 
 
-class Telemetry(WireModel):
+class TelemetrySpec(WireModel):
     """OpenTelemetry export of the agent."""
 
     endpoint: HttpUrl
@@ -471,13 +471,13 @@ class AgentSpec(WireModel):
     mcp_servers: list[DnsLabel] = Field(default_factory=list)
     """Names of MCPServers (same namespace) whose tools the agent uses."""
     agent_network: AgentNetwork = Field(default_factory=AgentNetwork)
-    gateway_route: GatewayRoute = Field(default_factory=GatewayRoute)
+    gateway_route: GatewayRouteSpec = Field(default_factory=GatewayRouteSpec)
     container: ContainerOverride = Field(default_factory=ContainerOverride)
     config: AgentConfig = Field(default_factory=AgentConfig)
     wait_for_dependencies: bool = True
     """Keep the agent Waiting until its bound MemoryStore is Ready, so it never starts degraded."""
     replicas: int = Field(default=1, ge=0)
-    telemetry: Telemetry | None = None
+    telemetry: TelemetrySpec | None = None
     """Export OpenTelemetry spans; absent: no export."""
 
     @model_validator(mode="after")
@@ -580,7 +580,7 @@ class ModelAPISpec(WireModel):
     """Optional: without it the scripted model echoes (``You said: ...``)."""
     pricing: Pricing | None = None
     """Token prices, for agents' cost budgets (``spec.config.budget.maxCostUsd``)."""
-    gateway_route: GatewayRoute = Field(default_factory=GatewayRoute)
+    gateway_route: GatewayRouteSpec = Field(default_factory=GatewayRouteSpec)
     container: ContainerOverride = Field(default_factory=ContainerOverride)
 
     @model_validator(mode="after")
@@ -647,7 +647,7 @@ class MCPServerSpec(WireModel):
 
     type: MCPServerType = MCPServerType.PYTHON_RUNTIME
     config: MCPServerConfig = Field(default_factory=MCPServerConfig)
-    gateway_route: GatewayRoute = Field(default_factory=GatewayRoute)
+    gateway_route: GatewayRouteSpec = Field(default_factory=GatewayRouteSpec)
     container: ContainerOverride = Field(default_factory=ContainerOverride)
 
     @model_validator(mode="after")
@@ -777,7 +777,7 @@ class MemoryStoreSpec(WireModel):
     """Long-term facts."""
     max_read_scope: ReadScope = "user"
     """Broadest scope any agent bound to this store may read (session < agent < user), whatever the agent asks."""
-    gateway_route: MemoryStoreGatewayRoute = Field(default_factory=MemoryStoreGatewayRoute)
+    gateway_route: MemoryStoreGatewayRouteSpec = Field(default_factory=MemoryStoreGatewayRouteSpec)
     container: ContainerOverride = Field(default_factory=ContainerOverride)
     """Gateway route of the memory service: none unless ``enabled`` is true."""
 

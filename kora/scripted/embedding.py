@@ -1,4 +1,4 @@
-"""Deterministic text embeddings for the scripted model, and OpenAI's embeddings request and response.
+"""Deterministic text embeddings for the scripted model.
 
 No model and no weights: a text's vector is built by feature hashing, so texts that share words (or
 pieces of words) point the same way and unrelated texts are close to orthogonal. That is enough for tests
@@ -23,42 +23,24 @@ Same text and dimensions, same vector, in every process. Vectors are sent as JSO
 base64 of little-endian float32 values with ``encoding_format: "base64"`` (what the ``openai`` client
 asks for by default and decodes).
 
-Requests (:func:`parse_request`) follow OpenAI's ``POST /v1/embeddings``: ``input`` a string or a list
-of 1..:data:`MAX_INPUTS` strings, each non-empty and at most :data:`MAX_INPUT_CHARS` characters;
-``model`` optional (the server's name when absent); ``dimensions`` 1..:data:`MAX_DIMENSIONS`;
-``encoding_format`` ``float`` (default) or ``base64``; other fields (``user``) are ignored. Token-id
-arrays are refused. Usage counts whitespace-separated words, like the chat endpoint.
+The scripted model's ``POST /v1/embeddings`` (:meth:`kora.scripted.model.ScriptedModel.embeddings`) reads
+requests and writes answers with :mod:`kora.core.openai_wire.embeddings`; it serves ``dimensions`` up to
+:data:`MAX_DIMENSIONS`.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import math
 import re
-import sys
-from array import array
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Final
+from typing import Final
 
-__all__ = [
-    "DEFAULT_DIMENSIONS",
-    "MAX_DIMENSIONS",
-    "MAX_INPUTS",
-    "MAX_INPUT_CHARS",
-    "STOPWORDS",
-    "EmbeddingRequest",
-    "EmbeddingRequestError",
-    "embed",
-    "embedding_response",
-    "parse_request",
-]
+__all__ = ["DEFAULT_DIMENSIONS", "MAX_DIMENSIONS", "STOPWORDS", "embed"]
 
 DEFAULT_DIMENSIONS: Final = 384
+#: Longest vector the scripted model serves.
 MAX_DIMENSIONS: Final = 8192
-MAX_INPUTS: Final = 2048  # OpenAI's limit on the number of inputs per request
-MAX_INPUT_CHARS: Final = 32_768  # about OpenAI's 8192 tokens per input
 
 #: Words too common to say what a text is about; dropped from the features unless a text has nothing else.
 _STOPWORDS_TEXT: Final = """
@@ -75,87 +57,6 @@ STOPWORDS: Final = frozenset(_STOPWORDS_TEXT.split())
 _TOKEN = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
 _WORD_WEIGHT: Final = 1.0
 _TRIGRAMS_WEIGHT: Final = 1.0  # the L2 weight of all of a token's trigrams together
-
-
-class EmbeddingRequestError(ValueError):
-    """An embeddings request OpenAI would refuse; ``param`` names the offending field (``input``, ...)."""
-
-    def __init__(self, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.param = param
-
-
-@dataclass(frozen=True)
-class EmbeddingRequest:
-    """A valid embeddings request: ``inputs`` (1..MAX_INPUTS non-empty strings), the ``model`` name to
-    answer with (``None``: the server's), ``dimensions`` (``None``: the server's) and whether vectors go
-    out as ``base64``."""
-
-    inputs: list[str]
-    model: str | None
-    dimensions: int | None
-    base64: bool
-
-
-def _json_type(value: object) -> str:
-    """The JSON name of a decoded value's type, for error messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
-
-
-def _positive_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
-def parse_request(body: object) -> EmbeddingRequest:
-    """Validate a decoded ``POST /v1/embeddings`` body; raises :class:`EmbeddingRequestError` saying what
-    is wrong (not an object; ``input`` missing, empty, too many, too long, not strings, token ids;
-    ``model``, ``dimensions`` or ``encoding_format`` malformed)."""
-    if not isinstance(body, dict):
-        raise EmbeddingRequestError("the request body must be a JSON object")
-    raw = body.get("input")
-    if isinstance(raw, str):
-        inputs = [raw]
-    elif isinstance(raw, list):
-        if not raw:
-            raise EmbeddingRequestError("'input' must not be an empty list", "input")
-        if len(raw) > MAX_INPUTS:
-            raise EmbeddingRequestError(f"'input' has {len(raw)} items; at most {MAX_INPUTS} are allowed", "input")
-        if all(isinstance(item, int | list) for item in raw):
-            raise EmbeddingRequestError("token-id arrays are not supported by the scripted model: send text", "input")
-        for index, item in enumerate(raw):
-            if not isinstance(item, str):
-                raise EmbeddingRequestError(f"'input[{index}]' must be a string, got {_json_type(item)}", "input")
-        inputs = raw
-    elif raw is None:
-        raise EmbeddingRequestError("'input' is required: a string or a list of strings", "input")
-    else:
-        raise EmbeddingRequestError(f"'input' must be a string or a list of strings, got {_json_type(raw)}", "input")
-    for index, text in enumerate(inputs):
-        if not text:
-            raise EmbeddingRequestError(f"'input[{index}]' must not be empty", "input")
-        if len(text) > MAX_INPUT_CHARS:
-            raise EmbeddingRequestError(
-                f"'input[{index}]' has {len(text)} characters; at most {MAX_INPUT_CHARS} are allowed", "input"
-            )
-    model = body.get("model")
-    if model is not None and not (isinstance(model, str) and model):
-        raise EmbeddingRequestError("'model' must be a non-empty string", "model")
-    dimensions = body.get("dimensions")
-    if dimensions is not None and not (_positive_int(dimensions) and dimensions <= MAX_DIMENSIONS):
-        raise EmbeddingRequestError(f"'dimensions' must be an integer from 1 to {MAX_DIMENSIONS}", "dimensions")
-    encoding = body.get("encoding_format", "float")
-    if encoding not in ("float", "base64", None):
-        raise EmbeddingRequestError("'encoding_format' must be 'float' or 'base64'", "encoding_format")
-    return EmbeddingRequest(inputs, model, dimensions, encoding == "base64")
 
 
 def _feature(feature: str, weight: float, dimensions: int) -> tuple[int, float]:
@@ -201,27 +102,3 @@ def embed(text: str, dimensions: int = DEFAULT_DIMENSIONS) -> list[float]:
     for index, value in sums.items():
         vector[index] = value / norm
     return vector
-
-
-def _base64(vector: list[float]) -> str:
-    packed = array("f", vector)
-    if sys.byteorder != "little":  # OpenAI's base64 embeddings are little-endian float32
-        packed.byteswap()
-    return base64.b64encode(packed.tobytes()).decode("ascii")
-
-
-def embedding_response(request: EmbeddingRequest, model: str, dimensions: int) -> dict[str, Any]:
-    """OpenAI's embeddings response for ``request``: ``{"object": "list", "data": [{"object": "embedding",
-    "index", "embedding"}], "model", "usage": {"prompt_tokens", "total_tokens"}}``, the vectors of
-    ``dimensions`` floats (or base64 strings), ``model`` the name to report."""
-    data = []
-    for index, text in enumerate(request.inputs):
-        vector = embed(text, dimensions)
-        data.append({"object": "embedding", "index": index, "embedding": _base64(vector) if request.base64 else vector})
-    tokens = sum(len(text.split()) for text in request.inputs)
-    return {
-        "object": "list",
-        "data": data,
-        "model": model,
-        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-    }

@@ -79,8 +79,10 @@ Embeddings (``POST /v1/embeddings``) are not scripted: every text gets a determi
 feature hashing of its words and their character trigrams (:mod:`kora.scripted.embedding`), so texts
 sharing words have a high cosine similarity and unrelated texts one near 0. 384 dimensions unless the
 model's ``embedding_dimensions`` or the request's ``dimensions`` say otherwise; ``encoding_format``
-``float`` or ``base64``; bad input (no or empty input, more than 2048 items, an item over 32768
-characters, non-strings, token ids) gets a 400 OpenAI error.
+``float`` or ``base64``; ``model`` optional (the model's name when absent). Requests are read by
+:mod:`kora.core.openai_wire.embeddings`, as the hosted model reads them: bad input (no or empty input, more than
+2048 items, an item over 32768 characters, non-strings, token ids, ``dimensions`` over 8192) gets a 400 OpenAI
+error.
 
 HTTP surface of :func:`create_app`: ``POST /v1/chat/completions`` (and ``/chat/completions``),
 ``POST /v1/embeddings`` (and ``/embeddings``), ``GET /v1/models``, ``GET /health``, and control
@@ -113,19 +115,22 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from kora.core.env import DEFAULT_MAX_LARGE_REQUEST_BYTES
+from kora.core.errors import RequestError
 from kora.core.limits import RequestLimits
 from kora.core.openai_wire import (
     DONE_EVENT,
     ChunkWriter,
     assistant_message,
     completion_body,
+    error_body,
     model_list_body,
     openai_error_body,
     tool_call_body,
     usage_body,
 )
+from kora.core.openai_wire.embeddings import embedding_request, embedding_response_body
 from kora.scripted.defaults import default_reply
-from kora.scripted.embedding import DEFAULT_DIMENSIONS, EmbeddingRequestError, embedding_response, parse_request
+from kora.scripted.embedding import DEFAULT_DIMENSIONS, MAX_DIMENSIONS, embed
 from kora.scripted.script import (
     Conversation,
     ErrorReply,
@@ -391,18 +396,24 @@ class ScriptedModel:
 
     def embeddings(self, body: object) -> JSONObject:
         """Record ``body`` (a decoded ``POST /v1/embeddings`` request) and build OpenAI's response: one
-        unit vector per input, see :mod:`kora.scripted.embedding`.
+        unit vector per input (see :mod:`kora.scripted.embedding`), usage counting whitespace-separated words.
 
-        Raises :class:`~kora.scripted.embedding.EmbeddingRequestError` if OpenAI would refuse the request.
+        Raises :class:`~kora.core.errors.RequestError` if OpenAI would refuse the request (see
+        :func:`kora.core.openai_wire.embeddings.embedding_request`) or ``dimensions`` exceeds
+        :data:`~kora.scripted.embedding.MAX_DIMENSIONS`.
         """
         with self._changed:
             self._record(self.embedding_requests, body)
             if isinstance(body, dict):
                 self._note_model(body)
             self._changed.notify_all()
-        request = parse_request(body)
+        request = embedding_request(body, default_model=self.model_name)
+        if request.dimensions is not None and request.dimensions > MAX_DIMENSIONS:
+            raise RequestError(f"Invalid request: dimensions: at most {MAX_DIMENSIONS}, got {request.dimensions}")
         dimensions = request.dimensions or self.embedding_dimensions
-        return embedding_response(request, request.model or self.model_name, dimensions)
+        vectors = [embed(text, dimensions) for text in request.texts]
+        tokens = sum(_words(text) for text in request.texts)
+        return embedding_response_body(vectors, request.model, tokens, request.encoding_format)
 
     def record_abort(self, body: JSONObject) -> None:
         """Note that the client of ``body`` disconnected before its reply finished."""
@@ -455,7 +466,7 @@ def _install_log_filter() -> None:
         logger.addFilter(_QuietSimulatedDisconnects())
 
 
-def error_body(message: str, type_: str, code: str | None) -> bytes:
+def _error_json(message: str, type_: str, code: str | None) -> bytes:
     """The OpenAI error body ``{"error": {"message", "type", "param", "code"}}`` as JSON bytes."""
     return _dumps(openai_error_body(message, type_, code)).encode()
 
@@ -608,8 +619,8 @@ class _Embeddings:
             return
         try:
             payload = self.model.embeddings(body)
-        except EmbeddingRequestError as exc:
-            await _send_json(send, 400, openai_error_body(exc.message, "invalid_request_error", None, param=exc.param))
+        except RequestError as error:
+            await _send_json(send, error.status, error_body(error))
             return
         await _send_json(send, 200, payload)
 
@@ -665,7 +676,7 @@ async def _send_json(send: Send, status: int, payload: JSONObject) -> None:
 
 async def _send_error(send: Send, status: int, message: str, type_: str, code: str | None) -> None:
     await send({"type": "http.response.start", "status": status, "headers": _JSON_HEADERS})
-    await send({"type": "http.response.body", "body": error_body(message, type_, code)})
+    await send({"type": "http.response.body", "body": _error_json(message, type_, code)})
 
 
 def _json_response(payload: object) -> Response:
@@ -674,7 +685,7 @@ def _json_response(payload: object) -> Response:
 
 
 def _json_error(status: int, message: str) -> Response:
-    return Response(error_body(message, "invalid_request_error", None), status, media_type="application/json")
+    return Response(_error_json(message, "invalid_request_error", None), status, media_type="application/json")
 
 
 def _control_routes(model: ScriptedModel) -> list[Route]:

@@ -11,7 +11,7 @@ from kora.operator.status import (
     CONDITION_SESSIONS_SPLIT,
     CONDITION_TASKS_SPLIT,
     Dependency,
-    WorkloadState,
+    DeploymentState,
     compute_status,
     failed_status,
     parse_status,
@@ -38,7 +38,7 @@ MODEL = ResourceRef("ModelAPI", "team", "m")
 TOOLS = ResourceRef("MCPServer", "team", "tools")
 PEER = ResourceRef("Agent", "team", "peer")
 STORE = ResourceRef("MemoryStore", "team", "store")
-AVAILABLE = WorkloadState.of({"readyReplicas": 1, "conditions": [{"type": "Available", "status": "True"}]}, 1)
+AVAILABLE = DeploymentState.of({"readyReplicas": 1, "conditions": [{"type": "Available", "status": "True"}]}, 1)
 
 
 @pytest.mark.parametrize(
@@ -47,32 +47,32 @@ AVAILABLE = WorkloadState.of({"readyReplicas": 1, "conditions": [{"type": "Avail
         ([Dependency(MODEL, Phase.READY)], AVAILABLE, Phase.READY, "1/1 replicas ready"),
         (
             [Dependency(MODEL, None)],
-            WorkloadState(exists=False),
+            DeploymentState(exists=False),
             Phase.WAITING,
             "waiting for ModelAPI m does not exist",
         ),
         (
             [Dependency(MODEL, Phase.PENDING), Dependency(TOOLS, Phase.FAILED)],
-            WorkloadState(exists=False),
+            DeploymentState(exists=False),
             Phase.WAITING,
             "waiting for ModelAPI m is Pending; MCPServer tools is Failed",
         ),
         (
             [Dependency(MODEL, Phase.READY), Dependency(PEER, Phase.READY, exposed=False)],
-            WorkloadState(exists=False),
+            DeploymentState(exists=False),
             Phase.FAILED,
             "Agent peer does not set agentNetwork.expose: true",
         ),
         (
             [Dependency(MODEL, Phase.READY)],
-            WorkloadState.of({}, 1),
+            DeploymentState.of({}, 1),
             Phase.PENDING,
             "waiting for the Deployment: 0/1 replicas ready",
         ),
-        ([Dependency(MODEL, Phase.READY)], WorkloadState.of({}, 0), Phase.PENDING, "scaled to 0 replicas"),
+        ([Dependency(MODEL, Phase.READY)], DeploymentState.of({}, 0), Phase.PENDING, "scaled to 0 replicas"),
         (
             [Dependency(MODEL, Phase.READY)],
-            WorkloadState.of(
+            DeploymentState.of(
                 {"conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]}, 1
             ),
             Phase.FAILED,
@@ -102,7 +102,7 @@ def test_memory_degraded_follows_the_bound_store():
     assert next(c for c in healthy.conditions if c.type == "MemoryDegraded").status == "False"
 
 
-def _memory_degraded(agent: Agent, store: Phase, workload: WorkloadState, unreachable: str | None = None):
+def _memory_degraded(agent: Agent, store: Phase, workload: DeploymentState, unreachable: str | None = None):
     status = compute_status(
         agent,
         endpoint="e",
@@ -121,12 +121,12 @@ STRICT = {"memory": {"enabled": True, "type": "remote", "memoryStore": "store", 
     ("config", "store", "workload", "unreachable", "reason", "says"),
     [
         # Not running yet: neither the short-term window nor refusals, only that it does not run.
-        ({}, Phase.PENDING, WorkloadState(exists=False), None, "MemoryStoreNotReady", "the agent does not run yet"),
+        ({}, Phase.PENDING, DeploymentState(exists=False), None, "MemoryStoreNotReady", "the agent does not run yet"),
         ({}, Phase.PENDING, AVAILABLE, None, "MemoryStoreNotReady", "short-term window only"),
         (STRICT, Phase.PENDING, AVAILABLE, None, "MemoryStoreNotReady", "refuses turns"),
         # The store is Ready, but the agent's pods say they cannot reach it.
         ({}, Phase.READY, AVAILABLE, "ConnectTimeout", "MemoryUnreachable", "short-term window only"),
-        (STRICT, Phase.READY, WorkloadState.of({}, 1), "refused", "MemoryUnreachable", "JSON-RPC error on A2A"),
+        (STRICT, Phase.READY, DeploymentState.of({}, 1), "refused", "MemoryUnreachable", "JSON-RPC error on A2A"),
     ],
 )
 def test_memory_degraded_says_what_it_means_for_the_agent(config, store, workload, unreachable, reason, says):
@@ -203,7 +203,7 @@ def test_an_unchanged_condition_keeps_its_transition_time_so_a_resync_writes_not
     again = compute_status(_agent(), endpoint="e", dependencies=[], workload=AVAILABLE, previous=first, now=T1)
     assert status_body(again) == status_body(first)
     changed = compute_status(
-        _agent(), endpoint="e", dependencies=[], workload=WorkloadState.of({}, 1), previous=first, now=T1
+        _agent(), endpoint="e", dependencies=[], workload=DeploymentState.of({}, 1), previous=first, now=T1
     )
     assert changed.conditions[0].last_transition_time == T1
 
@@ -303,7 +303,7 @@ def test_a_long_last_line_is_cut() -> None:
 
 def test_a_failing_pod_is_named_in_its_resources_status_and_in_the_agent_waiting_for_it() -> None:
     failure = pod_failure(CRASHED_TOOLS)
-    workload = WorkloadState.of({"readyReplicas": 0, "conditions": []}, 1, failure)
+    workload = DeploymentState.of({"readyReplicas": 0, "conditions": []}, 1, failure)
     tools = compute_status(_agent(), endpoint="http://x", dependencies=[], workload=workload, now=T0)
     assert tools.phase is Phase.PENDING
     assert tools.message == f"waiting for the Deployment: 0/1 replicas ready; a pod is failing: {failure}"
@@ -311,7 +311,7 @@ def test_a_failing_pod_is_named_in_its_resources_status_and_in_the_agent_waiting
         _agent(),
         endpoint="http://x",
         dependencies=[Dependency(TOOLS, Phase.PENDING, failure=failure)],
-        workload=WorkloadState.of(None, 1),
+        workload=DeploymentState.of(None, 1),
         now=T0,
     )
     assert agent.phase is Phase.WAITING

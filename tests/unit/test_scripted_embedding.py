@@ -1,4 +1,5 @@
-"""The scripted model's embeddings: vectors (length, determinism, similarity) and request validation."""
+"""The scripted model's embeddings: vectors (length, determinism, similarity) and its ``/v1/embeddings`` answers
+(requests are read by :mod:`kora.core.openai_wire.embeddings`, tested in ``test_openai_wire_embeddings.py``)."""
 
 import base64
 import math
@@ -8,15 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kora.core.errors import RequestError
 from kora.scripted import ScriptedModel, embed
-from kora.scripted.embedding import (
-    DEFAULT_DIMENSIONS,
-    MAX_INPUT_CHARS,
-    MAX_INPUTS,
-    EmbeddingRequestError,
-    embedding_response,
-    parse_request,
-)
+from kora.scripted.embedding import DEFAULT_DIMENSIONS, MAX_DIMENSIONS
 
 
 def cosine(a, b):
@@ -75,65 +70,33 @@ def test_embed_rejects_non_positive_dimensions():
         embed("x", 0)
 
 
-# -- requests ------------------------------------------------------------------------------------
-
-
-def test_a_string_or_a_list_of_strings_is_accepted():
-    assert parse_request({"input": "hi"}).inputs == ["hi"]
-    request = parse_request({"input": ["a", "b"], "model": "m", "dimensions": 8, "encoding_format": "base64"})
-    assert (request.inputs, request.model, request.dimensions, request.base64) == (["a", "b"], "m", 8, True)
-    assert parse_request({"input": "x", "encoding_format": None, "user": "u1"}).base64 is False
-
-
-@pytest.mark.parametrize(
-    ("body", "param", "words"),
-    [
-        ([], None, "JSON object"),
-        ({}, "input", "required"),
-        ({"input": []}, "input", "empty list"),
-        ({"input": ""}, "input", "must not be empty"),
-        ({"input": ["ok", ""]}, "input", "input[1]"),
-        ({"input": ["a"] * (MAX_INPUTS + 1)}, "input", "at most 2048"),
-        ({"input": "x" * (MAX_INPUT_CHARS + 1)}, "input", "characters"),
-        ({"input": [1, 2, 3]}, "input", "token-id"),
-        ({"input": [[1, 2], [3]]}, "input", "token-id"),
-        ({"input": ["a", None]}, "input", "got null"),
-        ({"input": 42}, "input", "got a number"),
-        ({"input": {"text": "a"}}, "input", "got an object"),
-        ({"input": "x", "model": 3}, "model", "model"),
-        ({"input": "x", "model": ""}, "model", "model"),
-        ({"input": "x", "dimensions": 0}, "dimensions", "1 to 8192"),
-        ({"input": "x", "dimensions": 8193}, "dimensions", "1 to 8192"),
-        ({"input": "x", "dimensions": True}, "dimensions", "integer"),
-        ({"input": "x", "dimensions": 8.0}, "dimensions", "integer"),
-        ({"input": "x", "encoding_format": "int8"}, "encoding_format", "base64"),
-    ],
-)
-def test_bad_requests_say_what_is_wrong(body, param, words):
-    with pytest.raises(EmbeddingRequestError) as caught:
-        parse_request(body)
-    assert caught.value.param == param
-    assert words in caught.value.message
+# -- answers -------------------------------------------------------------------------------------
 
 
 def test_response_shape_usage_and_base64_vectors():
-    response = embedding_response(parse_request({"input": ["one two", "three"]}), "emb", 8)
+    model = ScriptedModel()
+    response = model.embeddings({"input": ["one two", "three"], "model": "emb", "dimensions": 8})
     assert response["object"] == "list"
     assert response["model"] == "emb"
     assert response["usage"] == {"prompt_tokens": 3, "total_tokens": 3}
     assert [(item["object"], item["index"]) for item in response["data"]] == [("embedding", 0), ("embedding", 1)]
     assert response["data"][0]["embedding"] == embed("one two", 8)
 
-    encoded = embedding_response(parse_request({"input": "one two", "encoding_format": "base64"}), "emb", 8)
+    encoded = model.embeddings({"input": "one two", "encoding_format": "base64", "dimensions": 8})
     decoded = array("f", base64.b64decode(encoded["data"][0]["embedding"])).tolist()  # little-endian float32
     assert decoded == pytest.approx(embed("one two", 8), abs=1e-6)
+
+
+def test_dimensions_beyond_the_largest_served_are_refused_naming_the_field():
+    with pytest.raises(RequestError, match=f"dimensions: at most {MAX_DIMENSIONS}"):
+        ScriptedModel().embeddings({"input": "x", "dimensions": MAX_DIMENSIONS + 1})
 
 
 def test_the_model_uses_its_dimensions_records_requests_and_lists_the_name():
     model = ScriptedModel(embedding_dimensions=16, max_recorded=2)
     assert len(model.embeddings({"input": "x", "model": "emb"})["data"][0]["embedding"]) == 16
     assert len(model.embeddings({"input": "x", "dimensions": 4})["data"][0]["embedding"]) == 4
-    with pytest.raises(EmbeddingRequestError):
+    with pytest.raises(RequestError):
         model.embeddings({"input": []})
     assert model.embedding_requests == [{"input": "x", "dimensions": 4}, {"input": []}]  # bad ones too, capped
     assert model.model_names == ["scripted", "emb"]

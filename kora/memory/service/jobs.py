@@ -47,7 +47,7 @@ from pydantic import AfterValidator, BaseModel, Field, JsonValue
 from kora.core.events import EventType, MemoryEvent
 from kora.memory.service import facts, schema, store
 from kora.memory.service.database import Conn, Database
-from kora.memory.service.models import InvalidAnswer, ModelClient, ModelUnreachable
+from kora.memory.service.models import InvalidAnswer, MemoryModelClient, ModelUnreachable
 from kora.memory.service.settings import MemoryServiceSettings
 from kora.memory.text import event_text
 from kora.memory.wire import MAX_TEXT_CHARS, check_storable_json, strip_unstorable
@@ -60,9 +60,9 @@ class JobHost(Protocol):
     settings: MemoryServiceSettings
     db: Database
     #: The summary model's client; None without a summary model.
-    summary: ModelClient | None
+    summary: MemoryModelClient | None
     #: The embedding model's client; None without an embedding model.
-    embedder: ModelClient | None
+    embedder: MemoryModelClient | None
 
     async def embed_texts(self, texts: Sequence[str]) -> list[list[float] | None]: ...
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.core.openai_wire import ChatCompletion
+from kora.core.openai_wire.embeddings import EmbeddingResponse
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -33,21 +34,12 @@ class InvalidAnswer(Exception):
     """A chat answer is not JSON of the requested shape."""
 
 
-class _EmbeddingItem(BaseModel):
-    index: int
-    embedding: list[float]
-
-
-class _EmbeddingResponse(BaseModel):
-    data: list[_EmbeddingItem]
-
-
 def json_schema_format(name: str, schema: Mapping[str, object]) -> dict[str, object]:
     """OpenAI's ``response_format`` asking for JSON matching ``schema`` (strict mode) under ``name``."""
     return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": dict(schema)}}
 
 
-class ModelClient:
+class MemoryModelClient:
     """Requests to one OpenAI-compatible base URL (``.../v1``) for ``model``. Close with :meth:`aclose`."""
 
     def __init__(self, base_url: str, model: str, api_key: str, timeout: float = MODEL_TIMEOUT_SECONDS) -> None:
@@ -117,7 +109,7 @@ class ModelClient:
             batch = list(texts[start : start + EMBED_BATCH])
             raw = await self._post("/embeddings", {"model": self.model, "input": batch})
             try:
-                items = sorted(_EmbeddingResponse.model_validate_json(raw).data, key=lambda item: item.index)
+                items = sorted(EmbeddingResponse.model_validate_json(raw).data, key=lambda item: item.index)
             except ValidationError as error:
                 raise InvalidAnswer(f"not an embeddings response: {raw[:200]!r}") from error
             if [item.index for item in items] != list(range(len(batch))):

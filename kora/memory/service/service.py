@@ -14,7 +14,7 @@ from kora.core.errors import Unavailable
 from kora.memory.service import facts, jobs
 from kora.memory.service.database import Database
 from kora.memory.service.erasures import load_mark
-from kora.memory.service.models import InvalidAnswer, ModelClient, ModelUnreachable
+from kora.memory.service.models import InvalidAnswer, MemoryModelClient, ModelUnreachable
 from kora.memory.service.schema import ensure_embedding_model
 from kora.memory.service.settings import MemoryServiceSettings
 from kora.memory.wire import Mark
@@ -32,12 +32,12 @@ class MemoryService:
         self.settings = settings
         self.db = Database(settings)
         self.summary = (
-            ModelClient(settings.summary_model_api_url, settings.summary_model, settings.model_api_key)
+            MemoryModelClient(settings.summary_model_api_url, settings.summary_model, settings.model_api_key)
             if settings.has_summary_model
             else None
         )
         self.embedder = (
-            ModelClient(settings.embedding_model_api_url, settings.embedding_model, settings.model_api_key)
+            MemoryModelClient(settings.embedding_model_api_url, settings.embedding_model, settings.model_api_key)
             if settings.has_embedding_model
             else None
         )

@@ -1,12 +1,17 @@
-"""The OpenAI chat-completions wire format, both sides, in one place (docs/openai.md; the
-agent's requests to its ModelAPI).
+"""The OpenAI wire format, both sides, in one package (docs/openai.md; the agent's requests to its ModelAPI):
+chat completions and error bodies here, the chat request as a server reads it in
+:mod:`kora.core.openai_wire.chat_request`, embeddings in :mod:`kora.core.openai_wire.embeddings`.
 
-Every Kora surface that speaks or fronts the OpenAI API uses this module: the agent server's
-``/v1/chat/completions`` (it reads requests with :mod:`kora.agent.chat_request` and writes :func:`completion_body` and
-:class:`ChunkWriter` chunks), the agent's model adapter (:mod:`kora.agent.chat_model` writes
-:func:`request_body`; it and the model client read :class:`ChatCompletion` / :class:`ChatCompletionChunk`), the
-scripted model (it writes what the agent server writes), and the model proxy and local gateway (they write
-:func:`openai_error_body`).
+Every Kora surface that speaks or fronts the OpenAI API uses this package: the agent server's
+``/v1/chat/completions`` (it reads requests with :mod:`kora.core.openai_wire.chat_request` and writes
+:func:`completion_body` and :class:`ChunkWriter` chunks), the agent's model adapter (:mod:`kora.agent.chat_model`
+writes :func:`request_body`; it and the model client read :class:`ChatCompletion` / :class:`ChatCompletionChunk`),
+the scripted model (it writes what the agent server writes), the model proxy and local gateway (they write
+:func:`openai_error_body`), every client of an OpenAI-compatible server (they read :func:`parse_error_body`), and
+the hosted and scripted models' ``/v1/embeddings`` and the memory service's embedding client.
+
+The ``openai`` package's own types are not used: it is the user's side only (``kora chat``), and the agent server
+must answer ``/health`` before heavy imports load.
 
 What is read (a model's answers) is validated by pydantic models of the fields Kora uses: unknown fields are
 ignored and ``null`` is accepted wherever OpenAI-compatible servers are seen to send it. What is written is
@@ -45,6 +50,37 @@ def error_body(error: KoraError) -> JSONObject:
     if error.param is not None:
         cast(JSONObject, body["error"])["param"] = error.param
     return body
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorObject:
+    """The ``error`` object of an OpenAI error body as a client reads it: ``message``, and ``type``, ``code`` and
+    ``param`` as sent (``None`` when absent; a numeric ``code`` as text)."""
+
+    message: str
+    type: str | None = None
+    code: str | None = None
+    param: str | None = None
+
+
+def _text(value: JsonValue) -> str | None:
+    return None if value is None else str(value)
+
+
+def parse_error_body(content: bytes | str) -> ErrorObject | None:
+    """The error an OpenAI-compatible server's error answer carries: ``{"error": {"message", ...}}`` as OpenAI
+    sends it, or the bare error object ``{"message", "type", "code"}`` as some compatible servers (vLLM) send it.
+    ``None`` when ``content`` is neither (not JSON, no ``message``): the caller says what it got instead."""
+    try:
+        body = json.loads(content)
+    except (ValueError, RecursionError):
+        return None
+    error = body.get("error", body) if isinstance(body, dict) else None
+    if not isinstance(error, dict) or error.get("message") is None:
+        return None
+    return ErrorObject(
+        str(error["message"]), _text(error.get("type")), _text(error.get("code")), _text(error.get("param"))
+    )
 
 
 #: Longest field location an error message spells out whole.
@@ -90,23 +126,23 @@ class _Lenient(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class FunctionCall(_Lenient):
+class AnswerFunctionCall(_Lenient):
     name: str | None = None
     arguments: str | None = None
 
 
 class MessageToolCall(_Lenient):
     id: str | None = None
-    function: FunctionCall = Field(default_factory=FunctionCall)
+    function: AnswerFunctionCall = Field(default_factory=AnswerFunctionCall)
 
 
-class AssistantMessage(_Lenient):
+class AnswerMessage(_Lenient):
     content: str | None = None
     tool_calls: list[MessageToolCall] | None = None
 
 
 class Choice(_Lenient):
-    message: AssistantMessage
+    message: AnswerMessage
     finish_reason: str | None = None
 
 

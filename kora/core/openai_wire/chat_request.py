@@ -96,7 +96,7 @@ class FunctionCall(_Strict):
     arguments: str
 
 
-class ToolCall(_Strict):
+class AssistantToolCall(_Strict):
     """One entry of an assistant message's ``tool_calls``."""
 
     id: Annotated[str, StringConstraints(min_length=1)]
@@ -123,7 +123,7 @@ class AssistantMessage(_Strict):
 
     role: Literal["assistant"]
     content: str | list[ContentPart] | None = None
-    tool_calls: list[ToolCall] | None = None
+    tool_calls: list[AssistantToolCall] | None = None
     refusal: str | None = None
 
 

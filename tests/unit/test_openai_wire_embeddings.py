@@ -1,4 +1,5 @@
-"""OpenAI's embeddings wire format as Kora's hosted model reads and writes it."""
+"""OpenAI's embeddings wire format as Kora's servers (the hosted and the scripted model) read and write it, and
+as the memory service reads the answers."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import struct
 import pytest
 
 from kora.core.errors import InvalidJSON, RequestError
-from kora.core.openai_embeddings import (
+from kora.core.openai_wire.embeddings import (
+    MAX_INPUT_CHARS,
     MAX_INPUTS,
+    EmbeddingResponse,
+    embedding_request,
     embedding_response_body,
     float32_base64,
     parse_embedding_request,
@@ -24,6 +28,18 @@ def parse(body: object):
 def test_a_string_or_a_list_of_strings_is_a_list_of_texts():
     assert parse({"model": "m", "input": "one"}).texts == ["one"]
     assert parse({"model": "m", "input": ["one", "two"]}).texts == ["one", "two"]
+
+
+def test_a_server_default_model_stands_for_an_absent_or_null_one():
+    assert embedding_request({"input": "x"}, default_model="scripted").model == "scripted"
+    assert embedding_request({"input": "x", "model": None}, default_model="scripted").model == "scripted"
+    assert embedding_request({"input": "x", "model": "emb"}, default_model="scripted").model == "emb"
+    with pytest.raises(RequestError, match="model:"):
+        embedding_request({"input": "x", "model": ""}, default_model="scripted")
+
+
+def test_a_null_encoding_format_is_float():
+    assert parse({"model": "m", "input": "x", "encoding_format": None}).encoding_format == "float"
 
 
 def test_defaults_and_ignored_fields():
@@ -48,6 +64,13 @@ def test_defaults_and_ignored_fields():
         ({"model": "m", "input": ["a"] * (MAX_INPUTS + 1)}, f"at most {MAX_INPUTS} strings per request, got 2049"),
         ({"model": "m", "input": "x", "encoding_format": "int8"}, "Invalid request: encoding_format:"),
         ({"model": "m", "input": "x", "dimensions": 0}, "Invalid request: dimensions:"),
+        ({"model": "m", "input": "x", "dimensions": True}, "Invalid request: dimensions:"),
+        ({"model": "m", "input": "x", "dimensions": 8.0}, "Invalid request: dimensions:"),
+        ({"model": 3, "input": "x"}, "Invalid request: model:"),
+        ({"model": "m", "input": ["a", None]}, "input: must be a string or an array of strings"),
+        ({"model": "m", "input": 42}, "input: must be a string or an array of strings"),
+        ({"model": "m", "input": {"text": "a"}}, "input: must be a string or an array of strings"),
+        ({"model": "m", "input": "x" * (MAX_INPUT_CHARS + 1)}, f"at most {MAX_INPUT_CHARS} characters per string"),
     ],
 )
 def test_malformed_requests_are_request_errors_naming_the_field(body: object, fragment: str):
@@ -57,7 +80,7 @@ def test_malformed_requests_are_request_errors_naming_the_field(body: object, fr
     assert fragment in caught.value.message
 
 
-@pytest.mark.parametrize("raw", [b"{", b"\xff\xfe"])
+@pytest.mark.parametrize("raw", [b"{", b"\xff\xfe", b"[" * 100_000])
 def test_a_body_that_is_not_json_is_invalid_json(raw: bytes):
     with pytest.raises(InvalidJSON, match="not valid JSON"):
         parse_embedding_request(raw)
@@ -95,3 +118,9 @@ def test_response_body_in_base64():
     first = data[0]
     assert isinstance(first, dict)
     assert first["embedding"] == float32_base64([0.5, 0.25])
+
+
+def test_a_client_reads_back_what_a_server_writes():
+    body = embedding_response_body([[0.6, 0.8], [1.0, 0.0]], "m", 2)
+    read = EmbeddingResponse.model_validate_json(json.dumps(body))
+    assert [(item.index, item.embedding) for item in read.data] == [(0, [0.6, 0.8]), (1, [1.0, 0.0])]
