@@ -7,6 +7,7 @@ from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from starlette.routing import Route
 
+from kora.agent.a2a.lazy import WaitingRestRoute
 from kora.agent.app import create_app
 from kora.agent.settings import load_agent_settings
 from kora.memory import NullMemory
@@ -23,11 +24,14 @@ def _app() -> FastAPI:
 
 def test_every_endpoint_is_a_route_of_the_app_itself() -> None:
     # Flat on purpose: an included router is matched again on every request (see kora.agent.routes). The turns'
-    # routes come first; A2A's card and POST / last, before the SDK has loaded.
+    # routes come first; A2A's card and POST / last, before the SDK has loaded, then the route that holds the
+    # HTTP+JSON binding's requests until it has.
     app = _app()
-    assert all(isinstance(route, Route) for route in app.routes)
-    assert [route.path for route in app.routes if route.include_in_schema is False][-4:] == CARD_AND_RPC
-    assert app.routes[-1].path == "/"
+    *routes, waiting = app.routes
+    assert isinstance(waiting, WaitingRestRoute)
+    assert all(isinstance(route, Route) for route in routes)
+    assert [route.path for route in routes if route.include_in_schema is False][-4:] == CARD_AND_RPC
+    assert routes[-1].path == "/"
     assert [(route.path, sorted(route.methods)) for route in app.routes if isinstance(route, APIRoute)] == [
         ("/v1/chat/completions", ["POST"]),
         ("/v1/models", ["GET"]),
@@ -52,9 +56,11 @@ def test_the_http_json_binding_joins_the_table_last_once_the_sdk_has_loaded() ->
     app = _app()
     with TestClient(app):
         wait_until(lambda: hasattr(app.state, "a2a"), within=60, message="the A2A server built")
-        paths = [route.path for route in app.routes]
+        paths = [getattr(route, "path", type(route).__name__) for route in app.routes]
     assert paths[paths.index("/") - 3 :] == [
         *CARD_AND_RPC,
+        # Matches nothing once the SDK has loaded.
+        "WaitingRestRoute",
         # The HTTP+JSON binding's, after every other route (a chat request does not try them first).
         "/message:send",
         "/message:stream",
