@@ -42,7 +42,7 @@ from httpx_aiohttp.httpx2 import Httpx2AiohttpClient
 from opentelemetry import trace
 from yarl import URL
 
-from kora.core.errors import ModelError, ModelTimeout
+from kora.core.errors import ModelError, ModelRetry, ModelTimeout
 from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.core.openai_wire import ChatCompletion, ChatCompletionChunk, JSONObject, ModelAnswer, parse_error_body
 from kora.core.telemetry import tracing_enabled
@@ -184,7 +184,7 @@ class ModelClient:
         return self._session
 
     async def _post_once(self, content: bytes, headers: dict[str, str]) -> bytes:
-        """One attempt of a whole answer: its body when the status is 2xx; raises :class:`_Retry` for a failure
+        """One attempt of a whole answer: its body when the status is 2xx; raises :class:`ModelRetry` for a failure
         worth retrying, ``ModelError`` for another."""
         session = self._session or self._open_session()
         try:
@@ -200,11 +200,11 @@ class ModelClient:
                 )
                 if response.status not in RETRY_STATUSES and response.status < 500:
                     raise failure
-                raise _Retry(failure, _retry_after(response))
+                raise ModelRetry(failure, _retry_after(response))
         except TimeoutError:  # aiohttp's connect and read timeouts are TimeoutErrors
-            raise _Retry(ModelTimeout("The model API did not answer in time."), None) from None
+            raise ModelRetry(ModelTimeout("The model API did not answer in time."), None) from None
         except aiohttp.ClientError as error:
-            raise _Retry(ModelError(f"The model API could not be reached: {error}"), None) from None
+            raise ModelRetry(ModelError(f"The model API could not be reached: {error}"), None) from None
 
     async def _stream_once(self, content: bytes, headers: dict[str, str]) -> httpx2.Response:
         """One attempt of a stream: the response, unread, when the status is 2xx; raises as :meth:`_post_once`."""
@@ -212,9 +212,9 @@ class ModelClient:
             request = self.http.build_request("POST", self.url, content=content, headers=headers)
             response = await self.http.send(request, stream=True)
         except httpx2.TimeoutException as error:
-            raise _Retry(_timeout_or_unreachable(error), None) from None
+            raise ModelRetry(_timeout_or_unreachable(error), None) from None
         except httpx2.HTTPError as error:
-            raise _Retry(ModelError(f"The model API could not be reached: {error}"), None) from None
+            raise ModelRetry(ModelError(f"The model API could not be reached: {error}"), None) from None
         if response.is_success:
             return response
         await response.aread()
@@ -224,16 +224,16 @@ class ModelClient:
         )
         if response.status_code not in RETRY_STATUSES and response.status_code < 500:
             raise failure
-        raise _Retry(failure, _retry_after(response))
+        raise ModelRetry(failure, _retry_after(response))
 
     async def _retrying(self, once: Callable[[], Awaitable[_T]]) -> _T:
-        """``once()`` with the retry policy: a :class:`_Retry` it raises is retried after its back-off, up to
+        """``once()`` with the retry policy: a :class:`ModelRetry` it raises is retried after its back-off, up to
         ``max_retries`` times, then its failure is raised."""
         attempt = 0
         while True:
             try:
                 return await once()
-            except _Retry as retry:
+            except ModelRetry as retry:
                 failure, delay = retry.failure, retry.delay
             if attempt >= self.max_retries:
                 raise failure
@@ -248,15 +248,6 @@ class ModelClient:
 
 
 _T = TypeVar("_T")
-
-
-class _Retry(Exception):
-    """A failed attempt worth retrying: the failure to raise when retries are spent, and the delay the server
-    asked for (``Retry-After``), if any."""
-
-    def __init__(self, failure: ModelError, delay: float | None) -> None:
-        super().__init__(failure.message)
-        self.failure, self.delay = failure, delay
 
 
 def _trace_context_injector() -> Callable[[dict[str, str]], None]:

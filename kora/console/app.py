@@ -30,7 +30,8 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from kora.console.settings import ConsoleSettings
-from kora.console.sources import ConsoleResource, SourceError, Sources
+from kora.console.sources import ConsoleResource, Sources
+from kora.core.errors import SourceError
 from kora.resources.models import Kind
 
 HERE = Path(__file__).parent

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from kora.core.errors import SourceError
 from kora.local.credentials import read_credentials
 from kora.local.state import UpState, WorkloadState, read_state
 from kora.resources.graph import ResourceRef
@@ -27,10 +28,6 @@ BACKEND_TIMEOUT_SECONDS = 10.0
 FACTS_LIMIT = 500
 #: Most events of a session the timeline shows.
 EVENTS_LIMIT = 500
-
-
-class SourceError(Exception):
-    """A read that failed; the message says why and what to do."""
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,10 @@ decides what to do next.
     │   ├── InvalidRPCRequest     400 invalid_request_error  invalid_rpc_request  -32600   a bad JSON-RPC envelope
     │   ├── PayloadTooLarge       413 invalid_request_error  payload_too_large    -32600   body over the size limit
     │   ├── Forbidden             403 permission_error       forbidden            -32602   beyond what it may read
+    │   │   └── ForbiddenOrigin   403 permission_error       forbidden_origin     -32600   an Origin not allowed (MCP)
+    │   ├── MethodNotFound        400 invalid_request_error  method_not_found     -32601   no such JSON-RPC method
+    │   ├── VersionNotSupported   400 invalid_request_error  version_not_supported  -32009   (A2A)
+    │   ├── ContentTypeNotSupported  400 invalid_request_error  content_type_not_supported  -32005   (A2A)
     │   └── NotFound              404 not_found_error        not_found            -32602   no such session
     ├── Unauthenticated           401 invalid_request_error  invalid_token        -32000   a bearer token that fails
     ├── Unavailable               503 service_unavailable    unavailable          -32603   starting, failed to start
@@ -31,6 +35,11 @@ decides what to do next.
         │   └── BudgetExhausted   200 -                      budget_exhausted     -        ... a turn budget ran out
         └── TurnCancelled         499 -                      cancelled            -        the client went away
 
+Below the tree, the errors a component raises and handles itself (a settings error that ends a CLI, a memory job
+to retry, a manifest error, a scripted model's script error, ...): every exception class of Kora is defined in
+this module, except the few a library's protocol requires elsewhere (a ``KeyError`` from a mapping, an
+``ImportError`` from an import hook).
+
 Imports nothing but the standard library, so every layer may raise these.
 """
 
@@ -38,6 +47,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterable
 from typing import ClassVar
 
 _log = logging.getLogger("kora")
@@ -197,6 +207,34 @@ class TurnCancelled(TurnError):
     default_code = "cancelled"
 
 
+class MethodNotFound(RequestError):
+    """A method this endpoint does not serve in the request's protocol version (JSON-RPC -32601)."""
+
+    default_code = "method_not_found"
+    jsonrpc_code = -32601
+
+
+class VersionNotSupported(RequestError):
+    """An ``A2A-Version`` Kora does not serve (A2A ``VersionNotSupportedError``, -32009)."""
+
+    default_code = "version_not_supported"
+    jsonrpc_code = -32009
+
+
+class ContentTypeNotSupported(RequestError):
+    """A part whose media type the agent does not accept (A2A ``ContentTypeNotSupportedError``, -32005)."""
+
+    default_code = "content_type_not_supported"
+    jsonrpc_code = -32005
+
+
+class ForbiddenOrigin(Forbidden):
+    """A request whose ``Origin`` is not allowed: HTTP 403, JSON-RPC -32600 (the request is refused whole)."""
+
+    default_code = "forbidden_origin"
+    jsonrpc_code = -32600
+
+
 def internal_error(error: BaseException) -> KoraError:
     """``error`` as Kora reports it: itself when it is a :class:`KoraError`, else an internal error that names
     nothing of the server's internals (no type, message or traceback, which may hold paths or data), only a
@@ -211,3 +249,124 @@ def internal_error(error: BaseException) -> KoraError:
 def jsonrpc_error(error: KoraError) -> dict[str, object]:
     """``error`` as a JSON-RPC 2.0 error object: ``{"code": int, "message": str, "data": {"type": code}}``."""
     return {"code": error.jsonrpc_code, "message": error.message, "data": {"type": error.code}}
+
+
+# -- errors a component raises and handles itself ---------------------------------------------------------------
+# None of these reaches a client as it is: each is caught by the component that raises it (or ends a CLI with a
+# message) and turned into what that component reports.
+
+
+class ModelRetry(Exception):
+    """The agent's model client (:mod:`kora.agent.model_client`): a failed attempt worth retrying: the failure to raise
+    when retries are spent, and the delay the server asked for (``Retry-After``), if any."""
+
+    def __init__(self, failure: ModelError, delay: float | None) -> None:
+        super().__init__(failure.message)
+        self.failure, self.delay = failure, delay
+
+
+class SourceError(Exception):
+    """The console (:mod:`kora.console.sources`): a read that failed; the message says why and what to do."""
+
+
+class SettingsError(Exception):
+    """Invalid or missing settings (:mod:`kora.core.settings_errors` builds it from pydantic's errors). ``problems``
+    holds one ``"VARIABLE: reason"`` line per bad setting."""
+
+    def __init__(self, component: str, problems: Iterable[str]) -> None:
+        self.component = component
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {problem}" for problem in self.problems)
+        super().__init__(f"{component}: invalid configuration ({len(self.problems)} problem(s)):\n{lines}")
+
+
+class PackageError(Exception):
+    """The MCP tool server's Python package (:mod:`kora.mcp.package`) cannot be served: not installed, fails to import,
+    or exposes no ``MCPServer``."""
+
+
+class ToolSourceError(Exception):
+    """The MCP tool server's inline tools source (:mod:`kora.mcp.source`) cannot be served. ``line`` is the 1-based
+    source line, or ``None`` if none applies."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        self.message = message
+        self.line = line
+        where = f"line {line}: " if line is not None else ""
+        super().__init__(f"tools source {where}{message}")
+
+
+class StoreUnreachable(Exception):
+    """The agent's remote memory (:mod:`kora.memory.remote`): the memory service could not be reached or answered an
+    error status (a 5xx, or a 4xx it should not)."""
+
+
+class StoreRefused(Exception):
+    """The agent's remote memory (:mod:`kora.memory.remote`): the memory service refused a request as the client's
+    mistake (4xx): the message says why, ``code`` is the error body's ``code`` (``""`` when the body has none)."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class JobRetry(Exception):
+    """A memory service job (:mod:`kora.memory.service.jobs`) cannot run now (a model API is unreachable, a fold of the
+    session is running): try again later."""
+
+
+class JobFailed(Exception):
+    """A memory service job (:mod:`kora.memory.service.jobs`) cannot succeed (answers stayed invalid): record it as
+    failed."""
+
+
+class ModelUnreachable(Exception):
+    """The memory service's model client (:mod:`kora.memory.service.models`): a model API could not be reached, timed
+    out, or answered an error status."""
+
+
+class InvalidAnswer(Exception):
+    """The memory service's model client (:mod:`kora.memory.service.models`): a chat answer is not JSON of the requested
+    shape."""
+
+
+class MissingUserError(RuntimeError):
+    """The embedded Postgres (:mod:`kora.memory.service.passwd`): the uid has no user name and libnss-wrapper, which
+    would give it one, is not installed."""
+
+
+class SchemaTooNew(RuntimeError):
+    """The memory service's schema (:mod:`kora.memory.service.schema`): the database was migrated by a newer Kora than
+    this one; refusing to run against it."""
+
+
+class ManifestError(ValueError):
+    """The resource manifests are invalid (:mod:`kora.resources.loader`); ``problems`` lists every problem found
+    (:class:`kora.resources.loader.Problem`; message: one per line)."""
+
+    def __init__(self, problems: Iterable[object]) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {problem}" for problem in self.problems)
+        super().__init__(f"invalid manifests ({len(self.problems)} problem(s)):\n{lines}")
+
+
+class SimulatedDisconnect(Exception):
+    """The scripted model (:mod:`kora.scripted.model`): raised inside a streamed response so the server drops the
+    connection (``disconnect_after_chunks``)."""
+
+
+class ScriptError(ValueError):
+    """The scripted model (:mod:`kora.scripted.script`): a reply, rule or script file is malformed (unknown kind,
+    missing field, bad regex, ...)."""
+
+
+class MissingEnvironmentVariable(KeyError):
+    """The MCP tool server's environment (:mod:`kora.mcp.redact`): ``os.environ[name]`` for a variable that is not
+    set; says how secrets reach tools. A ``KeyError``, as tool code reading ``os.environ`` expects."""
+
+    def __str__(self) -> str:
+        name = self.args[0] if self.args else "?"
+        return (
+            f"environment variable {name!r} is not set (secrets reach tools as environment variables: "
+            "add it to the MCPServer's spec.config.env, with a value or valueFrom.secretKeyRef)"
+        )

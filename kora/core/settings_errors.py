@@ -12,15 +12,10 @@ from collections.abc import Iterable, Mapping
 
 from pydantic import ValidationError
 
+from kora.core.errors import SettingsError
 
-class SettingsError(Exception):
-    """Invalid or missing settings. ``problems`` holds one ``"VARIABLE: reason"`` line per bad setting."""
-
-    def __init__(self, component: str, problems: Iterable[str]) -> None:
-        self.component = component
-        self.problems = list(problems)
-        lines = "\n".join(f"  - {problem}" for problem in self.problems)
-        super().__init__(f"{component}: invalid configuration ({len(self.problems)} problem(s)):\n{lines}")
+# SettingsError is defined with every other exception class in kora.core.errors; components import it from here.
+__all__ = ["SettingsError", "describe_validation_error", "settings_fields"]
 
 
 def describe_validation_error(error: ValidationError, env_prefix: str = "") -> list[str]:

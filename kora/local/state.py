@@ -25,6 +25,8 @@ import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from kora.core.processes import process_alive
+
 __all__ = [
     "DEFAULT_STATE_DIR",
     "FAILED",
@@ -123,17 +125,6 @@ def read_state(state_dir: Path) -> UpState:
         return UpState(workloads=workloads, **raw)
     except (KeyError, TypeError) as error:
         raise ValueError(f"{state_file(state_dir)} is not a kora up state file: {error}") from None
-
-
-def process_alive(pid: int) -> bool:
-    """Whether a process with ``pid`` exists (signal 0 probe; a zombie counts as alive)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def render_table(state: UpState) -> str:

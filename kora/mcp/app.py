@@ -29,13 +29,14 @@ from fastapi.responses import JSONResponse
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
+from kora.core.errors import ToolSourceError
 from kora.core.limits import RequestLimits, jsonrpc_refusal
 from kora.mcp.origin import OriginCheck, parse_allowed_origins
 from kora.mcp.package import load_package_server
 from kora.mcp.pool import WorkerPool
 from kora.mcp.redact import RecordingEnviron, Redactor
 from kora.mcp.settings import McpSettings, parse_tool_timeouts
-from kora.mcp.source import LoadedTools, ToolSourceError, load_tools
+from kora.mcp.source import LoadedTools, load_tools
 from kora.mcp.tools import build_inline_server
 
 logger = logging.getLogger(__name__)

@@ -20,20 +20,13 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from kora.core.errors import Forbidden
+from kora.core.errors import ForbiddenOrigin
 from kora.core.limits import jsonrpc_refusal
 
 #: ``MCP_ALLOWED_ORIGINS``' default: the local host under its three names, http or https, any port.
 DEFAULT_ALLOWED_ORIGINS = ",".join(
     f"{scheme}://{host}:*" for scheme in ("http", "https") for host in ("localhost", "127.0.0.1", "[::1]")
 )
-
-
-class ForbiddenOrigin(Forbidden):
-    """A request whose ``Origin`` is not allowed: HTTP 403, JSON-RPC -32600 (the request is refused whole)."""
-
-    default_code = "forbidden_origin"
-    jsonrpc_code = -32600
 
 
 def parse_allowed_origins(value: str) -> list[str]:

@@ -20,14 +20,12 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
+from kora.core.errors import PackageError
+
 #: Module attributes searched, in order, when the package names no attribute.
 CONVENTIONAL_ATTRIBUTES = ("mcp", "server", "app")
 #: Factory function called when no conventional attribute holds a server.
 FACTORY_NAME = "create_server"
-
-
-class PackageError(Exception):
-    """The package cannot be served: not installed, fails to import, or exposes no ``MCPServer``."""
 
 
 def _as_server(value: object, where: str) -> MCPServer[Any]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kora.mcp.source import ToolSourceError
+from kora.core.errors import ToolSourceError
 from kora.mcp.worker import HEADER_SIZE, encode_frame, frame_length
 
 logger = logging.getLogger(__name__)

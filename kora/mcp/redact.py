@@ -25,6 +25,8 @@ import re
 from collections.abc import Iterator, Mapping, MutableMapping
 from urllib.parse import quote, quote_plus
 
+from kora.core.errors import MissingEnvironmentVariable
+
 #: What a secret value is replaced with.
 MASK = "***"
 #: Values shorter than this are not treated as secrets (see the module docstring).
@@ -97,17 +99,6 @@ class Redactor:
         if isinstance(data, list):
             return [self.redact_json(item) for item in data]
         return data
-
-
-class MissingEnvironmentVariable(KeyError):
-    """``os.environ[name]`` for a variable that is not set; says how secrets reach tools."""
-
-    def __str__(self) -> str:
-        name = self.args[0] if self.args else "?"
-        return (
-            f"environment variable {name!r} is not set (secrets reach tools as environment variables: "
-            "add it to the MCPServer's spec.config.env, with a value or valueFrom.secretKeyRef)"
-        )
 
 
 class RecordingEnviron(MutableMapping[str, str]):

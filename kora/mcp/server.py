@@ -43,10 +43,9 @@ def serve(
         level=settings.mcp_log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     # Imported here: `kora mcp --help` and settings errors should not pay for FastAPI and the MCP SDK.
+    from kora.core.errors import PackageError, ToolSourceError
     from kora.core.telemetry import instrument_app, setup_telemetry
     from kora.mcp.app import create_app
-    from kora.mcp.package import PackageError
-    from kora.mcp.source import ToolSourceError
 
     try:
         # The resource's name comes from the wiring (OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME).

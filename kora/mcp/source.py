@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kora.core.errors import ToolSourceError
 from kora.core.inline_tools import is_available, unavailable_message
 
 logger = logging.getLogger(__name__)
@@ -47,16 +48,6 @@ SUPPORTED_TYPES_HINT = (
 )
 _SCALARS: tuple[type, ...] = (str, int, float, bool)
 _CONTAINERS: tuple[type, ...] = (dict, list)
-
-
-class ToolSourceError(Exception):
-    """The tools source cannot be served. ``line`` is the 1-based source line, or ``None`` if none applies."""
-
-    def __init__(self, message: str, line: int | None = None) -> None:
-        self.message = message
-        self.line = line
-        where = f"line {line}: " if line is not None else ""
-        super().__init__(f"tools source {where}{message}")
 
 
 class ThirdPartyImportError(ImportError):

@@ -32,8 +32,9 @@ import traceback
 from collections.abc import Callable
 from typing import IO, Any
 
+from kora.core.errors import ToolSourceError
 from kora.mcp.redact import RecordingEnviron, Redactor
-from kora.mcp.source import ToolSourceError, load_tools
+from kora.mcp.source import load_tools
 
 _HEADER = struct.Struct(">I")
 #: Bytes of the length prefix of each frame.

@@ -43,7 +43,7 @@ import httpx2
 from httpx_aiohttp.httpx2 import Httpx2AiohttpClient
 from pydantic import BaseModel, JsonValue, ValidationError
 
-from kora.core.errors import Unavailable
+from kora.core.errors import StoreRefused, StoreUnreachable, Unavailable
 from kora.core.events import EventType, MemoryEvent
 from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.core.openai_wire import parse_error_body
@@ -91,19 +91,6 @@ ResultT = TypeVar("ResultT")
 READ_TIMEOUT_SECONDS = 5.0
 #: Seconds between probes of an unreachable store, and the longest pause between replays of queued writes.
 RETRY_SECONDS = 1.0
-
-
-class StoreUnreachable(Exception):
-    """The memory service could not be reached or answered an error status (a 5xx, or a 4xx it should not)."""
-
-
-class StoreRefused(Exception):
-    """The memory service refused a request as the client's mistake (4xx): the message says why, ``code`` is the
-    error body's ``code`` (``""`` when the body has none)."""
-
-    def __init__(self, message: str, code: str = "") -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass

@@ -35,6 +35,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from kora.core.errors import ManifestError
 from kora.resources.graph import (
     ConfigMap,
     ResourceGraph,
@@ -88,15 +89,6 @@ class Problem:
             where.append(self.resource)
         location = ", ".join(where)
         return f"{location}: {self.path}: {self.reason}" if self.path else f"{location}: {self.reason}"
-
-
-class ManifestError(ValueError):
-    """The manifests are invalid; ``problems`` lists every problem found (message: one per line)."""
-
-    def __init__(self, problems: Iterable[Problem]) -> None:
-        self.problems = list(problems)
-        lines = "\n".join(f"  - {problem}" for problem in self.problems)
-        super().__init__(f"invalid manifests ({len(self.problems)} problem(s)):\n{lines}")
 
 
 @dataclass(frozen=True)
@@ -371,7 +363,8 @@ def _build(documents: Iterable[_Document], require_secrets: bool, problems: list
         )
     if problems:
         # Reference and cycle checks run after every document was read; report in document order.
-        raise ManifestError(sorted(problems, key=lambda problem: (problem.source, problem.document)))
+        ordered: list[Problem] = sorted(problems, key=lambda problem: (problem.source, problem.document))
+        raise ManifestError(ordered)
     return graph
 
 

@@ -115,7 +115,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from kora.core.env import DEFAULT_MAX_LARGE_REQUEST_BYTES
-from kora.core.errors import RequestError
+from kora.core.errors import RequestError, SimulatedDisconnect
 from kora.core.limits import RequestLimits
 from kora.core.openai_wire import (
     DONE_EVENT,
@@ -449,15 +449,11 @@ _SSE_HEADERS: Final = [(b"content-type", b"text/event-stream"), (b"cache-control
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
-class _SimulatedDisconnect(Exception):
-    """Raised inside a streamed response so the server drops the connection (``disconnect_after_chunks``)."""
-
-
 class _QuietSimulatedDisconnects(logging.Filter):
     """Hides uvicorn's error log for connections dropped on purpose; real errors still show."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and isinstance(record.exc_info[1], _SimulatedDisconnect))
+        return not (record.exc_info and isinstance(record.exc_info[1], SimulatedDisconnect))
 
 
 def _install_log_filter() -> None:
@@ -588,7 +584,7 @@ class _ChatCompletions:
         await send({"type": "http.response.body", "body": writer.chunk(first), "more_body": True})
         for sent, delta in enumerate(deltas):
             if reply.disconnect_after_chunks is not None and sent >= reply.disconnect_after_chunks:
-                raise _SimulatedDisconnect
+                raise SimulatedDisconnect
             if reply.end_after_chunks is not None and sent >= reply.end_after_chunks:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return True
@@ -596,7 +592,7 @@ class _ChatCompletions:
                 return False
             await send({"type": "http.response.body", "body": writer.chunk(delta), "more_body": True})
         if reply.disconnect_after_chunks is not None and reply.disconnect_after_chunks <= len(deltas):
-            raise _SimulatedDisconnect
+            raise SimulatedDisconnect
         tail = writer.chunk({}, finish_reason)
         if include_usage:
             tail += writer.usage(count_usage(body, reply).to_json())

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from kora.core.errors import ScriptError
+
 __all__ = [
     "Conversation",
     "ErrorReply",
@@ -34,10 +36,6 @@ __all__ = [
 
 # A decoded JSON object (request bodies, tool arguments): its values are arbitrary JSON.
 JSONObject: TypeAlias = dict[str, Any]
-
-
-class ScriptError(ValueError):
-    """A reply, rule or script file is malformed (unknown kind, missing field, bad regex, ...)."""
 
 
 # --------------------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ from starlette.datastructures import Headers, QueryParams
 
 import kora.core.errors as errors
 from kora.agent.a2a import negotiation
-from kora.agent.a2a.negotiation import V03, V1, VersionNotSupported, asked_version, error_object, negotiate
+from kora.agent.a2a.negotiation import V03, V1, asked_version, error_object, negotiate
+from kora.core.errors import VersionNotSupported
 
 
 def _all_error_classes() -> list[type[errors.KoraError]]:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from mcp.server.mcpserver import MCPServer
 
-from kora.mcp.package import PackageError, load_package_server
+from kora.core.errors import PackageError
+from kora.mcp.package import load_package_server
 
 
 @pytest.fixture

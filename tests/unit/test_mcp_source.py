@@ -7,7 +7,8 @@ import textwrap
 
 import pytest
 
-from kora.mcp.source import ToolSourceError, is_supported_type, load_tools
+from kora.core.errors import ToolSourceError
+from kora.mcp.source import is_supported_type, load_tools
 
 
 def load(source: str):

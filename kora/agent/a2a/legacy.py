@@ -45,9 +45,16 @@ from google.protobuf.json_format import ParseDict, ParseError  # type: ignore[im
 from google.protobuf.message import Message as ProtoMessage  # type: ignore[import-untyped]
 from pydantic import BaseModel, ValidationError
 
-from kora.agent.a2a.negotiation import V03, V1, ContentTypeNotSupported, MethodNotFound, error_object
+from kora.agent.a2a.negotiation import V03, V1, error_object
 from kora.agent.budget import BUDGET_METADATA, Limits
-from kora.core.errors import InvalidJSON, InvalidRPCRequest, KoraError, RequestError
+from kora.core.errors import (
+    ContentTypeNotSupported,
+    InvalidJSON,
+    InvalidRPCRequest,
+    KoraError,
+    MethodNotFound,
+    RequestError,
+)
 from kora.core.protocol import check_session_id
 from kora.core.text import UNSTORABLE, UNSTORABLE_MESSAGE, unstorable_location
 
@@ -136,10 +143,10 @@ class Prepared:
 def prepare(request: object, version: str = V03) -> Prepared:
     """Check one request of A2A ``version`` (:mod:`.negotiation`) and translate legacy names; raises
     :class:`~kora.core.errors.InvalidRPCRequest` (-32600) for a bad envelope,
-    :class:`~kora.agent.a2a.negotiation.MethodNotFound` (-32601) for a 0.3 method asked for in 1.0,
+    :class:`~kora.core.errors.MethodNotFound` (-32601) for a 0.3 method asked for in 1.0,
     :class:`~kora.core.errors.RequestError` (-32602) for bad params (a file part's bytes that are not base64, a
     ``ListTasks`` filter that is not a task state, a message with no content) and
-    :class:`~kora.agent.a2a.negotiation.ContentTypeNotSupported` (-32005) for a file part (the model takes text:
+    :class:`~kora.core.errors.ContentTypeNotSupported` (-32005) for a file part (the model takes text:
     text parts as they are, data parts as JSON text).
 
     Params of every method the SDK serves are checked against the SDK's own schema here, so a wrongly typed

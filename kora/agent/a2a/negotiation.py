@@ -20,7 +20,7 @@ from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP, A2AError
 from packaging.version import InvalidVersion, Version
 from starlette.datastructures import Headers, QueryParams
 
-from kora.core.errors import KoraError, RequestError, jsonrpc_error
+from kora.core.errors import KoraError, VersionNotSupported, jsonrpc_error
 
 V1 = constants.PROTOCOL_VERSION_1_0
 V03 = constants.PROTOCOL_VERSION_0_3
@@ -28,27 +28,6 @@ V03 = constants.PROTOCOL_VERSION_0_3
 VERSION_NAME = constants.VERSION_HEADER
 #: JSON-RPC code -> the SDK's A2A error class of that code (to render 1.0 errors with the SDK).
 _A2A_ERRORS: dict[int, type[A2AError]] = {code: cls for cls, code in JSON_RPC_ERROR_CODE_MAP.items()}
-
-
-class MethodNotFound(RequestError):
-    """A method this endpoint does not serve in the request's protocol version (JSON-RPC -32601)."""
-
-    default_code = "method_not_found"
-    jsonrpc_code = -32601
-
-
-class VersionNotSupported(RequestError):
-    """An ``A2A-Version`` Kora does not serve (A2A ``VersionNotSupportedError``, -32009)."""
-
-    default_code = "version_not_supported"
-    jsonrpc_code = -32009
-
-
-class ContentTypeNotSupported(RequestError):
-    """A part whose media type the agent does not accept (A2A ``ContentTypeNotSupportedError``, -32005)."""
-
-    default_code = "content_type_not_supported"
-    jsonrpc_code = -32005
 
 
 def asked_version(headers: Headers, query: QueryParams) -> str | None:

@@ -45,7 +45,6 @@ from kora.agent.a2a.negotiation import (
     V03,
     V1,
     VERSION_NAME,
-    VersionNotSupported,
     asked_version,
     error_info_entries,
     negotiate,
@@ -61,6 +60,7 @@ from kora.core.errors import (
     KoraError,
     PayloadTooLarge,
     RequestError,
+    VersionNotSupported,
 )
 from kora.core.limits import openai_refusal, replay_body
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import psutil
 
+from kora.core.processes import process_alive
 from kora.memory.service.passwd import postgres_environment
 
 if TYPE_CHECKING:
@@ -46,16 +47,6 @@ PASSWD_DIR = ".passwd"
 POSTMASTER_PID = "postmaster.pid"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by another user
-        return True
-    return True
-
-
 def forget_dead_holders(pgdata: Path) -> None:
     """Drop the processes that are gone from pgserver's list of holders of the server in ``pgdata``.
 
@@ -70,7 +61,7 @@ def forget_dead_holders(pgdata: Path) -> None:
         return  # no list yet, or not one pgserver wrote: leave it to pgserver
     if not isinstance(listed, list):
         return
-    holders = [pid for pid in listed if isinstance(pid, int) and _alive(pid)]
+    holders = [pid for pid in listed if isinstance(pid, int) and process_alive(pid)]
     if holders != listed:
         log.info("the embedded Postgres's holders %s are gone", sorted(set(listed) - set(holders)))
         path.write_text(json.dumps(holders))

@@ -44,10 +44,11 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from pydantic import AfterValidator, BaseModel, Field, JsonValue
 
+from kora.core.errors import InvalidAnswer, JobFailed, JobRetry, ModelUnreachable
 from kora.core.events import EventType, MemoryEvent
 from kora.memory.service import facts, schema, store
 from kora.memory.service.database import Conn, Database
-from kora.memory.service.models import InvalidAnswer, MemoryModelClient, ModelUnreachable
+from kora.memory.service.models import MemoryModelClient
 from kora.memory.service.settings import MemoryServiceSettings
 from kora.memory.text import event_text
 from kora.memory.wire import MAX_TEXT_CHARS, check_storable_json, strip_unstorable
@@ -155,14 +156,6 @@ class Job:
 Commit = Callable[[Conn], Awaitable[None]]
 
 
-class Retry(Exception):
-    """The job cannot run now (a model API is unreachable, a fold of the session is running): try again later."""
-
-
-class Failed(Exception):
-    """The job cannot succeed (answers stayed invalid): record it as failed."""
-
-
 async def queue_embedding(conn: Conn) -> None:
     """Queue an ``embed`` job when a valid fact has no embedding and no ``embed`` job waits unclaimed (one that is
     running may have read its batch before the fact was stored). Inside the caller's transaction, if any."""
@@ -209,12 +202,12 @@ async def run_one(service: JobHost) -> bool:
     try:
         handler = HANDLERS.get(job.kind)
         if handler is None:
-            raise Failed(f"unknown job kind {job.kind!r}")
+            raise JobFailed(f"unknown job kind {job.kind!r}")
         await _commit(service, job, token, await handler(service, job))
-    except Failed as failure:
+    except JobFailed as failure:
         log.warning("memory job %s %d failed: %s", job.kind, job.id, failure)
         await _record(service, job, token, "failed", str(failure), 0)
-    except (Retry, ModelUnreachable) as error:
+    except (JobRetry, ModelUnreachable) as error:
         await _retry(service, job, token, str(error))
     except Exception as error:  # a bug or a database error: keep the job, try later, say so
         log.exception("memory job %s %d raised", job.kind, job.id)
@@ -299,14 +292,14 @@ async def worker(service: JobHost, wake: asyncio.Event) -> None:
 def _sid(job: Job) -> int:
     """The session row a session's job is about (every kind but ``embed`` is)."""
     if job.sid is None:
-        raise Failed(f"a {job.kind} job names no session")
+        raise JobFailed(f"a {job.kind} job names no session")
     return job.sid
 
 
 async def _session_of(conn: Conn, sid: int | None) -> store.Session:
     session = None if sid is None else await store.session_by_sid(conn, sid)
     if session is None:
-        raise Failed("the session no longer exists")
+        raise JobFailed("the session no longer exists")
     return session
 
 
@@ -373,7 +366,7 @@ async def embed(service: JobHost, job: Job) -> Commit | None:
     job wait and try again; an answer that is not one vector per text, of the store's dimension, fails it."""
     assert service.db.pool is not None
     if service.embedder is None:
-        raise Failed("no embedding model is configured")
+        raise JobFailed("no embedding model is configured")
     async with service.db.pool.connection() as conn:
         batch = await facts.unembedded(conn, service.settings.embed_batch)
     if not batch:
@@ -381,7 +374,7 @@ async def embed(service: JobHost, job: Job) -> Commit | None:
     try:
         vectors = await service.embed_batch([text for _, text in batch])
     except InvalidAnswer as error:
-        raise Failed(str(error)) from error
+        raise JobFailed(str(error)) from error
     model = service.embedder.model
 
     async def commit(conn: Conn) -> None:
@@ -431,7 +424,7 @@ async def fold(service: JobHost, job: Job) -> Commit | None:
     commits on its own (in a short transaction that checks the session still exists)."""
     assert service.db.pool is not None
     if service.summary is None:
-        raise Failed("no summary model is configured")
+        raise JobFailed("no summary model is configured")
     async with service.db.pool.connection() as conn:
         # One fold per session at a time, across replicas: two would both write "version n + 1" of the same summary.
         # A session-level lock on this connection (no transaction is open across the model requests); a process
@@ -439,7 +432,7 @@ async def fold(service: JobHost, job: Job) -> Commit | None:
         cur = await conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (_FOLD_LOCK_SPACE, _sid(job) % _INT4))
         locked = await cur.fetchone()
         if not locked or not locked[0]:
-            raise Retry("another replica is folding this session")
+            raise JobRetry("another replica is folding this session")
         try:
             await _fold_locked(service, conn, job)
         finally:
@@ -469,13 +462,13 @@ async def _fold_locked(service: JobHost, conn: Conn, job: Job) -> None:
         try:
             answer = await service.summary.chat_text(FOLD_SYSTEM.format(words=words), f"{prior}Conversation:\n{lines}")
         except InvalidAnswer as error:
-            raise Failed(str(error)) from error
+            raise JobFailed(str(error)) from error
         summary = strip_unstorable(answer).strip()
         if not summary:
-            raise Failed("the summary model answered no storable text")
+            raise JobFailed("the summary model answered no storable text")
         async with conn.transaction():
             if await store.session_by_sid(conn, _sid(job), lock=True) is None:
-                raise Failed("the session no longer exists")
+                raise JobFailed("the session no longer exists")
             await _store_summary(conn, _sid(job), summary, leaving[-1].seq, settings.digest_retention)
 
 
@@ -502,14 +495,14 @@ async def _ask_json(
 ) -> ShapeT:
     """Ask the summary model for ``shape``; up to ``extraction_attempts`` requests while answers are invalid."""
     if service.summary is None:
-        raise Failed("no summary model is configured")
+        raise JobFailed("no summary model is configured")
     problem = ""
     for _ in range(service.settings.extraction_attempts):
         try:
             return await service.summary.chat_json(system, user, name, schema, shape)
         except InvalidAnswer as error:
             problem = str(error)
-    raise Failed(f"{service.settings.extraction_attempts} answers were not valid {name} JSON; last: {problem}")
+    raise JobFailed(f"{service.settings.extraction_attempts} answers were not valid {name} JSON; last: {problem}")
 
 
 #: The job kinds: each does its reads and model requests, and returns its writes for the commit (None: nothing).

@@ -14,6 +14,7 @@ from typing import TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from kora.core.errors import InvalidAnswer, ModelUnreachable
 from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.core.openai_wire import ChatCompletion
 from kora.core.openai_wire.embeddings import EmbeddingResponse
@@ -24,14 +25,6 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 MODEL_TIMEOUT_SECONDS = 60.0
 #: Most texts sent in one embeddings request.
 EMBED_BATCH = 256
-
-
-class ModelUnreachable(Exception):
-    """A model API could not be reached, timed out, or answered an error status."""
-
-
-class InvalidAnswer(Exception):
-    """A chat answer is not JSON of the requested shape."""
 
 
 def json_schema_format(name: str, schema: Mapping[str, object]) -> dict[str, object]:

@@ -18,14 +18,12 @@ import os
 import pwd
 from pathlib import Path
 
+from kora.core.errors import MissingUserError
+
 #: The user name given to a uid without one (``kora-<uid>`` when the system already has a ``kora``).
 USER_NAME = "kora"
 #: The file name stem of the library (``libnss_wrapper.so``), as ``ctypes.util.find_library`` looks it up.
 LIBRARY = "nss_wrapper"
-
-
-class MissingUserError(RuntimeError):
-    """The uid has no user name and libnss-wrapper, which would give it one, is not installed."""
 
 
 def _known_uid(uid: int) -> bool:

@@ -25,6 +25,8 @@ import logging
 from psycopg import AsyncConnection, sql
 from psycopg.rows import TupleRow
 
+from kora.core.errors import SchemaTooNew
+
 log = logging.getLogger("kora.memory")
 
 #: An arbitrary constant: the advisory lock that serialises migrations across replicas.
@@ -192,10 +194,6 @@ def index_expression(value: str, dimension: int) -> str:
 
 
 SCHEMA_VERSION = len(MIGRATIONS)
-
-
-class SchemaTooNew(RuntimeError):
-    """The database was migrated by a newer Kora than this one; refusing to run against it."""
 
 
 async def migrate(conn: AsyncConnection[TupleRow]) -> int:

@@ -10,11 +10,11 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from kora.core.errors import Unavailable
+from kora.core.errors import InvalidAnswer, ModelUnreachable, Unavailable
 from kora.memory.service import facts, jobs
 from kora.memory.service.database import Database
 from kora.memory.service.erasures import load_mark
-from kora.memory.service.models import InvalidAnswer, MemoryModelClient, ModelUnreachable
+from kora.memory.service.models import MemoryModelClient
 from kora.memory.service.schema import ensure_embedding_model
 from kora.memory.service.settings import MemoryServiceSettings
 from kora.memory.wire import Mark
