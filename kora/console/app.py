@@ -1,11 +1,14 @@
 """The console's HTTP application: server-rendered pages (Jinja2 templates shipped in the package) and one small
 script for what must happen in the browser (the graph refreshing itself, the chat streaming over AG-UI).
 
-Pages: ``GET /`` the graph (every workload with its kind, phase and message), ``GET /chat?agent=ns/name``,
+Pages: ``GET /`` the graph (a drawing of every workload and the links between them, who may delegate to whom
+included, then a table of each with its kind, phase, links and message), ``GET /chat?agent=ns/name``,
 ``GET /sessions?agent=ns/name`` and ``GET /sessions/{namespace}/{agent}/{session_id}`` (a session's events as a
-timeline), ``GET /memory?store=ns/name`` (facts per user) with ``GET /memory/erase`` (the confirmation) and
-``POST /memory/erase``. ``GET /api/state`` is the graph as JSON (the page's refresh); ``GET /health`` and
-``GET /ready`` are the probes. Assets are served from ``/assets``: nothing is fetched from another host.
+timeline, each delegation linking to the peer's session it ran in:
+``GET /sessions/{namespace}/{agent}/{session_id}/delegated/{peer}`` redirects there),
+``GET /memory?store=ns/name`` (facts per user) with ``GET /memory/erase`` (the confirmation) and
+``POST /memory/erase``. ``GET /api/state`` is the graph as JSON; ``GET /health`` and ``GET /ready`` are the
+probes. Assets are served from ``/assets``: nothing is fetched from another host.
 
 An erasure is a form POST that must come from the console's own pages (a browser's ``Sec-Fetch-Site``, when
 sent, says ``same-origin``), so another site cannot make a visitor's browser erase a user.
@@ -29,8 +32,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from kora.console.layout import NODE_HEIGHT, NODE_WIDTH, layout
 from kora.console.settings import ConsoleSettings
 from kora.console.sources import Resource, SourceError, Sources
+from kora.core.protocol import child_session_id
 from kora.resources.models import Kind
 
 HERE = Path(__file__).parent
@@ -41,6 +46,7 @@ NAVIGATION = (("/", "Graph"), ("/chat", "Chat"), ("/sessions", "Sessions"), ("/m
 def create_app(settings: ConsoleSettings) -> Starlette:
     """The console for the ``kora up`` run of ``settings.console_state_dir``."""
     templates = Jinja2Templates(directory=HERE / "templates")
+    templates.env.globals["peer_session_path"] = peer_session_path
     holder: dict[str, Sources] = {}
 
     @asynccontextmanager
@@ -64,7 +70,15 @@ def create_app(settings: ConsoleSettings) -> Starlette:
 
     async def graph(request: Request) -> Response:
         resources, error = resources_or_error()
-        return page(request, "graph.html", resources=resources, error=error)
+        return page(
+            request,
+            "graph.html",
+            resources=resources,
+            drawing=layout(resources),
+            node_width=NODE_WIDTH,
+            node_height=NODE_HEIGHT,
+            error=error,
+        )
 
     async def api_state(_: Request) -> Response:
         resources, error = resources_or_error()
@@ -104,6 +118,11 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         except SourceError as failure:
             error = str(failure)
         return page(request, "session.html", agent=agent, session_id=session_id, events=events, error=error)
+
+    async def delegated(request: Request) -> Response:
+        namespace, name = request.path_params["namespace"], request.path_params["agent"]
+        session_id, peer = request.path_params["session_id"], request.path_params["peer"]
+        return RedirectResponse(peer_session_path(namespace, name, session_id, peer), status_code=303)
 
     async def memory(request: Request) -> Response:
         resources, error = resources_or_error()
@@ -150,6 +169,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             Route("/chat", chat),
             Route("/sessions", sessions),
             Route("/sessions/{namespace}/{agent}/{session_id}", session),
+            Route("/sessions/{namespace}/{agent}/{session_id}/delegated/{peer}", delegated),
             Route("/memory", memory),
             Route("/memory/erase", erase_confirm, methods=["GET"]),
             Route("/memory/erase", erase, methods=["POST"]),
@@ -159,6 +179,14 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         ],
         lifespan=lifespan,
     )
+
+
+def peer_session_path(namespace: str, agent: str, session_id: str, peer: str) -> str:
+    """The console page of the session at ``peer`` that a delegation of ``agent``'s session ``session_id`` ran
+    in: a delegated task's context id, which the peer keeps as its session id, is derived from the delegating
+    session and agent (:func:`kora.core.protocol.child_session_id`)."""
+    child = child_session_id(session_id, agent)
+    return f"/sessions/{quote(namespace, safe='')}/{quote(peer, safe='')}/{quote(child, safe='')}"
 
 
 def _chosen(resources: list[Resource], key: str | None) -> Resource | None:

@@ -15,8 +15,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from kora.core.protocol import DELEGATION_TOOL_PREFIX
 from kora.local.credentials import read_credentials
-from kora.local.state import UpState, WorkloadState, read_state
+from kora.local.state import Link, UpState, WorkloadState, read_state
 from kora.resources.graph import ResourceRef
 from kora.resources.models import Kind
 from kora.resources.wiring import ADMIN_TOKEN_KEY, credentials_secret
@@ -34,8 +35,21 @@ class SourceError(Exception):
 
 
 @dataclass(frozen=True)
+class Condition:
+    """One status condition of a resource (``type``, ``status`` ``True``/``False``/``Unknown``, ``reason``,
+    ``message``), as Kubernetes reports it."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class Resource:
-    """One workload of the run, as the console shows it."""
+    """One workload of the run, as the console shows it: ``links`` are the resources it uses (its ModelAPI, tool
+    servers, the peers it may delegate to, its memory store), ``conditions`` its status conditions (none for a
+    ``kora up`` workload, whose ``message`` says what it waits for)."""
 
     kind: str
     namespace: str
@@ -44,6 +58,8 @@ class Resource:
     message: str
     gateway_path: str
     direct_url: str
+    links: tuple[Link, ...] = ()
+    conditions: tuple[Condition, ...] = ()
 
     @property
     def key(self) -> str:
@@ -55,6 +71,16 @@ class Resource:
         """The agent's AG-UI route on the gateway (same origin as the console)."""
         return f"{self.gateway_path}/ag-ui"
 
+    @property
+    def peers(self) -> list[str]:
+        """Names of the agents this agent may delegate to."""
+        return [link.name for link in self.links if link.relation == "delegates"]
+
+    @property
+    def delegation_tools(self) -> dict[str, str]:
+        """``{delegation tool name: peer name}``: how this agent's delegations appear as tool calls."""
+        return {f"{DELEGATION_TOOL_PREFIX}{peer}": peer for peer in self.peers}
+
 
 def _resource(workload: WorkloadState) -> Resource:
     return Resource(
@@ -65,6 +91,7 @@ def _resource(workload: WorkloadState) -> Resource:
         message=workload.message,
         gateway_path=urlsplit(workload.gateway_url).path.rstrip("/"),
         direct_url=workload.direct_url.rstrip("/"),
+        links=tuple(workload.links),
     )
 
 
