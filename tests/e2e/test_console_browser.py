@@ -203,3 +203,37 @@ def test_multi_agent_graph_shows_delegations_and_the_chat_follows_one_into_the_p
         expect(page.get_by_role("heading", name=f"Session {thread}.coordinator")).to_be_visible()
     finally:
         stop(up)
+
+
+def test_a_waiting_agent_shows_its_phase_and_why_on_the_graph_and_in_the_chat(tmp_path: Path, page):
+    from playwright.sync_api import expect
+
+    from tests.e2e.test_kora_up import BROKEN_TOOLS
+
+    manifest = tmp_path / "broken.yaml"
+    manifest.write_text(BROKEN_TOOLS)
+    up: Up = start_up(str(manifest), tmp_path)
+    try:
+        # Its tool server cannot load its tools: the agent runs (its own probe answers), Waiting for it.
+        expected = {"scripted": "Ready", "tools": "Failed", "assistant": "Waiting"}
+        up.wait(
+            lambda s: (
+                {w.name: w.phase for w in s.workloads} == expected
+                and "waiting for MCPServer/tools (Failed)" in s.workload("assistant").message
+            ),
+            within=120,
+            what="the tool server Failed and the agent Waiting",
+        )
+        page.goto(f"{up.gateway}/")
+        assistant = page.locator("#graph tr", has=page.get_by_role("cell", name="assistant", exact=True))
+        expect(assistant.get_by_text("Waiting", exact=True)).to_be_visible()
+        expect(assistant.locator("td").last).to_have_text("waiting for MCPServer/tools (Failed)")
+        tools = page.locator("#graph tr", has=page.get_by_role("cell", name="tools", exact=True))
+        expect(tools.get_by_text("Failed", exact=True)).to_be_visible()
+        expect(page.locator('#network [data-node="Agent/default/assistant"]')).to_contain_text("Waiting")
+        shot(page, "console-graph-waiting")
+
+        page.get_by_role("link", name="Chat").click()
+        expect(page.get_by_role("alert")).to_contain_text("assistant is Waiting: waiting for MCPServer/tools (Failed).")
+    finally:
+        stop(up)
