@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.e2e.test_kora_up import Up, start_up, stop
+from tests.support.otlp import OtlpReceiver
 
 pytestmark = pytest.mark.slow
 
@@ -154,10 +155,18 @@ def test_memory_example_fact_shows_and_is_gone_after_erasing_its_user(tmp_path: 
         stop(up)
 
 
-def test_multi_agent_graph_shows_delegations_and_the_chat_follows_one_into_the_peer(tmp_path: Path, page):
+@pytest.fixture
+def receiver() -> Iterator[OtlpReceiver]:
+    with OtlpReceiver() as started:
+        yield started
+
+
+def test_multi_agent_graph_shows_delegations_and_the_chat_follows_one_into_the_peer(
+    tmp_path: Path, page, receiver: OtlpReceiver
+):
     from playwright.sync_api import expect
 
-    up: Up = start_up("examples/multi-agent", tmp_path)
+    up: Up = start_up("examples/multi-agent", tmp_path, "--otel-endpoint", receiver.endpoint)
     try:
         up.all_ready()
         page.goto(f"{up.gateway}/")
@@ -201,6 +210,18 @@ def test_multi_agent_graph_shows_delegations_and_the_chat_follows_one_into_the_p
         expect(request).to_contain_text('"agent": "math"')
         request.get_by_role("link", name="Follow into math's session").click()
         expect(page.get_by_role("heading", name=f"Session {thread}.coordinator")).to_be_visible()
+
+        # Each turn shows its trace id: the coordinator's delegation span's, which math's turn continues.
+        delegated = receiver.wait_for_span(
+            lambda s: (
+                s.name == "invoke_agent math" and s.attributes.get("gen_ai.conversation.id") == f"{thread}.coordinator"
+            ),
+            timeout=60,
+        )
+        expect(page.locator(".turn-trace code")).to_have_text([delegated.trace_id])
+        page.goto(f"{up.gateway}/sessions/default/coordinator/{thread}")
+        expect(page.locator(".turn-trace code")).to_have_text([delegated.trace_id])
+        shot(page, "console-session-trace")
     finally:
         stop(up)
 
