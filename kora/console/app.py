@@ -10,6 +10,8 @@ timeline, each delegation linking to the peer's session it ran in:
 ``POST /memory/erase``. ``GET /api/state`` is the graph as JSON; ``GET /health`` and ``GET /ready`` are the
 probes. Assets are served from ``/assets``: nothing is fetched from another host.
 
+With ``CONSOLE_ACCESS_TOKEN`` set, every route but the probes asks for it (:mod:`kora.console.access`).
+
 An erasure is a form POST that must come from the console's own pages (a browser's ``Sec-Fetch-Site``, when
 sent, says ``same-origin``), so another site cannot make a visitor's browser erase a user.
 """
@@ -32,9 +34,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from kora.console.access import RequireAccessToken
 from kora.console.layout import NODE_HEIGHT, NODE_WIDTH, layout
 from kora.console.settings import ConsoleSettings
-from kora.console.sources import Resource, SourceError, Sources
+from kora.console.sources import LocalSources, Resource, SourceError, Sources
 from kora.core.protocol import child_session_id
 from kora.resources.models import Kind
 
@@ -52,8 +55,15 @@ def create_app(settings: ConsoleSettings) -> Starlette:
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         async with httpx.AsyncClient(trust_env=False) as client:
-            holder["sources"] = Sources(settings.console_state_dir, client)
-            yield
+            if settings.console_source == "kubernetes":
+                from kora.console.cluster import ClusterSources
+
+                async with ClusterSources.connect(client, settings.namespaces) as sources:
+                    holder["sources"] = sources
+                    yield
+            else:
+                holder["sources"] = LocalSources(settings.console_state_dir, client)
+                yield
 
     def page(request: Request, template: str, status: int = 200, **context: Any) -> Response:
         context.setdefault("error", None)
@@ -62,14 +72,14 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             request, template, {"navigation": NAVIGATION, "current": current, **context}, status_code=status
         )
 
-    def resources_or_error() -> tuple[list[Resource], str | None]:
+    async def resources_or_error() -> tuple[list[Resource], str | None]:
         try:
-            return holder["sources"].resources(), None
+            return await holder["sources"].resources(), None
         except SourceError as error:
             return [], str(error)
 
     async def graph(request: Request) -> Response:
-        resources, error = resources_or_error()
+        resources, error = await resources_or_error()
         return page(
             request,
             "graph.html",
@@ -81,24 +91,24 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         )
 
     async def api_state(_: Request) -> Response:
-        resources, error = resources_or_error()
+        resources, error = await resources_or_error()
         return JSONResponse({"resources": [asdict(r) for r in resources], "error": error})
 
     async def chat(request: Request) -> Response:
-        resources, error = resources_or_error()
+        resources, error = await resources_or_error()
         agents = [r for r in resources if r.kind == Kind.AGENT.value]
         chosen = _chosen(agents, request.query_params.get("agent"))
         if error is None and not agents:
-            error = "The kora up run has no Agent to talk to."
+            error = f"{holder['sources'].origin} has no Agent to talk to."
         return page(request, "chat.html", agents=agents, agent=chosen, error=error)
 
     async def sessions(request: Request) -> Response:
-        resources, error = resources_or_error()
+        resources, error = await resources_or_error()
         agents = [r for r in resources if r.kind == Kind.AGENT.value]
         chosen = _chosen(agents, request.query_params.get("agent"))
         listed: list[dict[str, Any]] = []
         if error is None and chosen is None:
-            error = "The kora up run has no Agent."
+            error = f"{holder['sources'].origin} has no Agent."
         if chosen is not None:
             try:
                 listed = await holder["sources"].sessions(chosen)
@@ -113,7 +123,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         agent = None
         error = None
         try:
-            agent = holder["sources"].find(Kind.AGENT, f"{namespace}/{name}")
+            agent = await holder["sources"].find(Kind.AGENT, f"{namespace}/{name}")
             events = await holder["sources"].events(agent, session_id)
         except SourceError as failure:
             error = str(failure)
@@ -125,12 +135,12 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         return RedirectResponse(peer_session_path(namespace, name, session_id, peer), status_code=303)
 
     async def memory(request: Request) -> Response:
-        resources, error = resources_or_error()
+        resources, error = await resources_or_error()
         stores = [r for r in resources if r.kind == Kind.MEMORY_STORE.value]
         chosen = _chosen(stores, request.query_params.get("store"))
         by_user: dict[str, list[dict[str, Any]]] = defaultdict(list)
         if error is None and chosen is None:
-            error = "The kora up run has no MemoryStore: an agent with pod-local memory keeps no facts."
+            error = f"{holder['sources'].origin} has no MemoryStore: an agent with pod-local memory keeps no facts."
         if chosen is not None:
             try:
                 for fact in await holder["sources"].facts(chosen):
@@ -153,7 +163,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         form = await request.form()
         store_key, user_id = str(form.get("store", "")), str(form.get("user", ""))
         try:
-            store = holder["sources"].find(Kind.MEMORY_STORE, store_key or None)
+            store = await holder["sources"].find(Kind.MEMORY_STORE, store_key or None)
             await holder["sources"].erase_user(store, user_id)
         except SourceError as failure:
             return page(request, "erase.html", 502, store_key=store_key, user_id=user_id, error=str(failure))
@@ -162,7 +172,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
     async def health(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/", graph),
             Route("/api/state", api_state),
@@ -179,6 +189,9 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         ],
         lifespan=lifespan,
     )
+    if settings.console_access_token is not None:
+        app.add_middleware(RequireAccessToken, token=settings.console_access_token.get_secret_value())
+    return app
 
 
 def peer_session_path(namespace: str, agent: str, session_id: str, peer: str) -> str:

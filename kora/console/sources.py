@@ -8,6 +8,7 @@ agent that does not answer, a store that refused the token.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,56 +96,45 @@ def _resource(workload: WorkloadState) -> Resource:
     )
 
 
-class Sources:
-    """The reads of one console, for the ``kora up`` run whose state directory is ``state_dir``."""
+class Sources(ABC):
+    """The reads of one console: where the resources and the operator tokens come from is the subclass's
+    (:class:`LocalSources`: a ``kora up`` run; :class:`kora.console.cluster.ClusterSources`: the Kubernetes API);
+    sessions and memory are read from the resources themselves with those tokens."""
 
-    def __init__(self, state_dir: Path, client: httpx.AsyncClient) -> None:
-        self.state_dir = state_dir
+    #: How the pages name where the resources come from ("The kora up run", "The cluster").
+    origin: str = "The run"
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
         self._client = client
 
-    def state(self) -> UpState:
-        """The run's state. Raises :class:`SourceError` when there is none (or it cannot be read)."""
-        try:
-            return read_state(self.state_dir)
-        except FileNotFoundError:
-            raise SourceError(
-                f"No kora up run found: {self.state_dir / 'state.json'} does not exist. Start one with "
-                "'kora up examples/quickstart'."
-            ) from None
-        except (OSError, ValueError) as error:
-            raise SourceError(f"The state of kora up in {self.state_dir} cannot be read: {error}") from None
+    @abstractmethod
+    async def resources(self) -> list[Resource]:
+        """Every resource to show. Raises :class:`SourceError` when they cannot be read."""
 
-    def resources(self) -> list[Resource]:
-        """Every workload of the run, in start order."""
-        return [_resource(w) for w in self.state().workloads]
+    @abstractmethod
+    async def token(self, resource: Resource) -> str:
+        """The operator token of ``resource``. Raises :class:`SourceError` when there is none."""
 
-    def find(self, kind: Kind, key: str | None) -> Resource:
+    def logs_hint(self, resource: Resource) -> str:
+        """Where to read the resource's log, as a sentence."""
+        return f"See its log ({resource.kind}/{resource.name})."
+
+    async def find(self, kind: Kind, key: str | None) -> Resource:
         """The resource ``namespace/name`` of ``kind`` (the first of that kind when ``key`` is None). Raises
         :class:`SourceError` when there is none."""
-        found = [r for r in self.resources() if r.kind == kind.value]
+        found = [r for r in await self.resources() if r.kind == kind.value]
         if not found:
-            raise SourceError(f"The kora up run has no {kind.value}.")
+            raise SourceError(f"{self.origin} has no {kind.value}.")
         if key is None:
             return found[0]
         for resource in found:
             if resource.key == key:
                 return resource
-        raise SourceError(f"The kora up run has no {kind.value} '{key}'.")
-
-    def _token(self, resource: Resource) -> str:
-        ref = ResourceRef(resource.kind, resource.namespace, resource.name)
-        try:
-            tokens = read_credentials(self.state_dir)
-        except (OSError, ValueError) as error:
-            raise SourceError(f"kora up's credentials cannot be read: {error}") from None
-        token = tokens.get(f"{resource.namespace}/{credentials_secret(ref)}/{ADMIN_TOKEN_KEY}")
-        if token is None:
-            raise SourceError(f"{resource.kind}/{resource.name} has no operator token yet: has kora up started it?")
-        return token
+        raise SourceError(f"{self.origin} has no {kind.value} '{key}'.")
 
     async def _call(self, resource: Resource, method: str, path: str, **kwargs: Any) -> Any:
         """``method path`` on the resource's own address with its operator token; the decoded JSON answer."""
-        headers = {"Authorization": f"Bearer {self._token(resource)}"}
+        headers = {"Authorization": f"Bearer {await self.token(resource)}"}
         what = f"{resource.kind}/{resource.name}"
         try:
             answer = await self._client.request(
@@ -152,8 +142,7 @@ class Sources:
             )
         except httpx.HTTPError as error:
             raise SourceError(
-                f"{what} did not answer ({type(error).__name__}); it is {resource.phase}. See 'kora logs "
-                f"{resource.name}'."
+                f"{what} did not answer ({type(error).__name__}); it is {resource.phase}. {self.logs_hint(resource)}"
             ) from None
         if answer.status_code >= 400:
             raise SourceError(f"{what} answered {answer.status_code}: {_message(answer)}")
@@ -198,3 +187,46 @@ def _message(answer: httpx.Response) -> str:
         if isinstance(body.get("detail"), str):
             return str(body["detail"])
     return answer.text[:200]
+
+
+class LocalSources(Sources):
+    """The reads of the console of the ``kora up`` run whose state directory is ``state_dir``: its state file
+    (the workloads, their phases, URLs and links) and its credentials file (the operator tokens)."""
+
+    origin = "The kora up run"
+
+    def __init__(self, state_dir: Path, client: httpx.AsyncClient) -> None:
+        super().__init__(client)
+        self.state_dir = state_dir
+
+    def state(self) -> UpState:
+        """The run's state. Raises :class:`SourceError` when there is none (or it cannot be read)."""
+        try:
+            return read_state(self.state_dir)
+        except FileNotFoundError:
+            raise SourceError(
+                f"No kora up run found: {self.state_dir / 'state.json'} does not exist. Start one with "
+                "'kora up examples/quickstart'."
+            ) from None
+        except (OSError, ValueError) as error:
+            raise SourceError(f"The state of kora up in {self.state_dir} cannot be read: {error}") from None
+
+    async def resources(self) -> list[Resource]:
+        """Every workload of the run, in start order."""
+        return [_resource(w) for w in self.state().workloads]
+
+    def logs_hint(self, resource: Resource) -> str:
+        """``kora logs <name>``."""
+        return f"See 'kora logs {resource.name}'."
+
+    async def token(self, resource: Resource) -> str:
+        """The token ``kora up`` generated for ``resource`` (its credentials file)."""
+        ref = ResourceRef(resource.kind, resource.namespace, resource.name)
+        try:
+            tokens = read_credentials(self.state_dir)
+        except (OSError, ValueError) as error:
+            raise SourceError(f"kora up's credentials cannot be read: {error}") from None
+        token = tokens.get(f"{resource.namespace}/{credentials_secret(ref)}/{ADMIN_TOKEN_KEY}")
+        if token is None:
+            raise SourceError(f"{resource.kind}/{resource.name} has no operator token yet: has kora up started it?")
+        return token
