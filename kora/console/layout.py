@@ -1,7 +1,8 @@
 """Where the graph page draws each resource and each edge (an SVG drawn on the server, so the page needs no
 graph library): columns from left to right, agents first (an agent right of every agent that delegates to it),
 then tool servers and memory stores, then ModelAPIs; each edge a curve from the right side of the resource that
-uses to the left side of the one used.
+uses to the left side of the one used, and an edge that skips a column (an agent's ModelAPI) goes around,
+through the gaps between columns and a lane under every node, so it never crosses one.
 
 Units are SVG user units (the page scales the drawing to its width).
 """
@@ -16,6 +17,8 @@ from kora.resources.models import Kind
 
 #: A node's width and height, the gap between columns and between the nodes of a column, the margin.
 NODE_WIDTH, NODE_HEIGHT, COLUMN_GAP, ROW_GAP, MARGIN = 190, 56, 90, 22, 12
+#: Height of the lane under the nodes that edges skipping a column run along, and their corners' radius.
+LANE, CORNER = 30, 10
 #: Kinds in the column after the agents'; ModelAPIs come last, any other kind with the tool servers.
 MIDDLE_KINDS = (Kind.MCP_SERVER.value, Kind.MEMORY_STORE.value)
 
@@ -90,16 +93,43 @@ def layout(resources: Sequence[Resource]) -> Layout:
             x = MARGIN + place * (NODE_WIDTH + COLUMN_GAP)
             y = MARGIN + row * (NODE_HEIGHT + ROW_GAP)
             nodes[(resource.kind, resource.namespace, resource.name)] = Node(resource, x, y)
+    rows = max((len(column) for column in columns.values()), default=0)
+    bottom = MARGIN + rows * NODE_HEIGHT + max(rows - 1, 0) * ROW_GAP
     edges: list[Edge] = []
     for source in nodes.values():
         for link in source.resource.links:
             target = nodes.get((link.kind, source.resource.namespace, link.name))
             if target is not None:
-                edges.append(Edge(source, target, link.relation, _curve(source, target)))
-    rows = max((len(column) for column in columns.values()), default=0)
+                edges.append(Edge(source, target, link.relation, _path(source, target, bottom + LANE // 2)))
     width = 2 * MARGIN + len(used) * NODE_WIDTH + max(len(used) - 1, 0) * COLUMN_GAP
-    height = 2 * MARGIN + rows * NODE_HEIGHT + max(rows - 1, 0) * ROW_GAP
+    skips = any(abs(e.target.x - e.source.x) > NODE_WIDTH + COLUMN_GAP for e in edges)
+    height = bottom + MARGIN + (LANE if skips else 0)
     return Layout(width, height, list(nodes.values()), edges)
+
+
+def _path(source: Node, target: Node, lane: int) -> str:
+    """The edge from ``source`` to ``target``: :func:`_curve` between neighbouring columns (or within one),
+    :func:`_around` when it skips a column."""
+    if abs(target.x - source.x) > NODE_WIDTH + COLUMN_GAP:
+        return _around(source, target, lane)
+    return _curve(source, target)
+
+
+def _around(source: Node, target: Node, lane: int) -> str:
+    """Out of the side of ``source`` facing ``target`` into the gap next to it, down to the lane at ``lane``,
+    along it to the gap next to ``target``, up and into its side: right angles with rounded corners."""
+    forward = target.x > source.x
+    sign = 1 if forward else -1
+    x1 = source.x + NODE_WIDTH if forward else source.x
+    x2 = target.x if forward else target.x + NODE_WIDTH
+    y1, y2 = source.y + NODE_HEIGHT // 2, target.y + NODE_HEIGHT // 2
+    gap1, gap2 = x1 + sign * COLUMN_GAP // 3, x2 - sign * COLUMN_GAP // 3
+    r = CORNER
+    return (
+        f"M{x1},{y1} L{gap1 - sign * r},{y1} Q{gap1},{y1} {gap1},{y1 + r} L{gap1},{lane - r} "
+        f"Q{gap1},{lane} {gap1 + sign * r},{lane} L{gap2 - sign * r},{lane} Q{gap2},{lane} {gap2},{lane - r} "
+        f"L{gap2},{y2 + r} Q{gap2},{y2} {gap2 + sign * r},{y2} L{x2},{y2}"
+    )
 
 
 def _curve(source: Node, target: Node) -> str:

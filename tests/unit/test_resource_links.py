@@ -1,9 +1,10 @@
 """The edges of the resource graph the console draws: which resources each one uses, as ``kora up`` keeps them
 in its state file, and where the graph page places them."""
 
+import re
 from pathlib import Path
 
-from kora.console.layout import layout
+from kora.console.layout import NODE_HEIGHT, NODE_WIDTH, layout
 from kora.console.sources import Resource
 from kora.local.state import Link, UpState, WorkloadState, read_state, write_state
 from kora.local.up import links
@@ -83,6 +84,12 @@ def test_the_drawing_puts_a_peer_right_of_its_delegator_and_models_last():
         ("math", "tools", "calc"),
     ]
     assert all(0 <= n.x < drawn.width and 0 <= n.y < drawn.height for n in drawn.nodes)
+    # The coordinator's model is two columns away: its edge goes around, no corner of it inside a node.
+    (around,) = [e for e in drawn.edges if (e.source.resource.name, e.target.resource.name) == ("coordinator", "m")]
+    points = [tuple(int(v) for v in pair.split(",")) for pair in re.findall(r"-?\d+,-?\d+", around.path)]
+    for x, y in points[1:-1]:
+        assert not any(n.x <= x <= n.x + NODE_WIDTH and n.y <= y <= n.y + NODE_HEIGHT for n in drawn.nodes), (x, y)
+    assert max(y for _, y in points) < drawn.height
 
 
 def test_a_cycle_of_delegations_is_drawn_and_ends():
