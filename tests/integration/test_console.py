@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from kora.console.app import create_app
 from kora.console.settings import load_console_settings
+from kora.console.sources import SourceError
 from kora.local.state import READY, WAITING, UpState, WorkloadState, write_state
 from kora.resources.graph import ResourceRef
 from kora.resources.wiring import ADMIN_TOKEN_KEY, credentials_secret
@@ -29,6 +30,8 @@ from tests.support.agent import OPERATOR_TOKEN, served_agent
 from tests.support.memory import ADMIN, ADMIN_TOKEN, memory_service, service_env
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart" / "kora.yaml"
 
 
 @dataclass
@@ -250,3 +253,64 @@ def test_kora_console_refuses_an_unknown_source(tmp_path: Path):
     )
     assert done.returncode == 2
     assert "CONSOLE_SOURCE" in done.stderr, done.stderr
+
+
+@pytest.mark.slow
+async def test_on_a_cluster_every_namespace_is_read_with_each_agents_status_conditions_and_links(kube_cluster):
+    # No operator here: the test writes the status an operator would (a Waiting agent and its conditions), and
+    # the credentials Secret it would make.
+    from lightkube.resources.core_v1 import Secret
+    from lightkube.types import PatchType
+
+    from kora.console.cluster import ClusterSources
+    from tests.support.kube import kora_resource
+
+    first, second = kube_cluster.fresh_namespace("console"), kube_cluster.fresh_namespace("console")
+    for namespace in (first, second):
+        kube_cluster.kubectl("apply", "-n", namespace, "-f", str(QUICKSTART))
+    waiting = {
+        "phase": "Waiting",
+        "message": "waiting for MCPServer tools (Pending)",
+        "conditions": [
+            {"type": "Ready", "status": "False", "reason": "DependenciesNotReady", "message": "MCPServer tools"},
+        ],
+    }
+    with kube_cluster.client() as client:
+        client.patch(
+            kora_resource("Agent").Status,
+            "assistant",
+            {"status": waiting},
+            namespace=second,
+            patch_type=PatchType.MERGE,
+        )
+        client.create(
+            Secret.from_dict(
+                {
+                    "metadata": {"name": "agent-assistant-credentials", "namespace": second},
+                    "stringData": {ADMIN_TOKEN_KEY: "op-token"},
+                }
+            )
+        )
+    async with httpx.AsyncClient() as http, ClusterSources.connect(http, (), kube_cluster.config()) as sources:
+        resources = [r for r in await sources.resources() if r.namespace in (first, second)]
+        assert [(r.kind, r.namespace) for r in resources] == [
+            ("ModelAPI", first),
+            ("ModelAPI", second),
+            ("MCPServer", first),
+            ("MCPServer", second),
+            ("Agent", first),
+            ("Agent", second),
+        ]
+        fresh, held = resources[4], resources[5]
+        assert (fresh.phase, fresh.message, fresh.conditions) == ("Pending", "", ())
+        assert (held.phase, held.message) == ("Waiting", "waiting for MCPServer tools (Pending)")
+        assert [(c.type, c.status, c.reason, c.message) for c in held.conditions] == [
+            ("Ready", "False", "DependenciesNotReady", "MCPServer tools")
+        ]
+        assert [(link.relation, link.name) for link in held.links] == [("model", "scripted"), ("tools", "tools")]
+        assert held.direct_url == f"http://agent-assistant.{second}.svc.cluster.local:8000"
+        assert await sources.token(held) == "op-token"
+        with pytest.raises(SourceError, match="has no credentials Secret agent-assistant-credentials yet"):
+            await sources.token(fresh)
+        only = ClusterSources(http, sources._kube, [second])
+        assert {r.namespace for r in await only.resources()} == {second}
