@@ -1,11 +1,16 @@
 """The console's HTTP application: server-rendered pages (Jinja2 templates shipped in the package) and one small
 script for what must happen in the browser (the graph refreshing itself, the chat streaming over AG-UI).
 
-Pages: ``GET /`` the graph (every workload with its kind, phase and message), ``GET /chat?agent=ns/name``,
+Pages: ``GET /`` the graph (a drawing of every workload and the links between them, who may delegate to whom
+included, then a table of each with its kind, phase, links and message), ``GET /chat?agent=ns/name``,
 ``GET /sessions?agent=ns/name`` and ``GET /sessions/{namespace}/{agent}/{session_id}`` (a session's events as a
-timeline), ``GET /memory?store=ns/name`` (facts per user) with ``GET /memory/erase`` (the confirmation) and
-``POST /memory/erase``. ``GET /api/state`` is the graph as JSON (the page's refresh); ``GET /health`` and
-``GET /ready`` are the probes. Assets are served from ``/assets``: nothing is fetched from another host.
+timeline, each delegation linking to the peer's session it ran in:
+``GET /sessions/{namespace}/{agent}/{session_id}/delegated/{peer}`` redirects there),
+``GET /memory?store=ns/name`` (facts per user) with ``GET /memory/erase`` (the confirmation) and
+``POST /memory/erase``. ``GET /api/state`` is the graph as JSON; ``GET /health`` and ``GET /ready`` are the
+probes. Assets are served from ``/assets``: nothing is fetched from another host.
+
+With ``CONSOLE_ACCESS_TOKEN`` set, every route but the probes asks for it (:mod:`kora.console.access`).
 
 An erasure is a form POST that must come from the console's own pages (a browser's ``Sec-Fetch-Site``, when
 sent, says ``same-origin``), so another site cannot make a visitor's browser erase a user.
@@ -29,9 +34,12 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from kora.console.access import RequireAccessToken
+from kora.console.layout import NODE_HEIGHT, NODE_WIDTH, layout
 from kora.console.settings import ConsoleSettings
-from kora.console.sources import ConsoleResource, Sources
+from kora.console.sources import ConsoleResource, LocalSources, Sources
 from kora.core.errors import SourceError
+from kora.core.protocol import child_session_id
 from kora.resources.models import Kind
 
 HERE = Path(__file__).parent
@@ -42,13 +50,21 @@ NAVIGATION = (("/", "Graph"), ("/chat", "Chat"), ("/sessions", "Sessions"), ("/m
 def create_app(settings: ConsoleSettings) -> Starlette:
     """The console for the ``kora up`` run of ``settings.console_state_dir``."""
     templates = Jinja2Templates(directory=HERE / "templates")
+    templates.env.globals["peer_session_path"] = peer_session_path
     holder: dict[str, Sources] = {}
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         async with httpx.AsyncClient(trust_env=False) as client:
-            holder["sources"] = Sources(settings.console_state_dir, client)
-            yield
+            if settings.console_source == "kubernetes":
+                from kora.console.cluster import ClusterSources
+
+                async with ClusterSources.connect(client, settings.namespaces) as sources:
+                    holder["sources"] = sources
+                    yield
+            else:
+                holder["sources"] = LocalSources(settings.console_state_dir, client)
+                yield
 
     def page(request: Request, template: str, status: int = 200, **context: Any) -> Response:
         context.setdefault("error", None)
@@ -57,35 +73,43 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             request, template, {"navigation": NAVIGATION, "current": current, **context}, status_code=status
         )
 
-    def resources_or_error() -> tuple[list[ConsoleResource], str | None]:
+    async def resources_or_error() -> tuple[list[ConsoleResource], str | None]:
         try:
-            return holder["sources"].resources(), None
+            return await holder["sources"].resources(), None
         except SourceError as error:
             return [], str(error)
 
     async def graph(request: Request) -> Response:
-        resources, error = resources_or_error()
-        return page(request, "graph.html", resources=resources, error=error)
+        resources, error = await resources_or_error()
+        return page(
+            request,
+            "graph.html",
+            resources=resources,
+            drawing=layout(resources),
+            node_width=NODE_WIDTH,
+            node_height=NODE_HEIGHT,
+            error=error,
+        )
 
     async def api_state(_: Request) -> Response:
-        resources, error = resources_or_error()
+        resources, error = await resources_or_error()
         return JSONResponse({"resources": [asdict(r) for r in resources], "error": error})
 
     async def chat(request: Request) -> Response:
-        resources, error = resources_or_error()
+        resources, error = await resources_or_error()
         agents = [r for r in resources if r.kind == Kind.AGENT.value]
         chosen = _chosen(agents, request.query_params.get("agent"))
         if error is None and not agents:
-            error = "The kora up run has no Agent to talk to."
+            error = f"{holder['sources'].origin} has no Agent to talk to."
         return page(request, "chat.html", agents=agents, agent=chosen, error=error)
 
     async def sessions(request: Request) -> Response:
-        resources, error = resources_or_error()
+        resources, error = await resources_or_error()
         agents = [r for r in resources if r.kind == Kind.AGENT.value]
         chosen = _chosen(agents, request.query_params.get("agent"))
         listed: list[dict[str, Any]] = []
         if error is None and chosen is None:
-            error = "The kora up run has no Agent."
+            error = f"{holder['sources'].origin} has no Agent."
         if chosen is not None:
             try:
                 listed = await holder["sources"].sessions(chosen)
@@ -100,19 +124,24 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         agent = None
         error = None
         try:
-            agent = holder["sources"].find(Kind.AGENT, f"{namespace}/{name}")
+            agent = await holder["sources"].find(Kind.AGENT, f"{namespace}/{name}")
             events = await holder["sources"].events(agent, session_id)
         except SourceError as failure:
             error = str(failure)
         return page(request, "session.html", agent=agent, session_id=session_id, events=events, error=error)
 
+    async def delegated(request: Request) -> Response:
+        namespace, name = request.path_params["namespace"], request.path_params["agent"]
+        session_id, peer = request.path_params["session_id"], request.path_params["peer"]
+        return RedirectResponse(peer_session_path(namespace, name, session_id, peer), status_code=303)
+
     async def memory(request: Request) -> Response:
-        resources, error = resources_or_error()
+        resources, error = await resources_or_error()
         stores = [r for r in resources if r.kind == Kind.MEMORY_STORE.value]
         chosen = _chosen(stores, request.query_params.get("store"))
         by_user: dict[str, list[dict[str, Any]]] = defaultdict(list)
         if error is None and chosen is None:
-            error = "The kora up run has no MemoryStore: an agent with pod-local memory keeps no facts."
+            error = f"{holder['sources'].origin} has no MemoryStore: an agent with pod-local memory keeps no facts."
         if chosen is not None:
             try:
                 for fact in await holder["sources"].facts(chosen):
@@ -135,7 +164,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         form = await request.form()
         store_key, user_id = str(form.get("store", "")), str(form.get("user", ""))
         try:
-            store = holder["sources"].find(Kind.MEMORY_STORE, store_key or None)
+            store = await holder["sources"].find(Kind.MEMORY_STORE, store_key or None)
             await holder["sources"].erase_user(store, user_id)
         except SourceError as failure:
             return page(request, "erase.html", 502, store_key=store_key, user_id=user_id, error=str(failure))
@@ -144,13 +173,14 @@ def create_app(settings: ConsoleSettings) -> Starlette:
     async def health(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/", graph),
             Route("/api/state", api_state),
             Route("/chat", chat),
             Route("/sessions", sessions),
             Route("/sessions/{namespace}/{agent}/{session_id}", session),
+            Route("/sessions/{namespace}/{agent}/{session_id}/delegated/{peer}", delegated),
             Route("/memory", memory),
             Route("/memory/erase", erase_confirm, methods=["GET"]),
             Route("/memory/erase", erase, methods=["POST"]),
@@ -160,6 +190,17 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         ],
         lifespan=lifespan,
     )
+    if settings.console_access_token is not None:
+        app.add_middleware(RequireAccessToken, token=settings.console_access_token.get_secret_value())
+    return app
+
+
+def peer_session_path(namespace: str, agent: str, session_id: str, peer: str) -> str:
+    """The console page of the session at ``peer`` that a delegation of ``agent``'s session ``session_id`` ran
+    in: a delegated task's context id, which the peer keeps as its session id, is derived from the delegating
+    session and agent (:func:`kora.core.protocol.child_session_id`)."""
+    child = child_session_id(session_id, agent)
+    return f"/sessions/{quote(namespace, safe='')}/{quote(peer, safe='')}/{quote(child, safe='')}"
 
 
 def _chosen(resources: list[ConsoleResource], key: str | None) -> ConsoleResource | None:

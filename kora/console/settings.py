@@ -1,15 +1,16 @@
 """Settings of the web console, read from the environment (``CONSOLE_HOST``, ``CONSOLE_PORT``,
-``CONSOLE_STATE_DIR``). :func:`load_console_settings` raises :class:`~kora.core.settings_errors.SettingsError`
-naming every bad variable."""
+``CONSOLE_SOURCE``, ``CONSOLE_STATE_DIR``, ``CONSOLE_NAMESPACES``, ``CONSOLE_ACCESS_TOKEN``).
+:func:`load_console_settings` raises :class:`~kora.core.settings_errors.SettingsError` naming every bad
+variable."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kora.core.settings_errors import SettingsError, describe_validation_error, settings_fields
@@ -31,8 +32,33 @@ class ConsoleSettings(BaseSettings):
         default=Path(".kora"),
         description="The state directory of the `kora up` run to show: its `state.json` (the workloads, their "
         "phases and URLs) and `credentials.json` (the operator tokens the console reads sessions and memory "
-        "with). `kora up` sets it.",
+        "with). `kora up` sets it. Read with `CONSOLE_SOURCE=local` only.",
     )
+    console_source: Literal["local", "kubernetes"] = Field(
+        default="local",
+        description="Where the resources come from: `local`, the `kora up` run of `CONSOLE_STATE_DIR`; "
+        "`kubernetes`, the Kora resources of the cluster (read-only: their spec and status), with each resource's "
+        "operator token read from the credentials Secret the operator made for it (the pod's service account, or "
+        "`KUBECONFIG` outside a cluster).",
+    )
+    console_namespaces: str = Field(
+        default="",
+        description="With `CONSOLE_SOURCE=kubernetes`: the namespaces to show, comma-separated; empty: every "
+        "namespace.",
+    )
+    console_access_token: SecretStr | None = Field(
+        default=None,
+        description="A credential every page and route of the console but `/health` and `/ready` asks for: as "
+        "the password of HTTP Basic authentication (any user name; a browser asks for it) or as a bearer token. "
+        "Unset: no credential is asked for, so the console must be reachable only by those who may read every "
+        "session (`kora up`'s loopback gateway, `kubectl port-forward`). The Helm chart sets it from a Secret and "
+        "requires it before it routes the console on the Gateway.",
+    )
+
+    @property
+    def namespaces(self) -> list[str]:
+        """``CONSOLE_NAMESPACES`` as a list (empty: every namespace)."""
+        return [name.strip() for name in self.console_namespaces.split(",") if name.strip()]
 
 
 def load_console_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> ConsoleSettings:

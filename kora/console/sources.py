@@ -8,6 +8,7 @@ agent that does not answer, a store that refused the token.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,9 @@ from urllib.parse import urlsplit
 import httpx
 
 from kora.core.errors import SourceError
+from kora.core.protocol import DELEGATION_TOOL_PREFIX
 from kora.local.credentials import read_credentials
-from kora.local.state import UpState, WorkloadState, read_state
+from kora.local.state import Link, UpState, WorkloadState, read_state
 from kora.resources.graph import ResourceRef
 from kora.resources.models import Kind
 from kora.resources.wiring import ADMIN_TOKEN_KEY, credentials_secret
@@ -31,8 +33,21 @@ EVENTS_LIMIT = 500
 
 
 @dataclass(frozen=True)
+class ConsoleCondition:
+    """One status condition of a resource (``type``, ``status`` ``True``/``False``/``Unknown``, ``reason``,
+    ``message``), as Kubernetes reports it."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class ConsoleResource:
-    """One workload of the run, as the console shows it."""
+    """One workload of the run, as the console shows it: ``links`` are the resources it uses (its ModelAPI, tool
+    servers, the peers it may delegate to, its memory store), ``conditions`` its status conditions (none for a
+    ``kora up`` workload, whose ``message`` says what it waits for)."""
 
     kind: str
     namespace: str
@@ -41,6 +56,8 @@ class ConsoleResource:
     message: str
     gateway_path: str
     direct_url: str
+    links: tuple[Link, ...] = ()
+    conditions: tuple[ConsoleCondition, ...] = ()
 
     @property
     def key(self) -> str:
@@ -52,6 +69,16 @@ class ConsoleResource:
         """The agent's AG-UI route on the gateway (same origin as the console)."""
         return f"{self.gateway_path}/ag-ui"
 
+    @property
+    def peers(self) -> list[str]:
+        """Names of the agents this agent may delegate to."""
+        return [link.name for link in self.links if link.relation == "delegates"]
+
+    @property
+    def delegation_tools(self) -> dict[str, str]:
+        """``{delegation tool name: peer name}``: how this agent's delegations appear as tool calls."""
+        return {f"{DELEGATION_TOOL_PREFIX}{peer}": peer for peer in self.peers}
+
 
 def _resource(workload: WorkloadState) -> ConsoleResource:
     return ConsoleResource(
@@ -62,59 +89,49 @@ def _resource(workload: WorkloadState) -> ConsoleResource:
         message=workload.message,
         gateway_path=urlsplit(workload.gateway_url).path.rstrip("/"),
         direct_url=workload.direct_url.rstrip("/"),
+        links=tuple(workload.links),
     )
 
 
-class Sources:
-    """The reads of one console, for the ``kora up`` run whose state directory is ``state_dir``."""
+class Sources(ABC):
+    """The reads of one console: where the resources and the operator tokens come from is the subclass's
+    (:class:`LocalSources`: a ``kora up`` run; :class:`kora.console.cluster.ClusterSources`: the Kubernetes API);
+    sessions and memory are read from the resources themselves with those tokens."""
 
-    def __init__(self, state_dir: Path, client: httpx.AsyncClient) -> None:
-        self.state_dir = state_dir
+    #: How the pages name where the resources come from ("The kora up run", "The cluster").
+    origin: str = "The run"
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
         self._client = client
 
-    def state(self) -> UpState:
-        """The run's state. Raises :class:`SourceError` when there is none (or it cannot be read)."""
-        try:
-            return read_state(self.state_dir)
-        except FileNotFoundError:
-            raise SourceError(
-                f"No kora up run found: {self.state_dir / 'state.json'} does not exist. Start one with "
-                "'kora up examples/quickstart'."
-            ) from None
-        except (OSError, ValueError) as error:
-            raise SourceError(f"The state of kora up in {self.state_dir} cannot be read: {error}") from None
+    @abstractmethod
+    async def resources(self) -> list[ConsoleResource]:
+        """Every resource to show. Raises :class:`SourceError` when they cannot be read."""
 
-    def resources(self) -> list[ConsoleResource]:
-        """Every workload of the run, in start order."""
-        return [_resource(w) for w in self.state().workloads]
+    @abstractmethod
+    async def token(self, resource: ConsoleResource) -> str:
+        """The operator token of ``resource``. Raises :class:`SourceError` when there is none."""
 
-    def find(self, kind: Kind, key: str | None) -> ConsoleResource:
+    def logs_hint(self, resource: ConsoleResource) -> str:
+        """Where to read the resource's log, as a sentence."""
+        return f"See its log ({resource.kind}/{resource.name})."
+
+    async def find(self, kind: Kind, key: str | None) -> ConsoleResource:
         """The resource ``namespace/name`` of ``kind`` (the first of that kind when ``key`` is None). Raises
         :class:`SourceError` when there is none."""
-        found = [r for r in self.resources() if r.kind == kind.value]
+        found = [r for r in await self.resources() if r.kind == kind.value]
         if not found:
-            raise SourceError(f"The kora up run has no {kind.value}.")
+            raise SourceError(f"{self.origin} has no {kind.value}.")
         if key is None:
             return found[0]
         for resource in found:
             if resource.key == key:
                 return resource
-        raise SourceError(f"The kora up run has no {kind.value} '{key}'.")
-
-    def _token(self, resource: ConsoleResource) -> str:
-        ref = ResourceRef(resource.kind, resource.namespace, resource.name)
-        try:
-            tokens = read_credentials(self.state_dir)
-        except (OSError, ValueError) as error:
-            raise SourceError(f"kora up's credentials cannot be read: {error}") from None
-        token = tokens.get(f"{resource.namespace}/{credentials_secret(ref)}/{ADMIN_TOKEN_KEY}")
-        if token is None:
-            raise SourceError(f"{resource.kind}/{resource.name} has no operator token yet: has kora up started it?")
-        return token
+        raise SourceError(f"{self.origin} has no {kind.value} '{key}'.")
 
     async def _call(self, resource: ConsoleResource, method: str, path: str, **kwargs: Any) -> Any:
         """``method path`` on the resource's own address with its operator token; the decoded JSON answer."""
-        headers = {"Authorization": f"Bearer {self._token(resource)}"}
+        headers = {"Authorization": f"Bearer {await self.token(resource)}"}
         what = f"{resource.kind}/{resource.name}"
         try:
             answer = await self._client.request(
@@ -122,8 +139,7 @@ class Sources:
             )
         except httpx.HTTPError as error:
             raise SourceError(
-                f"{what} did not answer ({type(error).__name__}); it is {resource.phase}. See 'kora logs "
-                f"{resource.name}'."
+                f"{what} did not answer ({type(error).__name__}); it is {resource.phase}. {self.logs_hint(resource)}"
             ) from None
         if answer.status_code >= 400:
             raise SourceError(f"{what} answered {answer.status_code}: {_message(answer)}")
@@ -168,3 +184,46 @@ def _message(answer: httpx.Response) -> str:
         if isinstance(body.get("detail"), str):
             return str(body["detail"])
     return answer.text[:200]
+
+
+class LocalSources(Sources):
+    """The reads of the console of the ``kora up`` run whose state directory is ``state_dir``: its state file
+    (the workloads, their phases, URLs and links) and its credentials file (the operator tokens)."""
+
+    origin = "The kora up run"
+
+    def __init__(self, state_dir: Path, client: httpx.AsyncClient) -> None:
+        super().__init__(client)
+        self.state_dir = state_dir
+
+    def state(self) -> UpState:
+        """The run's state. Raises :class:`SourceError` when there is none (or it cannot be read)."""
+        try:
+            return read_state(self.state_dir)
+        except FileNotFoundError:
+            raise SourceError(
+                f"No kora up run found: {self.state_dir / 'state.json'} does not exist. Start one with "
+                "'kora up examples/quickstart'."
+            ) from None
+        except (OSError, ValueError) as error:
+            raise SourceError(f"The state of kora up in {self.state_dir} cannot be read: {error}") from None
+
+    async def resources(self) -> list[ConsoleResource]:
+        """Every workload of the run, in start order."""
+        return [_resource(w) for w in self.state().workloads]
+
+    def logs_hint(self, resource: ConsoleResource) -> str:
+        """``kora logs <name>``."""
+        return f"See 'kora logs {resource.name}'."
+
+    async def token(self, resource: ConsoleResource) -> str:
+        """The token ``kora up`` generated for ``resource`` (its credentials file)."""
+        ref = ResourceRef(resource.kind, resource.namespace, resource.name)
+        try:
+            tokens = read_credentials(self.state_dir)
+        except (OSError, ValueError) as error:
+            raise SourceError(f"kora up's credentials cannot be read: {error}") from None
+        token = tokens.get(f"{resource.namespace}/{credentials_secret(ref)}/{ADMIN_TOKEN_KEY}")
+        if token is None:
+            raise SourceError(f"{resource.kind}/{resource.name} has no operator token yet: has kora up started it?")
+        return token

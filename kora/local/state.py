@@ -4,7 +4,8 @@
 
     {"pid": 1234, "gateway_url": "http://127.0.0.1:8080", "started_at": 1763700000.0, "stopped": false,
      "workloads": [{"name", "kind", "namespace", "phase", "message", "pid", "restarts",
-                    "gateway_url", "direct_url", "log", "note"}, ...]}
+                    "gateway_url", "direct_url", "log", "note",
+                    "links": [{"relation", "kind", "name"}, ...]}, ...]}
 
 Phases: ``Pending`` (not started yet), ``Waiting`` (started or waiting for a dependency; ``message``
 says which), ``Ready`` (its readiness probe answered 200), ``Failed`` (exited or cannot run; ``message``
@@ -34,6 +35,7 @@ __all__ = [
     "READY",
     "STOPPED",
     "WAITING",
+    "Link",
     "Located",
     "UpState",
     "WorkloadState",
@@ -49,9 +51,20 @@ DEFAULT_STATE_DIR = Path(".kora")
 PENDING, WAITING, READY, FAILED, STOPPED = "Pending", "Waiting", "Ready", "Failed", "Stopped"
 
 
+@dataclass(frozen=True)
+class Link:
+    """An edge of the resource graph from a workload to a resource of its namespace: ``relation`` as
+    :func:`kora.resources.graph.links_of` names it (``model``, ``tools``, ``delegates``, ``memory``, ...)."""
+
+    relation: str
+    kind: str
+    name: str
+
+
 @dataclass
 class WorkloadState:
-    """One workload as last seen by the supervisor. ``pid`` is None while no process runs."""
+    """One workload as last seen by the supervisor. ``pid`` is None while no process runs; ``links`` are the
+    resources it uses (its ModelAPI, tool servers, peers it may delegate to, memory store)."""
 
     name: str
     kind: str
@@ -64,6 +77,7 @@ class WorkloadState:
     message: str = ""
     pid: int | None = None
     restarts: int = 0
+    links: list[Link] = field(default_factory=list)
 
 
 @dataclass
@@ -121,7 +135,10 @@ def read_state(state_dir: Path) -> UpState:
     file is not a state file."""
     raw = json.loads(state_file(state_dir).read_text(encoding="utf-8"))
     try:
-        workloads = [WorkloadState(**item) for item in raw.pop("workloads")]
+        workloads = [
+            WorkloadState(**{**item, "links": [Link(**link) for link in item.get("links", [])]})
+            for item in raw.pop("workloads")
+        ]
         return UpState(workloads=workloads, **raw)
     except (KeyError, TypeError) as error:
         raise ValueError(f"{state_file(state_dir)} is not a kora up state file: {error}") from None

@@ -346,7 +346,9 @@ class Supervisor:
             missing = self._not_ready(self.plans[ref].depends_on if ref in self.plans else plan.depends_on)
             if probed and not missing:
                 self._set(ref, READY)
-            elif missing and (probed or self._by_ref[ref].phase == READY):
+            elif missing:
+                # Whether or not its own probe answers yet: what it waits for is the news (an agent whose tool
+                # server failed may never answer its probe, and "waiting for /ready" would hide why).
                 self._set(ref, WAITING, self._waiting_message(missing))
             elif not probed and self._by_ref[ref].phase == READY:
                 self._set(ref, WAITING, f"readiness probe {plan.probes.readiness} failing")

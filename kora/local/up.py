@@ -56,6 +56,7 @@ from kora.local.state import (
     FAILED,
     PENDING,
     READY,
+    Link,
     UpState,
     WorkloadState,
     process_alive,
@@ -78,6 +79,7 @@ from kora.resources import (
     load_path,
     plan_workloads,
 )
+from kora.resources.graph import links_of
 from kora.resources.hosted_models import find_hosted_model
 from kora.resources.models import ModelAPIMode
 from kora.resources.urls import route_path
@@ -153,6 +155,14 @@ def describe(graph: ResourceGraph, ref: ResourceRef) -> str:
         hosted = find_hosted_model(spec.hosted_config.model)
         return f"hosted: {hosted.short_name} (embeddings)" if hosted is not None else "hosted: not supported"
     return "scripted (offline)"
+
+
+def links(graph: ResourceGraph, ref: ResourceRef) -> list[Link]:
+    """The resources the workload of ``ref`` uses (:func:`kora.resources.graph.links_of`), for the state file."""
+    resource = graph.get(ref)
+    if resource is None:
+        return []
+    return [Link(relation, target.kind, target.name) for relation, target in links_of(resource)]
 
 
 def _slug(ref: ResourceRef) -> str:
@@ -389,6 +399,7 @@ class _LocalRun:
                 workload = known.pop(ref)
                 workload.gateway_url, workload.direct_url = plan.public_url, plan.direct_url
                 workload.note = describe(self._graph, ref)
+                workload.links = links(self._graph, ref)
                 ordered.append(workload)
                 continue
             ordered.append(
@@ -400,6 +411,7 @@ class _LocalRun:
                     direct_url=plan.direct_url,
                     log=str(self._state_dir / "logs" / f"{_slug(ref)}.log"),
                     note=describe(self._graph, ref),
+                    links=links(self._graph, ref),
                 )
             )
         self._state.workloads = ordered + list(known.values())

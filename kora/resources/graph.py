@@ -237,6 +237,38 @@ def references_of(resource: AnyResource) -> list[tuple[str, ResourceRef]]:
     return found
 
 
+#: The relation a reference's field path stands for, as :func:`links_of` names it.
+_RELATIONS = (
+    ("spec.modelAPI", "model"),
+    ("spec.mcpServers", "tools"),
+    ("spec.agentNetwork.access", "delegates"),
+    ("spec.config.memory.memoryStore", "memory"),
+    ("spec.models.summarization", "summarization model"),
+    ("spec.models.embedding", "embedding model"),
+)
+
+
+def links_of(resource: AnyResource) -> list[tuple[str, ResourceRef]]:
+    """The edges of the resource graph that start at ``resource``: ``(relation, target)`` with relation ``model``
+    (an Agent's ModelAPI), ``tools`` (its MCPServers), ``delegates`` (the peers of ``agentNetwork.access`` it may
+    delegate to), ``memory`` (its bound MemoryStore), ``summarization model`` / ``embedding model`` (a
+    MemoryStore's ModelAPIs). References the resource switched off (tools with ``enableTools: false``, peers with
+    ``enableDelegation: false``, a store with memory disabled) are no edges: the resource does not use them."""
+    links: list[tuple[str, ResourceRef]] = []
+    for path, target in references_of(resource):
+        relation = next(name for prefix, name in _RELATIONS if path.startswith(prefix))
+        if isinstance(resource, Agent):
+            config = resource.spec.config
+            if (
+                (relation == "tools" and not config.agentic_loop.enable_tools)
+                or (relation == "delegates" and not config.agentic_loop.enable_delegation)
+                or (relation == "memory" and not config.memory.enabled)
+            ):
+                continue
+        links.append((relation, target))
+    return links
+
+
 def secret_refs_of(resource: AnyResource) -> list[tuple[str, str, str]]:
     """Every ``secretKeyRef`` of ``resource`` as ``(field path, secret name, key)``."""
     found: list[tuple[str, str, str]] = []

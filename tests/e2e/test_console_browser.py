@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.e2e.test_kora_up import Up, start_up, stop
+from tests.support.otlp import OtlpReceiver
 
 pytestmark = pytest.mark.slow
 
@@ -43,8 +44,10 @@ def browser() -> Iterator[object]:
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # Assertions wait as long as page actions do (the default is 5 s).
+    expect.set_options(timeout=WAIT_MS)
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
         yield launched
@@ -148,5 +151,110 @@ def test_memory_example_fact_shows_and_is_gone_after_erasing_its_user(tmp_path: 
         page.get_by_role("button", name="Erase ana").click()
         expect(page.get_by_role("status")).to_have_text("Erased every memory of user ana.")
         expect(page.get_by_text("I live in Lisbon.")).to_have_count(0)
+    finally:
+        stop(up)
+
+
+@pytest.fixture
+def receiver() -> Iterator[OtlpReceiver]:
+    with OtlpReceiver() as started:
+        yield started
+
+
+def test_multi_agent_graph_shows_delegations_and_the_chat_follows_one_into_the_peer(
+    tmp_path: Path, page, receiver: OtlpReceiver
+):
+    from playwright.sync_api import expect
+
+    up: Up = start_up("examples/multi-agent", tmp_path, "--otel-endpoint", receiver.endpoint)
+    try:
+        up.all_ready()
+        page.goto(f"{up.gateway}/")
+        coordinator = page.locator("#graph tr", has=page.get_by_role("cell", name="coordinator", exact=True))
+        expect(coordinator.locator("li.link-delegates")).to_have_text(["delegates to math", "delegates to clock"])
+        expect(coordinator.locator("li.link-model")).to_have_text("model scripted")
+        math = page.locator("#graph tr", has=page.get_by_role("cell", name="math", exact=True))
+        expect(math.locator("li.link-tools")).to_have_text("tools calculator")
+        network = page.locator("#network")
+        for edge in ("coordinator delegates math", "coordinator delegates clock", "math tools calculator"):
+            expect(network.locator(f'[data-edge="{edge}"]')).to_have_count(1)
+        expect(network.locator('[data-node="Agent/default/math"]')).to_contain_text("Ready")
+        shot(page, "console-graph-multi-agent")
+
+        page.goto(f"{up.gateway}/chat?agent=default/coordinator")
+        page.get_by_label("Message").fill("what is 4 plus 5")
+        page.get_by_role("button", name="Send").click()
+        transcript = page.locator("#transcript")
+        delegation = transcript.locator(".turn.delegation")
+        expect(delegation).to_contain_text("to math")
+        expect(delegation).to_contain_text("Result: 4 plus 5 is 9.")
+        expect(transcript.locator(".turn.assistant .body")).to_have_text("The math specialist says: 4 plus 5 is 9.")
+        expect(page.get_by_role("status")).to_have_text("Done.")
+        thread = page.locator("#thread").inner_text()
+        shot(page, "console-chat-delegation")
+
+        # Followed into the peer: math's session the delegated task ran in, with the task and math's own tool call.
+        delegation.get_by_role("link", name="Follow into math's session").click()
+        expect(page.get_by_role("heading", name=f"Session {thread}.coordinator")).to_be_visible()
+        timeline = page.locator(".timeline")
+        expect(timeline.get_by_text("task_delegation_received", exact=True)).to_be_visible()
+        expect(timeline.get_by_text("what is 4 plus 5", exact=True)).to_be_visible()
+        expect(timeline.locator(".event-tool_call")).to_contain_text('"add"')
+        expect(timeline.locator(".event-agent_response")).to_contain_text("4 plus 5 is 9.")
+        expect(page.get_by_role("link", name="coordinator")).to_be_visible()
+        shot(page, "console-session-delegated")
+
+        # And from the coordinator's timeline the same way.
+        page.goto(f"{up.gateway}/sessions/default/coordinator/{thread}")
+        request = page.locator(".event-delegation_request")
+        expect(request).to_contain_text('"agent": "math"')
+        request.get_by_role("link", name="Follow into math's session").click()
+        expect(page.get_by_role("heading", name=f"Session {thread}.coordinator")).to_be_visible()
+
+        # Each turn shows its trace id: the coordinator's delegation span's, which math's turn continues.
+        delegated = receiver.wait_for_span(
+            lambda s: (
+                s.name == "invoke_agent math" and s.attributes.get("gen_ai.conversation.id") == f"{thread}.coordinator"
+            ),
+            timeout=60,
+        )
+        expect(page.locator(".turn-trace code")).to_have_text([delegated.trace_id])
+        page.goto(f"{up.gateway}/sessions/default/coordinator/{thread}")
+        expect(page.locator(".turn-trace code")).to_have_text([delegated.trace_id])
+        shot(page, "console-session-trace")
+    finally:
+        stop(up)
+
+
+def test_a_waiting_agent_shows_its_phase_and_why_on_the_graph_and_in_the_chat(tmp_path: Path, page):
+    from playwright.sync_api import expect
+
+    from tests.e2e.test_kora_up import BROKEN_TOOLS
+
+    manifest = tmp_path / "broken.yaml"
+    manifest.write_text(BROKEN_TOOLS)
+    up: Up = start_up(str(manifest), tmp_path)
+    try:
+        # Its tool server cannot load its tools: the agent runs (its own probe answers), Waiting for it.
+        expected = {"scripted": "Ready", "tools": "Failed", "assistant": "Waiting"}
+        up.wait(
+            lambda s: (
+                {w.name: w.phase for w in s.workloads} == expected
+                and "waiting for MCPServer/tools (Failed)" in s.workload("assistant").message
+            ),
+            within=120,
+            what="the tool server Failed and the agent Waiting",
+        )
+        page.goto(f"{up.gateway}/")
+        assistant = page.locator("#graph tr", has=page.get_by_role("cell", name="assistant", exact=True))
+        expect(assistant.get_by_text("Waiting", exact=True)).to_be_visible()
+        expect(assistant.locator("td").last).to_have_text("waiting for MCPServer/tools (Failed)")
+        tools = page.locator("#graph tr", has=page.get_by_role("cell", name="tools", exact=True))
+        expect(tools.get_by_text("Failed", exact=True)).to_be_visible()
+        expect(page.locator('#network [data-node="Agent/default/assistant"]')).to_contain_text("Waiting")
+        shot(page, "console-graph-waiting")
+
+        page.get_by_role("link", name="Chat").click()
+        expect(page.get_by_role("alert")).to_contain_text("assistant is Waiting: waiting for MCPServer/tools (Failed).")
     finally:
         stop(up)

@@ -4,7 +4,11 @@ pages are read as HTML; the browser tests (tests/e2e/test_console_browser.py) dr
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -13,9 +17,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kora.console.app import create_app
 from kora.console.settings import load_console_settings
+from kora.core.errors import SourceError
 from kora.local.state import READY, WAITING, UpState, WorkloadState, write_state
 from kora.resources.graph import ResourceRef
 from kora.resources.wiring import ADMIN_TOKEN_KEY, credentials_secret
@@ -23,6 +30,8 @@ from tests.support.agent import OPERATOR_TOKEN, served_agent
 from tests.support.memory import ADMIN, ADMIN_TOKEN, memory_service, service_env
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart" / "kora.yaml"
 
 
 @dataclass
@@ -167,3 +176,141 @@ async def test_memory_shows_facts_per_user_and_erases_a_user_after_confirmation(
             assert "Erased every memory of user alice" in after
             assert "alice likes tea" not in after
             assert "bob likes coffee" in after
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A console with ``CONSOLE_ACCESS_TOKEN=s3cret`` (and no kora up run); its URL."""
+    state_dir = tmp_path_factory.mktemp("guarded")
+    settings = load_console_settings({"CONSOLE_STATE_DIR": str(state_dir), "CONSOLE_ACCESS_TOKEN": "s3cret"})
+    with ThreadedServer(create_app(settings), name="console", lifespan="on") as server:
+        yield server.root_url
+
+
+def _basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+@pytest.mark.parametrize("path", ["/", "/api/state", "/chat", "/sessions", "/memory", "/assets/console.js"])
+def test_with_an_access_token_every_page_asks_for_it_and_shows_nothing_without_it(guarded: str, path: str):
+    refused = httpx.get(f"{guarded}{path}", timeout=30)
+    assert refused.status_code == 401
+    assert refused.headers["www-authenticate"] == 'Basic realm="Kora console", charset="UTF-8"'
+    assert "access token" in refused.json()["detail"]
+    for header in (_basic("anyone", "s3cret"), _basic("", "s3cret"), "Bearer s3cret"):
+        assert httpx.get(f"{guarded}{path}", headers={"Authorization": header}, timeout=30).status_code == 200
+
+
+def test_the_probes_answer_without_the_access_token(guarded: str):
+    for path in ("/health", "/ready"):
+        assert httpx.get(f"{guarded}{path}", timeout=30).status_code == 200
+
+
+def test_an_erasure_without_the_access_token_is_refused_before_anything_is_read(guarded: str):
+    answer = httpx.post(f"{guarded}/memory/erase", data={"store": "default/mem", "user": "ana"}, timeout=30)
+    assert answer.status_code == 401
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    header=st.one_of(
+        st.text(alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E), max_size=60),
+        st.tuples(st.text(alphabet="abc:", max_size=5), st.text(alphabet="s3cretX:", max_size=8)).map(
+            lambda pair: _basic(*pair)
+        ),
+        st.text(alphabet="s3cretX", min_size=1, max_size=8).map(lambda token: f"Bearer {token}"),
+    )
+)
+def test_any_other_authorization_is_a_401_never_an_error(guarded: str, header: str):
+    # Header values a client can send (no surrounding blanks); only the token itself, either way, opens.
+    answer = httpx.get(f"{guarded}/api/state", headers={"Authorization": header}, timeout=30)
+    basic_password = None
+    if header.startswith("Basic "):
+        basic_password = base64.b64decode(header[6:]).decode().partition(":")[2]
+    opens = header == "Bearer s3cret" or basic_password == "s3cret"
+    assert answer.status_code == (200 if opens else 401), header
+
+
+def test_kora_console_on_a_cluster_without_credentials_says_so_and_exits_2(tmp_path: Path):
+    environment = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "CONSOLE_SOURCE": "kubernetes",
+        "KUBECONFIG": str(tmp_path / "absent"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "kora.cli", "console"], env=environment, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("kora console: CONSOLE_SOURCE=kubernetes: no Kubernetes credentials"), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_kora_console_refuses_an_unknown_source(tmp_path: Path):
+    environment = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "CONSOLE_SOURCE": "cloud"}
+    done = subprocess.run(
+        [sys.executable, "-m", "kora.cli", "console"], env=environment, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert "CONSOLE_SOURCE" in done.stderr, done.stderr
+
+
+@pytest.mark.slow
+async def test_on_a_cluster_every_namespace_is_read_with_each_agents_status_conditions_and_links(kube_cluster):
+    # No operator here: the test writes the status an operator would (a Waiting agent and its conditions), and
+    # the credentials Secret it would make.
+    from lightkube.resources.core_v1 import Secret
+    from lightkube.types import PatchType
+
+    from kora.console.cluster import ClusterSources
+    from tests.support.kube import kora_resource
+
+    first, second = kube_cluster.fresh_namespace("console"), kube_cluster.fresh_namespace("console")
+    for namespace in (first, second):
+        kube_cluster.kubectl("apply", "-n", namespace, "-f", str(QUICKSTART))
+    waiting = {
+        "phase": "Waiting",
+        "message": "waiting for MCPServer tools (Pending)",
+        "conditions": [
+            {"type": "Ready", "status": "False", "reason": "DependenciesNotReady", "message": "MCPServer tools"},
+        ],
+    }
+    with kube_cluster.client() as client:
+        client.patch(
+            kora_resource("Agent").Status,
+            "assistant",
+            {"status": waiting},
+            namespace=second,
+            patch_type=PatchType.MERGE,
+        )
+        client.create(
+            Secret.from_dict(
+                {
+                    "metadata": {"name": "agent-assistant-credentials", "namespace": second},
+                    "stringData": {ADMIN_TOKEN_KEY: "op-token"},
+                }
+            )
+        )
+    async with httpx.AsyncClient() as http, ClusterSources.connect(http, (), kube_cluster.config()) as sources:
+        resources = [r for r in await sources.resources() if r.namespace in (first, second)]
+        assert [(r.kind, r.namespace) for r in resources] == [
+            ("ModelAPI", first),
+            ("ModelAPI", second),
+            ("MCPServer", first),
+            ("MCPServer", second),
+            ("Agent", first),
+            ("Agent", second),
+        ]
+        fresh, held = resources[4], resources[5]
+        assert (fresh.phase, fresh.message, fresh.conditions) == ("Pending", "", ())
+        assert (held.phase, held.message) == ("Waiting", "waiting for MCPServer tools (Pending)")
+        assert [(c.type, c.status, c.reason, c.message) for c in held.conditions] == [
+            ("Ready", "False", "DependenciesNotReady", "MCPServer tools")
+        ]
+        assert [(link.relation, link.name) for link in held.links] == [("model", "scripted"), ("tools", "tools")]
+        assert held.direct_url == f"http://agent-assistant.{second}.svc.cluster.local:8000"
+        assert await sources.token(held) == "op-token"
+        with pytest.raises(SourceError, match="has no credentials Secret agent-assistant-credentials yet"):
+            await sources.token(fresh)
+        only = ClusterSources(http, sources._kube, [second])
+        assert {r.namespace for r in await only.resources()} == {second}

@@ -22,6 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jsonschema
 import kubernetes_validate
 import pytest
@@ -32,6 +33,8 @@ from lightkube.resources.core_v1 import ConfigMap, Namespace, Secret
 from lightkube.resources.networking_v1 import NetworkPolicy
 from lightkube.types import PatchType
 
+from kora.console.app import create_app
+from kora.console.settings import ConsoleSettings, load_console_settings
 from kora.core import env as names
 from kora.operator.children import NAMESPACE_NAME_LABEL, gateway_manifest
 from kora.operator.kube import Gateway, HTTPRoute
@@ -41,6 +44,8 @@ from kora.resources.loader import resource_problems
 from tests.support.helm import (
     CHART,
     HelmError,
+    console_container,
+    deployment_of,
     find,
     helm,
     local_operator,
@@ -60,6 +65,7 @@ from tests.support.kube import (
 )
 from tests.support.operator import launch_operator, metrics_url, phase_is, supervised, wait_for
 from tests.support.processes import prometheus
+from tests.support.threaded import ThreadedServer
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart" / "kora.yaml"
@@ -97,6 +103,13 @@ SCENARIOS: dict[str, dict[str, object]] = {
         "agentDefaults.budget.maxTokens": 2000000,
         "agentDefaults.budget.maxCostUsd": 0.5,
     },
+    "console": {
+        "gatewayAPI.enabled": True,
+        "gatewayAPI.internalURL": INTERNAL_URL,
+        "console.enabled": True,
+        "console.gatewayRoute.enabled": True,
+        "console.accessTokenSecret": "kora-console-token",
+    },
 }
 
 
@@ -104,9 +117,10 @@ def _pyproject_version() -> str:
     return str(tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"])
 
 
-def _gateway_crd_schema() -> dict[str, Any]:
-    """The ``v1`` schema of the Gateway API's Gateway CRD (as shipped, not adapted to 1.20)."""
-    (document,) = load_yaml_documents(GATEWAY_API_CRDS / "gateways.yaml")
+def _gateway_crd_schema(kind: str = "Gateway") -> dict[str, Any]:
+    """The ``v1`` schema of the Gateway API's CRD of ``kind`` (``Gateway``, ``HTTPRoute``), as shipped, not adapted
+    to 1.20."""
+    (document,) = load_yaml_documents(GATEWAY_API_CRDS / f"{kind.lower()}s.yaml")
     version = next(v for v in document["spec"]["versions"] if v["name"] == "v1")
     schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
     return schema
@@ -129,8 +143,8 @@ def test_every_rendered_object_validates_against_the_kubernetes_schemas(scenario
     oldest = kubernetes_validate.utils.all_versions()[0]
     for document in objects:
         if document["apiVersion"].startswith("gateway.networking.k8s.io/"):
-            # Not a built-in kind: the Gateway API CRD's own schema says what a Gateway may hold.
-            jsonschema.validate(document, _gateway_crd_schema())
+            # Not a built-in kind: the Gateway API CRD's own schema says what a Gateway or HTTPRoute may hold.
+            jsonschema.validate(document, _gateway_crd_schema(document["kind"]))
             continue
         for version in (oldest, kubernetes_validate.latest_version()):
             kubernetes_validate.validate(document, version, strict=True)
@@ -187,7 +201,9 @@ def test_defaults_are_the_specs():
 
 
 def _pod_annotations(objects: list[dict[str, Any]]) -> dict[str, str]:
-    annotations: dict[str, str] = find(objects, "Deployment")["spec"]["template"]["metadata"].get("annotations", {})
+    annotations: dict[str, str] = deployment_of(objects, "operator")["spec"]["template"]["metadata"].get(
+        "annotations", {}
+    )
     return annotations
 
 
@@ -247,7 +263,7 @@ def test_the_rendered_environment_is_settings_the_operator_accepts(scenario: str
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_the_operator_pod_passes_podsecurity_restricted_with_a_read_only_root(scenario: str):
     objects = render(SCENARIOS[scenario])
-    pod = find(objects, "Deployment")["spec"]["template"]["spec"]
+    pod = deployment_of(objects, "operator")["spec"]["template"]["spec"]
     assert restricted_problems(pod) == []
     container = operator_container(objects)
     assert container["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
@@ -420,7 +436,7 @@ def _run_rendered_operator(
     """Apply the chart rendered with ``values`` in ``namespace`` and start its operator as its ServiceAccount."""
     objects = render(values, release=_release(), namespace=namespace, include_crds=True)
     _apply(cluster, objects)
-    account = find(objects, "ServiceAccount")["metadata"]["name"]
+    account = deployment_of(objects, "operator")["spec"]["template"]["spec"]["serviceAccountName"]
     token = cluster.service_account_token(account, namespace)
     kubeconfig = cluster.kubeconfig_for_token(token, tmp_path / "operator.kubeconfig")
     container = operator_container(objects)
@@ -550,7 +566,7 @@ def test_the_documented_values_table_lists_every_value():
     table = DOC.read_text(encoding="utf-8").split("### Values", 1)[1].split("###", 1)[0]
 
     def leaves(node: object, prefix: str) -> list[str]:
-        if isinstance(node, dict) and node and prefix not in {"operator.resources"}:
+        if isinstance(node, dict) and node and prefix not in {"operator.resources", "console.resources"}:
             return [leaf for key, value in node.items() for leaf in leaves(value, f"{prefix}.{key}".strip("."))]
         return [prefix]
 
@@ -568,3 +584,145 @@ def test_the_documented_real_model_manifest_is_valid():
     for document in documents:
         document["metadata"]["namespace"] = "demo"
         assert resource_problems(document) == [], document
+
+
+# -- the console ------------------------------------------------------------------------------------------------
+
+
+def test_the_console_is_off_by_default():
+    objects = render({})
+    assert not [o for o in objects if o["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "console"]
+
+
+def test_the_console_runs_kora_console_on_the_cluster_under_a_read_only_role():
+    objects = render(SCENARIOS["console"])
+    container = console_container(objects)
+    assert container["command"] == ["kora", "console"]
+    plain = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    secret = {e["name"]: e["valueFrom"] for e in container["env"] if "valueFrom" in e}
+    assert secret == {"CONSOLE_ACCESS_TOKEN": {"secretKeyRef": {"name": "kora-console-token", "key": "token"}}}
+    settings = load_console_settings({**plain, "CONSOLE_ACCESS_TOKEN": "from-the-secret"})
+    assert (settings.console_source, settings.console_host, settings.console_port) == ("kubernetes", "0.0.0.0", 8090)
+    assert settings.namespaces == []
+    assert set(plain) - {name.upper() for name in ConsoleSettings.model_fields} == {"HOME"}
+    pod = deployment_of(objects, "console")["spec"]["template"]["spec"]
+    assert restricted_problems(pod) == []
+    assert pod["serviceAccountName"] == "kora-console"
+    # Its Service selects the console's pod, never the operator's (and the operator's Services never the console's).
+    labels = deployment_of(objects, "console")["spec"]["template"]["metadata"]["labels"]
+    operator_labels = deployment_of(objects, "operator")["spec"]["template"]["metadata"]["labels"]
+    for service in (o for o in objects if o["kind"] == "Service"):
+        selector = service["spec"]["selector"].items()
+        assert (selector <= labels.items()) is (service["metadata"]["name"] == "kora-console")
+        assert (selector <= operator_labels.items()) is (service["metadata"]["name"] != "kora-console")
+    assert find(objects, "Service", "kora-console")["spec"]["type"] == "ClusterIP"
+    role = find(objects, "ClusterRole", "kora-console")
+    assert role["rules"] == [
+        {
+            "apiGroups": ["kora.dev"],
+            "resources": ["agents", "modelapis", "mcpservers", "memorystores"],
+            "verbs": ["list"],
+        },
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+    ]
+    binding = find(objects, "ClusterRoleBinding", "kora-console")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kora-console", "namespace": "kora-system"}]
+    route = find(objects, "HTTPRoute", "kora-console")
+    assert route["spec"]["parentRefs"] == [
+        {
+            "group": "gateway.networking.k8s.io",
+            "kind": "Gateway",
+            "name": "kora-gateway",
+            "namespace": "kora-system",
+        }
+    ]
+    (rule,) = route["spec"]["rules"]
+    assert rule["matches"] == [{"path": {"type": "PathPrefix", "value": "/"}}]
+    assert rule["backendRefs"] == [{"name": "kora-console", "port": 8090}]
+
+
+def test_the_console_without_a_route_asks_for_no_token_and_follows_the_watched_namespaces():
+    objects = render({"console.enabled": True, "operator.watchNamespaces": ["team-a", "team-b"]})
+    assert not [o for o in objects if o["kind"] == "HTTPRoute"]
+    env = {e["name"]: e.get("value") for e in console_container(objects)["env"]}
+    assert "CONSOLE_ACCESS_TOKEN" not in env
+    assert load_console_settings({k: v for k, v in env.items() if v}).namespaces == ["team-a", "team-b"]
+    bindings = [o for o in objects if o["kind"] == "RoleBinding" and o["metadata"]["name"] == "kora-console"]
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
+    assert not [o for o in objects if o["kind"] == "ClusterRoleBinding" and o["metadata"]["name"] == "kora-console"]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {"console.enabled": True, "console.gatewayRoute.enabled": True, "gatewayAPI.enabled": True},
+            "console.accessTokenSecret is required when console.gatewayRoute.enabled is true",
+        ),
+        (
+            {"console.enabled": True, "console.gatewayRoute.enabled": True, "console.accessTokenSecret": "t"},
+            "console.gatewayRoute.enabled needs gatewayAPI.enabled=true",
+        ),
+        (
+            {"console.gatewayRoute.enabled": True, "gatewayAPI.enabled": True, "console.accessTokenSecret": "t"},
+            "console.gatewayRoute.enabled needs console.enabled=true",
+        ),
+        ({"console.enabled": "yes"}, "console.enabled: Invalid type. Expected: boolean"),
+        ({"console.accessTokenSecret": "Not A Name"}, "console.accessTokenSecret: Does not match pattern"),
+        ({"console.route": True}, "console: Additional property route is not allowed"),
+    ],
+)
+def test_helm_template_refuses_a_console_exposed_without_a_credential(values: dict[str, object], message: str):
+    result = render_text(values, check=False)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+
+
+@pytest.mark.slow
+def test_the_rendered_console_reads_the_clusters_resources_and_tokens_under_its_role(
+    kube_cluster: KubeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    release_namespace = kube_cluster.fresh_namespace("kora-system")
+    namespace = kube_cluster.fresh_namespace("demo")
+    values: dict[str, object] = {**SCENARIOS["console"], "operator.watchNamespaces": [namespace]}
+    objects, operator = _run_rendered_operator(kube_cluster, tmp_path, values, release_namespace)
+    account = deployment_of(objects, "console")["spec"]["template"]["spec"]["serviceAccountName"]
+    token = kube_cluster.service_account_token(account, release_namespace)
+    kubeconfig = kube_cluster.kubeconfig_for_token(token, tmp_path / "console.kubeconfig")
+    # The console as its pod would run it: the rendered environment, the access token its Secret would hold,
+    # the console's ServiceAccount (so exactly its role).
+    plain = {e["name"]: e["value"] for e in console_container(objects)["env"] if "value" in e}
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    settings = load_console_settings({**plain, "CONSOLE_ACCESS_TOKEN": "console-secret"})
+    auth = {"Authorization": "Bearer console-secret"}
+    with supervised(operator), kube_cluster.client() as client:
+        _quickstart_to_ready(kube_cluster, client, namespace)
+        with ThreadedServer(create_app(settings), name="console", lifespan="on") as server:
+            assert httpx.get(f"{server.root_url}/api/state", timeout=30).status_code == 401
+            assert httpx.get(f"{server.root_url}/ready", timeout=30).status_code == 200
+            state = httpx.get(f"{server.root_url}/api/state", headers=auth, timeout=30).json()
+            assert state["error"] is None, state
+            shown = {(r["kind"], r["name"]): r for r in state["resources"]}
+            assert set(shown) == {("ModelAPI", "scripted"), ("MCPServer", "tools"), ("Agent", "assistant")}
+            assistant = shown[("Agent", "assistant")]
+            assert (assistant["namespace"], assistant["phase"]) == (namespace, "Ready")
+            assert assistant["links"] == [
+                {"relation": "model", "kind": "ModelAPI", "name": "scripted"},
+                {"relation": "tools", "kind": "MCPServer", "name": "tools"},
+            ]
+            assert any(c["type"] == "Ready" and c["status"] == "True" for c in assistant["conditions"])
+            assert assistant["gateway_path"] == f"/{namespace}/agent/assistant"
+            graph = httpx.get(f"{server.root_url}/", headers=auth, timeout=30).text
+            assert 'aria-label="Conditions of assistant"' in graph
+            # Sessions are read with the token of the operator's Secret (the role's 'get'); the agent's Service
+            # address does not resolve here (no pods), which is what the page says, not a refused Secret.
+            page = httpx.get(
+                f"{server.root_url}/sessions", params={"agent": f"{namespace}/assistant"}, headers=auth, timeout=60
+            ).text
+            assert "Agent/assistant did not answer" in page, page
+            assert f"kubectl logs -n {namespace} deployment/agent-assistant" in page
+    # Read-only: the console's identity lists no Secrets and writes no resource.
+    as_console = Client(KubeConfig.from_file(kubeconfig), trust_env=False)
+    with as_console, pytest.raises(ApiError) as refused:
+        list(as_console.list(Secret, namespace=namespace))
+    assert refused.value.status.code == 403

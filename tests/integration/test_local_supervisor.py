@@ -141,3 +141,13 @@ async def test_a_workload_that_exits_by_itself_is_failed_with_its_log_s_last_lin
         assert "these tools never load" in reason, tools.message
         assert len(reason) <= LAST_LINE_CHARS
         assert tools.message.endswith("(see tools log)")
+
+
+async def test_an_agent_whose_tool_server_failed_names_it_as_what_it_waits_for(tmp_path: Path):
+    # The agent's own probe may never answer without its tools: its message names the tool server all the same.
+    manifests = (MANIFESTS % {"model": "m", "spec": SCRIPTED}).replace("model: x}", "model: x, mcpServers: [tools]}")
+    async with supervised(manifests + "---" + BROKEN_TOOLS, tmp_path) as workloads:
+        agent, tools = workloads["a"], workloads["tools"]
+        await until(lambda: tools.phase == FAILED and agent.pid is not None, "the tool server Failed, the agent up")
+        await until(lambda: agent.message == "waiting for MCPServer/tools (Failed)", "waiting for its tool server")
+        assert agent.phase == WAITING

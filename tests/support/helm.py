@@ -107,11 +107,28 @@ def find(objects: Sequence[JsonObject], kind: str, name: str | None = None) -> J
     return found[0]
 
 
+def deployment_of(objects: Sequence[JsonObject], component: str) -> JsonObject:
+    """The one rendered Deployment of ``component`` (``operator`` or ``console``, its
+    ``app.kubernetes.io/component`` label)."""
+    found = [
+        o
+        for o in objects
+        if o["kind"] == "Deployment" and o["metadata"]["labels"].get("app.kubernetes.io/component") == component
+    ]
+    assert len(found) == 1, [(o["kind"], o["metadata"]["name"]) for o in objects]
+    return found[0]
+
+
 def operator_container(objects: Sequence[JsonObject]) -> JsonObject:
-    """The ``operator`` container of the rendered Deployment."""
-    deployment = find(objects, "Deployment")
-    containers = deployment["spec"]["template"]["spec"]["containers"]
+    """The ``operator`` container of the rendered operator Deployment."""
+    containers = deployment_of(objects, "operator")["spec"]["template"]["spec"]["containers"]
     return next(c for c in containers if c["name"] == "operator")
+
+
+def console_container(objects: Sequence[JsonObject]) -> JsonObject:
+    """The ``console`` container of the rendered console Deployment."""
+    containers = deployment_of(objects, "console")["spec"]["template"]["spec"]["containers"]
+    return next(c for c in containers if c["name"] == "console")
 
 
 def rendered_environment(container: Mapping[str, Any]) -> dict[str, str]:

@@ -9,24 +9,16 @@ function el(tag, attrs, text) {
   return node;
 }
 
-// -- Graph: refresh the rows from /api/state every 2 s ------------------------------------------------------
-function liveGraph(table) {
-  const body = table.querySelector("tbody");
+// -- Graph: every 2 s, the page as the server draws it now (drawing and table) replaces the last one ---------
+function liveGraph(live) {
   async function refresh() {
     try {
-      const answer = await fetch(table.dataset.live, { cache: "no-store" });
-      const state = await answer.json();
-      if (state.error) return;
-      body.replaceChildren(...state.resources.map((r) => {
-        const row = el("tr", { "data-resource": `${r.kind}/${r.namespace}/${r.name}` });
-        row.append(el("td", {}, r.name), el("td", {}, r.kind), el("td", {}, r.namespace));
-        const phase = el("td");
-        phase.append(el("span", { class: `phase phase-${r.phase.toLowerCase()}` }, r.phase));
-        row.append(phase, el("td", {}, r.message));
-        return row;
-      }));
+      const answer = await fetch(live.dataset.live, { cache: "no-store" });
+      if (!answer.ok) return;
+      const fresh = new DOMParser().parseFromString(await answer.text(), "text/html").querySelector("#live");
+      if (fresh && fresh.innerHTML !== live.innerHTML) live.innerHTML = fresh.innerHTML;
     } catch (error) {
-      // The console itself is going away (kora down): keep the last rows.
+      // The console itself is going away (kora down): keep the last drawing.
     }
   }
   setInterval(refresh, 2000);
@@ -52,6 +44,8 @@ function chat(section) {
   section.querySelector("#thread").textContent = thread;
   const texts = new Map();
   const calls = new Map();
+  // {delegation tool name: peer agent}: such a call is a delegation, followed into the peer's session.
+  const delegations = JSON.parse(section.dataset.delegations || "{}");
 
   function add(kind, label, text) {
     const item = el("li", { class: `turn ${kind}` });
@@ -72,11 +66,12 @@ function chat(section) {
         texts.get(event.messageId).textContent += event.delta;
         break;
       case "TOOL_CALL_START": {
-        const body = add("tool", "Tool call", "");
-        body.append(el("strong", {}, event.toolCallName), " ");
+        const peer = delegations[event.toolCallName];
+        const body = peer ? add("tool delegation", "Delegation", `to ${peer} `) : add("tool", "Tool call", "");
+        if (!peer) body.append(el("strong", {}, event.toolCallName), " ");
         const args = el("code", { class: "args" }, "");
         body.append(args);
-        calls.set(event.toolCallId, { body, args });
+        calls.set(event.toolCallId, { body, args, peer });
         break;
       }
       case "TOOL_CALL_ARGS":
@@ -86,6 +81,13 @@ function chat(section) {
         const call = calls.get(event.toolCallId);
         const result = typeof event.content === "string" ? event.content : JSON.stringify(event.content);
         call.body.append(el("div", { class: "result" }, `Result: ${result}`));
+        if (call.peer) {
+          const href = `${section.dataset.sessions}${encodeURIComponent(thread)}/delegated/${encodeURIComponent(call.peer)}`;
+          const follow = el("a", { href }, `Follow into ${call.peer}'s session`);
+          const line = el("div", { class: "follow" });
+          line.append(follow);
+          call.body.append(line);
+        }
         break;
       }
       case "RUN_ERROR":
@@ -159,8 +161,8 @@ function chat(section) {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  const graph = document.querySelector("table[data-live]");
-  if (graph) liveGraph(graph);
+  const live = document.querySelector("#live[data-live]");
+  if (live) liveGraph(live);
   const section = document.querySelector("#chat");
   if (section) chat(section);
 });

@@ -8,12 +8,21 @@ through Services and cluster DNS.
 
 from __future__ import annotations
 
+import httpx
 import openai
 import pytest
 
 from kora.core.protocol import SESSION_HEADER
 from tests.support.kube import KubectlError, restricted_problems
-from tests.support.node import REPO, KoraOnNode, host_path_volume, load_documents, wait_for
+from tests.support.node import (
+    OPERATOR_NAMESPACE,
+    RELEASE,
+    REPO,
+    KoraOnNode,
+    host_path_volume,
+    load_documents,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
 
@@ -102,6 +111,43 @@ def test_multi_agent_delegates_from_pod_to_pod_through_services_and_cluster_dns(
     assert answer == "The math specialist says: 6 times 7 is 42."
     answer, _ = ask(client, "What time is it?")
     assert answer.startswith("The clock specialist says: It is 20"), answer
+
+
+def test_the_charts_console_shows_the_cluster_and_follows_a_delegation_into_the_peers_pod(kora: KoraOnNode) -> None:
+    # The chart's console in its pod: Kora's resources from the API server under its own role, and sessions read
+    # in the agents' pods through their Services with the operator tokens of the credentials Secrets.
+    kora.values["console.enabled"] = True
+    try:
+        kora.install()
+        namespace = apply_example(kora, "multi-agent")
+        console = kora.service_url(f"{RELEASE}-console", OPERATOR_NAMESPACE)
+        state = httpx.get(f"{console}/api/state", timeout=60).json()
+        assert state["error"] is None, state
+        shown = {(r["namespace"], r["kind"], r["name"]): r for r in state["resources"]}
+        coordinator = shown[(namespace, "Agent", "coordinator")]
+        assert coordinator["phase"] == "Ready"
+        assert [(link["relation"], link["name"]) for link in coordinator["links"]] == [
+            ("model", "scripted"),
+            ("delegates", "math"),
+            ("delegates", "clock"),
+        ]
+        answer, session = ask(agent_client(kora, "coordinator", namespace), "What is 6 times 7?")
+        assert answer == "The math specialist says: 6 times 7 is 42."
+
+        def listed() -> bool:
+            page = httpx.get(f"{console}/sessions", params={"agent": f"{namespace}/coordinator"}, timeout=60)
+            return session in page.text
+
+        wait_for(listed, "the coordinator's session listed by the console", within=60)
+        followed = httpx.get(
+            f"{console}/sessions/{namespace}/coordinator/{session}/delegated/math", timeout=60, follow_redirects=True
+        )
+        assert followed.status_code == 200
+        assert "task_delegation_received" in followed.text, followed.text
+        assert "6 times 7 is 42." in followed.text
+    finally:
+        kora.values.pop("console.enabled", None)
+        kora.install()
 
 
 def test_memory_recalls_in_a_new_session_what_was_told_in_another_from_a_store_on_a_volume(

@@ -28,6 +28,22 @@ app.kubernetes.io/part-of: kora
 app.kubernetes.io/component: operator
 {{- end -}}
 
+{{/* The web console's objects: "<fullname>-console", with their own component (never the operator's pods). */}}
+{{- define "kora.consoleName" -}}
+{{- printf "%s-console" (include "kora.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "kora.consoleSelectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: console
+{{- end -}}
+
+{{- define "kora.consoleLabels" -}}
+{{ include "kora.commonLabels" . }}
+app.kubernetes.io/component: console
+{{- end -}}
+
 {{- define "kora.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "kora.fullname" .) .Values.serviceAccount.name -}}
@@ -75,5 +91,15 @@ start-up (kora/operator/settings.py); failing here says so at `helm install`, in
 {{- fail "security.strictGatewayApi.enabled needs gatewayAPI.enabled=true (workloads reach each other through the Gateway)" -}}
 {{- end -}}
 {{- $_ := required "gatewayAPI.internalURL is required when security.strictGatewayApi.enabled is true: the in-cluster URL of the Gateway, which workloads call each other through" $gw.internalURL -}}
+{{- end -}}
+{{- $console := .Values.console -}}
+{{- if $console.gatewayRoute.enabled -}}
+{{- if not $console.enabled -}}
+{{- fail "console.gatewayRoute.enabled needs console.enabled=true (there is no console to route to)" -}}
+{{- end -}}
+{{- if not $gw.enabled -}}
+{{- fail "console.gatewayRoute.enabled needs gatewayAPI.enabled=true (the route attaches to the Gateway)" -}}
+{{- end -}}
+{{- $_ := required "console.accessTokenSecret is required when console.gatewayRoute.enabled is true: the console shows every user's sessions and memory, so on the Gateway it asks for the token in that Secret (key token)" $console.accessTokenSecret -}}
 {{- end -}}
 {{- end -}}
