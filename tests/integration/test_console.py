@@ -293,15 +293,13 @@ async def test_on_a_cluster_every_namespace_is_read_with_each_agents_status_cond
         )
     async with httpx.AsyncClient() as http, ClusterSources.connect(http, (), kube_cluster.config()) as sources:
         resources = [r for r in await sources.resources() if r.namespace in (first, second)]
+        # Listed kind by kind, each kind in the API server's order (by namespace, then name).
+        in_order = sorted((first, second))
         assert [(r.kind, r.namespace) for r in resources] == [
-            ("ModelAPI", first),
-            ("ModelAPI", second),
-            ("MCPServer", first),
-            ("MCPServer", second),
-            ("Agent", first),
-            ("Agent", second),
+            (kind, namespace) for kind in ("ModelAPI", "MCPServer", "Agent") for namespace in in_order
         ]
-        fresh, held = resources[4], resources[5]
+        agents = {r.namespace: r for r in resources if r.kind == "Agent"}
+        fresh, held = agents[first], agents[second]
         assert (fresh.phase, fresh.message, fresh.conditions) == ("Pending", "", ())
         assert (held.phase, held.message) == ("Waiting", "waiting for MCPServer tools (Pending)")
         assert [(c.type, c.status, c.reason, c.message) for c in held.conditions] == [
