@@ -368,6 +368,22 @@ class RemoteMemory(Memory):
             s if s.user_id is not None else s.model_copy(update={"user_id": ANONYMOUS_USER}) for s in listed.sessions
         ]
 
+    async def session_info(self, session_id: str) -> SessionInfo | None:
+        """The session as the local window holds it (a session this replica opened, which the store creates with
+        its first write), else as the store has it (one request); None when neither holds it. Raises
+        :class:`~kora.core.errors.Unavailable` when the store cannot be reached."""
+        if self._local.holds(session_id):
+            return await self._local.session_info(session_id)
+        try:
+            found = await self._call(
+                "GET", f"/v1/sessions/{session_id}", SessionInfo, params={"app_name": self.app_name}
+            )
+        except StoreRefused:
+            return None
+        except StoreUnreachable as error:
+            raise self._unavailable(error) from error
+        return found if found.user_id is not None else found.model_copy(update={"user_id": ANONYMOUS_USER})
+
     async def check_reader(self, session_id: str, user_id: str | None) -> None:
         """What the local window knows; for a session it does not hold, the owner the store has (one request).
         A store that cannot answer leaves nothing to show but the local window, which does not hold it."""

@@ -2,7 +2,8 @@
 
 Modules: :mod:`.chat` (``POST /v1/chat/completions``, ``GET /v1/models``), :mod:`.responses`
 (``POST /v1/responses``, ``GET`` / ``DELETE /v1/responses/{id}``, ``.../input_items``, ``.../cancel``),
-:mod:`.ag_ui` (``POST /ag-ui``), :mod:`.tools` (``GET /tools``), :mod:`.memory` (``GET /memory/events``,
+:mod:`.conversations` (``/v1/conversations`` and its items), :mod:`.queries` (query parameters of those
+listings), :mod:`.ag_ui` (``POST /ag-ui``), :mod:`.tools` (``GET /tools``), :mod:`.memory` (``GET /memory/events``,
 ``GET /memory/sessions``), :mod:`.probes` (``GET /health``, ``GET /ready``) and :mod:`.errors` (the exception
 handlers: OpenAI's error body under ``/v1``, ``{"detail"}`` elsewhere). A2A's routes come from
 ``kora.agent.a2a.routes``.

@@ -45,7 +45,6 @@ from kora.agent.responses_api import (
     check_previous,
     conversation_of,
     input_items,
-    item_page,
     latest_response,
     pending_calls,
     response_fields,
@@ -58,6 +57,7 @@ from kora.agent.responses_api import (
 )
 from kora.agent.routes.chat import chat_turn, event_stream, requested_session
 from kora.agent.routes.errors import error_response
+from kora.agent.routes.queries import PAGE_PARAMS, page, refuse_query
 from kora.agent.state import AgentState
 from kora.agent.turn import ResponseRecord, TurnOutcome, TurnRequest
 from kora.core.errors import KoraError, RequestError
@@ -127,7 +127,7 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
     async def held(request: Request, id_: str, served: frozenset[str] = frozenset()) -> tuple[str, list[MemoryEvent]]:
         """The session of response ``id_`` and its events, once the caller may read it (a session of another
         user: 403); 404 for an id that names no session; 400 for a query parameter not ``served``."""
-        _no_query(request, served)
+        refuse_query(request, served)
         identity = await state.identity.resolve(request.headers)
         session_id = session_in(id_)
         if session_id is None:
@@ -145,20 +145,11 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
 
     @router.get("/v1/responses/{response_id}/input_items")
     async def list_input_items(request: Request, response_id: str) -> Response:
-        _, stored = await held(request, response_id, _PAGE_PARAMS)
+        _, stored = await held(request, response_id, PAGE_PARAMS)
         own = turn_events(stored, response_id)
         if stored_response(response_id, own) is None:
             raise response_not_found(response_id)
-        query = request.query_params
-        limit = query.get("limit", "20")
-        if not (limit.isascii() and limit.isdigit() and 1 <= int(limit) <= 100):
-            raise RequestError(
-                "Invalid value: 'limit' must be an integer from 1 to 100.", code="invalid_value", param="limit"
-            )
-        order = query.get("order", "desc")
-        if order not in ("asc", "desc"):
-            raise RequestError("Invalid value: 'order' must be 'asc' or 'desc'.", code="invalid_value", param="order")
-        return JSONResponse(item_page(input_items(own), query.get("after"), int(limit), order))
+        return JSONResponse(page(request, input_items(own)))
 
     @router.delete("/v1/responses/{response_id}")
     async def delete_response(request: Request, response_id: str) -> Response:
@@ -179,20 +170,6 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
             f"Cannot cancel response '{response_id}': only a response created with background=true can be "
             "cancelled, and this agent runs no background responses (every response has ended when it is answered).",
             code="unsupported_value",
-        )
-
-
-#: The query parameters of ``GET /v1/responses/{id}/input_items`` (``include`` is refused: nothing is added).
-_PAGE_PARAMS: Final = frozenset({"after", "limit", "order"})
-
-
-def _no_query(request: Request, served: frozenset[str]) -> None:
-    """Refuse query parameters not ``served`` (``include``, ``stream``, ...) on the stored-response routes."""
-    for name in request.query_params:
-        if name in served:
-            continue
-        raise RequestError(
-            f"Unsupported parameter: '{name}' is not supported by this agent.", code="unsupported_parameter", param=name
         )
 
 
