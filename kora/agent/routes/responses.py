@@ -157,7 +157,9 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         if stored_response(response_id, stored) is None:
             raise response_not_found(response_id)
         # A response is a turn of its session, and a session's events are erased together: deleting it erases
-        # the conversation it belongs to (every response chained with it).
+        # the conversation it belongs to (every response chained with it). Its own events alone are no erasure:
+        # the memory service folds older events into the session's rolling summary and extracts facts from them,
+        # and neither gives back one turn; the memory interface erases sessions and users, never single events.
         await state.memory.erase_session(session_id)
         return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
 
