@@ -13,10 +13,12 @@ false`` runs the turn without storing anything (no session is created; one named
 
 Stored responses: ``GET /v1/responses/{id}`` answers one as it was answered, read back from its turn's events
 (:func:`kora.agent.responses_api.stored_response`); ``DELETE`` erases its session (a session's events are erased
-together); ``GET .../input_items`` lists its input (``after``, ``limit``, ``order``); ``POST .../cancel`` is a
-400, as no response runs in the background. Who may read, continue or delete a response is who may use its
-session (:meth:`kora.memory.Memory.check_reader`: 403 ``session_forbidden``); one not held is a 404
-(``response_not_found``, or ``previous_response_not_found`` when a request names it).
+together); ``GET .../input_items`` lists its input (``after``, ``limit``, ``order``). ``background: true``
+runs the turn as a task and answers at once (``queued``); ``GET`` shows it ``in_progress`` until it ends and
+``POST .../cancel`` cancels it (:mod:`kora.agent.routes.background`); cancelling any other response is a 400.
+Who may read, continue or delete a response is who may use its session (:meth:`kora.memory.Memory.check_reader`:
+403 ``session_forbidden``); one not held is a 404 (``response_not_found``, or ``previous_response_not_found``
+when a request names it).
 
 Streamed: ``response.created``, ``response.in_progress``, the message's ``response.output_item.added``,
 ``response.content_part.added``, ``response.output_text.delta`` ..., ``.done`` events, each function call's
@@ -55,6 +57,7 @@ from kora.agent.responses_api import (
     stored_response,
     turn_events,
 )
+from kora.agent.routes.background import BackgroundResponses
 from kora.agent.routes.chat import chat_turn, event_stream, requested_session
 from kora.agent.routes.errors import error_response
 from kora.agent.routes.queries import PAGE_PARAMS, page, refuse_query
@@ -73,6 +76,7 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
     """Add ``POST /v1/responses``, ``GET`` / ``DELETE /v1/responses/{id}``, ``GET /v1/responses/{id}/input_items``
     and ``POST /v1/responses/{id}/cancel`` to ``router``, serving turns with ``state``'s runtime and memory."""
     agent_name = state.settings.agent_name
+    background = BackgroundResponses(state.memory)
 
     @router.post("/v1/responses")
     async def create_response(request: Request) -> Response:
@@ -114,6 +118,15 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         events = ResponseEvents(fields)
         turn = replace(turn, session_id=session_id, response=ResponseRecord(events.id, fields, store))
         headers = {SESSION_HEADER: session_id}
+        if fields["background"] is True:
+            if not fields["store"]:
+                raise RequestError(
+                    "Invalid value: 'background' needs a stored response, and this agent's memory is disabled "
+                    "(MEMORY_ENABLED=false): there would be nothing to poll.",
+                    code="invalid_value",
+                    param="background",
+                )
+            return JSONResponse(background.start(runtime, turn, events), headers=headers)
         if parsed.request.stream and parsed.output is None:
             return event_stream(stream_events(runtime, turn, events), headers)
         try:
@@ -138,7 +151,7 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
     @router.get("/v1/responses/{response_id}")
     async def retrieve_response(request: Request, response_id: str) -> Response:
         _, stored = await held(request, response_id)
-        body = stored_response(response_id, stored)
+        body = background.running(response_id) or stored_response(response_id, stored)
         if body is None:
             raise response_not_found(response_id)
         return JSONResponse(body)
@@ -154,8 +167,9 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
     @router.delete("/v1/responses/{response_id}")
     async def delete_response(request: Request, response_id: str) -> Response:
         session_id, stored = await held(request, response_id)
-        if stored_response(response_id, stored) is None:
+        if (background.running(response_id) or stored_response(response_id, stored)) is None:
             raise response_not_found(response_id)
+        await background.cancel_session(session_id)  # a turn still running would store into the erased session
         # A response is a turn of its session, and a session's events are erased together: deleting it erases
         # the conversation it belongs to (every response chained with it). Its own events alone are no erasure:
         # the memory service folds older events into the session's rolling summary and extracts facts from them,
@@ -165,14 +179,19 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
 
     @router.post("/v1/responses/{response_id}/cancel")
     async def cancel_response(request: Request, response_id: str) -> Response:
-        _, stored = await held(request, response_id)
-        if stored_response(response_id, stored) is None:
+        session_id, stored = await held(request, response_id)
+        if await background.cancel(response_id):
+            stored = await state.memory.get_session_events(session_id)
+        body = stored_response(response_id, stored)
+        if body is None:
             raise response_not_found(response_id)
-        raise RequestError(
-            f"Cannot cancel response '{response_id}': only a response created with background=true can be "
-            "cancelled, and this agent runs no background responses (every response has ended when it is answered).",
-            code="unsupported_value",
-        )
+        if body.get("background") is not True:
+            raise RequestError(
+                f"Cannot cancel response '{response_id}': only a response created with background=true can be "
+                "cancelled (every other response has ended when it is answered).",
+                code="unsupported_value",
+            )
+        return JSONResponse(body)  # cancelled, or as it ended when it ended before the cancel
 
 
 def _check_one_session(conversation: str, header: str | None, body: str | None) -> None:
