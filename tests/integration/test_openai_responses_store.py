@@ -224,6 +224,16 @@ def test_a_background_response_queued_behind_its_session_is_cancelled_before_it_
     ]
 
 
+def test_a_background_response_whose_turn_fails_reads_back_as_failed(s):
+    client = s.client()
+    s.model.enqueue(ErrorReply(500, "the model broke"))
+    created = client.responses.create(model="helper", input="fail later", background=True)
+    wait_until(lambda: client.responses.retrieve(created.id).status != "in_progress", within=60, message="its end")
+    failed = client.responses.retrieve(created.id)
+    assert (failed.status, failed.error.code, failed.background) == ("failed", "server_error", True)
+    assert "the model broke" in failed.error.message
+
+
 def test_background_is_refused_with_store_false_or_stream(s):
     client = s.client()
     before = s.agent.get("/memory/sessions").json()
