@@ -3,8 +3,8 @@
 store (:func:`item_events`), and a session's events shown as conversation items (:func:`conversation_items`).
 
 A conversation is a session: its ``id`` is the session id (what ``conversation`` names on ``POST
-/v1/responses``), its ``created_at`` the session's, its ``metadata`` kept with the session where the memory
-keeps session metadata (:attr:`kora.memory.Memory.keeps_session_metadata`). Its items are the session's events:
+/v1/responses``), its ``created_at`` the session's, its ``metadata`` kept with the session
+(:meth:`kora.memory.Memory.set_session_metadata`). Its items are the session's events:
 
 ==================================  ==================================================================
 item                                event

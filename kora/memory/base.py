@@ -149,17 +149,18 @@ class Memory(ABC):
         The default reads the whole listing; in-process memories answer in O(1)."""
         return next((s for s in await self.list_sessions() if s.session_id == session_id), None)
 
-    #: True when the memory keeps a session's metadata (:meth:`set_session_metadata`): LocalMemory. The memory
-    #: service has no place for it, so RemoteMemory keeps none (and says so, as False here).
+    #: True when the memory keeps a session's metadata (:meth:`set_session_metadata`): LocalMemory, and RemoteMemory
+    #: in the memory service; NullMemory keeps nothing.
     keeps_session_metadata: bool = False
 
     async def session_metadata(self, session_id: str) -> dict[str, str]:
         """The metadata set on ``session_id`` (``{}`` when none was set or the memory keeps none)."""
         return {}
 
-    async def set_session_metadata(self, session_id: str, metadata: dict[str, str]) -> None:
-        """Replace the metadata of ``session_id`` (a session this memory holds) with ``metadata``. Raises
-        ``NotImplementedError`` when :attr:`keeps_session_metadata` is False: callers refuse metadata first."""
+    async def set_session_metadata(self, session_id: str, metadata: dict[str, str], user_id: str | None = None) -> None:
+        """Replace the metadata of ``session_id`` (a session the caller opened or may use; ``user_id`` is whom a
+        store that has not created it yet creates it for) with ``metadata``. Raises ``NotImplementedError`` when
+        :attr:`keeps_session_metadata` is False: callers refuse metadata first."""
         raise NotImplementedError(f"{type(self).__name__} keeps no session metadata")
 
     @abstractmethod

@@ -254,8 +254,9 @@ class LocalMemory(Memory):
         session = self._sessions.get(session_id)
         return dict(session.metadata) if session is not None and session.metadata else {}
 
-    async def set_session_metadata(self, session_id: str, metadata: dict[str, str]) -> None:
-        """Replace the session's metadata (nothing when the session is not held); O(size of ``metadata``)."""
+    async def set_session_metadata(self, session_id: str, metadata: dict[str, str], user_id: str | None = None) -> None:
+        """Replace the session's metadata (nothing when the session is not held: ``user_id`` creates nothing);
+        O(size of ``metadata``)."""
         session = self._sessions.get(session_id)
         if session is not None:
             session.metadata = dict(metadata) or None

@@ -388,8 +388,9 @@ def test_fuzz_the_ids_in_the_paths(setup, id_, item, route):
 
 
 async def test_with_the_memory_service_a_conversation_lives_in_the_store(memory_db, model):
-    """Bound to the memory service (real Postgres): a conversation's items are in the store, another replica serves
-    it, and ``metadata`` is refused (the store keeps no session metadata) rather than dropped."""
+    """Bound to the memory service (real Postgres): a conversation's items and metadata are in the store (an empty
+    conversation with metadata too), another replica serves and updates them, refuses them to another user, and
+    deleting the conversation erases its session there."""
     env = {"MEMORY_STORE_ENDPOINT": "", "AUTH_TRUSTED_USER_HEADER": HEADER}
     async with memory_service(service_env(memory_db)) as store:
         env["MEMORY_STORE_ENDPOINT"] = store
@@ -401,21 +402,31 @@ async def test_with_the_memory_service_a_conversation_lives_in_the_store(memory_
 
         async with running_agent(model, "helper", **env) as first:
             alice = first.openai(default_headers={HEADER: "alice"})
-            body = _refused(lambda: alice.conversations.create(metadata={"k": "v"}))
-            assert (body["param"], body["code"]) == ("metadata", "unsupported_value")
-            created = alice.conversations.create(items=[user("kept in the store")])
+            created = alice.conversations.create(items=[user("kept in the store")], metadata={"k": "v"})
+            empty = alice.conversations.create(metadata={"only": "metadata"})
             wait_until(lambda: len(held(created.id)) == 1, within=30, message="the item in the store")
         async with running_agent(model, "helper", **env) as replica:
             alice = replica.openai(default_headers={HEADER: "alice"})
-            assert alice.conversations.retrieve(created.id).created_at == created.created_at
+            got = alice.conversations.retrieve(created.id)
+            assert (got.created_at, got.metadata) == (created.created_at, {"k": "v"})
+            assert alice.conversations.retrieve(empty.id).metadata == {"only": "metadata"}
             (item,) = alice.conversations.items.list(created.id).data
             assert item.content[0].text == "kept in the store"
-            with pytest.raises(openai.PermissionDeniedError):
-                replica.openai(default_headers={HEADER: "bob"}).conversations.retrieve(created.id)
+            bob = replica.openai(default_headers={HEADER: "bob"})
+            for call in (
+                lambda: bob.conversations.retrieve(created.id),
+                lambda: bob.conversations.update(created.id, metadata={"k": "stolen"}),
+            ):
+                with pytest.raises(openai.PermissionDeniedError):
+                    call()
+            assert alice.conversations.update(created.id, metadata={"k": "w"}).metadata == {"k": "w"}
+            assert alice.conversations.retrieve(created.id).metadata == {"k": "w"}
             alice.conversations.delete(created.id)
             assert held(created.id) == []
             with pytest.raises(openai.NotFoundError):
                 alice.conversations.retrieve(created.id)
+            answer = stored.get(f"/v1/sessions/{created.id}/metadata", params={"app_name": "helper"})
+            assert answer.status_code == 404
         stored.close()
 
 

@@ -373,7 +373,7 @@ async def test_a_session_is_shown_and_keeps_its_metadata_without_being_touched()
     assert await memory.session_metadata(second) == {}
 
 
-async def test_null_and_remote_memories_keep_no_session_metadata():
+async def test_null_memory_keeps_no_session_metadata():
     null = NullMemory()
     assert (null.keeps_session_metadata, await null.session_info("ses_x"), await null.session_metadata("ses_x")) == (
         False,
@@ -382,4 +382,4 @@ async def test_null_and_remote_memories_keep_no_session_metadata():
     )
     with pytest.raises(NotImplementedError):
         await null.set_session_metadata("ses_x", {"k": "v"})
-    assert RemoteMemory.keeps_session_metadata is False
+    assert RemoteMemory.keeps_session_metadata is True  # in the memory service (tests/integration)

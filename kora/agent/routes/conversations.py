@@ -17,9 +17,9 @@ A conversation id is a session id, so a conversation created here is continued b
 its session (:meth:`kora.memory.Memory.check_reader`): a verified user's is theirs alone (403
 ``session_forbidden`` for anyone else), one started anonymously is anyone's who knows its id. An id that names no
 session (or breaks the session id rule) is a 404 ``conversation_not_found``, an item the conversation does not
-hold a 404 ``item_not_found``. ``metadata`` is kept where the memory keeps session metadata (the agent's own
-memory); with the memory service, a non-empty ``metadata`` is refused (400), and with memory disabled
-conversations are (400 ``memory_disabled``). A refused request stores nothing.
+hold a 404 ``item_not_found``. ``metadata`` is kept with the session (the agent's own memory, or the memory
+service); a memory that keeps none refuses a non-empty one (400), and with memory disabled conversations are
+refused (400 ``memory_disabled``). A refused request stores nothing.
 """
 
 from __future__ import annotations
@@ -64,8 +64,7 @@ def add_conversation_routes(router: APIRouter, state: AgentState) -> None:
     def check_metadata(metadata: dict[str, str]) -> None:
         if metadata and not memory.keeps_session_metadata:
             raise RequestError(
-                "Unsupported value: 'metadata' is not kept by this agent's memory (the memory service keeps no "
-                "conversation metadata); leave it empty.",
+                "Unsupported value: 'metadata' is not kept by this agent's memory; leave it empty.",
                 code="unsupported_value",
                 param="metadata",
             )
@@ -98,7 +97,7 @@ def add_conversation_routes(router: APIRouter, state: AgentState) -> None:
         events = item_events(items, [])
         session_id = await open_session(memory, new_conversation_id(), agent_name, identity)
         if metadata:
-            await memory.set_session_metadata(session_id, metadata)
+            await memory.set_session_metadata(session_id, metadata, identity.user_id)
         if events:
             await memory.add_events(session_id, events)
         info = await memory.session_info(session_id)
@@ -115,7 +114,8 @@ def add_conversation_routes(router: APIRouter, state: AgentState) -> None:
         metadata = update_body(decode_body(await request.body()))
         check_metadata(metadata)
         if memory.keeps_session_metadata:
-            await memory.set_session_metadata(conversation_id, metadata)
+            user_id = (await state.identity.resolve(request.headers)).user_id
+            await memory.set_session_metadata(conversation_id, metadata, user_id)
         return await shown(info)
 
     @router.delete("/v1/conversations/{conversation_id}")
