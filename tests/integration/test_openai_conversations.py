@@ -389,7 +389,7 @@ def test_fuzz_the_ids_in_the_paths(setup, id_, item, route):
 
 async def test_with_the_memory_service_a_conversation_lives_in_the_store(memory_db, model):
     """Bound to the memory service (real Postgres): a conversation's items and metadata are in the store (an empty
-    conversation with metadata too), another replica serves and updates them, refuses them to another user, and
+    conversation too), another replica serves and updates them, refuses them to another user, and
     deleting the conversation erases its session there."""
     env = {"MEMORY_STORE_ENDPOINT": "", "AUTH_TRUSTED_USER_HEADER": HEADER}
     async with memory_service(service_env(memory_db)) as store:
@@ -404,12 +404,17 @@ async def test_with_the_memory_service_a_conversation_lives_in_the_store(memory_
             alice = first.openai(default_headers={HEADER: "alice"})
             created = alice.conversations.create(items=[user("kept in the store")], metadata={"k": "v"})
             empty = alice.conversations.create(metadata={"only": "metadata"})
+            bare = alice.conversations.create()
             wait_until(lambda: len(held(created.id)) == 1, within=30, message="the item in the store")
         async with running_agent(model, "helper", **env) as replica:
             alice = replica.openai(default_headers={HEADER: "alice"})
             got = alice.conversations.retrieve(created.id)
             assert (got.created_at, got.metadata) == (created.created_at, {"k": "v"})
             assert alice.conversations.retrieve(empty.id).metadata == {"only": "metadata"}
+            assert (alice.conversations.retrieve(bare.id).metadata, alice.conversations.items.list(bare.id).data) == (
+                {},
+                [],
+            )
             (item,) = alice.conversations.items.list(created.id).data
             assert item.content[0].text == "kept in the store"
             bob = replica.openai(default_headers={HEADER: "bob"})

@@ -96,7 +96,7 @@ def add_conversation_routes(router: APIRouter, state: AgentState) -> None:
         check_metadata(metadata)
         events = item_events(items, [])
         session_id = await open_session(memory, new_conversation_id(), agent_name, identity)
-        if metadata:
+        if memory.keeps_session_metadata:  # also makes a store create the session now, not with its first write
             await memory.set_session_metadata(session_id, metadata, identity.user_id)
         if events:
             await memory.add_events(session_id, events)
