@@ -30,6 +30,7 @@ from fastapi import FastAPI
 from kora.agent.a2a.lazy import LazyA2A, a2a_refusal
 from kora.agent.routes.ag_ui import add_ag_ui_routes
 from kora.agent.routes.chat import add_chat_routes
+from kora.agent.routes.conversations import add_conversation_routes
 from kora.agent.routes.errors import install_error_handlers
 from kora.agent.routes.memory import add_memory_routes
 from kora.agent.routes.probes import add_probe_routes
@@ -109,7 +110,7 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
     # router tries routes in order and no two paths overlap, so the turns' routes come first (a chat turn matched
     # 17 routes before; /metrics stays in front, see kora.core.telemetry.http).
     turns = (add_chat_routes, add_responses_routes, add_ag_ui_routes)
-    for add_routes in (*turns, add_probe_routes, add_tool_routes, add_memory_routes):
+    for add_routes in (*turns, add_conversation_routes, add_probe_routes, add_tool_routes, add_memory_routes):
         add_routes(app.router, state)
     a2a.add_routes(app.router)
     if settings.task_store_type == "postgres":

@@ -275,17 +275,25 @@ def chat_body(body: Mapping[str, Any], pending: list[ClientCall] | None = None) 
     """The Chat Completions body a Responses request means; ``pending``: the calls of the previous response,
     shown before ``function_call_output`` items that answer them. Fields neither API knows keep their names, so
     the chat rules refuse them. Raises :class:`~kora.core.errors.RequestError` for items and tools Kora does not
-    serve and for ``store: false`` (a turn is kept in its session)."""
+    serve, and for ``background`` with ``store: false`` or ``stream`` (it is polled from the store)."""
     for name in ("store", "background"):
         if body.get(name) is not None and not isinstance(body.get(name), bool):
             raise _refuse(f"Invalid type for '{name}': expected a boolean.", name, "invalid_type")
     if body.get("background"):
-        raise _refuse(
-            "Unsupported value: 'background' must be false: this agent answers a response while the request is "
-            "open (stream it for progress); background responses, and so cancelling them, are not served.",
-            "background",
-            "unsupported_value",
-        )
+        if body.get("store") is False:
+            raise _refuse(
+                "Invalid value: 'background' needs 'store': a background response is polled with GET "
+                "/v1/responses/{id}, and store: false keeps nothing to poll.",
+                "background",
+                "invalid_value",
+            )
+        if body.get("stream"):
+            raise _refuse(
+                "Unsupported value: a background response is not streamed here: poll it with GET "
+                "/v1/responses/{id}, or stream a response that is not in the background.",
+                "background",
+                "unsupported_value",
+            )
     include = body.get("include")
     if include is not None and not isinstance(include, list):
         raise _refuse("Invalid type for 'include': expected an array of strings.", "include", "invalid_type")
@@ -385,6 +393,7 @@ _ECHOED: Final[Mapping[str, JsonValue]] = {
     "tools": [],
     "text": {"format": {"type": "text"}},
     "store": True,
+    "background": False,
 }
 
 

@@ -144,6 +144,25 @@ class Memory(ABC):
         about a session the agent does not hold; it never creates anything."""
         self.check_access(session_id, user_id)
 
+    async def session_info(self, session_id: str) -> SessionInfo | None:
+        """The session ``session_id`` as :meth:`list_sessions` lists it (None when this memory does not hold it).
+        The default reads the whole listing; in-process memories answer in O(1)."""
+        return next((s for s in await self.list_sessions() if s.session_id == session_id), None)
+
+    #: True when the memory keeps a session's metadata (:meth:`set_session_metadata`): LocalMemory, and RemoteMemory
+    #: in the memory service; NullMemory keeps nothing.
+    keeps_session_metadata: bool = False
+
+    async def session_metadata(self, session_id: str) -> dict[str, str]:
+        """The metadata set on ``session_id`` (``{}`` when none was set or the memory keeps none)."""
+        return {}
+
+    async def set_session_metadata(self, session_id: str, metadata: dict[str, str], user_id: str | None = None) -> None:
+        """Replace the metadata of ``session_id`` (a session the caller opened or may use; ``user_id`` is whom a
+        store that has not created it yet creates it for) with ``metadata``. Raises ``NotImplementedError`` when
+        :attr:`keeps_session_metadata` is False: callers refuse metadata first."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no session metadata")
+
     @abstractmethod
     async def delete_session(self, session_id: str) -> bool:
         """Remove a session and its events; True if it existed."""

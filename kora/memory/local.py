@@ -104,6 +104,8 @@ class _Session:
     events: deque[_Stored]
     # Allocated on the first save: most sessions never get a fact, and an empty deque costs ~600 bytes.
     facts: deque[_Fact] | None = None
+    # Set by set_session_metadata (a conversation's metadata); None for the many sessions that have none.
+    metadata: dict[str, str] | None = None
 
 
 def _check_limit(limit: int | None) -> None:
@@ -138,6 +140,9 @@ class LocalMemory(Memory):
     ``app_name`` names the sessions ``add_event``/``save`` create implicitly (the agent's name). Raises
     ``ValueError`` when a bound is < 1. Sessions are listed least recently active first, the eviction order.
     """
+
+    #: A session's metadata is kept with it (a conversation's, ``/v1/conversations``), evicted with it.
+    keeps_session_metadata = True
 
     def __init__(self, max_sessions: int = 1000, max_session_events: int = 500, app_name: str = "agent") -> None:
         if max_sessions < 1:
@@ -227,18 +232,34 @@ class LocalMemory(Memory):
     async def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
         """All sessions (with ``user_id``, those that user started), least recently active first (the order in
         which they would be evicted)."""
-        return [
-            SessionInfo(
-                session_id=s.session_id,
-                app_name=s.app_name,
-                user_id=s.owner if s.owner is not None else ANONYMOUS_USER,
-                created_at=s.created_at,
-                updated_at=s.updated_at,
-                event_count=len(s.events),
-            )
-            for s in self._sessions.values()
-            if user_id is None or s.owner == user_id
-        ]
+        return [self._info(s) for s in self._sessions.values() if user_id is None or s.owner == user_id]
+
+    async def session_info(self, session_id: str) -> SessionInfo | None:
+        """The session as :meth:`list_sessions` lists it, None when not held; O(1), no reordering."""
+        session = self._sessions.get(session_id)
+        return None if session is None else self._info(session)
+
+    def _info(self, session: _Session) -> SessionInfo:
+        return SessionInfo(
+            session_id=session.session_id,
+            app_name=session.app_name,
+            user_id=session.owner if session.owner is not None else ANONYMOUS_USER,
+            created_at=session.created_at,
+            updated_at=session.updated_at,
+            event_count=len(session.events),
+        )
+
+    async def session_metadata(self, session_id: str) -> dict[str, str]:
+        """The metadata set on the session (``{}``: none, or the session is not held); O(1)."""
+        session = self._sessions.get(session_id)
+        return dict(session.metadata) if session is not None and session.metadata else {}
+
+    async def set_session_metadata(self, session_id: str, metadata: dict[str, str], user_id: str | None = None) -> None:
+        """Replace the session's metadata (nothing when the session is not held: ``user_id`` creates nothing);
+        O(size of ``metadata``)."""
+        session = self._sessions.get(session_id)
+        if session is not None:
+            session.metadata = dict(metadata) or None
 
     async def delete_session(self, session_id: str) -> bool:
         """Remove the session with its events and facts; True if it existed."""

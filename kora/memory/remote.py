@@ -79,6 +79,8 @@ from kora.memory.wire import (
     RecallRequest,
     RecallResult,
     SessionList,
+    SessionMetadata,
+    SessionMetadataWrite,
     scope_rank,
 )
 
@@ -355,6 +357,48 @@ class RemoteMemory(Memory):
         return [
             s if s.user_id is not None else s.model_copy(update={"user_id": ANONYMOUS_USER}) for s in listed.sessions
         ]
+
+    async def session_info(self, session_id: str) -> SessionInfo | None:
+        """The session as the local window holds it (a session this replica opened, which the store creates with
+        its first write), else as the store has it (one request); None when neither holds it. Raises
+        :class:`~kora.core.errors.Unavailable` when the store cannot be reached."""
+        if self._local.holds(session_id):
+            return await self._local.session_info(session_id)
+        try:
+            found = await self._call(
+                "GET", f"/v1/sessions/{session_id}", SessionInfo, params={"app_name": self.app_name}
+            )
+        except StoreRefused:
+            return None
+        except StoreUnreachable as error:
+            raise self._unavailable(error) from error
+        return found if found.user_id is not None else found.model_copy(update={"user_id": ANONYMOUS_USER})
+
+    #: The store keeps a session's metadata (``/v1/sessions/{id}/metadata``).
+    keeps_session_metadata = True
+
+    async def session_metadata(self, session_id: str) -> dict[str, str]:
+        """The metadata the store keeps for the session (``{}`` for a session it does not hold). Raises
+        :class:`~kora.core.errors.Unavailable` when the store cannot be reached."""
+        try:
+            found = await self._call(
+                "GET", f"/v1/sessions/{session_id}/metadata", SessionMetadata, params={"app_name": self.app_name}
+            )
+        except StoreRefused:
+            return {}
+        except StoreUnreachable as error:
+            raise self._unavailable(error) from error
+        return found.metadata
+
+    async def set_session_metadata(self, session_id: str, metadata: dict[str, str], user_id: str | None = None) -> None:
+        """Replace the session's metadata in the store, which creates the session for ``user_id`` when its first
+        write has not yet. Raises :class:`~kora.core.errors.Unavailable` when the
+        store cannot be reached or refuses it (nothing is kept locally: a later read would not find it)."""
+        body = SessionMetadataWrite(app_name=self.app_name, user_id=user_id, metadata=metadata)
+        try:
+            await self._call("PUT", f"/v1/sessions/{session_id}/metadata", SessionMetadata, body=body)
+        except (StoreRefused, StoreUnreachable) as error:
+            raise self._unavailable(error) from error
 
     async def check_reader(self, session_id: str, user_id: str | None) -> None:
         """What the local window knows; for a session it does not hold, the owner the store has (one request).

@@ -100,6 +100,28 @@ class SessionCreate(_Body):
     user_id: Identifier | None = None
 
 
+#: A session's metadata as OpenAI bounds a conversation's: at most 16 pairs, keys of at most 64 characters, values
+#: of at most 512.
+MetadataMap = Annotated[
+    dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=512)]], Field(max_length=16)
+]
+
+
+class SessionMetadataWrite(_Body):
+    """``PUT /v1/sessions/{id}/metadata``: replace the metadata of ``app_name``'s session, created for ``user_id``
+    when missing (another user's session: 403 ``session_forbidden``)."""
+
+    app_name: Identifier
+    user_id: Identifier | None = None
+    metadata: MetadataMap
+
+
+class SessionMetadata(BaseModel):
+    """A session's metadata (``GET`` / ``PUT /v1/sessions/{id}/metadata``)."""
+
+    metadata: dict[str, str]
+
+
 class SessionList(BaseModel):
     """``GET /v1/sessions``: sessions, oldest first."""
 

@@ -35,6 +35,8 @@ AGENT_ROUTES: list[tuple[str, str, dict[str, object]]] = [
     ("POST", "/v1/sessions", {"app_name": APP, "session_id": "s1", "user_id": "alice"}),
     ("GET", "/v1/sessions", {"app_name": APP}),
     ("GET", "/v1/sessions/s1", {"app_name": APP}),
+    ("PUT", "/v1/sessions/s1/metadata", {"app_name": APP, "user_id": "alice", "metadata": {"k": "v"}}),
+    ("GET", "/v1/sessions/s1/metadata", {"app_name": APP}),
     ("POST", "/v1/sessions/s1/events", {"app_name": APP, "user_id": "alice", "events": [_event("hi")]}),
     ("GET", "/v1/sessions/s1/events", {"app_name": APP}),
     ("GET", "/v1/events", {"app_name": APP}),

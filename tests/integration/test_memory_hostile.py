@@ -170,6 +170,23 @@ def test_unstorable_event_fields_are_a_400_and_nothing_is_stored(
     assert_unchanged(target)
 
 
+def test_session_metadata_beyond_openais_bounds_is_a_400_and_nothing_changes(target: Target) -> None:
+    for metadata in (
+        {str(i): "v" for i in range(17)},
+        {"k" * 65: "v"},
+        {"k": "v" * 513},
+        {"k": 5},
+        {"k": "a\u0000b"},
+        "text",
+    ):
+        body = json.dumps({"app_name": APP, "user_id": USER, "metadata": metadata})
+        response = send(target, "PUT", f"/v1/sessions/{SESSION}/metadata", body)
+        assert response.status_code == 400, (metadata, response.text)
+    assert_unchanged(target)
+    unknown = send(target, "GET", "/v1/sessions/nobody-has-this/metadata", query=f"app_name={APP}")
+    assert unknown.status_code == 404
+
+
 def test_values_at_the_edges_are_stored_and_read_back(target: Target) -> None:
     """What the database can hold is kept as sent: integers beyond int64, naive timestamps (taken as UTC), years
     1 and 9999, and a text too long for one full-text entry (its search text is cut, the content is whole)."""
@@ -291,6 +308,7 @@ GET_ROUTES: dict[tuple[str, str], dict[str, str]] = {
     ("GET", "/v1/sessions"): {"app_name": APP, "user_id": USER, "limit": "5"},
     ("GET", "/v1/sessions/{id}"): {"app_name": APP},
     ("DELETE", "/v1/sessions/{id}"): {"app_name": APP},
+    ("GET", "/v1/sessions/{id}/metadata"): {"app_name": APP},
     ("GET", "/v1/sessions/{id}/events"): {"app_name": APP, "event_type": "user_message", "limit": "5"},
     ("GET", "/v1/events"): {"app_name": APP, "limit": "5"},
     ("GET", "/v1/facts"): {

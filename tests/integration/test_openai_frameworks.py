@@ -236,3 +236,39 @@ async def test_openai_agents_sdk_keeps_its_conversation_in_a_kora_session(kora):
     assert contents[0] == "weather in Oslo?"
     assert contents[-2:] == ["Tool result: sunny in Oslo", "thanks"]
     assert {e["metadata"].get("response_id") for e in kora.agent.events(conversation)} >= {result.last_response_id}
+
+
+async def test_openai_agents_sdk_keeps_its_session_in_kora_conversations(kora):
+    """The SDK's ``OpenAIConversationsSession`` keeps a run's items with the Conversations API: Kora creates the
+    conversation, stores the input, the call it handed out, the SDK's result and the answer as the session's events,
+    and gives them back as the next run's history. Removing one item (``pop_item``) is refused: a session's events
+    are erased together."""
+    import openai
+    from agents import Agent, OpenAIConversationsSession, Runner, function_tool
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=kora.base_url, api_key="unused", max_retries=0)
+    session = OpenAIConversationsSession(openai_client=client)
+    agent = Agent(name="weather", tools=[function_tool(get_weather)], model=agents_model(kora, "responses"))
+    result = await Runner.run(agent, "weather in Oslo?", session=session)
+    assert result.final_output == "Tool result: sunny in Oslo"
+    assert kora.agent.event_types(session.session_id) == ["user_message", "tool_call", "tool_result", "agent_response"]
+    later = await Runner.run(agent, "thanks", session=session)
+    assert later.final_output == "You said: thanks"
+    contents = [m.get("content") for m in kora.model.requests[-1]["messages"] if m["role"] != "system"]
+    assert (contents[0], contents[-2:]) == ("weather in Oslo?", ["Tool result: sunny in Oslo", "thanks"])
+    items = await session.get_items()
+    assert [item["type"] for item in items] == [
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+        "message",
+        "message",
+    ]
+    assert (await session.get_items(limit=1))[0]["content"][0]["text"] == "You said: thanks"
+    with pytest.raises(openai.BadRequestError):
+        await session.pop_item()
+    conversation = session.session_id
+    await session.clear_session()  # deletes the conversation: its session is erased
+    assert conversation not in {s["session_id"] for s in kora.agent.get("/memory/sessions").json()["sessions"]}

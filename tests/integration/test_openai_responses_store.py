@@ -1,7 +1,7 @@
 """Stored responses of the Responses API, as the ``openai`` SDK uses them against a real agent (scripted model):
 ``responses.retrieve`` / ``delete`` / ``cancel``, ``store: false``, ``previous_response_id`` chaining,
-``conversation`` (a session named by the client), the refused ``background``, who may read and delete a
-response, and hostile ids on the new routes."""
+``conversation`` (a session named by the client), ``background`` responses polled and cancelled, who may read
+and delete a response, and hostile ids on the new routes."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from kora.scripted import ErrorReply, Match, Rule, ToolCall, ToolCallReply
+from kora.scripted import ErrorReply, Match, Rule, TextReply, ToolCall, ToolCallReply
 from tests.support.agent import RunningAgent, running_agent, served_agent, wait_until
 from tests.support.hostile import any_text, assert_handled
 from tests.support.memory import ADMIN, memory_service, service_env
@@ -143,9 +143,10 @@ def test_the_deletion_answer_is_openais(s):
     assert answer.json() == {"id": created.id, "object": "response.deleted", "deleted": True}
 
 
-def test_cancel_is_refused_as_no_response_runs_in_the_background(s):
+def test_only_a_background_response_can_be_cancelled(s):
     client = s.client()
     created = client.responses.create(model="helper", input="quick")
+    assert created.background is False
     with pytest.raises(openai.BadRequestError) as error:
         client.responses.cancel(created.id)
     assert error.value.body["code"] == "unsupported_value"
@@ -153,10 +154,94 @@ def test_cancel_is_refused_as_no_response_runs_in_the_background(s):
     assert client.responses.retrieve(created.id).status == "completed"
     with pytest.raises(openai.NotFoundError):
         client.responses.cancel(f"resp_{b'nope'.hex()}_{uuid.uuid4().hex[:16]}")
-    with pytest.raises(openai.BadRequestError) as error:
-        client.responses.create(model="helper", input="later", background=True)
-    assert (error.value.body["param"], error.value.body["code"]) == ("background", "unsupported_value")
     assert client.responses.create(model="helper", input="now", background=False).output_text == "You said: now"
+
+
+def test_a_background_response_is_answered_at_once_and_polled_to_its_end(s):
+    client = s.client("alice")
+    s.model.enqueue(TextReply("done at last", delay_seconds=2))
+    created = client.responses.create(model="helper", input="take your time", background=True)
+    assert (created.status, created.background, created.output, created.usage) == ("queued", True, [], None)
+    wait_until(lambda: len(s.model.requests) == 1, within=60, message="the background turn asking the model")
+    assert client.responses.retrieve(created.id).status in ("in_progress", "completed")
+    wait_until(lambda: client.responses.retrieve(created.id).status == "completed", within=60, message="the turn's end")
+    done = client.responses.retrieve(created.id)
+    assert (done.output_text, done.background, done.usage.total_tokens > 0) == ("done at last", True, True)
+    # Another user may not poll it; the next response continues its conversation.
+    with pytest.raises(openai.PermissionDeniedError):
+        s.client("bob").responses.retrieve(created.id)
+    after = client.responses.create(model="helper", input="and then?", previous_response_id=created.id)
+    assert after.output_text == "You said: and then?"
+    # Cancelling a background response that ended answers it as it ended.
+    assert client.responses.cancel(created.id).status == "completed"
+
+
+def test_a_background_response_is_cancelled_while_it_runs(s):
+    client = s.client()
+    s.model.enqueue(TextReply("never seen", delay_seconds=120))
+    created = client.responses.create(model="helper", input="a long job", background=True)
+    wait_until(lambda: len(s.model.requests) == 1, within=60, message="the background turn asking the model")
+    assert client.responses.retrieve(created.id).status == "in_progress"
+    cancelled = client.responses.cancel(created.id)
+    assert (cancelled.id, cancelled.status, cancelled.output_text) == (created.id, "cancelled", "")
+    assert client.responses.retrieve(created.id).status == "cancelled"
+    session = s.session_holding(created.id)
+    assert [e["event_type"] for e in s.agent.events(session)] == ["user_message", "error"]
+    assert s.agent.events(session)[-1]["content"]["error_type"] == "cancelled"
+
+
+def test_deleting_a_running_background_response_stops_it_and_keeps_nothing(s):
+    client = s.client()
+    s.model.enqueue(TextReply("never seen", delay_seconds=120))
+    raw = client.responses.with_raw_response.create(model="helper", input="a long job", background=True)
+    created, session = raw.parse(), raw.headers["X-Session-ID"]
+    wait_until(lambda: len(s.model.requests) == 1, within=60, message="the background turn asking the model")
+    client.responses.delete(created.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(created.id)
+    assert s.agent.events(session) == []
+    assert session not in {e["session_id"] for e in s.agent.get("/memory/sessions").json()["sessions"]}
+
+
+def test_a_background_response_queued_behind_its_session_is_cancelled_before_it_starts(s):
+    """Two background responses of one conversation: the second waits for the first's session; cancelled there,
+    it never asks the model and still reads back as cancelled, its prompt kept."""
+    client = s.client()
+    conversation = f"conv_{uuid.uuid4().hex}"
+    s.model.enqueue(TextReply("first answer", delay_seconds=120))
+    first = client.responses.create(model="helper", input="one", conversation=conversation, background=True)
+    wait_until(lambda: len(s.model.requests) == 1, within=60, message="the first turn asking the model")
+    second = client.responses.create(model="helper", input="two", conversation=conversation, background=True)
+    assert client.responses.cancel(second.id).status == "cancelled"
+    assert client.responses.cancel(first.id).status == "cancelled"
+    assert len(s.model.requests) == 1
+    # Each turn's events are stored as it ends: the second's (cancelled first) come first.
+    assert [(e["event_type"], e["metadata"]["response_id"]) for e in s.agent.events(conversation)] == [
+        ("user_message", second.id),
+        ("error", second.id),
+        ("user_message", first.id),
+        ("error", first.id),
+    ]
+
+
+def test_a_background_response_whose_turn_fails_reads_back_as_failed(s):
+    client = s.client()
+    s.model.enqueue(ErrorReply(500, "the model broke"))
+    created = client.responses.create(model="helper", input="fail later", background=True)
+    wait_until(lambda: client.responses.retrieve(created.id).status != "in_progress", within=60, message="its end")
+    failed = client.responses.retrieve(created.id)
+    assert (failed.status, failed.error.code, failed.background) == ("failed", "server_error", True)
+    assert "the model broke" in failed.error.message
+
+
+def test_background_is_refused_with_store_false_or_stream(s):
+    client = s.client()
+    before = s.agent.get("/memory/sessions").json()
+    for extra, code in (({"store": False}, "invalid_value"), ({"stream": True}, "unsupported_value")):
+        with pytest.raises(openai.BadRequestError) as error:
+            client.responses.create(model="helper", input="later", background=True, **extra)
+        assert (error.value.body["param"], error.value.body["code"]) == ("background", code)
+    assert s.agent.get("/memory/sessions").json() == before
 
 
 def _sent(s: Setup) -> list[object]:
@@ -452,6 +537,14 @@ def test_every_answer_validates_against_openais_own_types(s):
         streamed = httpx.post(url, json={"model": "helper", "stream": True, **body}, timeout=30)
         kinds = [events.validate_python(event).type for event in _sse(streamed)]
         assert kinds[-1] in ("response.completed", "response.incomplete")
+    queued = httpx.post(url, json={"model": "helper", "input": "later", "background": True}, timeout=30).json()
+    assert Response.model_validate(queued).status == "queued"
+    wait_until(
+        lambda: httpx.get(f"{url}/{queued['id']}", timeout=30).json()["status"] == "completed",
+        within=60,
+        message="the background response's end",
+    )
+    Response.model_validate(httpx.get(f"{url}/{queued['id']}", timeout=30).json())
     s.model.enqueue(ErrorReply(500, "the model broke"))
     failed = _sse(httpx.post(url, json={"model": "helper", "input": "x", "stream": True}, timeout=30))
     end = events.validate_python(failed[-1])

@@ -42,6 +42,14 @@ def test_every_endpoint_is_a_route_of_the_app_itself() -> None:
         ("/v1/responses/{response_id}", ["DELETE"]),
         ("/v1/responses/{response_id}/cancel", ["POST"]),
         ("/ag-ui", ["POST"]),
+        ("/v1/conversations", ["POST"]),
+        ("/v1/conversations/{conversation_id}", ["GET"]),
+        ("/v1/conversations/{conversation_id}", ["POST"]),
+        ("/v1/conversations/{conversation_id}", ["DELETE"]),
+        ("/v1/conversations/{conversation_id}/items", ["GET"]),
+        ("/v1/conversations/{conversation_id}/items", ["POST"]),
+        ("/v1/conversations/{conversation_id}/items/{item}", ["GET"]),
+        ("/v1/conversations/{conversation_id}/items/{item}", ["DELETE"]),
         ("/health", ["GET"]),
         ("/ready", ["GET"]),
         ("/tools", ["GET"]),
@@ -103,4 +111,24 @@ def test_openapi_operation_ids_are_stable() -> None:
         ),
         ("/v1/responses/{response_id}", "delete"): "delete_response_v1_responses__response_id__delete",
         ("/v1/responses/{response_id}/cancel", "post"): "cancel_response_v1_responses__response_id__cancel_post",
+        ("/v1/conversations", "post"): "create_conversation_v1_conversations_post",
+        ("/v1/conversations/{conversation_id}", "get"): "retrieve_conversation_v1_conversations__conversation_id__get",
+        ("/v1/conversations/{conversation_id}", "post"): (
+            "update_conversation_v1_conversations__conversation_id__post"
+        ),
+        ("/v1/conversations/{conversation_id}", "delete"): (
+            "delete_conversation_v1_conversations__conversation_id__delete"
+        ),
+        ("/v1/conversations/{conversation_id}/items", "get"): (
+            "list_items_v1_conversations__conversation_id__items_get"
+        ),
+        ("/v1/conversations/{conversation_id}/items", "post"): (
+            "create_items_v1_conversations__conversation_id__items_post"
+        ),
+        ("/v1/conversations/{conversation_id}/items/{item}", "get"): (
+            "retrieve_item_v1_conversations__conversation_id__items__item__get"
+        ),
+        ("/v1/conversations/{conversation_id}/items/{item}", "delete"): (
+            "delete_item_v1_conversations__conversation_id__items__item__delete"
+        ),
     }

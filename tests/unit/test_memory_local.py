@@ -352,3 +352,34 @@ def test_build_memory_picks_the_implementation():
     assert isinstance(remote, RemoteMemory)
     assert (remote.endpoint, remote.app_name, remote.max_read_scope) == ("http://store:8000", "bot", "agent")
     assert (remote.failure_mode, remote.rolling_summary, remote.token_budget) == ("strict", True, 300)
+
+
+async def test_a_session_is_shown_and_keeps_its_metadata_without_being_touched():
+    memory = LocalMemory(max_sessions=2)
+    first = await memory.create_session("app", "alice")
+    second = await memory.create_session("app")
+    await memory.set_session_metadata(first, {"topic": "fruit"})
+    info = await memory.session_info(first)
+    assert info is not None
+    assert (info.session_id, info.user_id, info.event_count) == (first, "alice", 0)
+    assert await memory.session_metadata(first) == {"topic": "fruit"}
+    assert (await memory.session_info("ses_unknown"), await memory.session_metadata("ses_unknown")) == (None, {})
+    await memory.set_session_metadata("ses_unknown", {"k": "v"})  # not held: nothing is created
+    assert await memory.session_info("ses_unknown") is None
+    # Reads do not make a session more recent: the first is still evicted first.
+    await memory.create_session("app")
+    assert (await memory.session_info(first), (await memory.session_info(second)) is not None) == (None, True)
+    await memory.set_session_metadata(second, {})
+    assert await memory.session_metadata(second) == {}
+
+
+async def test_null_memory_keeps_no_session_metadata():
+    null = NullMemory()
+    assert (null.keeps_session_metadata, await null.session_info("ses_x"), await null.session_metadata("ses_x")) == (
+        False,
+        None,
+        {},
+    )
+    with pytest.raises(NotImplementedError):
+        await null.set_session_metadata("ses_x", {"k": "v"})
+    assert RemoteMemory.keeps_session_metadata is True  # in the memory service (tests/integration)

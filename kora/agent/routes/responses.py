@@ -13,10 +13,12 @@ false`` runs the turn without storing anything (no session is created; one named
 
 Stored responses: ``GET /v1/responses/{id}`` answers one as it was answered, read back from its turn's events
 (:func:`kora.agent.responses_api.stored_response`); ``DELETE`` erases its session (a session's events are erased
-together); ``GET .../input_items`` lists its input (``after``, ``limit``, ``order``); ``POST .../cancel`` is a
-400, as no response runs in the background. Who may read, continue or delete a response is who may use its
-session (:meth:`kora.memory.Memory.check_reader`: 403 ``session_forbidden``); one not held is a 404
-(``response_not_found``, or ``previous_response_not_found`` when a request names it).
+together); ``GET .../input_items`` lists its input (``after``, ``limit``, ``order``). ``background: true``
+runs the turn as a task and answers at once (``queued``); ``GET`` shows it ``in_progress`` until it ends and
+``POST .../cancel`` cancels it (:mod:`kora.agent.routes.background`); cancelling any other response is a 400.
+Who may read, continue or delete a response is who may use its session (:meth:`kora.memory.Memory.check_reader`:
+403 ``session_forbidden``); one not held is a 404 (``response_not_found``, or ``previous_response_not_found``
+when a request names it).
 
 Streamed: ``response.created``, ``response.in_progress``, the message's ``response.output_item.added``,
 ``response.content_part.added``, ``response.output_text.delta`` ..., ``.done`` events, each function call's
@@ -45,7 +47,6 @@ from kora.agent.responses_api import (
     check_previous,
     conversation_of,
     input_items,
-    item_page,
     latest_response,
     pending_calls,
     response_fields,
@@ -56,8 +57,10 @@ from kora.agent.responses_api import (
     stored_response,
     turn_events,
 )
+from kora.agent.routes.background import BackgroundResponses
 from kora.agent.routes.chat import chat_turn, event_stream, requested_session
 from kora.agent.routes.errors import error_response
+from kora.agent.routes.queries import PAGE_PARAMS, page, refuse_query
 from kora.agent.state import AgentState
 from kora.agent.turn import ResponseRecord, TurnOutcome, TurnRequest
 from kora.core.errors import KoraError, RequestError
@@ -73,6 +76,7 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
     """Add ``POST /v1/responses``, ``GET`` / ``DELETE /v1/responses/{id}``, ``GET /v1/responses/{id}/input_items``
     and ``POST /v1/responses/{id}/cancel`` to ``router``, serving turns with ``state``'s runtime and memory."""
     agent_name = state.settings.agent_name
+    background = BackgroundResponses(state.memory)
 
     @router.post("/v1/responses")
     async def create_response(request: Request) -> Response:
@@ -114,6 +118,15 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         events = ResponseEvents(fields)
         turn = replace(turn, session_id=session_id, response=ResponseRecord(events.id, fields, store))
         headers = {SESSION_HEADER: session_id}
+        if fields["background"] is True:
+            if not fields["store"]:
+                raise RequestError(
+                    "Invalid value: 'background' needs a stored response, and this agent's memory is disabled "
+                    "(MEMORY_ENABLED=false): there would be nothing to poll.",
+                    code="invalid_value",
+                    param="background",
+                )
+            return JSONResponse(background.start(runtime, turn, events), headers=headers)
         if parsed.request.stream and parsed.output is None:
             return event_stream(stream_events(runtime, turn, events), headers)
         try:
@@ -127,7 +140,7 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
     async def held(request: Request, id_: str, served: frozenset[str] = frozenset()) -> tuple[str, list[MemoryEvent]]:
         """The session of response ``id_`` and its events, once the caller may read it (a session of another
         user: 403); 404 for an id that names no session; 400 for a query parameter not ``served``."""
-        _no_query(request, served)
+        refuse_query(request, served)
         identity = await state.identity.resolve(request.headers)
         session_id = session_in(id_)
         if session_id is None:
@@ -138,62 +151,47 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
     @router.get("/v1/responses/{response_id}")
     async def retrieve_response(request: Request, response_id: str) -> Response:
         _, stored = await held(request, response_id)
-        body = stored_response(response_id, stored)
+        body = background.running(response_id) or stored_response(response_id, stored)
         if body is None:
             raise response_not_found(response_id)
         return JSONResponse(body)
 
     @router.get("/v1/responses/{response_id}/input_items")
     async def list_input_items(request: Request, response_id: str) -> Response:
-        _, stored = await held(request, response_id, _PAGE_PARAMS)
+        _, stored = await held(request, response_id, PAGE_PARAMS)
         own = turn_events(stored, response_id)
         if stored_response(response_id, own) is None:
             raise response_not_found(response_id)
-        query = request.query_params
-        limit = query.get("limit", "20")
-        if not (limit.isascii() and limit.isdigit() and 1 <= int(limit) <= 100):
-            raise RequestError(
-                "Invalid value: 'limit' must be an integer from 1 to 100.", code="invalid_value", param="limit"
-            )
-        order = query.get("order", "desc")
-        if order not in ("asc", "desc"):
-            raise RequestError("Invalid value: 'order' must be 'asc' or 'desc'.", code="invalid_value", param="order")
-        return JSONResponse(item_page(input_items(own), query.get("after"), int(limit), order))
+        return JSONResponse(page(request, input_items(own)))
 
     @router.delete("/v1/responses/{response_id}")
     async def delete_response(request: Request, response_id: str) -> Response:
         session_id, stored = await held(request, response_id)
-        if stored_response(response_id, stored) is None:
+        if (background.running(response_id) or stored_response(response_id, stored)) is None:
             raise response_not_found(response_id)
+        await background.cancel_session(session_id)  # a turn still running would store into the erased session
         # A response is a turn of its session, and a session's events are erased together: deleting it erases
-        # the conversation it belongs to (every response chained with it).
+        # the conversation it belongs to (every response chained with it). Its own events alone are no erasure:
+        # the memory service folds older events into the session's rolling summary and extracts facts from them,
+        # and neither gives back one turn; the memory interface erases sessions and users, never single events.
         await state.memory.erase_session(session_id)
         return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
 
     @router.post("/v1/responses/{response_id}/cancel")
     async def cancel_response(request: Request, response_id: str) -> Response:
-        _, stored = await held(request, response_id)
-        if stored_response(response_id, stored) is None:
+        session_id, stored = await held(request, response_id)
+        if await background.cancel(response_id):
+            stored = await state.memory.get_session_events(session_id)
+        body = stored_response(response_id, stored)
+        if body is None:
             raise response_not_found(response_id)
-        raise RequestError(
-            f"Cannot cancel response '{response_id}': only a response created with background=true can be "
-            "cancelled, and this agent runs no background responses (every response has ended when it is answered).",
-            code="unsupported_value",
-        )
-
-
-#: The query parameters of ``GET /v1/responses/{id}/input_items`` (``include`` is refused: nothing is added).
-_PAGE_PARAMS: Final = frozenset({"after", "limit", "order"})
-
-
-def _no_query(request: Request, served: frozenset[str]) -> None:
-    """Refuse query parameters not ``served`` (``include``, ``stream``, ...) on the stored-response routes."""
-    for name in request.query_params:
-        if name in served:
-            continue
-        raise RequestError(
-            f"Unsupported parameter: '{name}' is not supported by this agent.", code="unsupported_parameter", param=name
-        )
+        if body.get("background") is not True:
+            raise RequestError(
+                f"Cannot cancel response '{response_id}': only a response created with background=true can be "
+                "cancelled (every other response has ended when it is answered).",
+                code="unsupported_value",
+            )
+        return JSONResponse(body)  # cancelled, or as it ended when it ended before the cancel
 
 
 def _check_one_session(conversation: str, header: str | None, body: str | None) -> None:

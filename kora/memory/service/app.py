@@ -7,6 +7,8 @@ Routes (all JSON; the OpenAPI document is at ``/openapi.json``):
 ``POST /v1/sessions``                 get or create a session
 ``GET /v1/sessions``                  list sessions (``app_name``, ``user_id``, ``limit``)
 ``GET|DELETE /v1/sessions/{id}``      one session of ``app_name`` (404 when unknown) / remove it
+``/v1/sessions/{id}/metadata``         ``GET`` a session's metadata (a conversation's); ``PUT`` replaces it (creating
+                                      the session)
 ``POST /v1/sessions/{id}/events``     append events (idempotent per event id); queues extraction and folds
 ``GET /v1/sessions/{id}/events``      the session's events (``event_type`` repeated, ``limit``)
 ``POST /v1/sessions/{id}/context``    summary + window + recalled facts for a turn, in one round trip
@@ -30,11 +32,12 @@ without ``app_name``, facts at ``store`` scope, a fact's history, ``jobs``. 401 
 ``admin_only`` for the agent credential on an admin request. Only ``/health`` and ``/ready`` are open.
 
 Sessions belong to the verified user who started them (:func:`kora.memory.base.check_owner`): the routes that
-carry the caller's ``user_id`` (``POST /v1/sessions``, the session's ``events`` write and ``context``, ``recall``
-and ``facts`` naming a ``session_id``) answer 403 ``session_forbidden`` for a session of another user, to another
-verified user and to a request without ``user_id`` alike, and read or change nothing. The routes without a user
-(listing, ``GET`` of a session or its events, ``DELETE``, ``forget``) see every session of the agent they name;
-the agent filters them for its own callers (``/memory/*`` on the agent).
+carry the caller's ``user_id`` (``POST /v1/sessions``, ``PUT`` of a session's ``metadata``, the session's ``events``
+write and ``context``, ``recall`` and ``facts`` naming a ``session_id``) answer 403 ``session_forbidden`` for a
+session of another user, to another verified user and to a request without ``user_id`` alike, and read or change
+nothing. The routes without a user (listing, ``GET`` of a session, its metadata or its events, ``DELETE``,
+``forget``) see every session of the agent they name; the agent filters them for its own callers (``/memory/*`` on
+the agent).
 
 Errors are ``{"error": {"message", "type", "code"}}`` with the status of :mod:`kora.core.errors`: 400 for a
 malformed body or parameter (never FastAPI's 422), for JSON beyond the limits of :mod:`kora.core.limits` and for
@@ -91,6 +94,8 @@ from kora.memory.wire import (
     Scope,
     SessionCreate,
     SessionList,
+    SessionMetadata,
+    SessionMetadataWrite,
 )
 
 log = logging.getLogger("kora.memory")
@@ -221,6 +226,17 @@ def _add_session_routes(router: APIRouter, service: MemoryService) -> None:
     async def get_session(session_id: Identifier, app_name: AppName) -> SessionInfo:
         async with _connection(service) as conn:
             return (await store.require_session(conn, session_id, app_name)).info()
+
+    @router.get("/v1/sessions/{session_id}/metadata")
+    async def get_session_metadata(session_id: Identifier, app_name: AppName) -> SessionMetadata:
+        async with _connection(service) as conn:
+            return SessionMetadata(metadata=await store.session_metadata(conn, session_id, app_name))
+
+    @router.put("/v1/sessions/{session_id}/metadata")
+    async def set_session_metadata(session_id: Identifier, body: SessionMetadataWrite) -> SessionMetadata:
+        async with _connection(service) as conn, conn.transaction():
+            await store.set_session_metadata(conn, session_id, body.app_name, body.user_id, body.metadata)
+        return SessionMetadata(metadata=body.metadata)
 
     @router.delete("/v1/sessions/{session_id}")
     async def delete_session(session_id: Identifier, app_name: AppName) -> Deleted:

@@ -12,7 +12,8 @@ key ``sid``; owner: ``app_name`` and, when verified, ``user_id``), ``events`` (v
 durable background queue; a claimed job has a lease, ``locked_until``), ``erasures`` (one row per erasure, which
 agents replay on their own copies) and ``store_meta`` (the embedding model's name and dimension in use, the store's
 random ``store_id``). A session keeps the window its client asked for last (``window_events``,
-``window_tokens``; None: the store's bounds), which decides what the rolling summary folds.
+``window_tokens``; None: the store's bounds), which decides what the rolling summary folds, and the ``metadata``
+its agent set (a conversation's).
 
 The vector column's dimension follows the embedding model (:func:`ensure_embedding_model`); until one is known
 the column has no dimension and no vector index.
@@ -159,6 +160,11 @@ CREATE INDEX erasures_session ON erasures (session_id) WHERE session_id IS NOT N
 INSERT INTO store_meta (key, value) VALUES ('store_id', gen_random_uuid()::text) ON CONFLICT (key) DO NOTHING;
 """
 
+#: Version 6: a session's metadata (a conversation's, as the agents' ``/v1/conversations`` set it), erased with it.
+_V6 = """
+ALTER TABLE sessions ADD COLUMN metadata jsonb NOT NULL DEFAULT '{}'::jsonb;
+"""
+
 #: Most dimensions pgvector's HNSW index takes for ``halfvec`` (for ``vector``: 2 000).
 HNSW_MAX_DIMENSIONS = 4000
 
@@ -184,7 +190,7 @@ END $$;
 """
 
 #: Migrations in order: ``MIGRATIONS[i]`` brings the schema from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 
 
 def index_expression(value: str, dimension: int) -> str:

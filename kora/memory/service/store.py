@@ -162,6 +162,27 @@ async def require_session(conn: Conn, session_id: str, app_name: str) -> Session
     return session
 
 
+async def session_metadata(conn: Conn, session_id: str, app_name: str) -> dict[str, str]:
+    """The metadata of ``app_name``'s session; raises :class:`~kora.core.errors.NotFound` when it has no such
+    session."""
+    cur = await conn.execute(
+        "SELECT metadata FROM sessions WHERE app_name = %s AND session_id = %s", (app_name, session_id)
+    )
+    row = await cur.fetchone()
+    if row is None:
+        raise NotFound(f"agent {app_name!r} has no session {session_id!r}")
+    return dict(row[0])
+
+
+async def set_session_metadata(
+    conn: Conn, session_id: str, app_name: str, user_id: str | None, metadata: dict[str, str]
+) -> None:
+    """Replace the metadata of ``app_name``'s session ``session_id``, created for ``user_id`` when missing. Raises
+    :class:`~kora.core.errors.Forbidden` for another user's session (:func:`get_or_create_session`)."""
+    session = await get_or_create_session(conn, session_id, app_name, user_id)
+    await conn.execute("UPDATE sessions SET metadata = %s WHERE sid = %s", (Jsonb(metadata), session.sid))
+
+
 async def list_sessions(conn: Conn, app_name: str | None, user_id: str | None, limit: int | None) -> list[SessionInfo]:
     """Sessions of ``app_name`` and/or ``user_id`` (all when None), oldest first, at most ``limit``."""
     async with conn.cursor(row_factory=dict_row) as cur:
