@@ -31,6 +31,7 @@ from starlette.templating import Jinja2Templates
 
 from kora.console.settings import ConsoleSettings
 from kora.console.sources import Resource, SourceError, Sources
+from kora.core.serving import Readiness, Status, probe_routes
 from kora.resources.models import Kind
 
 HERE = Path(__file__).parent
@@ -140,9 +141,6 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             return page(request, "erase.html", 502, store_key=store_key, user_id=user_id, error=str(failure))
         return RedirectResponse(f"/memory?store={quote(store.key)}&erased={quote(user_id)}", status_code=303)
 
-    async def health(_: Request) -> Response:
-        return JSONResponse({"status": "ok"})
-
     return Starlette(
         routes=[
             Route("/", graph),
@@ -153,8 +151,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             Route("/memory", memory),
             Route("/memory/erase", erase_confirm, methods=["GET"]),
             Route("/memory/erase", erase, methods=["POST"]),
-            Route("/health", health),
-            Route("/ready", health),
+            *probe_routes(lambda: Readiness(Status.READY)),
             Mount("/assets", StaticFiles(directory=HERE / "static"), name="assets"),
         ],
         lifespan=lifespan,

@@ -35,6 +35,7 @@ from kora.core.command import run_command, serve_until_stopped
 from kora.core.limits import RequestLimits
 from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.core.openai_wire import model_list_body
+from kora.core.serving import Readiness, Status, probe_routes
 from kora.proxy.forward import HTTP_ERROR_HANDLERS, forward, raw_path
 
 __all__ = ["VARIABLES", "ProxySettings", "cli", "create_proxy_app"]
@@ -109,9 +110,6 @@ def create_proxy_app(settings: ProxySettings) -> Starlette:
             state["client"] = client
             yield
 
-    async def health(request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
-
     async def models(request: Request) -> Response:
         if not settings.models:
             return await v1(request)
@@ -132,8 +130,8 @@ def create_proxy_app(settings: ProxySettings) -> Starlette:
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
     return Starlette(
         routes=[
-            Route("/health", health),
-            Route("/ready", health),
+            # Ready as soon as it serves: a backend that is away is the client's 502, not a reason to stop routing.
+            *probe_routes(lambda: Readiness(Status.READY)),
             Route("/v1/models", models),
             Route("/v1/{rest:path}", v1, methods=methods),
         ],

@@ -4,9 +4,9 @@ Importing the SDK (its request handlers, the 0.3 compatibility types, protobuf) 
 delay ``/health``. So the app adds the card routes and ``POST /`` from here, and :meth:`LazyA2A.load` imports
 :mod:`kora.agent.a2a.routes` in a thread after the server answers ``/health``, then builds the
 :class:`~kora.agent.a2a.routes.A2AServer`. A request that arrives before that waits for it (up to
-:data:`~kora.agent.state.STARTUP_WAIT_SECONDS`; then 503, as any request that needs the runtime). The HTTP+JSON
-binding's routes are the SDK's: they join the route table once it has loaded (before ``/ready`` answers), and its
-paths answer 404 until then. This module imports nothing of the SDK.
+:data:`~kora.core.serving.STARTUP_WAIT_SECONDS`; then 503, as any request that needs the runtime). The
+HTTP+JSON binding's routes are the SDK's: they join the route table once it has loaded (before ``/ready``
+answers), and its paths answer 404 until then. This module imports nothing of the SDK.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from kora.agent.a2a.paths import CARD_PATHS, JSONRPC_PATH, is_rest_path
-from kora.agent.state import STARTUP_WAIT_SECONDS
 from kora.core.errors import KoraError, Unavailable
 from kora.core.limits import openai_refusal
+from kora.core.serving import STARTUP_WAIT_SECONDS
 from kora.core.telemetry.routing import NamedRoute
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ Routes (all JSON; the OpenAPI document is at ``/openapi.json``):
 ``GET /v1/erasures``                  the erasure log after ``after`` (every response names its newest, see
                                       :mod:`kora.memory.service.erasures`)
 ``GET /v1/jobs``                      background jobs (``status=failed``: what extraction could not do); admin
-``GET /health``, ``GET /ready``       liveness; readiness (503 with the reason while the database is unusable)
+``GET /health``, ``GET /ready``       the probes (:mod:`kora.core.serving.probes`; 503 while the database is unusable)
 ====================================  ================================================================
 
 Every ``/v1`` route needs a bearer credential (:mod:`kora.memory.service.auth`): the agent credential
@@ -45,7 +45,6 @@ a body over ``MEMORY_SERVICE_MAX_REQUEST_BYTES``, 503 while the database is unus
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -64,6 +63,7 @@ from kora.core.errors import KoraError, NotFound, RequestError, Unauthenticated,
 from kora.core.events import EventType
 from kora.core.limits import RequestLimits
 from kora.core.openai_wire import error_body, invalid_request_message, openai_error_body
+from kora.core.serving import add_probe_routes
 from kora.memory.base import SessionInfo
 from kora.memory.service import erasures, facts, jobs, recall, store
 from kora.memory.service.auth import Role, require
@@ -137,11 +137,10 @@ def create_app(settings: MemoryServiceSettings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        starting = asyncio.create_task(service.start())
+        service.lifecycle.begin()
         try:
             yield
         finally:
-            await starting
             await service.close()
 
     app = FastAPI(title="Kora memory service", version="v1", lifespan=lifespan)
@@ -149,9 +148,7 @@ def create_app(settings: MemoryServiceSettings) -> FastAPI:
     _install_error_handlers(app)
     app.add_middleware(RequestLimits, max_body_bytes=settings.max_request_bytes)
     app.add_middleware(erasures.MarkHeader, mark=lambda: service.mark)
-    probes = APIRouter()
-    _add_probes(probes, service)
-    app.include_router(probes)
+    add_probe_routes(app.router, service.readiness)
 
     def agent_access(request: Request) -> Role:
         return require(request, settings, Role.AGENT)
@@ -176,20 +173,6 @@ async def _connection(service: MemoryService) -> AsyncIterator[Conn]:
     assert db.pool is not None
     async with db.pool.connection() as conn:
         yield conn
-
-
-def _add_probes(router: APIRouter, service: MemoryService) -> None:
-    @router.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
-
-    @router.get("/ready")
-    async def ready() -> JSONResponse:
-        problems, details = await service.problems()
-        body: dict[str, object] = {"status": "not ready" if problems else "ready", "details": details}
-        if problems:
-            body["reasons"] = problems
-        return JSONResponse(body, status_code=503 if problems else 200)
 
 
 def _add_session_routes(router: APIRouter, service: MemoryService) -> None:
