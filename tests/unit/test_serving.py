@@ -8,12 +8,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.testclient import TestClient
 
 from kora.core.errors import Unavailable
 from kora.core.serving import Lifecycle, Readiness, StartupText, Status, is_probe_endpoint, probe_routes
+
+
+class Body(BaseModel):
+    """A request body of the error-policy test's app."""
+
+    n: int
+
 
 TEXT = StartupText(subject="The thing", starting="the thing is starting", failed="the thing failed to start")
 
@@ -168,3 +176,63 @@ def test_every_workload_serves_the_chassis_probes(workload: str, tmp_path: Path)
     assert set(probes) == {"/health", "/ready"}, f"{workload} serves {sorted(probes)}"
     for path, endpoint in probes.items():
         assert is_probe_endpoint(endpoint), f"{workload}'s {path} is its own, not kora.core.serving's"
+
+
+def test_one_error_policy_openai_bodies_under_v1_detail_elsewhere_and_no_internals() -> None:
+    from fastapi import FastAPI
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+
+    from kora.core.errors import Unauthenticated
+    from kora.core.serving.errors import install_error_handlers
+
+    class Refused(Exception):
+        pass
+
+    async def refused(_: Request, error: Exception) -> Response:
+        return JSONResponse({"refused": str(error)}, status_code=409)
+
+    app = FastAPI()
+    install_error_handlers(app, handlers={Refused: refused})
+
+    @app.post("/v1/things")
+    async def things(body: Body) -> dict[str, int]:
+        return {"n": body.n}
+
+    @app.post("/other")
+    async def other(body: Body) -> dict[str, int]:
+        return {"n": body.n}
+
+    @app.get("/v1/secret")
+    async def secret() -> None:
+        raise Unauthenticated("A bearer token is needed.")
+
+    @app.get("/v1/boom")
+    async def boom() -> None:
+        raise RuntimeError("/home/someone/secret.txt")
+
+    @app.get("/v1/refuse")
+    async def refuse() -> None:
+        raise Refused("taken")
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        assert client.get("/v1/nothing").json()["error"]["code"] == "not_found"
+        assert client.get("/v1/things").json()["error"]["code"] == "method_not_allowed"
+        missing_v1 = client.post("/things", json={"n": 1})
+        assert (missing_v1.status_code, missing_v1.json()["error"]["code"]) == (404, "missing_v1")
+        assert client.get("/nothing").json() == {"detail": "Not Found"}
+        invalid = client.post("/v1/things", json={"n": "x"})
+        assert invalid.status_code == 400
+        assert invalid.json()["error"]["message"].startswith("Invalid request: body.n: ")
+        outside = client.post("/other", json={})
+        assert outside.status_code == 400
+        assert outside.json()["detail"].startswith("Invalid request: body.n: ")
+        denied = client.get("/v1/secret")
+        assert denied.status_code == 401
+        assert denied.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+        failed = client.get("/v1/boom")
+        assert failed.status_code == 500
+        assert failed.json()["error"]["message"].startswith("Internal error (reference err_")
+        assert "secret" not in failed.text
+        assert "RuntimeError" not in failed.text
+        assert (client.get("/v1/refuse").status_code, client.get("/v1/refuse").json()) == (409, {"refused": "taken"})
