@@ -17,7 +17,7 @@ lint-imports --no-cache
 # cycle counting lazy and TYPE_CHECKING imports (test_import_cycles.py), docs/architecture.md naming the contract's
 # layers (test_architecture_layers.py), no citation of documents outside the repository
 # (test_repository_stands_alone.py), docstring cross-references that name existing objects
-# (test_docstring_references.py).
+# (test_docstring_references.py), every workload's /health and /ready served by kora.core.serving (test_serving.py).
 # The operator's tests run against a real Kubernetes API server, and the e2e tier against a real node, both built
 # from source: once per machine (about ten minutes, then cached under ~/.cache/kora), so a fresh CI machine pays
 # it here, visibly, not inside a test's timeout.

@@ -236,3 +236,13 @@ def test_one_error_policy_openai_bodies_under_v1_detail_elsewhere_and_no_interna
         assert "secret" not in failed.text
         assert "RuntimeError" not in failed.text
         assert (client.get("/v1/refuse").status_code, client.get("/v1/refuse").json()) == (409, {"refused": "taken"})
+
+
+async def test_closing_after_a_cancelled_start_up_is_quiet() -> None:
+    lifecycle = Lifecycle(asyncio.Event().wait, TEXT)
+    lifecycle.begin()
+    await asyncio.sleep(0)
+    assert lifecycle._task is not None
+    lifecycle._task.cancel()
+    await lifecycle.close()
+    assert lifecycle.status is Status.FAILED

@@ -103,6 +103,9 @@ class Lifecycle:
         except Exception as error:  # kept and reported on /ready and to every request, not raised
             log.exception("%s failed to start", self.text.subject)
             self.error = self._describe(error)
+        except asyncio.CancelledError:  # stopped before it finished: never taken for started
+            self.error = "cancelled before it finished"
+            raise
         finally:
             self._done.set()
 
@@ -157,6 +160,7 @@ class Lifecycle:
         return Readiness(status, reasons, details or {})
 
     async def close(self) -> None:
-        """Wait for the start-up task to end (a stop during start-up lets it finish, as it cannot be undone)."""
+        """Wait for the start-up task to end (a stop during start-up lets it finish, as it cannot be undone). A
+        start-up that was cancelled (its work dropped before it began) ends it quietly too."""
         if self._task is not None:
-            await self._task
+            await asyncio.gather(self._task, return_exceptions=True)
