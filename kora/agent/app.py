@@ -19,7 +19,6 @@ error on ``POST /`` (:func:`kora.agent.a2a.routes.a2a_refusal`). The a2a-sdk, li
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from types import ModuleType
@@ -93,12 +92,11 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await state.memory.start()
         # The a2a-sdk, then the runtime, imported after /health answers; /ready waits for both.
-        loading = asyncio.create_task(state.load(before=a2a.load), name="kora-agent-load")
+        state.begin(before=a2a.load)
         try:
             yield
         finally:
             await a2a.close()
-            await loading
             await state.close()
 
     app = FastAPI(title=f"Kora agent {settings.agent_name}", lifespan=lifespan)

@@ -2,8 +2,8 @@
 
 :class:`AgentState` is built once per app by ``kora.agent.app.create_app`` and handed to every router
 (``kora.agent.routes``) and to A2A. The runtime (``kora.agent.runtime``, which brings pydantic-ai and, for
-agents with tool servers, the MCP client) is imported only inside :meth:`AgentState.load`, so this module
-stays light enough for ``/health`` to answer before those libraries load.
+agents with tool servers, the MCP client) is imported only by the start-up :meth:`AgentState.begin` runs in the
+background, so this module stays light enough for ``/health`` to answer before those libraries load.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class AgentState:
     """What the routes share: settings, memory, the resolver of users' identities, and the runtime once it has
     loaded.
 
-    ``runtime`` is ``None`` until :meth:`load` has started it, and stays ``None`` if starting failed
+    ``runtime`` is ``None`` until :meth:`begin` has started it, and stays ``None`` if starting failed
     (``startup_error`` then says why).
     """
 
@@ -53,11 +53,11 @@ class AgentState:
         """Why the runtime could not start (``"TypeName: message"``), or None."""
         return self.lifecycle.error
 
-    async def load(self, before: Callable[[], Awaitable[None]] | None = None) -> None:
-        """Import and start the runtime (in the background of the app's lifespan), after awaiting ``before`` (the
-        app's other deferred imports; its failure is a failure to start); never raises."""
+    def begin(self, before: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Import and start the runtime in the background of the app's lifespan, after awaiting ``before`` (the
+        app's other deferred imports; its failure is a failure to start)."""
         self._before = before
-        await self.lifecycle.run()
+        self.lifecycle.begin()
 
     async def _start(self) -> None:
         if self._before is not None:
@@ -114,7 +114,9 @@ class AgentState:
         return self.memory.status().details
 
     async def close(self) -> None:
-        """Stop the runtime if it started, then close the memory (server shutdown)."""
+        """Wait for the start-up to end, stop the runtime if it started, then close the memory (server
+        shutdown)."""
+        await self.lifecycle.close()
         if self.runtime is not None:
             await self.runtime.close()
         await self.memory.close()
