@@ -29,7 +29,7 @@ from pydantic_ai.usage import RunUsage
 from kora.agent.turn import TurnRequest
 from kora.agent.turn_log import log_turn
 
-FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"  # kora/agent/server.py's
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"  # kora/agent/cli.py's
 
 
 def per_call_us(calls: int, turn: TurnRequest, messages: list, usage: RunUsage) -> float:

@@ -3,8 +3,8 @@
 ``kora <command> [args...]`` imports only the module that implements ``<command>`` and hands it the
 remaining arguments, so ``kora agent`` does not pay for the operator's or the local runtime's imports
 (start-up time matters: an agent must answer ``/health`` within a second of starting). Each component
-parses its own arguments with Typer in its ``cli`` function, through :func:`kora.core.command.run_command`
-(bad arguments: a usage message and exit code 2).
+parses its own arguments with Typer in its package's ``cli`` module (``kora.<package>.cli``), through
+:func:`kora.core.command.run_command` (bad arguments: a usage message and exit code 2).
 
 Exit codes: 0 on success, 2 for an unknown command, 130 for a Ctrl-C the sub-command did not handle itself (one
 that comes while its modules are still being imported: one line, no traceback), otherwise whatever the
@@ -23,20 +23,20 @@ EXIT_INTERRUPTED = 130
 
 # command -> ("module", "function", one-line help). The function takes the argument list and returns an exit code.
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "agent": ("kora.agent.server", "cli", "Run the agent server (configured from the environment)."),
+    "agent": ("kora.agent.cli", "cli", "Run the agent server (configured from the environment)."),
     "model": ("kora.scripted.cli", "cli", "Run the scripted OpenAI-compatible model server (tests, offline demo)."),
-    "mcp": ("kora.mcp.server", "cli", "Run the python-runtime MCP tool server."),
-    "memory": ("kora.memory.service.server", "cli", "Run the memory service (the MemoryStore workload)."),
-    "model-proxy": ("kora.proxy.model_proxy", "cli", "Run a ModelAPI in Proxy mode (forwards /v1 to a backend)."),
+    "mcp": ("kora.mcp.cli", "cli", "Run the python-runtime MCP tool server."),
+    "memory": ("kora.memory.service.cli", "cli", "Run the memory service (the MemoryStore workload)."),
+    "model-proxy": ("kora.proxy.cli", "cli", "Run a ModelAPI in Proxy mode (forwards /v1 to a backend)."),
     "model-hosted": ("kora.hosted.cli", "cli", "Run a ModelAPI in Hosted mode (all-MiniLM-L6-v2 embeddings)."),
     "operator": ("kora.operator.cli", "cli", "Reconcile Kora's resources on a Kubernetes cluster (kopf)."),
-    "up": ("kora.local.up", "cli", "Run manifests as local processes behind a local gateway."),
-    "status": ("kora.local.commands", "status_cli", "Show the workloads of the running kora up."),
-    "logs": ("kora.local.commands", "logs_cli", "Print (-f: follow) a workload's log."),
-    "down": ("kora.local.commands", "down_cli", "Stop the running kora up and every workload."),
-    "chat": ("kora.local.commands", "chat_cli", "Chat with an agent through the local gateway (streaming)."),
-    "console": ("kora.console.server", "cli", "Serve the web console of a kora up run (kora up starts it)."),
-    "token": ("kora.local.commands", "token_cli", "Print the operator token of an Agent or MemoryStore of kora up."),
+    "up": ("kora.local.cli", "up_cli", "Run manifests as local processes behind a local gateway."),
+    "status": ("kora.local.cli", "status_cli", "Show the workloads of the running kora up."),
+    "logs": ("kora.local.cli", "logs_cli", "Print (-f: follow) a workload's log."),
+    "down": ("kora.local.cli", "down_cli", "Stop the running kora up and every workload."),
+    "chat": ("kora.local.cli", "chat_cli", "Chat with an agent through the local gateway (streaming)."),
+    "console": ("kora.console.cli", "cli", "Serve the web console of a kora up run (kora up starts it)."),
+    "token": ("kora.local.cli", "token_cli", "Print the operator token of an Agent or MemoryStore of kora up."),
 }
 
 

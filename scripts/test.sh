@@ -19,7 +19,8 @@ lint-imports --no-cache
 # (test_repository_stands_alone.py), docstring cross-references that name existing objects
 # (test_docstring_references.py), no class name defined twice (test_unique_names.py), no exception class outside
 # kora/core/errors.py but an allow-list with reasons (test_error_classes.py), at most 10 pairs of places repeating
-# six or more lines (test_duplicate_blocks.py).
+# six or more lines (test_duplicate_blocks.py), every workload's /health and /ready served by
+# kora.core.serving (test_serving.py).
 # The operator's tests run against a real Kubernetes API server, and the e2e tier against a real node, both built
 # from source: once per machine (about ten minutes, then cached under ~/.cache/kora), so a fresh CI machine pays
 # it here, visibly, not inside a test's timeout.

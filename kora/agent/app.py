@@ -11,7 +11,7 @@ has started and every configured tool server can be listed. Requests that need t
 
 Errors on ``/v1`` use OpenAI's body ``{"error": {"message", "type", "code"}}``: 400 for a bad request,
 502 when the model API fails, 504 when it times out, 503 while the agent is still starting; never a bare 500
-with a traceback (``kora.agent.routes.errors``). Every request passes :class:`kora.core.limits.RequestLimits`
+with a traceback (:mod:`kora.core.serving.errors`). Every request passes :class:`kora.core.limits.RequestLimits`
 first (``AGENT_MAX_REQUEST_BYTES``, JSON depth and number limits): refused in OpenAI's shape, or as a JSON-RPC
 error on ``POST /`` (:func:`kora.agent.a2a.routes.a2a_refusal`). The a2a-sdk, like the runtime, is imported after
 ``/health`` answers (:mod:`kora.agent.a2a.lazy`).
@@ -19,7 +19,6 @@ error on ``POST /`` (:func:`kora.agent.a2a.routes.a2a_refusal`). The a2a-sdk, li
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from types import ModuleType
@@ -31,7 +30,6 @@ from kora.agent.a2a.lazy import LazyA2A, a2a_refusal
 from kora.agent.routes.ag_ui import add_ag_ui_routes
 from kora.agent.routes.chat import add_chat_routes
 from kora.agent.routes.conversations import add_conversation_routes
-from kora.agent.routes.errors import install_error_handlers
 from kora.agent.routes.memory import add_memory_routes
 from kora.agent.routes.probes import add_probe_routes
 from kora.agent.routes.responses import add_responses_routes
@@ -39,6 +37,7 @@ from kora.agent.routes.tools import add_tool_routes
 from kora.agent.settings import AgentSettings
 from kora.agent.state import AgentState
 from kora.core.limits import RequestLimits
+from kora.core.serving.errors import install_error_handlers
 from kora.memory import Memory, build_memory
 from kora.memory.factory import RemoteOptions
 
@@ -94,12 +93,11 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await state.memory.start()
         # The a2a-sdk, then the runtime, imported after /health answers; /ready waits for both.
-        loading = asyncio.create_task(state.load(before=a2a.load), name="kora-agent-load")
+        state.begin(before=a2a.load)
         try:
             yield
         finally:
             await a2a.close()
-            await loading
             await state.close()
 
     app = FastAPI(title=f"Kora agent {settings.agent_name}", lifespan=lifespan)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from starlette.datastructures import Headers
 
 from kora.agent.settings import AgentSettings
-from kora.core.errors import KoraError, RequestError, Unauthenticated, Unavailable
+from kora.core.errors import RequestError, Unauthenticated, Unavailable
 from kora.core.tokens import AUTHORIZATION, bearer_token, token_matches
 from kora.memory import Memory
 
@@ -91,13 +91,6 @@ def header_user_id_problem(value: str) -> str | None:
     if not value.isascii():
         return "contains characters outside visible ASCII"
     return user_id_problem(value)
-
-
-def challenge(error: KoraError) -> dict[str, str]:
-    """The ``WWW-Authenticate`` header RFC 6750 asks of a 401 for a bearer token; empty for other errors."""
-    if isinstance(error, Unauthenticated):
-        return {"WWW-Authenticate": f'Bearer error="{error.code}"'}
-    return {}
 
 
 async def open_session(memory: Memory, session_id: str | None, app_name: str, identity: Identity) -> str:

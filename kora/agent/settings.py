@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -21,7 +21,7 @@ from kora.core import env as envnames
 from kora.core import protocol
 from kora.core.env import DEFAULT_MAX_REQUEST_BYTES, MIN_MAX_REQUEST_BYTES
 from kora.core.net import is_http_url, is_postgres_url
-from kora.core.settings_errors import SettingsError, describe_validation_error, settings_fields
+from kora.core.serving.settings import load_settings
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 #: Scopes an agent may read, narrowest first: this session < this agent's memories of the user (across
@@ -451,25 +451,23 @@ def load_agent_settings(environ: Mapping[str, str] | None = None) -> AgentSettin
     sub-agents from ``AGENT_SUB_AGENTS`` (direct format) plus ``PEER_AGENT_<NAME>_CARD_URL`` for each name
     in ``PEER_AGENTS`` (orchestrator format). Raises ``SettingsError`` listing every bad variable.
     """
-    env = dict(os.environ if environ is None else environ)
-    settings: AgentSettings | None = None
     # Pass the mapping explicitly so callers (tests, the local runtime) need not touch os.environ.
-    fields = settings_fields(env, AgentSettings.model_fields)
-    fields.pop("mcp_server_urls", None)
-    fields.pop("sub_agent_urls", None)
-    problems = _auth_problems(fields) + _task_store_problems(fields)
-    try:
-        settings = AgentSettings.model_validate(fields)
-    except ValidationError as error:
-        problems.extend(describe_validation_error(error))
-
+    env = dict(os.environ if environ is None else environ)
     upper = {key.upper(): value for key, value in env.items()}
     mcp_names = envnames.split_names(upper.get(envnames.MCP_SERVERS, ""))
     peer_names = envnames.split_names(upper.get(envnames.PEER_AGENTS, ""))
-    mcp_urls = _resolve_urls(mcp_names, {n: envnames.mcp_server_url_var(n) for n in mcp_names}, upper, problems)
-    peer_urls = _resolve_urls(peer_names, {n: envnames.peer_agent_card_url_var(n) for n in peer_names}, upper, problems)
-    if problems or settings is None:
-        raise SettingsError("kora agent", problems)
+    url_problems: list[str] = []
+    mcp_urls = _resolve_urls(mcp_names, {n: envnames.mcp_server_url_var(n) for n in mcp_names}, upper, url_problems)
+    peer_urls = _resolve_urls(
+        peer_names, {n: envnames.peer_agent_card_url_var(n) for n in peer_names}, upper, url_problems
+    )
+
+    def prepare(fields: dict[str, Any]) -> list[str]:
+        fields.pop("mcp_server_urls", None)  # resolved from MCP_SERVERS and PEER_AGENTS here, never read
+        fields.pop("sub_agent_urls", None)
+        return _auth_problems(fields) + _task_store_problems(fields)
+
+    settings = load_settings(AgentSettings, "kora agent", env, prepare=prepare, check=lambda _: url_problems)
     sub_agents = parse_sub_agents(settings.agent_sub_agents)
     sub_agents.update(peer_urls)
     return settings.model_copy(

@@ -2,8 +2,8 @@
 
 :class:`AgentState` is built once per app by ``kora.agent.app.create_app`` and handed to every router
 (``kora.agent.routes``) and to A2A. The runtime (``kora.agent.runtime``, which brings pydantic-ai and, for
-agents with tool servers, the MCP client) is imported only inside :meth:`AgentState.load`, so this module
-stays light enough for ``/health`` to answer before those libraries load.
+agents with tool servers, the MCP client) is imported only by the start-up :meth:`AgentState.begin` runs in the
+background, so this module stays light enough for ``/health`` to answer before those libraries load.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from kora.agent.identity import IdentityResolver
 from kora.agent.settings import AgentSettings
 from kora.core.errors import Unavailable
+from kora.core.serving import Lifecycle, Readiness, StartupText
 from kora.memory import Memory
 
 if TYPE_CHECKING:
@@ -25,15 +26,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kora.agent")
 
-#: Seconds a request waits for the runtime to finish starting before answering 503.
-STARTUP_WAIT_SECONDS = 30.0
+#: How the agent names its start-up in 503 answers and on ``/ready``.
+STARTUP_TEXT = StartupText(
+    subject="The agent", starting="agent runtime is still loading", failed="agent runtime failed to start"
+)
 
 
 class AgentState:
     """What the routes share: settings, memory, the resolver of users' identities, and the runtime once it has
     loaded.
 
-    ``runtime`` is ``None`` until :meth:`load` has started it, and stays ``None`` if starting failed
+    ``runtime`` is ``None`` until :meth:`begin` has started it, and stays ``None`` if starting failed
     (``startup_error`` then says why).
     """
 
@@ -42,44 +45,43 @@ class AgentState:
         self.memory = memory
         self.identity = IdentityResolver(settings)
         self.runtime: AgentRuntime | None = None
-        self.startup_error: str | None = None
-        self._loaded = asyncio.Event()
+        self._before: Callable[[], Awaitable[None]] | None = None
+        self.lifecycle = Lifecycle(self._start, STARTUP_TEXT)
 
-    async def load(self, before: Callable[[], Awaitable[None]] | None = None) -> None:
-        """Import and start the runtime (in the background of the app's lifespan), after awaiting ``before`` (the
-        app's other deferred imports; its failure is a failure to start); never raises."""
-        try:
-            if before is not None:
-                await before()
-            module = await asyncio.to_thread(importlib.import_module, "kora.agent.runtime")
-            runtime: AgentRuntime = module.AgentRuntime(self.settings, self.memory)
-            await runtime.start()
-            self.runtime = runtime
-            # What start-up built (pydantic-ai, schemas, toolsets) lives as long as the process. Frozen, it is no
-            # longer walked by every full collection: under load those ran every ~0.5 s for 40-110 ms and freed
-            # nothing (bench_agent.py: p99 at concurrency 16 fell from ~65 to ~12 ms, CPU per turn by ~0.08 ms).
-            gc.collect()
-            gc.freeze()
-        except Exception as error:  # reported on /ready and to every request instead of crashing the server
-            log.exception("agent runtime failed to start")
-            self.startup_error = f"{type(error).__name__}: {error}"
-        finally:
-            self._loaded.set()
+    @property
+    def startup_error(self) -> str | None:
+        """Why the runtime could not start (``"TypeName: message"``), or None."""
+        return self.lifecycle.error
+
+    def begin(self, before: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Import and start the runtime in the background of the app's lifespan, after awaiting ``before`` (the
+        app's other deferred imports; its failure is a failure to start)."""
+        self._before = before
+        self.lifecycle.begin()
+
+    async def _start(self) -> None:
+        if self._before is not None:
+            await self._before()
+        module = await asyncio.to_thread(importlib.import_module, "kora.agent.runtime")
+        runtime: AgentRuntime = module.AgentRuntime(self.settings, self.memory)
+        await runtime.start()
+        self.runtime = runtime
+        # What start-up built (pydantic-ai, schemas, toolsets) lives as long as the process. Frozen, it is no
+        # longer walked by every full collection: under load those ran every ~0.5 s for 40-110 ms and freed
+        # nothing (bench_agent.py: p99 at concurrency 16 fell from ~65 to ~12 ms, CPU per turn by ~0.08 ms).
+        gc.collect()
+        gc.freeze()
 
     async def wait_runtime(self) -> AgentRuntime:
-        """The runtime, waiting up to :data:`STARTUP_WAIT_SECONDS` for it to load.
+        """The runtime, waiting up to :data:`~kora.core.serving.STARTUP_WAIT_SECONDS` for it to load.
 
         Raises :class:`~kora.core.errors.Unavailable` (503) with code ``starting`` when it is still loading
         after that, ``startup_failed`` when it could not start.
         """
         if self.runtime is not None:  # every request after start-up: no timer, no task
             return self.runtime
-        try:
-            await asyncio.wait_for(self._loaded.wait(), STARTUP_WAIT_SECONDS)
-        except TimeoutError:
-            raise Unavailable("The agent is still starting.", code="starting") from None
-        if self.runtime is None:
-            raise Unavailable(f"The agent failed to start: {self.startup_error}", code="startup_failed")
+        await self.lifecycle.wait()
+        assert self.runtime is not None
         return self.runtime
 
     def tool_definitions(self) -> list[dict[str, Any]]:
@@ -88,11 +90,17 @@ class AgentState:
 
     def problems(self) -> list[str]:
         """Reasons the agent is not ready (empty when ready)."""
-        if self.startup_error:
-            return [f"agent runtime failed to start: {self.startup_error}"]
         if self.runtime is None:
-            return ["agent runtime is still loading"]
+            return self.lifecycle.problems()
         return [*self.runtime.problems(), *self.memory.status().problems]
+
+    def readiness(self) -> Readiness:
+        """What ``/ready`` answers: starting or failed while the runtime is not running, then not ready while a
+        configured tool server cannot be listed or a strict-mode memory store is unreachable; ``details`` say what
+        is degraded without making the agent unready, e.g. ``{"memory": "degraded: ..."}``."""
+        if self.runtime is None:
+            return self.lifecycle.readiness(details=self.details())
+        return self.lifecycle.readiness(self.problems(), self.details())
 
     def check_memory(self) -> None:
         """Raise :class:`~kora.core.errors.Unavailable` (code ``memory_unavailable``) while memory makes the agent
@@ -106,7 +114,9 @@ class AgentState:
         return self.memory.status().details
 
     async def close(self) -> None:
-        """Stop the runtime if it started, then close the memory (server shutdown)."""
+        """Wait for the start-up to end, stop the runtime if it started, then close the memory (server
+        shutdown)."""
+        await self.lifecycle.close()
         if self.runtime is not None:
             await self.runtime.close()
         await self.memory.close()

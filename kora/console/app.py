@@ -40,6 +40,7 @@ from kora.console.settings import ConsoleSettings
 from kora.console.sources import ConsoleResource, LocalSources, Sources
 from kora.core.errors import SourceError
 from kora.core.protocol import child_session_id
+from kora.core.serving import Readiness, Status, probe_routes
 from kora.resources.models import Kind
 
 HERE = Path(__file__).parent
@@ -170,9 +171,6 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             return page(request, "erase.html", 502, store_key=store_key, user_id=user_id, error=str(failure))
         return RedirectResponse(f"/memory?store={quote(store.key)}&erased={quote(user_id)}", status_code=303)
 
-    async def health(_: Request) -> Response:
-        return JSONResponse({"status": "ok"})
-
     app = Starlette(
         routes=[
             Route("/", graph),
@@ -184,8 +182,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             Route("/memory", memory),
             Route("/memory/erase", erase_confirm, methods=["GET"]),
             Route("/memory/erase", erase, methods=["POST"]),
-            Route("/health", health),
-            Route("/ready", health),
+            *probe_routes(lambda: Readiness(Status.READY)),
             Mount("/assets", StaticFiles(directory=HERE / "static"), name="assets"),
         ],
         lifespan=lifespan,

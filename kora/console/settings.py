@@ -5,15 +5,14 @@ variable."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from kora.core.settings_errors import SettingsError, describe_validation_error, settings_fields
+from kora.core.serving.settings import load_settings
 
 COMPONENT = "kora console"
 
@@ -63,10 +62,4 @@ class ConsoleSettings(BaseSettings):
 
 def load_console_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> ConsoleSettings:
     """The console's settings from ``environ`` (default: the process environment), ``overrides`` winning."""
-    env = os.environ if environ is None else environ
-    values: dict[str, Any] = dict(settings_fields(env, ConsoleSettings.model_fields))
-    values.update({name: value for name, value in overrides.items() if value is not None})
-    try:
-        return ConsoleSettings.model_validate(values)
-    except ValidationError as error:
-        raise SettingsError(COMPONENT, describe_validation_error(error)) from None
+    return load_settings(ConsoleSettings, COMPONENT, environ, overrides=overrides)

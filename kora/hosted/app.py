@@ -1,8 +1,8 @@
 """The HTTP face of a hosted embedding model: OpenAI's ``/v1/embeddings`` and ``/v1/models``, and probes.
 
-- ``GET /health``: 200 ``{"status": "ok"}`` from the first moment (the model loads in the background).
-- ``GET /ready``: 200 ``{"status": "ready", "model": ...}`` once the model is loaded; until then 503
-  ``{"status": "loading", ...}``, and 503 ``{"status": "failed", "reason": ...}`` if loading failed.
+- ``GET /health``, ``GET /ready``: the probes of :mod:`kora.core.serving.probes`. ``/health`` answers from the
+  first moment (the model loads in the background); ``/ready`` 200 once the model is loaded, until then 503
+  ``starting``, and 503 ``failed`` with the reason if loading failed (``details.model`` names the model).
 - ``GET /v1/models``: the model under each of its names (OpenAI's list shape).
 - ``POST /v1/embeddings``: :mod:`kora.core.openai_wire.embeddings`'s request and response. Errors use OpenAI's
   error body: 400 for a malformed request (the message names the field), 404 ``model_not_found`` for a model
@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Protocol
 
@@ -29,10 +29,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from kora.core.env import DEFAULT_MAX_LARGE_REQUEST_BYTES
-from kora.core.errors import KoraError, RequestError, Unavailable
+from kora.core.errors import KoraError, RequestError
 from kora.core.limits import RequestLimits
 from kora.core.openai_wire import error_body, model_list_body, openai_error_body
 from kora.core.openai_wire.embeddings import embedding_response_body, parse_embedding_request
+from kora.core.serving import Lifecycle, Readiness, StartupText, probe_routes
 from kora.hosted.embedder import Embeddings
 from kora.resources.hosted_models import HostedModel
 
@@ -62,47 +63,42 @@ class _Slot:
         self._on_loaded = on_loaded
         self._on_load_failure = on_load_failure
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hosted-model")
-        self._loading: Future[Embedder] | None = None
+        self._embedder: Embedder | None = None
+        self.lifecycle = Lifecycle(
+            self._start,
+            StartupText(
+                subject=f"The model {model.name}",
+                starting=f"the model {model.name} is still loading",
+                failed=f"the model {model.name} failed to load",
+                codes=("model_loading", "model_failed"),
+            ),
+            describe=_reason,
+        )
 
-    def start(self) -> None:
-        """Begin loading on the worker thread (call from the event loop that serves the app)."""
-        loop = asyncio.get_running_loop()
+    async def _start(self) -> None:
+        """Load the model on the worker thread, then say how long it took (or why it failed)."""
 
-        def load_timed() -> Embedder:
+        def load_timed() -> tuple[Embedder, float]:
             started = time.monotonic()
-            embedder = self._load()
-            loop.call_soon_threadsafe(self._on_loaded, time.monotonic() - started)
-            return embedder
+            return self._load(), time.monotonic() - started
 
-        def report_failure(done: Future[Embedder]) -> None:
-            error = None if done.cancelled() else done.exception()
-            if error is not None:
-                loop.call_soon_threadsafe(self._on_load_failure, _reason(error))
-
-        self._loading = self._worker.submit(load_timed)
-        self._loading.add_done_callback(report_failure)
+        try:
+            self._embedder, seconds = await asyncio.wrap_future(self._worker.submit(load_timed))
+        except Exception as error:
+            self._on_load_failure(_reason(error))
+            raise
+        self._on_loaded(seconds)
 
     def stop(self) -> None:
         """Wait for the worker's current call to end (a load cannot be interrupted) and stop it."""
         self._worker.shutdown(wait=True, cancel_futures=True)
 
-    def status(self) -> tuple[str, str | None]:
-        """``("loading" | "ready" | "failed", reason of the failure or None)``."""
-        if self._loading is None or not self._loading.done():
-            return "loading", None
-        error = None if self._loading.cancelled() else self._loading.exception()
-        return ("failed", _reason(error)) if error is not None else ("ready", None)
-
     async def embed(self, texts: list[str]) -> Embeddings:
         """Encode ``texts`` on the worker thread; :class:`Unavailable` (503) while loading or after a failed
         load."""
-        phase, reason = self.status()
-        if phase == "loading":
-            raise Unavailable(f"The model {self.model.name} is still loading; retry shortly.", code="model_loading")
-        if phase == "failed" or self._loading is None:
-            raise Unavailable(f"The model {self.model.name} failed to load: {reason}", code="model_failed")
-        embedder = self._loading.result()
-        return await asyncio.wrap_future(self._worker.submit(embedder.embed, texts))
+        self.lifecycle.check()
+        assert self._embedder is not None
+        return await asyncio.wrap_future(self._worker.submit(self._embedder.embed, texts))
 
 
 def create_hosted_app(
@@ -122,21 +118,15 @@ def create_hosted_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        slot.start()
+        slot.lifecycle.begin()
         try:
             yield
         finally:
             await asyncio.to_thread(slot.stop)
+            await slot.lifecycle.close()
 
-    async def health(request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
-
-    async def ready(request: Request) -> Response:
-        phase, reason = slot.status()
-        body: dict[str, str] = {"status": phase, "model": model.name}
-        if reason is not None:
-            body["reason"] = reason
-        return JSONResponse(body, status_code=200 if phase == "ready" else 503)
+    def readiness() -> Readiness:
+        return slot.lifecycle.readiness(details={"model": model.name})
 
     async def models(request: Request) -> Response:
         return JSONResponse(model_list_body(list(model.names), "kora-hosted", created))
@@ -162,8 +152,7 @@ def create_hosted_app(
 
     return Starlette(
         routes=[
-            Route("/health", health),
-            Route("/ready", ready),
+            *probe_routes(readiness),
             Route("/v1/models", models),
             Route("/v1/embeddings", embeddings, methods=["POST"]),
         ],

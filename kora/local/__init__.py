@@ -4,5 +4,6 @@
 - :mod:`kora.local.gateway`: the cluster gateway's path scheme on 127.0.0.1 (prefix stripped, streaming).
 - :mod:`kora.local.supervisor`: workloads as child processes (dependency order, probes, restart back-off).
 - :mod:`kora.local.state`: the state file shared by ``kora up`` and the other commands.
-- :mod:`kora.local.commands`: ``kora status``, ``kora logs``, ``kora down``, ``kora chat``.
+- :mod:`kora.local.cli`: the commands: ``kora up``, ``kora status``, ``kora logs``, ``kora down``, ``kora chat``,
+  ``kora token``.
 """

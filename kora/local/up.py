@@ -42,7 +42,6 @@ import typer
 import uvicorn
 
 from kora.core import env as names
-from kora.core.command import run_command
 from kora.core.net import bind_socket, free_port
 from kora.core.settings_errors import SettingsError
 from kora.core.telemetry import Telemetry, instrument_app, setup_telemetry
@@ -85,7 +84,7 @@ from kora.resources.models import ModelAPIMode
 from kora.resources.urls import route_path
 from kora.resources.wiring import Probes
 
-__all__ = ["MEMORY_DIR", "cli", "describe", "plan_local"]
+__all__ = ["MEMORY_DIR", "describe", "plan_local", "up"]
 
 #: Sub-directory of the state dir holding local-storage MemoryStores' data (``<namespace>/<name>/`` each).
 MEMORY_DIR = "memory"
@@ -449,7 +448,7 @@ class _LocalRun:
         print("\nkora chat <agent> to talk, kora status, kora logs <name> [-f], kora down (or Ctrl-C) to stop.")
 
 
-def _up(
+def up(
     path: Annotated[str, typer.Argument(help="A manifest file or a folder of *.yaml files.")],
     port: Annotated[int, typer.Option(help="Gateway port on 127.0.0.1 (0: any free port).", min=0, max=65535)] = 8080,
     state_dir: Annotated[
@@ -573,11 +572,6 @@ def _up(
             return runner.run(run.run(grace))
     finally:
         telemetry.shutdown()
-
-
-def cli(argv: list[str]) -> int:
-    """``kora up``: parse ``argv``, run until stopped; returns the exit code (see the module docstring)."""
-    return run_command(_up, argv, "kora up")
 
 
 def _stop_signals() -> list[signal.Signals]:

@@ -10,7 +10,7 @@ Modules, one job each:
 - :mod:`kora.mcp.tools` - register the inline tools on the SDK's ``MCPServer``.
 - :mod:`kora.mcp.package` - the ``mcp`` option: serve a package's own MCP server.
 - :mod:`kora.mcp.app` - the FastAPI app (``/mcp``, ``/mcp/tools``, ``/health``, ``/ready``).
-- :mod:`kora.mcp.server` - the ``kora mcp`` command.
+- :mod:`kora.mcp.cli` - the ``kora mcp`` command.
 
 How to write tools: ``docs/mcp.md``. Nothing heavy is imported here, so ``kora mcp --help`` stays fast.
 """

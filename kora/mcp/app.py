@@ -2,8 +2,8 @@
 
 | Method | Path | Purpose |
 |---|---|---|
-| GET | ``/health`` | liveness: ``200 {"status": "ok"}`` while the process serves HTTP |
-| GET | ``/ready`` | readiness: ``200 {"status": "ready"}`` once workers run, else ``503 {"status": "starting"}`` |
+| GET | ``/health`` | liveness (:mod:`kora.core.serving.probes`): ``200`` while the process serves HTTP |
+| GET | ``/ready`` | readiness: ``200`` ``ready`` once the workers run, else ``503`` ``starting`` |
 | GET | ``/mcp/tools`` | ``200 {"tools": [{"name", "description", "input_schema", "output_schema"}]}`` |
 | MCP (Streamable HTTP) | ``/mcp`` | the tool protocol, served by the official SDK |
 
@@ -25,12 +25,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
 from kora.core.errors import ToolSourceError
 from kora.core.limits import RequestLimits, jsonrpc_refusal
+from kora.core.serving import Readiness, Status, probe_routes
 from kora.mcp.origin import OriginCheck, parse_allowed_origins
 from kora.mcp.package import load_package_server
 from kora.mcp.pool import WorkerPool
@@ -123,15 +123,12 @@ def create_app(settings: McpSettings) -> FastAPI:
 
     app = FastAPI(title="Kora MCP tool server", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
 
-    @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
-
-    @app.get("/ready")
-    async def readiness() -> JSONResponse:
+    def readiness() -> Readiness:
         if ready and (pool is None or pool.started):
-            return JSONResponse({"status": "ready"})
-        return JSONResponse({"status": "starting"}, status_code=503)
+            return Readiness(Status.READY)
+        return Readiness(Status.STARTING, ["the tool workers are starting"])
+
+    app.router.routes.extend(probe_routes(readiness))
 
     @app.get("/mcp/tools")
     async def tools() -> dict[str, list[dict[str, Any]]]:

@@ -13,16 +13,16 @@ Each setting is read from the upper-case form of its field name (``mcp_port`` <-
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kora.core.env import DEFAULT_MAX_REQUEST_BYTES, MIN_MAX_REQUEST_BYTES
-from kora.core.settings_errors import SettingsError, describe_validation_error, settings_fields
+from kora.core.serving.settings import load_settings
+from kora.core.settings_errors import SettingsError
 from kora.mcp.origin import DEFAULT_ALLOWED_ORIGINS, parse_allowed_origins
 
 COMPONENT = "kora mcp"
@@ -161,13 +161,7 @@ def load_mcp_settings(environ: Mapping[str, str] | None = None, **overrides: Any
     passes its options here. Raises ``SettingsError`` listing every bad variable, including "no tools
     given" and "more than one source of tools given".
     """
-    env = os.environ if environ is None else environ
-    fields: dict[str, Any] = dict(settings_fields(env, McpSettings.model_fields))
-    fields.update({name: value for name, value in overrides.items() if value is not None})
-    try:
-        settings = McpSettings.model_validate(fields)
-    except ValidationError as error:
-        raise SettingsError(COMPONENT, describe_validation_error(error)) from None
+    settings = load_settings(McpSettings, COMPONENT, environ, overrides=overrides)
     given = [
         name
         for name, present in (

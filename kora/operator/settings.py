@@ -24,15 +24,15 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kora.core import env as names
 from kora.core.net import is_http_url
-from kora.core.settings_errors import SettingsError, describe_validation_error
+from kora.core.serving.settings import load_settings
 from kora.resources.models import AgentBudget, DnsLabel
 from kora.resources.urls import ClusterDNS, GatewayRouted, UrlStrategy
 from kora.resources.wiring import DEFAULT_ROUTE_TIMEOUTS, RouteTimeouts
@@ -265,28 +265,28 @@ def load_operator_settings(
 
     Blank values count as unset. ``OPERATOR_NAMESPACE`` defaults to the contents of ``namespace_file`` (the
     service account's namespace in a pod), else ``default``; ``GATEWAY_NAMESPACE`` defaults to the operator's
-    namespace. Raises :class:`SettingsError` listing every bad or missing variable, each by name.
+    namespace. Raises :class:`~kora.core.settings_errors.SettingsError` listing every bad or missing variable,
+    each by name.
     """
     env = os.environ if environ is None else environ
-    lowered = {key.lower(): value.strip() for key, value in env.items() if value.strip()}
-    fields = {name: lowered[name] for name in OperatorSettings.model_fields if name in lowered}
-    fields.pop("route_timeouts", None)
-    namespace = fields.get("operator_namespace") or _service_account_namespace(namespace_file) or FALLBACK_NAMESPACE
-    fields.setdefault("operator_namespace", namespace)
-    fields.setdefault("gateway_namespace", fields["operator_namespace"])
-    problems = _combination_problems(fields)
     upper = {key.upper(): value for key, value in env.items()}
-    for variable, _, _ in _TIMEOUT_VARIABLES:
-        # One variable at a time, so every malformed duration is named, not only the first.
-        try:
-            RouteTimeouts.from_env({variable: upper.get(variable, "")})
-        except ValueError as error:
-            problems.append(str(error))
-    settings: OperatorSettings | None = None
-    try:
-        settings = OperatorSettings.model_validate(fields)
-    except ValidationError as error:
-        problems = describe_validation_error(error) + problems
-    if problems or settings is None:
-        raise SettingsError(COMPONENT, problems)
+
+    def prepare(fields: dict[str, Any]) -> list[str]:
+        fields.pop("route_timeouts", None)  # read from its own variables below
+        namespace = fields.get("operator_namespace") or _service_account_namespace(namespace_file)
+        fields.setdefault("operator_namespace", namespace or FALLBACK_NAMESPACE)
+        fields.setdefault("gateway_namespace", fields["operator_namespace"])
+        return []
+
+    def check(fields: dict[str, Any]) -> list[str]:
+        problems = _combination_problems(fields)
+        for variable, _, _ in _TIMEOUT_VARIABLES:
+            # One variable at a time, so every malformed duration is named, not only the first.
+            try:
+                RouteTimeouts.from_env({variable: upper.get(variable, "")})
+            except ValueError as error:
+                problems.append(str(error))
+        return problems
+
+    settings = load_settings(OperatorSettings, COMPONENT, env, prepare=prepare, check=check)
     return settings.model_copy(update={"route_timeouts": RouteTimeouts.from_env(upper)})

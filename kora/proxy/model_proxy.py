@@ -1,6 +1,5 @@
-"""``kora model-proxy``: a ModelAPI in Proxy mode, forwarding ``/v1/*`` to an OpenAI-compatible backend.
-
-    kora model-proxy [--host 127.0.0.1] [--port 8000]
+"""A ModelAPI in Proxy mode (``kora model-proxy``, :mod:`kora.proxy.cli`): forwards ``/v1/*`` to an
+OpenAI-compatible backend.
 
 Environment: ``MODEL_PROXY_API_BASE`` (required; the backend's base URL including ``/v1``, e.g.
 ``https://api.openai.com/v1``; ``/v1/<rest>`` goes to ``<base>/<rest>``), ``MODEL_PROXY_API_KEY``
@@ -9,19 +8,16 @@ the backend's key), ``MODEL_PROXY_MODELS`` (optional, comma-separated; when set 
 exactly these instead of asking the backend). Responses, streaming ones included, go through chunk by chunk.
 
 ``/health``: the process is up. ``/ready``: configured (the backend is not called, so a slow or rate-limited
-backend does not take every agent out of rotation). Exit codes: 0 after SIGINT/SIGTERM, 2 for a missing
-``MODEL_PROXY_API_BASE``, an address in use or a bad option.
+backend does not take every agent out of rotation).
 """
 
-# No ``from __future__ import annotations`` here: Typer reads the option annotations at run time, and they
-# name ``typer``, which ``cli`` imports (the gateway tests import this module for create_proxy_app alone).
-import os
-import sys
+from __future__ import annotations
+
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Annotated, Self
+from typing import Self
 
 import httpx
 from starlette.applications import Starlette
@@ -31,13 +27,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from kora.core import env as names
-from kora.core.command import run_command, serve_until_stopped
 from kora.core.limits import RequestLimits
 from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.core.openai_wire import model_list_body
+from kora.core.serving import Readiness, Status, probe_routes
 from kora.proxy.forward import HTTP_ERROR_HANDLERS, forward, raw_path
 
-__all__ = ["VARIABLES", "ProxySettings", "cli", "create_proxy_app"]
+__all__ = ["VARIABLES", "ProxySettings", "create_proxy_app"]
 
 #: Seconds a backend may take to send response headers, and between two streamed chunks.
 BACKEND_TIMEOUT_SECONDS = 300.0
@@ -109,9 +105,6 @@ def create_proxy_app(settings: ProxySettings) -> Starlette:
             state["client"] = client
             yield
 
-    async def health(request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
-
     async def models(request: Request) -> Response:
         if not settings.models:
             return await v1(request)
@@ -132,8 +125,8 @@ def create_proxy_app(settings: ProxySettings) -> Starlette:
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
     return Starlette(
         routes=[
-            Route("/health", health),
-            Route("/ready", health),
+            # Ready as soon as it serves: a backend that is away is the client's 502, not a reason to stop routing.
+            *probe_routes(lambda: Readiness(Status.READY)),
             Route("/v1/models", models),
             Route("/v1/{rest:path}", v1, methods=methods),
         ],
@@ -141,43 +134,3 @@ def create_proxy_app(settings: ProxySettings) -> Starlette:
         exception_handlers=HTTP_ERROR_HANDLERS,
         middleware=[Middleware(RequestLimits, max_body_bytes=settings.max_request_bytes)],
     )
-
-
-def _serve(host: str, port: int) -> int:
-    """Serve the proxy on ``host:port`` until SIGINT/SIGTERM; 0, or 2 after saying what is wrong."""
-    from kora.core.net import bind_socket
-    from kora.core.settings_errors import SettingsError
-    from kora.core.telemetry import instrument_app, setup_telemetry
-
-    try:
-        settings = ProxySettings.from_env(os.environ)
-        telemetry = setup_telemetry("ModelAPI", component="kora model-proxy")
-        sock = bind_socket(host, port)
-    except SettingsError as error:
-        print(error, file=sys.stderr)
-        return 2
-    except (ValueError, OSError) as error:
-        print(f"kora model-proxy: {error}", file=sys.stderr)
-        return 2
-    print(f"kora model-proxy: forwarding /v1 to {settings.api_base} on port {sock.getsockname()[1]}", flush=True)
-    app = create_proxy_app(settings)
-    instrument_app(app, telemetry)
-    try:
-        serve_until_stopped(app, sock, lifespan="on")
-    finally:
-        telemetry.shutdown()
-    return 0
-
-
-def cli(argv: list[str]) -> int:
-    """``kora model-proxy [--host H] [--port P]``: serve until SIGINT/SIGTERM; returns the exit code."""
-    import typer
-
-    def model_proxy(
-        host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
-        port: Annotated[int, typer.Option(help="TCP port (0: any free port).", min=0, max=65535)] = 8000,
-    ) -> int:
-        """Forward /v1/* to MODEL_PROXY_API_BASE (a ModelAPI in Proxy mode)."""
-        return _serve(host, port)
-
-    return run_command(model_proxy, argv, "kora model-proxy")

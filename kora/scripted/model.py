@@ -129,6 +129,7 @@ from kora.core.openai_wire import (
     usage_body,
 )
 from kora.core.openai_wire.embeddings import embedding_request, embedding_response_body
+from kora.core.serving import Readiness, Status, probe_routes
 from kora.scripted.defaults import default_reply
 from kora.scripted.embedding import DEFAULT_DIMENSIONS, MAX_DIMENSIONS, embed
 from kora.scripted.script import (
@@ -685,9 +686,6 @@ def _json_error(status: int, message: str) -> Response:
 
 
 def _control_routes(model: ScriptedModel) -> list[Route]:
-    async def health(request: Request) -> Response:
-        return _json_response({"status": "ok", "scripted": True})
-
     async def models(request: Request) -> Response:
         return _json_response(model_list_body(model.model_names, "kora-scripted"))
 
@@ -729,7 +727,7 @@ def _control_routes(model: ScriptedModel) -> list[Route]:
         return Response(status_code=204)
 
     return [
-        Route("/health", health, methods=["GET"]),
+        *probe_routes(lambda: Readiness(Status.READY), {"scripted": True}),
         Route("/v1/models", models, methods=["GET"]),
         Route("/models", models, methods=["GET"]),
         Route("/_script/replies", post_replies, methods=["POST"]),

@@ -21,7 +21,7 @@ DEFERRED = ("a2a", "pydantic_ai", "google.protobuf")
 
 BUILD_APP = """
 import sys
-from kora.agent.server import cli  # what `kora agent` imports
+from kora.agent.cli import cli  # what `kora agent` imports
 from kora.agent.app import create_app
 from kora.agent.settings import AgentSettings
 from kora.core.telemetry import instrument_app, setup_telemetry

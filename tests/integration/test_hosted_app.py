@@ -75,14 +75,21 @@ def test_health_answers_while_the_model_loads_and_ready_waits_for_it(embedder: S
         base = running.root_url
         assert httpx.get(base + "/health").json() == {"status": "ok"}
         ready = httpx.get(base + "/ready")
-        assert (ready.status_code, ready.json()) == (503, {"status": "loading", "model": MINILM.name})
+        assert (ready.status_code, ready.json()) == (
+            503,
+            {
+                "status": "starting",
+                "reasons": [f"the model {MINILM.name} is still loading"],
+                "details": {"model": MINILM.name},
+            },
+        )
         early = httpx.post(base + "/v1/embeddings", json={"model": "all-MiniLM-L6-v2", "input": "hi"})
         assert early.status_code == 503
         assert early.json()["error"]["code"] == "model_loading"
         assert embedder.calls == []
         release.set()
         wait_until(lambda: httpx.get(base + "/ready").status_code == 200, "/ready after the load")
-        assert httpx.get(base + "/ready").json() == {"status": "ready", "model": MINILM.name}
+        assert httpx.get(base + "/ready").json() == {"status": "ready", "details": {"model": MINILM.name}}
         assert httpx.post(base + "/v1/embeddings", json={"model": "all-MiniLM-L6-v2", "input": "hi"}).status_code == 200
         wait_until(lambda: len(loaded) == 1, "the on_loaded call")
         assert loaded[0] >= 0
@@ -99,7 +106,7 @@ def test_a_failed_load_is_reported_by_ready_requests_and_the_callback():
         wait_until(lambda: httpx.get(base + "/ready").json()["status"] == "failed", "the failure")
         ready = httpx.get(base + "/ready")
         assert ready.status_code == 503
-        assert ready.json()["reason"] == "RuntimeError: weights unreadable"
+        assert ready.json()["reasons"] == [f"the model {MINILM.name} failed to load: RuntimeError: weights unreadable"]
         assert httpx.get(base + "/health").status_code == 200
         answer = httpx.post(base + "/v1/embeddings", json={"model": "all-MiniLM-L6-v2", "input": "hi"})
         assert answer.status_code == 503

@@ -470,7 +470,10 @@ async def test_health_answers_while_the_workers_start_and_early_calls_wait_for_t
         result = await early_call
         ready_after = await http.get("/ready")
     assert health.status_code == 200
-    assert (ready.status_code, ready.json()) == (503, {"status": "starting"})
+    assert (ready.status_code, ready.json()) == (
+        503,
+        {"status": "starting", "reasons": ["the tool workers are starting"]},
+    )
     assert [tool["name"] for tool in listing.json()["tools"]] == ["ping"]
     assert waited, "a call made before any worker runs waits for one"
     assert text_of(result) == "pong"

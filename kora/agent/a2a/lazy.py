@@ -4,7 +4,7 @@ Importing the SDK (its request handlers, the 0.3 compatibility types, protobuf) 
 delay ``/health``. So the app adds the card routes and ``POST /`` from here, and :meth:`LazyA2A.load` imports
 :mod:`kora.agent.a2a.routes` in a thread after the server answers ``/health``, then builds the
 :class:`~kora.agent.a2a.routes.A2AServer`. A request that arrives before that waits for it (up to
-:data:`~kora.agent.state.STARTUP_WAIT_SECONDS`; then 503, as any request that needs the runtime). The HTTP+JSON
+:data:`~kora.core.serving.STARTUP_WAIT_SECONDS`; then 503, as any request that needs the runtime). The HTTP+JSON
 binding's routes are the SDK's: they join the route table once it has loaded (before ``/ready`` answers); a request
 to one of its paths before then waits for the load in :class:`WaitingRestRoute` and is then routed again. This
 module imports nothing of the SDK.
@@ -26,9 +26,9 @@ from starlette.routing import BaseRoute, Match, NoMatchFound
 from starlette.types import Receive, Scope, Send
 
 from kora.agent.a2a.paths import CARD_PATHS, JSONRPC_PATH, is_rest_path
-from kora.agent.state import STARTUP_WAIT_SECONDS
 from kora.core.errors import KoraError, Unavailable
 from kora.core.limits import openai_refusal
+from kora.core.serving import STARTUP_WAIT_SECONDS
 from kora.core.telemetry.routing import NamedRoute
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ class WaitingRestRoute(BaseRoute):
     not loaded, waits for :meth:`LazyA2A.wait`, then hands the request back to the app's router, where the SDK's
     routes now answer it (they are added by the build, before this route stops matching). Raises
     :class:`~kora.core.errors.Unavailable` (503, in the binding's error shape) when the load fails or takes longer
-    than :data:`~kora.agent.state.STARTUP_WAIT_SECONDS`. Once loaded it matches nothing, so it costs a request one
+    than :data:`~kora.core.serving.STARTUP_WAIT_SECONDS`. Once loaded it matches nothing, so it costs a request one
     attribute check."""
 
     def __init__(self, a2a: LazyA2A) -> None:

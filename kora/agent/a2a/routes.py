@@ -51,7 +51,7 @@ from kora.agent.a2a.negotiation import (
 )
 from kora.agent.a2a.paths import is_rest_path
 from kora.agent.a2a.store import DEFAULT_MAX_TASKS, KoraTaskStore, build_task_store
-from kora.agent.identity import ANONYMOUS, Identity, IdentityResolver, challenge
+from kora.agent.identity import ANONYMOUS, Identity, IdentityResolver
 from kora.agent.settings import AgentSettings
 from kora.core.errors import (
     AuthenticationRequired,
@@ -63,6 +63,7 @@ from kora.core.errors import (
     VersionNotSupported,
 )
 from kora.core.limits import openai_refusal, replay_body
+from kora.core.serving.errors import challenge
 
 if TYPE_CHECKING:
     from kora.agent.a2a.shared import SharedTasks, SharedTaskStore

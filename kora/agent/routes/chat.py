@@ -29,7 +29,6 @@ from pydantic import JsonValue
 
 from kora.agent.identity import Identity, open_session
 from kora.agent.openai_api import ParsedChat, parse_chat_request
-from kora.agent.routes.errors import error_response
 from kora.agent.state import AgentState
 from kora.agent.turn import TurnOutcome, TurnRequest
 from kora.core.errors import KoraError, NotFound
@@ -47,6 +46,7 @@ from kora.core.openai_wire import (
     usage_body,
 )
 from kora.core.protocol import DELEGATED_BY_HEADER, SESSION_HEADER, check_session_id
+from kora.core.serving.errors import error_response
 
 if TYPE_CHECKING:
     from kora.agent.runtime import AgentRuntime

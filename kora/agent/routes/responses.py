@@ -59,13 +59,13 @@ from kora.agent.responses_api import (
 )
 from kora.agent.routes.background import BackgroundResponses
 from kora.agent.routes.chat import chat_turn, event_stream, requested_session
-from kora.agent.routes.errors import error_response
 from kora.agent.routes.queries import PAGE_PARAMS, page, refuse_query
 from kora.agent.state import AgentState
 from kora.agent.turn import ResponseRecord, TurnOutcome, TurnRequest
 from kora.core.errors import KoraError, RequestError
 from kora.core.events import MemoryEvent
 from kora.core.protocol import SESSION_HEADER
+from kora.core.serving.errors import error_response
 from kora.memory.base import new_session_id
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ Routes (all JSON; the OpenAPI document is at ``/openapi.json``):
 ``GET /v1/erasures``                  the erasure log after ``after`` (every response names its newest, see
                                       :mod:`kora.memory.service.erasures`)
 ``GET /v1/jobs``                      background jobs (``status=failed``: what extraction could not do); admin
-``GET /health``, ``GET /ready``       liveness; readiness (503 with the reason while the database is unusable)
+``GET /health``, ``GET /ready``       the probes (:mod:`kora.core.serving.probes`; 503 while the database is unusable)
 ====================================  ================================================================
 
 Every ``/v1`` route needs a bearer credential (:mod:`kora.memory.service.auth`): the agent credential
@@ -39,7 +39,8 @@ nothing. The routes without a user (listing, ``GET`` of a session, its metadata 
 ``forget``) see every session of the agent they name; the agent filters them for its own callers (``/memory/*`` on
 the agent).
 
-Errors are ``{"error": {"message", "type", "code"}}`` with the status of :mod:`kora.core.errors`: 400 for a
+Errors follow the chassis's policy (:mod:`kora.core.serving.errors`): under ``/v1``
+``{"error": {"message", "type", "code"}}`` with the status of :mod:`kora.core.errors`: 400 for a
 malformed body or parameter (never FastAPI's 422), for JSON beyond the limits of :mod:`kora.core.limits` and for
 a value the database refuses, 401 for a missing or unknown credential, 403 for the agent credential on an admin
 request, a scope above the store's ceiling or another user's session, 404 for an unknown session or fact, 413 for
@@ -48,25 +49,23 @@ a body over ``MEMORY_SERVICE_MAX_REQUEST_BYTES``, 503 while the database is unus
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from psycopg import DataError, OperationalError
 from psycopg.rows import dict_row
 from psycopg_pool import PoolTimeout
 from pydantic import BaseModel
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from kora.core.errors import KoraError, NotFound, RequestError, Unauthenticated, Unavailable, internal_error
+from kora.core.errors import NotFound, RequestError, Unavailable
 from kora.core.events import EventType
 from kora.core.limits import RequestLimits
-from kora.core.openai_wire import error_body, invalid_request_message, openai_error_body
+from kora.core.serving import add_probe_routes
+from kora.core.serving.errors import error_response, install_error_handlers
 from kora.memory.base import SessionInfo
 from kora.memory.service import erasures, facts, jobs, recall, store
 from kora.memory.service.auth import Role, require
@@ -142,21 +141,20 @@ def create_app(settings: MemoryServiceSettings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        starting = asyncio.create_task(service.start())
+        service.lifecycle.begin()
         try:
             yield
         finally:
-            await starting
             await service.close()
 
     app = FastAPI(title="Kora memory service", version="v1", lifespan=lifespan)
     app.state.service = service
-    _install_error_handlers(app)
+    install_error_handlers(
+        app, handlers={OperationalError: _database_error, DataError: _database_error, PoolTimeout: _database_error}
+    )
     app.add_middleware(RequestLimits, max_body_bytes=settings.max_request_bytes)
     app.add_middleware(erasures.MarkHeader, mark=lambda: service.mark)
-    probes = APIRouter()
-    _add_probes(probes, service)
-    app.include_router(probes)
+    add_probe_routes(app.router, service.readiness)
 
     def agent_access(request: Request) -> Role:
         return require(request, settings, Role.AGENT)
@@ -181,20 +179,6 @@ async def _connection(service: MemoryService) -> AsyncIterator[Conn]:
     assert db.pool is not None
     async with db.pool.connection() as conn:
         yield conn
-
-
-def _add_probes(router: APIRouter, service: MemoryService) -> None:
-    @router.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
-
-    @router.get("/ready")
-    async def ready() -> JSONResponse:
-        problems, details = await service.problems()
-        body: dict[str, object] = {"status": "not ready" if problems else "ready", "details": details}
-        if problems:
-            body["reasons"] = problems
-        return JSONResponse(body, status_code=503 if problems else 200)
 
 
 def _add_session_routes(router: APIRouter, service: MemoryService) -> None:
@@ -440,40 +424,15 @@ def _add_admin_routes(router: APIRouter, service: MemoryService) -> None:
             return JobList(jobs=[JobInfo.model_validate(row) for row in await cur.fetchall()])
 
 
-def _install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(KoraError)
-    async def kora_error(_: Request, error: KoraError) -> JSONResponse:
-        # RFC 6750: a 401 for a bearer token says how to authenticate.
-        challenge = {"WWW-Authenticate": "Bearer"} if isinstance(error, Unauthenticated) else None
-        return JSONResponse(error_body(error), status_code=error.status, headers=challenge)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:
-        code = "not_found" if error.status_code == 404 else "http_error"
-        body = openai_error_body(str(error.detail), "invalid_request_error", code)
-        return JSONResponse(body, status_code=error.status_code, headers=error.headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(_: Request, error: RequestValidationError) -> JSONResponse:
-        return JSONResponse(error_body(RequestError(invalid_request_message(error.errors()))), status_code=400)
-
-    @app.exception_handler(OperationalError)
-    @app.exception_handler(DataError)
-    @app.exception_handler(PoolTimeout)
-    async def database_error(request: Request, error: Exception) -> JSONResponse:
-        sqlstate = getattr(error, "sqlstate", None) or ""
-        # 22 (data exception) and 54 (program limit exceeded): the database refused a value of this request, which
-        # the boundary checks should have caught; the request is at fault, not the database.
-        if sqlstate[:2] in {"22", "54"}:
-            log.warning("database refused a value on %s: %s", request.url.path, error)
-            refused = RequestError(f"The memory database refused a value of this request: {type(error).__name__}")
-            return JSONResponse(error_body(refused), status_code=400)
-        log.warning("database unusable on %s: %s", request.url.path, error)
-        unavailable = Unavailable(f"The memory database is unusable: {type(error).__name__}", code="database")
-        return JSONResponse(error_body(unavailable), status_code=503)
-
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, error: Exception) -> JSONResponse:
-        failure = internal_error(error)  # logs the exception under the reference the answer names
-        log.error("unhandled error on %s: %s", request.url.path, failure.message)
-        return JSONResponse(error_body(failure), status_code=500)
+async def _database_error(request: Request, error: Exception) -> Response:
+    """A database error: 400 for a value of this request the database refused, else 503 (unusable)."""
+    sqlstate = getattr(error, "sqlstate", None) or ""
+    # 22 (data exception) and 54 (program limit exceeded): the database refused a value of this request, which
+    # the boundary checks should have caught; the request is at fault, not the database.
+    if sqlstate[:2] in {"22", "54"}:
+        log.warning("database refused a value on %s: %s", request.url.path, error)
+        return error_response(
+            RequestError(f"The memory database refused a value of this request: {type(error).__name__}")
+        )
+    log.warning("database unusable on %s: %s", request.url.path, error)
+    return error_response(Unavailable(f"The memory database is unusable: {type(error).__name__}", code="database"))

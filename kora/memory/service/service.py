@@ -10,7 +10,8 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from kora.core.errors import InvalidAnswer, ModelUnreachable, Unavailable
+from kora.core.errors import InvalidAnswer, ModelUnreachable
+from kora.core.serving import Lifecycle, Readiness, StartupText
 from kora.memory.service import facts, jobs
 from kora.memory.service.database import Database
 from kora.memory.service.erasures import load_mark
@@ -21,12 +22,16 @@ from kora.memory.wire import Mark
 
 log = logging.getLogger("kora.memory")
 
-#: Seconds a request waits for the database to open at start-up before answering 503.
-STARTUP_WAIT_SECONDS = 30.0
+#: How the memory service names its start-up in 503 answers and on ``/ready``.
+STARTUP_TEXT = StartupText(
+    subject="The memory service",
+    starting="the memory service is starting (opening its database)",
+    failed="the memory service failed to start",
+)
 
 
 class MemoryService:
-    """Create, ``await start()`` (or run it as a background task), serve, ``await close()``."""
+    """Create, ``lifecycle.begin()`` (the start-up, in the background), serve, ``await close()``."""
 
     def __init__(self, settings: MemoryServiceSettings) -> None:
         self.settings = settings
@@ -41,33 +46,26 @@ class MemoryService:
             if settings.has_embedding_model
             else None
         )
-        self.startup_error: str | None = None
+        self.lifecycle = Lifecycle(self._start, STARTUP_TEXT)
         self.embedding_problem: str | None = None
         self._dimension: int | None = None
-        self._started = asyncio.Event()
         self._wake = asyncio.Event()
         self._workers: list[asyncio.Task[None]] = []
         #: The store's erasure mark (:mod:`kora.memory.service.erasures`), once the database is open.
         self.mark: Mark | None = None
 
-    async def start(self) -> None:
-        """Open (and migrate) the database, learn the embedding dimension, start the workers. Never raises: a
-        failure is kept in :attr:`startup_error` and reported by ``/ready`` and every request."""
-        try:
-            await self.db.open()
-            assert self.db.pool is not None
-            async with self.db.pool.connection() as conn:
-                self.mark = await load_mark(conn)
-            await self._learn_dimension()
-            self._workers = [
-                asyncio.create_task(jobs.worker(self, self._wake), name=f"memory-worker-{n}")
-                for n in range(self.settings.workers)
-            ]
-        except Exception as error:  # reported, not raised: the process stays up to say why on /ready
-            log.exception("memory service failed to start")
-            self.startup_error = f"{type(error).__name__}: {error}"
-        finally:
-            self._started.set()
+    async def _start(self) -> None:
+        """Open (and migrate) the database, learn the embedding dimension, start the workers (run by
+        :attr:`lifecycle` in the background: a failure is reported by ``/ready`` and every request)."""
+        await self.db.open()
+        assert self.db.pool is not None
+        async with self.db.pool.connection() as conn:
+            self.mark = await load_mark(conn)
+        await self._learn_dimension()
+        self._workers = [
+            asyncio.create_task(jobs.worker(self, self._wake), name=f"memory-worker-{n}")
+            for n in range(self.settings.workers)
+        ]
 
     def advance_mark(self, seq: int) -> None:
         """An erasure ``seq`` committed: the mark every response carries from now on names it."""
@@ -94,17 +92,12 @@ class MemoryService:
         self.wake_workers()
 
     async def ready(self) -> Database:
-        """The open database, waiting up to :data:`STARTUP_WAIT_SECONDS` at start-up.
+        """The open database, waiting up to :data:`~kora.core.serving.STARTUP_WAIT_SECONDS` at start-up.
 
         Raises :class:`~kora.core.errors.Unavailable` while starting or when start-up failed.
         """
-        if not self._started.is_set():
-            try:
-                await asyncio.wait_for(self._started.wait(), STARTUP_WAIT_SECONDS)
-            except TimeoutError:
-                raise Unavailable("The memory service is still starting.", code="starting") from None
-        if self.startup_error is not None:
-            raise Unavailable(f"The memory service failed to start: {self.startup_error}", code="startup_failed")
+        if not self.lifecycle.started:
+            await self.lifecycle.wait()
         return self.db
 
     async def embed_texts(self, texts: Sequence[str]) -> list[list[float] | None]:
@@ -150,10 +143,11 @@ class MemoryService:
         """Tell idle workers that jobs were queued (by this process)."""
         self._wake.set()
 
-    async def problems(self) -> tuple[list[str], dict[str, str | int]]:
-        """Why the service cannot serve (empty when it can), and details that do not stop it: no embedding model,
-        and how many facts still wait for an embedding (``facts_without_embedding``, an int; absent when none
-        do: the embedding model changed and the ``embed`` jobs are not done, or it could not be reached)."""
+    async def readiness(self) -> Readiness:
+        """What ``/ready`` answers: starting or failed until the database is open, then not ready while it is
+        unusable. ``details`` say what does not stop it: no embedding model, and how many facts still wait for an
+        embedding (``facts_without_embedding``, an int; absent when none do: the embedding model changed and the
+        ``embed`` jobs are not done, or it could not be reached)."""
         details: dict[str, str | int] = {}
         if self.embedder is None:
             details["embedding"] = "no embedding model configured: recall uses full-text search"
@@ -161,14 +155,12 @@ class MemoryService:
             details["embedding"] = self.embedding_problem
         if self.summary is None:
             details["summary"] = "no summary model configured: no fact extraction and no rolling summaries"
-        if not self._started.is_set():
-            return ["the memory service is starting (opening its database)"], details
-        if self.startup_error is not None:
-            return [f"the memory service failed to start: {self.startup_error}"], details
+        if not self.lifecycle.started:
+            return self.lifecycle.readiness(details=details)
         reason = await self.db.ping()
         if reason is None and self.embedder is not None and (waiting := await self._unembedded()):
             details["facts_without_embedding"] = waiting
-        return ([reason] if reason else []), details
+        return self.lifecycle.readiness([reason] if reason else [], details)
 
     async def _unembedded(self) -> int:
         """Valid facts without an embedding (0 when the database does not say: readiness is the ping's to judge)."""
@@ -181,7 +173,9 @@ class MemoryService:
             return 0
 
     async def close(self) -> None:
-        """Stop the workers (a running job is rolled back and runs again later), close clients and the database."""
+        """Wait for the start-up to end, then stop the workers (a running job is rolled back and runs again
+        later), close clients and the database."""
+        await self.lifecycle.close()
         for task in self._workers:
             task.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)

@@ -11,17 +11,16 @@ model its clients use, and bounds only need to be right within a small factor.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kora.core.env import DEFAULT_MAX_LARGE_REQUEST_BYTES, MIN_MAX_REQUEST_BYTES
 from kora.core.net import is_http_url
-from kora.core.settings_errors import SettingsError, describe_validation_error, settings_fields
+from kora.core.serving.settings import load_settings
 
 COMPONENT = "kora memory"
 ENV_PREFIX = "MEMORY_SERVICE_"
@@ -151,18 +150,9 @@ class MemoryServiceSettings(BaseSettings):
 def load_memory_service_settings(environ: Mapping[str, str] | None = None) -> MemoryServiceSettings:
     """Read and validate the settings from ``environ`` (default: the process environment).
 
-    Raises :class:`SettingsError` listing every bad or missing ``MEMORY_SERVICE_*`` variable.
+    Raises :class:`~kora.core.settings_errors.SettingsError` listing every bad or missing ``MEMORY_SERVICE_*`` variable.
     """
-    env = os.environ if environ is None else environ
-    fields = settings_fields(env, MemoryServiceSettings.model_fields, ENV_PREFIX)
-    problems = _pairing_problems(fields)
-    try:
-        settings = MemoryServiceSettings.model_validate(fields)
-    except ValidationError as error:
-        problems = describe_validation_error(error, ENV_PREFIX) + problems
-    if problems:
-        raise SettingsError(COMPONENT, problems)
-    return settings
+    return load_settings(MemoryServiceSettings, COMPONENT, environ, env_prefix=ENV_PREFIX, check=_pairing_problems)
 
 
 def _pairing_problems(fields: Mapping[str, str]) -> list[str]:

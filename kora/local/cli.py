@@ -1,4 +1,7 @@
-"""``kora status | logs | down | chat | token``: the user's side of a running ``kora up`` (via its state file).
+"""``kora up | status | logs | down | chat | token``: the local runtime's commands.
+
+``kora up`` is :func:`kora.local.up.up` (imported when it runs, so the other commands do not load it); the others
+are the user's side of a running ``kora up`` (via its state file).
 
 Every command takes ``--state-dir``; without it the run is found by :func:`kora.local.state.locate` (``.kora``
 or ``.kora/*/``, the one alive). Exit codes: 0 on success; 1 when no ``kora up`` ever ran there, when
@@ -25,7 +28,7 @@ from kora.resources.graph import ResourceRef
 from kora.resources.models import Kind
 from kora.resources.wiring import ADMIN_TOKEN_KEY, credentials_secret
 
-__all__ = ["chat_cli", "down_cli", "logs_cli", "status_cli", "token_cli"]
+__all__ = ["chat_cli", "down_cli", "logs_cli", "status_cli", "token_cli", "up_cli"]
 
 
 #: ``--state-dir``, which every command takes (default: found, see :func:`kora.local.state.locate`).
@@ -254,3 +257,10 @@ def chat_cli(argv: list[str]) -> int:
     message, so the agent replays the conversation from its memory. Exits 0 on EOF (Ctrl-D).
     """
     return run_command(_chat, argv, "kora chat")
+
+
+def up_cli(argv: list[str]) -> int:
+    """``kora up``: parse ``argv``, run until stopped; returns the exit code (see :mod:`kora.local.up`)."""
+    from kora.local.up import up
+
+    return run_command(up, argv, "kora up")
