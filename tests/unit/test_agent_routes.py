@@ -45,6 +45,8 @@ def test_every_endpoint_is_a_route_of_the_app_itself() -> None:
         ("/memory/sessions", ["GET"]),
         ("/memory/sessions/{session_id}", ["DELETE"]),
         ("/memory/users/{user_id}", ["DELETE"]),
+        ("/approvals", ["GET"]),
+        ("/approvals/{approval_id}", ["POST"]),
     ]
 
 
@@ -97,4 +99,6 @@ def test_openapi_operation_ids_are_stable() -> None:
         ),
         ("/v1/responses/{response_id}", "delete"): "delete_response_v1_responses__response_id__delete",
         ("/v1/responses/{response_id}/cancel", "post"): "cancel_response_v1_responses__response_id__cancel_post",
+        ("/approvals", "get"): "list_approvals_approvals_get",
+        ("/approvals/{approval_id}", "post"): "decide_approval_approvals__approval_id__post",
     }

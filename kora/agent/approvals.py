@@ -1,0 +1,305 @@
+"""Human approval of tool calls (``TOOL_APPROVAL_REQUIRED``, ``TOOL_APPROVAL_TIMEOUT_SECONDS``; docs/approvals.md).
+
+A call of a tool that matches one of the agent's patterns does not run when the model makes it: the turn ends
+there, *paused* (pydantic-ai's deferred tools: the tool's toolset is wrapped in an ``ApprovalRequiredToolset`` and
+the run ends with ``DeferredToolRequests.approvals``). Each such call is a :class:`PendingApproval`; the turn's
+messages so far wait with them in the agent's :class:`ApprovalStore` (:class:`PausedTurn`). A person decides each
+call (:class:`Decision`: approve, optionally with edited arguments, or reject with a reason); once every call of
+the paused turn is decided, the turn resumes from its messages with pydantic-ai's ``DeferredToolResults``: an
+approved call runs once, a rejected one gives the model the rejection as the tool's error text. A call left
+undecided for ``TOOL_APPROVAL_TIMEOUT_SECONDS`` is rejected by the agent itself, and the turn resumes.
+
+Patterns (:class:`ApprovalPolicy`): ``<server>/<tool>`` for an MCP server's tool (the tool's own name, before any
+renaming), ``agents/<peer>`` for the delegation to a peer; ``*`` matches any characters (``files/*``,
+``*/delete_*``, ``*``).
+
+This module imports no pydantic-ai at run time (the A2A endpoint and the routes read decisions before it loads).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import JsonValue
+
+from kora.core.errors import Forbidden, NotFound, RequestError
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from pydantic_ai.messages import ModelMessage
+
+    from kora.agent.turn import TurnOutcome, TurnRequest
+
+#: The pattern source of delegation tools: ``agents/<peer>``.
+AGENTS_SOURCE = "agents"
+#: The reason a call that waited too long is rejected with (``rejected_by`` ``expired``).
+EXPIRED = "expired"
+
+
+class ApprovalConflict(RequestError):
+    """A decision on a call that is already decided, or expired (HTTP 409, JSON-RPC -32602)."""
+
+    status = 409
+    default_code = "approval_decided"
+
+
+def parse_approval_patterns(value: str) -> tuple[str, ...]:
+    """The patterns of a ``TOOL_APPROVAL_REQUIRED`` value (comma-separated, blanks ignored). Raises ``ValueError``
+    naming a pattern that is not ``*`` nor ``<server>/<tool>`` with both sides non-empty."""
+    patterns = tuple(item.strip() for item in value.split(",") if item.strip())
+    for pattern in patterns:
+        if pattern == "*":
+            continue
+        server, slash, tool = pattern.partition("/")
+        if not slash or not server or not tool or "/" in tool:
+            raise ValueError(f"{pattern!r} is no '<server>/<tool>' pattern (e.g. 'files/delete_*', 'agents/*')")
+    return patterns
+
+
+@dataclass(frozen=True)
+class ApprovalPolicy:
+    """Which tool calls need approval: ``patterns`` as :func:`parse_approval_patterns` reads them."""
+
+    patterns: tuple[str, ...] = ()
+
+    @classmethod
+    def from_setting(cls, value: str) -> ApprovalPolicy:
+        """The policy of a ``TOOL_APPROVAL_REQUIRED`` value."""
+        return cls(parse_approval_patterns(value))
+
+    def __bool__(self) -> bool:
+        return bool(self.patterns)
+
+    @cached_property
+    def _regex(self) -> re.Pattern[str]:
+        alternatives = [".*" if p == "*" else ".*".join(re.escape(s) for s in p.split("*")) for p in self.patterns]
+        return re.compile("|".join(f"(?:{a})" for a in alternatives) or "(?!)")
+
+    def requires(self, source: str, tool: str) -> bool:
+        """True when a call of ``tool`` of ``source`` (an MCP server's name, or ``agents``) needs approval."""
+        return self._regex.fullmatch(f"{source}/{tool}") is not None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A person's decision on a pending call: ``approve`` (else reject), ``reason`` (given to the model with a
+    rejection) and ``arguments`` (approve with these arguments instead of the model's)."""
+
+    approve: bool
+    reason: str = ""
+    arguments: dict[str, JsonValue] | None = None
+
+    @classmethod
+    def parse(cls, value: object, where: str = "the decision") -> Decision:
+        """Read a decision object ``{"decision": "approve" | "reject", "reason"?: str, "arguments"?: object}``.
+        Raises :class:`~kora.core.errors.RequestError` naming ``where`` and the bad field; other keys are refused,
+        and so are ``arguments`` with a rejection."""
+        if not isinstance(value, Mapping):
+            raise RequestError(f"Invalid value: {where} must be an object with 'decision'.", code="invalid_decision")
+        unknown = sorted(set(value) - {"decision", "reason", "arguments"})
+        if unknown:
+            raise RequestError(f"Invalid value: {where} has unknown fields {unknown}.", code="invalid_decision")
+        decision = value.get("decision")
+        if decision not in ("approve", "reject"):
+            raise RequestError(
+                f"Invalid value: {where}: 'decision' must be 'approve' or 'reject'.", code="invalid_decision"
+            )
+        reason = value.get("reason", "")
+        if not isinstance(reason, str):
+            raise RequestError(f"Invalid value: {where}: 'reason' must be a string.", code="invalid_decision")
+        arguments = value.get("arguments")
+        if arguments is not None and not isinstance(arguments, dict):
+            raise RequestError(f"Invalid value: {where}: 'arguments' must be an object.", code="invalid_decision")
+        if arguments is not None and decision == "reject":
+            raise RequestError(f"Invalid value: {where}: 'arguments' go with 'approve' only.", code="invalid_decision")
+        return cls(decision == "approve", reason, arguments)
+
+    @classmethod
+    def parse_text(cls, text: str, where: str) -> Decision:
+        """:meth:`parse` of a JSON text (a tool message's content)."""
+        try:
+            value = json.loads(text)
+        except ValueError:
+            raise RequestError(
+                f"Invalid value: {where} must be a JSON decision object "
+                '{"decision": "approve" | "reject", "reason": "...", "arguments": {...}}.',
+                code="invalid_decision",
+            ) from None
+        return cls.parse(value, where)
+
+
+@dataclass
+class PendingApproval:
+    """One call waiting for a decision: ``id`` (``appr_<hex>``), the turn's ``session_id`` and ``user_id`` (None:
+    anonymous), the model's ``tool_call_id``, ``tool_name`` (as the model called it), ``target``
+    (``<server>/<tool>`` as patterns name it), ``arguments`` (the JSON text the model sent), ``requested_at`` and
+    ``expires_at`` (seconds since the epoch). ``decision`` is None while it waits."""
+
+    id: str
+    session_id: str
+    user_id: str | None
+    tool_call_id: str
+    tool_name: str
+    target: str
+    arguments: str
+    requested_at: float
+    expires_at: float
+    decision: Decision | None = None
+    decided_by: str = ""
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The approval as ``GET /approvals`` lists it: ``{id, session_id, tool_call_id, tool, target, arguments
+        (object), requested_at, expires_at (ISO 8601 UTC), status}``."""
+        try:
+            arguments: JsonValue = json.loads(self.arguments or "{}")
+        except ValueError:
+            arguments = self.arguments
+        return {
+            "id": self.id,
+            "session_id": self.session_id,
+            "tool_call_id": self.tool_call_id,
+            "tool": self.tool_name,
+            "target": self.target,
+            "arguments": arguments,
+            "requested_at": _iso(self.requested_at),
+            "expires_at": _iso(self.expires_at),
+            "status": self.status,
+        }
+
+    @property
+    def status(self) -> Literal["pending", "approved", "rejected", "expired"]:
+        """Where the approval stands."""
+        if self.decision is None:
+            return "pending"
+        if self.decided_by == EXPIRED:
+            return "expired"
+        return "approved" if self.decision.approve else "rejected"
+
+
+def _iso(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+@dataclass
+class PausedTurn:
+    """A turn that stopped at calls needing approval: the ``turn`` as it ran (its instructions, tools and
+    settings), every message the model was shown and gave until the pause (``messages``, pydantic-ai's), and its
+    ``approvals``, in the order the model made the calls.
+
+    ``on_resumed``: set by the surface that ran the turn when it must hear how the turn went on after a decision
+    it did not receive itself (expiry, or ``POST /approvals/{id}``): the outcome, or the turn's error. ``timer``
+    rejects the waiting calls when they expire."""
+
+    turn: TurnRequest
+    messages: list[ModelMessage]
+    approvals: list[PendingApproval]
+    on_resumed: Callable[[TurnOutcome | BaseException], Awaitable[None]] | None = None
+    timer: asyncio.TimerHandle | None = None
+
+    @classmethod
+    def of(
+        cls, turn: TurnRequest, messages: list[ModelMessage], calls: list[tuple[str, str, str, str]], timeout: float
+    ) -> PausedTurn:
+        """A paused turn; ``calls`` are ``(tool_call_id, tool_name, target, arguments)`` of the calls that wait,
+        each expiring ``timeout`` seconds from now."""
+        now = time.time()
+        approvals = [
+            PendingApproval(
+                id=f"appr_{uuid.uuid4().hex}",
+                session_id=turn.session_id,
+                user_id=turn.user_id,
+                tool_call_id=call_id,
+                tool_name=name,
+                target=target,
+                arguments=arguments,
+                requested_at=now,
+                expires_at=now + timeout,
+            )
+            for call_id, name, target, arguments in calls
+        ]
+        return cls(turn, messages, approvals)
+
+    @property
+    def decided(self) -> bool:
+        """True once every call has its decision."""
+        return all(a.decision is not None for a in self.approvals)
+
+
+#: How many decided approvals the store remembers, so a late second decision is told it came too late (409).
+DECIDED_KEPT = 10_000
+
+
+@dataclass
+class ApprovalStore:
+    """The agent's paused turns, in its process (the local store): by approval id and by session; and the latest
+    :data:`DECIDED_KEPT` decided approvals of turns that resumed."""
+
+    _turns: dict[str, PausedTurn] = field(default_factory=dict)
+    _decided: OrderedDict[str, PendingApproval] = field(default_factory=OrderedDict)
+
+    def add(self, paused: PausedTurn) -> None:
+        """Keep a paused turn until its calls are decided."""
+        for approval in paused.approvals:
+            self._turns[approval.id] = paused
+
+    def paused_turns(self) -> list[PausedTurn]:
+        """Every paused turn kept."""
+        return list({id(p): p for p in self._turns.values()}.values())
+
+    def pending(self, session_id: str | None = None) -> list[PendingApproval]:
+        """Calls still waiting, oldest first, in ``session_id`` when given."""
+        found = []
+        for paused in self.paused_turns():
+            found += [
+                a for a in paused.approvals if a.decision is None and (session_id is None or a.session_id == session_id)
+            ]
+        return sorted(found, key=lambda a: a.requested_at)
+
+    def paused_turn(self, approval_id: str) -> PausedTurn | None:
+        """The paused turn an approval belongs to (None: unknown, or its turn resumed)."""
+        return self._turns.get(approval_id)
+
+    def in_session(self, session_id: str) -> PausedTurn | None:
+        """The session's paused turn, if one waits (a session runs one turn at a time, so at most one)."""
+        for paused in self._turns.values():
+            if paused.turn.session_id == session_id:
+                return paused
+        return None
+
+    def decide(self, approval_id: str, decision: Decision, user_id: str | None, *, by: str = "") -> PausedTurn:
+        """Record ``decision`` on a pending call for ``user_id`` (the decider's verified id; None: anonymous, or
+        ``by`` ``operator`` / ``expired`` for the operator and the agent itself, who may decide any call).
+
+        Returns the call's paused turn (:attr:`PausedTurn.decided` says whether it can resume). Raises
+        :class:`~kora.core.errors.NotFound` for an unknown id, :class:`~kora.core.errors.Forbidden` for another
+        user's call (anonymous calls may be decided by whoever holds their id, as their session),
+        :class:`ApprovalConflict` for a call already decided; nothing changes then."""
+        paused = self._turns.get(approval_id)
+        approval = next((a for a in paused.approvals if a.id == approval_id), None) if paused else None
+        approval = approval or self._decided.get(approval_id)
+        if approval is None:
+            raise NotFound(f"No pending approval has the id '{approval_id}'.", code="approval_not_found")
+        if not by and approval.user_id is not None and approval.user_id != user_id:
+            raise Forbidden("The approval belongs to another user's turn.", code="approval_forbidden")
+        if approval.decision is not None or paused is None:
+            raise ApprovalConflict(f"The approval '{approval_id}' is already {approval.status}.")
+        approval.decision = decision
+        approval.decided_by = by or (user_id or "anonymous")
+        return paused
+
+    def release(self, paused: PausedTurn) -> None:
+        """Forget a paused turn that resumes (its approvals are then unknown ids)."""
+        for approval in paused.approvals:
+            self._turns.pop(approval.id, None)
+            self._decided[approval.id] = approval
+        while len(self._decided) > DECIDED_KEPT:
+            self._decided.popitem(last=False)
