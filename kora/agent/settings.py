@@ -167,13 +167,15 @@ class AgentSettings(BaseSettings):
     tool_approval_required: str = Field(
         default="",
         description="Kora: tools whose calls wait for a person's approval, comma-separated `server/tool` patterns "
-        "(`*` matches any characters; an MCP tool is `<server>/<tool>`, a delegation `agents/<peer>`); empty: none.",
+        "(`*` matches any characters; an MCP tool is `<server>/<tool>`, a delegation `agents/<peer>`); empty: none. An "
+        "Agent's `spec.config.toolApproval.required`.",
         examples=["files/delete_*,agents/*"],
     )
     tool_approval_timeout_seconds: float = Field(
         default=900.0,
         gt=0,
-        description="Kora: seconds a call waits for its approval; then it is rejected and the turn goes on.",
+        description="Kora: seconds a call waits for its approval; then it is rejected and the turn goes on. An Agent's "
+        "`spec.config.toolApproval.timeoutSeconds`.",
     )
     # Memory.
     memory_enabled: bool = Field(default=True, description="`false` selects NullMemory (nothing kept or replayed).")
