@@ -195,14 +195,14 @@ class PausedTurn:
     settings), every message the model was shown and gave until the pause (``messages``, pydantic-ai's), and its
     ``approvals``, in the order the model made the calls.
 
-    ``on_resumed``: set by the surface that ran the turn when it must hear how the turn went on after a decision
-    it did not receive itself (expiry, or ``POST /approvals/{id}``): the outcome, or the turn's error. ``timer``
-    rejects the waiting calls when they expire."""
+    ``resumer``: set by the surface that ran the turn when the turn must go on its own way after a decision the
+    surface did not receive itself (an expiry, ``POST /approvals/{id}``): it resumes the decided turn and returns its
+    outcome (None: it failed). ``timer`` rejects the waiting calls when they expire."""
 
     turn: TurnRequest
     messages: list[ModelMessage]
     approvals: list[PendingApproval]
-    on_resumed: Callable[[TurnOutcome | BaseException], Awaitable[None]] | None = None
+    resumer: Callable[[PausedTurn], Awaitable[TurnOutcome | None]] | None = None
     timer: asyncio.TimerHandle | None = None
 
     @classmethod

@@ -413,8 +413,8 @@ class AgentRuntime:
         task.add_done_callback(self._expiries.discard)
 
     async def _expired(self, paused: PausedTurn) -> None:
-        """Reject the calls of ``paused`` still waiting and resume the turn (its answer is stored; a hook the
-        surface left, :attr:`PausedTurn.on_resumed`, is told)."""
+        """Reject the calls of ``paused`` still waiting and resume the turn (its answer is stored; a surface that
+        left a :attr:`PausedTurn.resumer` resumes it its own way)."""
         paused.timer = None
         seconds = self.settings.tool_approval_timeout_seconds
         reason = f"nobody approved the call within {seconds:g} seconds"
@@ -440,26 +440,22 @@ class AgentRuntime:
         return paused
 
     async def resume(self, paused: PausedTurn, *, notify: bool = False) -> TurnOutcome | None:
-        """Run a decided paused turn to its end. With ``notify``, the outcome (or the error) goes to
-        :attr:`PausedTurn.on_resumed` when set, and errors are logged, not raised (the turn resumed on its own)."""
+        """Run a decided paused turn to its end, or have its surface resume it (:attr:`PausedTurn.resumer`); its
+        outcome (None: it failed). With ``notify`` (the turn resumes on its own: an expiry, a decision over REST),
+        errors are logged, not raised."""
         if not paused.decided:
             raise RuntimeError("resume() needs every call of the paused turn decided")
         self.approvals.release(paused)
-        if not notify:
-            return await self.run(paused.turn, resume=paused)
-        outcome: TurnOutcome | BaseException
         try:
-            outcome = await self.run(paused.turn, resume=paused)
-        except KoraError as error:
-            outcome = error
-        if paused.on_resumed is not None:
-            try:
-                await paused.on_resumed(outcome)
-            except Exception:
-                log.exception(
-                    "a resumed turn's surface failed to take its outcome in session %s", paused.turn.session_id
-                )
-        return outcome if isinstance(outcome, TurnOutcome) else None
+            if paused.resumer is not None:
+                return await paused.resumer(paused)
+            return await self.run(paused.turn, resume=paused)
+        except Exception as error:
+            if not notify:
+                raise
+            if not isinstance(error, KoraError):
+                log.exception("a resumed turn in session %s failed", paused.turn.session_id)
+            return None
 
     async def _prepare(self, turn: TurnRequest) -> tuple[TurnRequest, list[ModelMessage], int]:
         """The turn with what memory recalls (rolling summary, long-term facts) added to its instructions, its first

@@ -4,14 +4,21 @@ scripted model. A call the patterns name pauses the turn before it runs; ``GET /
 reaches the model as the tool's error text, an approval left waiting expires into a rejection and the turn goes on
 by itself; a second decision, an unknown id and another user's call are refused with nothing run or changed."""
 
+import asyncio
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 import pytest
+from a2a.helpers.proto_helpers import new_data_part
+from a2a.types.a2a_pb2 import GetTaskRequest, Message, Role, SendMessageRequest, Task, TaskState
+from a2a.utils.errors import A2AError, InvalidParamsError, TaskNotFoundError
+from google.protobuf.json_format import MessageToDict
 
 from kora.scripted import ToolCall, ToolCallReply
+from tests.support.a2a import sdk_client, user_message
 from tests.support.agent import RunningAgent, mcp_app, running_agent, wait_until
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
@@ -192,3 +199,143 @@ async def test_hostile_decisions_are_refused_and_change_nothing(model):
 
         assert decide(agent, approval["id"], {"decision": "approve"}, user="alice").status_code == 200
         assert RAN == [{"a": 1, "b": 2}]
+
+
+def decision_message(task: Task, decision: dict[str, Any]) -> SendMessageRequest:
+    message = Message(
+        role=Role.ROLE_USER,
+        message_id=str(uuid.uuid4()),
+        task_id=task.id,
+        context_id=task.context_id,
+        parts=[new_data_part(decision)],
+    )
+    return SendMessageRequest(message=message)
+
+
+async def send(client: Any, request: SendMessageRequest) -> Task:
+    (response,) = [r async for r in client.send_message(request)]
+    return response.task
+
+
+async def test_a2a_a_paused_task_is_input_required_and_the_next_message_decides(model):
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "The sum is 3.")
+    async with calc_agent(model) as agent:
+        client = await sdk_client(agent.url)
+        task = await send(client, user_message("add them", context_id="t"))
+        assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        text, data = task.status.message.parts
+        assert "add" in text.text
+        assert '{"a":1,"b":2}' in text.text
+        [waiting] = MessageToDict(data.data)["approvals"]
+        assert waiting["target"] == "calc/add"
+        assert RAN == []
+
+        done = await send(client, decision_message(task, {"decision": "approve"}))
+        assert done.status.state == TaskState.TASK_STATE_COMPLETED
+        assert done.artifacts[0].parts[0].text == "The sum is 3."
+        assert RAN == [{"a": 1, "b": 2}]
+        assert agent.event_types("t") == ["user_message", "tool_call", "tool_result", "agent_response"]
+
+        # A second decision on the finished task is a JSON-RPC error; nothing runs again.
+        with pytest.raises(A2AError):
+            await send(client, decision_message(task, {"decision": "reject"}))
+        assert RAN == [{"a": 1, "b": 2}]
+        assert len(model.requests) == 2
+        await client.close()
+
+
+async def test_a2a_reject_with_a_reason_and_approve_with_edited_arguments(model):
+    model.enqueue(
+        ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]),
+        "Not allowed.",
+        ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]),
+        "Edited.",
+    )
+    async with calc_agent(model) as agent:
+        client = await sdk_client(agent.url)
+        task = await send(client, user_message("add", context_id="r"))
+        rejected = await send(client, decision_message(task, {"decision": "reject", "reason": "no"}))
+        assert rejected.status.state == TaskState.TASK_STATE_COMPLETED
+        assert tool_messages(model.requests[1]) == ["Error: the call was rejected by a person: no"]
+        task = await send(client, user_message("add", context_id="e"))
+        edited = await send(client, decision_message(task, {"decision": "approve", "arguments": {"a": 2, "b": 2}}))
+        assert edited.status.state == TaskState.TASK_STATE_COMPLETED
+        assert RAN == [{"a": 2, "b": 2}]
+        assert tool_messages(model.requests[3]) == ["4"]
+        await client.close()
+
+
+async def test_a2a_an_expired_approval_completes_the_task_by_itself(model):
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "Nobody answered.")
+    async with calc_agent(model, TOOL_APPROVAL_TIMEOUT_SECONDS="0.5") as agent:
+        client = await sdk_client(agent.url)
+        task = await send(client, user_message("add", context_id="x"))
+        assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+
+        async def finished() -> Task:
+            for _ in range(600):
+                fetched = await client.get_task(GetTaskRequest(id=task.id))
+                if fetched.status.state == TaskState.TASK_STATE_COMPLETED:
+                    return fetched
+                await asyncio.sleep(0.05)
+            raise AssertionError("the expired task did not complete")
+
+        fetched = await finished()
+        assert fetched.artifacts[0].parts[0].text == "Nobody answered."
+        assert RAN == []
+        with pytest.raises(A2AError):
+            await send(client, decision_message(task, {"decision": "approve"}))
+        assert RAN == []
+        await client.close()
+
+
+async def test_a2a_a_decision_by_rest_completes_the_waiting_task(model):
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "Approved elsewhere.")
+    async with calc_agent(model) as agent:
+        client = await sdk_client(agent.url)
+        task = await send(client, user_message("add", context_id="w"))
+        [approval] = pending(agent, session_id="w")
+        assert decide(agent, approval["id"], {"decision": "approve"}).status_code == 200
+        fetched = await client.get_task(GetTaskRequest(id=task.id))
+        assert fetched.status.state == TaskState.TASK_STATE_COMPLETED
+        assert fetched.artifacts[0].parts[0].text == "Approved elsewhere."
+        assert RAN == [{"a": 1, "b": 2}]
+        await client.close()
+
+
+async def test_a2a_hostile_decisions_are_refused_and_change_nothing(model):
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "Done.")
+    async with (
+        calc_agent(model) as agent,
+        httpx.AsyncClient(headers={USER: "alice"}, timeout=30) as alice_http,
+        httpx.AsyncClient(headers={USER: "bob"}, timeout=30) as bob_http,
+    ):
+        alice = await sdk_client(agent.url, http=alice_http)
+        bob = await sdk_client(agent.url, http=bob_http)
+        task = await send(alice, user_message("add", context_id="h"))
+        assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        # Another user's task: not found for them.
+        with pytest.raises(A2AError):
+            await send(bob, decision_message(task, {"decision": "approve"}))
+        # A message without a decision, or with a bad one.
+        for bad in ({"decision": "maybe"}, {"verdict": "approve"}):
+            with pytest.raises(InvalidParamsError):
+                await send(alice, decision_message(task, bad))
+        text_only = user_message("yes please", context_id="h")
+        text_only.message.task_id = task.id
+        with pytest.raises(InvalidParamsError):
+            await send(alice, text_only)
+        # An unknown task.
+        ghost = Task(id=str(uuid.uuid4()), context_id="h")
+        with pytest.raises(TaskNotFoundError):
+            await send(alice, decision_message(ghost, {"decision": "approve"}))
+        assert RAN == []
+        assert len(model.requests) == 1
+        fetched = await alice.get_task(GetTaskRequest(id=task.id))
+        assert fetched.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+
+        done = await send(alice, decision_message(task, {"decision": "approve"}))
+        assert done.status.state == TaskState.TASK_STATE_COMPLETED
+        assert RAN == [{"a": 1, "b": 2}]
+        await alice.close()
+        await bob.close()
