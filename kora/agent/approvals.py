@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 AGENTS_SOURCE = "agents"
 #: The reason a call that waited too long is rejected with (``rejected_by`` ``expired``).
 EXPIRED = "expired"
+#: Kora's extension field marking a call that waits for approval in a Chat Completions ``tool_calls`` entry and a
+#: Responses ``function_call`` item: ``{"id", "target", "expires_at"}``.
+APPROVAL_FIELD = "kora_approval"
 
 
 class ApprovalConflict(RequestError):
@@ -175,6 +178,10 @@ class PendingApproval:
             "status": self.status,
         }
 
+    def marker(self) -> dict[str, JsonValue]:
+        """The :data:`APPROVAL_FIELD` value of the call: ``{"id", "target", "expires_at"}``."""
+        return {"id": self.id, "target": self.target, "expires_at": _iso(self.expires_at)}
+
     @property
     def status(self) -> Literal["pending", "approved", "rejected", "expired"]:
         """Where the approval stands."""
@@ -234,6 +241,13 @@ class PausedTurn:
         return all(a.decision is not None for a in self.approvals)
 
 
+def check_decider(approval: PendingApproval, user_id: str | None) -> None:
+    """Raise :class:`~kora.core.errors.Forbidden` unless ``user_id`` may decide ``approval``: its turn's user, or
+    anyone holding the id of an anonymous turn's call."""
+    if approval.user_id is not None and approval.user_id != user_id:
+        raise Forbidden("The approval belongs to another user's turn.", code="approval_forbidden")
+
+
 #: How many decided approvals the store remembers, so a late second decision is told it came too late (409).
 DECIDED_KEPT = 10_000
 
@@ -245,6 +259,8 @@ class ApprovalStore:
 
     _turns: dict[str, PausedTurn] = field(default_factory=dict)
     _decided: OrderedDict[str, PendingApproval] = field(default_factory=OrderedDict)
+    # (session id, tool call id) -> approval id, of the decided approvals kept.
+    _decided_calls: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def add(self, paused: PausedTurn) -> None:
         """Keep a paused turn until its calls are decided."""
@@ -288,8 +304,8 @@ class ApprovalStore:
         approval = approval or self._decided.get(approval_id)
         if approval is None:
             raise NotFound(f"No pending approval has the id '{approval_id}'.", code="approval_not_found")
-        if not by and approval.user_id is not None and approval.user_id != user_id:
-            raise Forbidden("The approval belongs to another user's turn.", code="approval_forbidden")
+        if not by:
+            check_decider(approval, user_id)
         if approval.decision is not None or paused is None:
             raise ApprovalConflict(f"The approval '{approval_id}' is already {approval.status}.")
         approval.decision = decision
@@ -301,5 +317,12 @@ class ApprovalStore:
         for approval in paused.approvals:
             self._turns.pop(approval.id, None)
             self._decided[approval.id] = approval
+            self._decided_calls[(approval.session_id, approval.tool_call_id)] = approval.id
         while len(self._decided) > DECIDED_KEPT:
-            self._decided.popitem(last=False)
+            _, old = self._decided.popitem(last=False)
+            self._decided_calls.pop((old.session_id, old.tool_call_id), None)
+
+    def decided_call(self, session_id: str, tool_call_id: str) -> PendingApproval | None:
+        """A decided approval (of a turn that resumed) of call ``tool_call_id`` in ``session_id``, if kept."""
+        approval_id = self._decided_calls.get((session_id, tool_call_id))
+        return self._decided.get(approval_id) if approval_id is not None else None

@@ -33,6 +33,7 @@ concurrently.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -44,7 +45,15 @@ from pydantic_ai import DeferredToolResults, ModelMessage, ModelResponse, ToolAp
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage
 
-from kora.agent.approvals import EXPIRED, ApprovalStore, Decision, PausedTurn, PendingApproval
+from kora.agent.approvals import (
+    EXPIRED,
+    ApprovalConflict,
+    ApprovalStore,
+    Decision,
+    PausedTurn,
+    PendingApproval,
+    check_decider,
+)
 from kora.agent.budget import Prices, TurnBudget, own_limits
 from kora.agent.chat_model import KoraChatModel
 from kora.agent.history import events_to_messages, memory_instructions, replay_to_messages
@@ -63,7 +72,7 @@ from kora.agent.telemetry import (
 )
 from kora.agent.turn import ClientCall, ToolStep, TurnOutcome, TurnRequest
 from kora.agent.turn_log import log_turn
-from kora.core.errors import BudgetExhausted, Forbidden, KoraError, StepLimitReached, TurnCancelled
+from kora.core.errors import BudgetExhausted, Forbidden, KoraError, RequestError, StepLimitReached, TurnCancelled
 from kora.core.events import EventType, MemoryEvent
 from kora.memory import Memory
 from kora.memory.base import SESSION_FORBIDDEN
@@ -437,6 +446,48 @@ class AgentRuntime:
             if paused.timer is not None:
                 paused.timer.cancel()
                 paused.timer = None
+        return paused
+
+    def take_decisions(self, turn: TurnRequest) -> PausedTurn | None:
+        """The decisions a continuing turn's tool results carry (Chat Completions ``tool`` messages, Responses
+        ``function_call_output`` items, each a decision object) on the calls its session's paused turn waits on:
+        recorded, and the paused turn returned (resume it once :attr:`PausedTurn.decided`). None when the results
+        answer no such call (they are the client's own tools' results).
+
+        Raises, with nothing decided: :class:`~kora.core.errors.RequestError` for a result that is no decision
+        object, or for results that decide some calls and answer client tools too; :class:`ApprovalConflict` (409)
+        for a call already decided or expired; :class:`~kora.core.errors.Forbidden` (403) for another user's."""
+        if not turn.tool_results:
+            return None
+        paused = self.approvals.in_session(turn.session_id)
+        waiting = {a.tool_call_id: a for a in paused.approvals if a.decision is None} if paused is not None else {}
+        decisions: list[tuple[PendingApproval, Decision]] = []
+        for result in turn.tool_results:
+            call_id = result.tool_call_id
+            approval = waiting.get(call_id)
+            if approval is None:
+                done = self.approvals.decided_call(turn.session_id, call_id) or next(
+                    (a for a in paused.approvals if a.tool_call_id == call_id) if paused is not None else iter(()), None
+                )
+                if done is not None:
+                    check_decider(done, turn.user_id)
+                    raise ApprovalConflict(f"The call '{call_id}' was already {done.status}.")
+                continue
+            content = result.content if isinstance(result.content, str) else json.dumps(result.content)
+            decisions.append((approval, Decision.parse_text(content, f"the result of call '{call_id}'")))
+        if not decisions:
+            return None
+        if len(decisions) != len(turn.tool_results):
+            raise RequestError(
+                "Invalid value: the tool results decide calls waiting for approval and answer other calls too; "
+                "send the decisions alone.",
+                code="invalid_decision",
+            )
+        for approval, _ in decisions:
+            check_decider(approval, turn.user_id)
+        assert paused is not None
+        for approval, decision in decisions:
+            self.decide(approval.id, decision, turn.user_id)
         return paused
 
     async def resume(self, paused: PausedTurn, *, notify: bool = False) -> TurnOutcome | None:

@@ -5,19 +5,21 @@ reaches the model as the tool's error text, an approval left waiting expires int
 by itself; a second decision, an unknown id and another user's call are refused with nothing run or changed."""
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+import openai
 import pytest
 from a2a.helpers.proto_helpers import new_data_part
 from a2a.types.a2a_pb2 import GetTaskRequest, Message, Role, SendMessageRequest, Task, TaskState
 from a2a.utils.errors import A2AError, InvalidParamsError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 
-from kora.scripted import ToolCall, ToolCallReply
+from kora.scripted import TextReply, ToolCall, ToolCallReply
 from tests.support.a2a import sdk_client, user_message
 from tests.support.agent import RunningAgent, mcp_app, running_agent, wait_until
 from tests.support.scripted_server import ScriptedModelServer
@@ -339,3 +341,120 @@ async def test_a2a_hostile_decisions_are_refused_and_change_nothing(model):
         assert RAN == [{"a": 1, "b": 2}]
         await alice.close()
         await bob.close()
+
+
+def follow_up(answer: Any, *decisions: object) -> list[Any]:
+    """The conversation after a paused answer: its message sent back as it came, then one ``tool`` message per
+    waiting call whose content is the decision (JSON text)."""
+    message = answer.choices[0].message
+    calls = message.tool_calls
+    tools = [
+        {"role": "tool", "tool_call_id": call.id, "content": json.dumps(decision)}
+        for call, decision in zip(calls, decisions, strict=True)
+    ]
+    return [{"role": "user", "content": "add them"}, message.model_dump(exclude_none=True), *tools]
+
+
+def continue_chat(agent: RunningAgent, session: str, messages: list[Any], user: str | None = None, **kw: Any) -> Any:
+    headers = {"X-Session-ID": session} | ({USER: user} if user else {})
+    return agent.openai().chat.completions.create(model="a", messages=messages, extra_headers=headers, **kw)
+
+
+async def test_chat_a_paused_answer_names_the_call_and_the_next_request_decides_it(model):
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "The sum is 3.")
+    async with calc_agent(model) as agent:
+        answer = ask(agent, "c")
+        choice = answer.choices[0]
+        assert choice.finish_reason == "tool_calls"
+        [call] = choice.message.tool_calls
+        assert call.function.name == "add"
+        assert json.loads(call.function.arguments) == {"a": 1, "b": 2}
+        marker = call.model_dump()["kora_approval"]
+        [listed] = pending(agent, session_id="c")
+        assert marker == {"id": listed["id"], "target": "calc/add", "expires_at": listed["expires_at"]}
+        assert RAN == []
+
+        done = continue_chat(agent, "c", follow_up(answer, {"decision": "approve"}))
+        assert done.choices[0].finish_reason == "stop"
+        assert done.choices[0].message.content == "The sum is 3."
+        assert done.usage.prompt_tokens > 0
+        assert RAN == [{"a": 1, "b": 2}]
+        assert tool_messages(model.requests[1]) == ["3"]
+        assert agent.event_types("c") == ["user_message", "tool_call", "tool_result", "agent_response"]
+
+        # The same decision again: 409 in OpenAI's error body, nothing run or stored.
+        with pytest.raises(openai.ConflictError) as again:
+            continue_chat(agent, "c", follow_up(answer, {"decision": "approve"}))
+        assert again.value.code == "approval_decided"
+        assert RAN == [{"a": 1, "b": 2}]
+        assert len(model.requests) == 2
+        assert agent.event_types("c") == ["user_message", "tool_call", "tool_result", "agent_response"]
+
+
+async def test_chat_reject_edit_and_stream(model):
+    model.enqueue(
+        ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]),
+        "Rejected.",
+        ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]),
+        TextReply("Edited to 7.", chunk_delay_seconds=0.01),
+    )
+    async with calc_agent(model) as agent:
+        answer = ask(agent, "r")
+        done = continue_chat(agent, "r", follow_up(answer, {"decision": "reject", "reason": "no"}))
+        assert done.choices[0].message.content == "Rejected."
+        assert tool_messages(model.requests[1]) == ["Error: the call was rejected by a person: no"]
+        assert RAN == []
+
+        answer = ask(agent, "e")
+        edited = follow_up(answer, {"decision": "approve", "arguments": {"a": 3, "b": 4}})
+        chunks = list(continue_chat(agent, "e", edited, stream=True))
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Edited to 7."
+        assert chunks[-1].choices[0].finish_reason == "stop"
+        assert RAN == [{"a": 3, "b": 4}]
+
+
+async def test_chat_a_streamed_pause_ends_with_the_marked_call(model):
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]))
+    async with calc_agent(model) as agent:
+        chunks = list(
+            agent.openai().chat.completions.create(
+                model="a",
+                messages=[{"role": "user", "content": "add"}],
+                extra_headers={"X-Session-ID": "s"},
+                stream=True,
+            )
+        )
+        calls = [call for c in chunks if c.choices for call in c.choices[0].delta.tool_calls or []]
+        [call] = calls
+        assert call.function.name == "add"
+        assert call.model_dump()["kora_approval"]["target"] == "calc/add"
+        assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+async def test_chat_hostile_decisions_are_refused_and_change_nothing(model):
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "Done.")
+    async with calc_agent(model) as agent:
+        answer = ask(agent, "h", user="alice")
+        with pytest.raises(openai.PermissionDeniedError) as other:
+            continue_chat(agent, "h", follow_up(answer, {"decision": "approve"}), user="bob")
+        assert other.value.code in ("approval_forbidden", "session_forbidden")
+        for bad in ({"decision": "maybe"}, "approve", {"decision": "reject", "arguments": {"a": 1}}):
+            with pytest.raises(openai.BadRequestError) as refused:
+                continue_chat(agent, "h", follow_up(answer, bad), user="alice")
+            assert refused.value.code == "invalid_decision"
+        assert RAN == []
+        assert len(model.requests) == 1
+        assert [a["status"] for a in pending(agent, user="alice")] == ["pending"]
+        done = continue_chat(agent, "h", follow_up(answer, {"decision": "approve"}), user="alice")
+        assert done.choices[0].message.content == "Done."
+
+
+async def test_chat_a_decision_after_the_expiry_is_refused(model):
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "Nobody answered.")
+    async with calc_agent(model, TOOL_APPROVAL_TIMEOUT_SECONDS="0.5") as agent:
+        answer = ask(agent, "x")
+        wait_until(lambda: "agent_response" in agent.event_types("x"), 60, "the expired turn's answer")
+        with pytest.raises(openai.ConflictError) as late:
+            continue_chat(agent, "x", follow_up(answer, {"decision": "approve"}))
+        assert "expired" in late.value.message
+        assert RAN == []
