@@ -448,6 +448,15 @@ class AgentRuntime:
                 paused.timer = None
         return paused
 
+    def refuse_decided(self, session_id: str, call_ids: list[str], user_id: str | None) -> None:
+        """Raise :class:`ApprovalConflict` (409) when one of ``call_ids`` in ``session_id`` is a call decided
+        already (:class:`~kora.core.errors.Forbidden` when it is another user's)."""
+        for call_id in call_ids:
+            done = self.approvals.decided_call(session_id, call_id)
+            if done is not None:
+                check_decider(done, user_id)
+                raise ApprovalConflict(f"The call '{call_id}' was already {done.status}.")
+
     def take_decisions(self, turn: TurnRequest) -> PausedTurn | None:
         """The decisions a continuing turn's tool results carry (Chat Completions ``tool`` messages, Responses
         ``function_call_output`` items, each a decision object) on the calls its session's paused turn waits on:

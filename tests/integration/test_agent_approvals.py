@@ -458,3 +458,66 @@ async def test_chat_a_decision_after_the_expiry_is_refused(model):
             continue_chat(agent, "x", follow_up(answer, {"decision": "approve"}))
         assert "expired" in late.value.message
         assert RAN == []
+
+
+async def test_responses_a_paused_response_names_the_call_and_a_function_call_output_decides_it(model):
+    model.enqueue(
+        ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]),
+        "The sum is 3.",
+        ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]),
+        TextReply("Streamed after the rejection.", chunk_delay_seconds=0.01),
+    )
+    async with calc_agent(model) as agent:
+        client = agent.openai()
+        first = client.responses.create(model="a", input="add them")
+        [item] = first.output
+        assert item.type == "function_call"
+        assert item.name == "add"
+        marker = item.model_dump()["kora_approval"]
+        assert marker["target"] == "calc/add"
+        assert RAN == []
+
+        decision = {"type": "function_call_output", "call_id": item.call_id, "output": '{"decision": "approve"}'}
+        done = client.responses.create(model="a", previous_response_id=first.id, input=[decision])
+        assert done.output_text == "The sum is 3."
+        assert RAN == [{"a": 1, "b": 2}]
+        assert tool_messages(model.requests[1]) == ["3"]
+        # Read back, the resumed response is the one answered.
+        assert client.responses.retrieve(done.id).output_text == "The sum is 3."
+
+        # The same decision again, continuing either response: 409, nothing run.
+        for previous in (first.id, done.id):
+            with pytest.raises(openai.ConflictError) as again:
+                client.responses.create(model="a", previous_response_id=previous, input=[decision])
+            assert again.value.code == "approval_decided"
+        assert RAN == [{"a": 1, "b": 2}]
+        assert len(model.requests) == 2
+
+        second = client.responses.create(model="a", input="add again", previous_response_id=done.id)
+        [item] = second.output
+        rejection = {
+            "type": "function_call_output",
+            "call_id": item.call_id,
+            "output": json.dumps({"decision": "reject", "reason": "enough"}),
+        }
+        events = list(
+            client.responses.create(model="a", previous_response_id=second.id, input=[rejection], stream=True)
+        )
+        assert events[-1].type == "response.completed"
+        assert events[-1].response.output_text == "Streamed after the rejection."
+        assert tool_messages(model.requests[3])[-1] == "Error: the call was rejected by a person: enough"
+        assert RAN == [{"a": 1, "b": 2}]
+
+
+async def test_responses_a_bad_decision_is_refused(model):
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]))
+    async with calc_agent(model) as agent:
+        client = agent.openai()
+        first = client.responses.create(model="a", input="add them")
+        [item] = first.output
+        bad = {"type": "function_call_output", "call_id": item.call_id, "output": '{"decision": "perhaps"}'}
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.responses.create(model="a", previous_response_id=first.id, input=[bad])
+        assert refused.value.code == "invalid_decision"
+        assert RAN == []
+        assert len(model.requests) == 1
