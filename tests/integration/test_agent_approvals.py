@@ -19,9 +19,13 @@ from a2a.types.a2a_pb2 import GetTaskRequest, Message, Role, SendMessageRequest,
 from a2a.utils.errors import A2AError, InvalidParamsError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 
+from kora.core.net import free_port
 from kora.scripted import TextReply, ToolCall, ToolCallReply
+from kora.scripted.model import ScriptedModel
+from kora.scripted.model import create_app as create_model_app
 from tests.support.a2a import sdk_client, user_message
 from tests.support.agent import RunningAgent, mcp_app, running_agent, wait_until
+from tests.support.processes import clean_env, kora_process, prometheus
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
 
@@ -521,3 +525,64 @@ async def test_responses_a_bad_decision_is_refused(model):
         assert refused.value.code == "invalid_decision"
         assert RAN == []
         assert len(model.requests) == 1
+
+
+def test_metrics_count_approvals_by_status_and_their_wait(turn_path):
+    """Real ``kora agent`` processes (``/metrics`` is served by the process's telemetry set-up): one approves a call
+    and rejects another; one, whose calls expire at once, lets a call expire."""
+    scripted = ScriptedModel()
+    with (
+        ThreadedServer(create_model_app(scripted), name="scripted-model", lifespan="off") as model_server,
+        ThreadedServer(mcp_app("calc", [add, lookup]), name="calc", lifespan="on") as calc,
+    ):
+
+        def run_agent(timeout: str, decisions: list[str]) -> dict[str, list[tuple[dict[str, str], float]]]:
+            port = free_port()
+            url = f"http://127.0.0.1:{port}"
+            env = clean_env(
+                AGENT_NAME="careful",
+                AGENT_HOST="127.0.0.1",
+                AGENT_PORT=str(port),
+                MODEL_API_URL=model_server.root_url + "/v1",
+                MODEL_NAME="scripted",
+                MCP_SERVERS="calc",
+                MCP_SERVER_CALC_URL=calc.root_url,
+                AGENT_DIRECT_FIRST_REQUEST=str(turn_path == "direct"),
+                TOOL_APPROVAL_REQUIRED="calc/*",
+                TOOL_APPROVAL_TIMEOUT_SECONDS=timeout,
+            )
+            with kora_process(["agent"], env, url + "/ready"):
+                for index, decision in enumerate(decisions or ["none"]):
+                    session = f"m{index}"
+                    scripted.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": index})]), "Done.")
+                    body = {"model": "a", "messages": [{"role": "user", "content": "add"}]}
+                    headers = {"X-Session-ID": session}
+                    httpx.post(f"{url}/v1/chat/completions", json=body, headers=headers, timeout=60).raise_for_status()
+                    if decisions:
+                        [approval] = httpx.get(f"{url}/approvals", params={"session_id": session}).json()["approvals"]
+                        decided = httpx.post(
+                            f"{url}/approvals/{approval['id']}", json={"decision": decision}, timeout=60
+                        )
+                        decided.raise_for_status()
+                    else:
+
+                        def answered(session: str = session) -> bool:
+                            events = httpx.get(
+                                f"{url}/memory/events", params={"session_id": session}, timeout=10
+                            ).json()["events"]
+                            return any(e["event_type"] == "agent_response" for e in events)
+
+                        wait_until(answered, 60, "the expired turn's answer")
+                return prometheus(url + "/metrics")
+
+        def counts(samples: dict[str, list[tuple[dict[str, str], float]]]) -> dict[str, float]:
+            return {labels["kora_approval_status"]: value for labels, value in samples["kora_agent_approvals_total"]}
+
+        decided = run_agent("600", ["approve", "reject"])
+        assert counts(decided) == {"requested": 2, "approved": 1, "rejected": 1}
+        waits = {
+            labels["kora_approval_status"]: value for labels, value in decided["kora_agent_approval_wait_seconds_count"]
+        }
+        assert waits == {"approved": 1, "rejected": 1}
+        expired = run_agent("0.2", [])
+        assert counts(expired) == {"requested": 1, "expired": 1}
