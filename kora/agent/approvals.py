@@ -261,11 +261,14 @@ class ApprovalStore:
     _decided: OrderedDict[str, PendingApproval] = field(default_factory=OrderedDict)
     # (session id, tool call id) -> approval id, of the decided approvals kept.
     _decided_calls: dict[tuple[str, str], str] = field(default_factory=dict)
+    # session id -> its paused turn.
+    _sessions: dict[str, PausedTurn] = field(default_factory=dict)
 
     def add(self, paused: PausedTurn) -> None:
         """Keep a paused turn until its calls are decided."""
         for approval in paused.approvals:
             self._turns[approval.id] = paused
+        self._sessions[paused.turn.session_id] = paused
 
     def paused_turns(self) -> list[PausedTurn]:
         """Every paused turn kept."""
@@ -286,10 +289,7 @@ class ApprovalStore:
 
     def in_session(self, session_id: str) -> PausedTurn | None:
         """The session's paused turn, if one waits (a session runs one turn at a time, so at most one)."""
-        for paused in self._turns.values():
-            if paused.turn.session_id == session_id:
-                return paused
-        return None
+        return self._sessions.get(session_id)
 
     def decide(self, approval_id: str, decision: Decision, user_id: str | None, *, by: str = "") -> PausedTurn:
         """Record ``decision`` on a pending call for ``user_id`` (the decider's verified id; None: anonymous, or
@@ -314,6 +314,8 @@ class ApprovalStore:
 
     def release(self, paused: PausedTurn) -> None:
         """Forget a paused turn that resumes (its approvals are then unknown ids)."""
+        if self._sessions.get(paused.turn.session_id) is paused:
+            del self._sessions[paused.turn.session_id]
         for approval in paused.approvals:
             self._turns.pop(approval.id, None)
             self._decided[approval.id] = approval

@@ -192,7 +192,10 @@ class AgentRuntime:
     async def run(self, turn: TurnRequest, resume: PausedTurn | None = None) -> TurnOutcome:
         """Run a turn to its end and return the answer (the model is asked for whole responses). With
         ``resume``, a paused turn whose calls are all decided goes on instead (``turn`` is then its turn:
-        :meth:`decide`)."""
+        :meth:`decide`). A new turn in a session whose turn waits for approvals is refused first
+        (:meth:`check_not_waiting`)."""
+        if resume is None:
+            self.check_not_waiting(turn.session_id)
         with self.tracing.turn(turn.session_id) as span:
             outcome = await self._run(turn, span, resume)
             if span is not None:
@@ -254,6 +257,8 @@ class AgentRuntime:
         context, before the model is asked: a caller that must refuse a turn whose memory cannot be read (A2A in
         strict mode) publishes nothing before it. ``resume``: as :meth:`run`'s.
         """
+        if resume is None:
+            self.check_not_waiting(turn.session_id)
         with self.tracing.turn(turn.session_id) as span:
             async with aclosing(self._stream(turn, span, prepared, resume, tool_steps=False)) as items:
                 async for item in items:
@@ -270,6 +275,8 @@ class AgentRuntime:
         """:meth:`stream`, also yielding each call of the agent's own tools (MCP, delegation, memory) as it starts
         (:class:`~kora.agent.turn.ToolCalled`) and as it returns (:class:`~kora.agent.turn.ToolReturned`), in the
         order they happen. Client tool calls are not steps: the outcome carries them."""
+        if resume is None:
+            self.check_not_waiting(turn.session_id)
         with self.tracing.turn(turn.session_id) as span:
             async with aclosing(self._stream(turn, span, None, resume, tool_steps=True)) as items:
                 async for item in items:
@@ -447,6 +454,17 @@ class AgentRuntime:
                 paused.timer.cancel()
                 paused.timer = None
         return paused
+
+    def check_not_waiting(self, session_id: str) -> None:
+        """Raise :class:`ApprovalConflict` (409, code ``approval_pending``) when a turn of ``session_id`` waits for
+        approvals: the session goes on once they are decided (or expire), not with another turn beside them."""
+        paused = self.approvals.in_session(session_id)
+        if paused is not None:
+            waiting = ", ".join(f"{a.tool_name} ({a.id})" for a in paused.approvals if a.decision is None)
+            raise ApprovalConflict(
+                f"The session waits for decisions on tool calls: {waiting}. Decide them first.",
+                code="approval_pending",
+            )
 
     def refuse_decided(self, session_id: str, call_ids: list[str], user_id: str | None) -> None:
         """Raise :class:`ApprovalConflict` (409) when one of ``call_ids`` in ``session_id`` is a call decided

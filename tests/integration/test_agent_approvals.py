@@ -586,3 +586,17 @@ def test_metrics_count_approvals_by_status_and_their_wait(turn_path):
         assert waits == {"approved": 1, "rejected": 1}
         expired = run_agent("0.2", [])
         assert counts(expired) == {"requested": 1, "expired": 1}
+
+
+async def test_a_session_waiting_for_a_decision_takes_no_other_turn(model):
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "Done.")
+    async with calc_agent(model) as agent:
+        ask(agent, "w")
+        for stream in (False, True):
+            with pytest.raises(openai.ConflictError) as refused:
+                continue_chat(agent, "w", [{"role": "user", "content": "something else"}], stream=stream)
+            assert refused.value.code == "approval_pending"
+        assert agent.event_types("w") == ["user_message", "tool_call"]
+        assert len(model.requests) == 1
+        [approval] = pending(agent, session_id="w")
+        assert decide(agent, approval["id"], {"decision": "approve"}).json()["turn"]["text"] == "Done."

@@ -84,7 +84,9 @@ def add_chat_routes(router: APIRouter, state: AgentState) -> None:
         headers = {SESSION_HEADER: session_id}
         model = parsed.request.model or agent_name
         paused = runtime.take_decisions(turn)
-        if paused is not None and paused.decided and paused.resumer is None:
+        if paused is None:  # refused before a stream starts: a 409, not an error inside a 200 stream
+            runtime.check_not_waiting(session_id)
+        elif paused.decided and paused.resumer is None:
             turn = paused.turn
         if parsed.request.stream and parsed.output is None and (paused is None or turn is paused.turn):
             chunks = stream_chunks(runtime, turn, model, include_usage=parsed.include_usage, resume=paused)

@@ -122,7 +122,9 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         turn = replace(turn, session_id=session_id, response=ResponseRecord(events.id, fields, store))
         headers = {SESSION_HEADER: session_id}
         paused = runtime.take_decisions(turn)
-        if paused is not None and paused.decided and paused.resumer is None:
+        if paused is None:  # refused before a stream starts: a 409, not an error inside a 200 stream
+            runtime.check_not_waiting(session_id)
+        elif paused.decided and paused.resumer is None:
             # The turn goes on as this response: its events carry this response's id.
             paused.turn = replace(paused.turn, response=turn.response)
             turn = paused.turn
