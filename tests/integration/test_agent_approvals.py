@@ -600,3 +600,24 @@ async def test_a_session_waiting_for_a_decision_takes_no_other_turn(model):
         assert len(model.requests) == 1
         [approval] = pending(agent, session_id="w")
         assert decide(agent, approval["id"], {"decision": "approve"}).json()["turn"]["text"] == "Done."
+
+
+async def test_a_delegation_named_agents_peer_waits_and_runs_once_approved(model):
+    model.enqueue(
+        ToolCallReply([ToolCall("delegate_to_child", {"task": "count to three"})]),
+        TextReply("one two three"),
+        TextReply("The child counted."),
+    )
+    async with (
+        running_agent(model, name="child") as child,
+        running_agent(
+            model, name="parent", AGENT_SUB_AGENTS=f"child:{child.url}", TOOL_APPROVAL_REQUIRED="agents/child"
+        ) as parent,
+    ):
+        answer = ask(parent, "p")
+        [call] = answer.choices[0].message.tool_calls
+        assert call.model_dump()["kora_approval"]["target"] == "agents/child"
+        assert len(child.server.app.state.a2a.store) == 0  # nothing delegated yet
+        done = continue_chat(parent, "p", follow_up(answer, {"decision": "approve"}))
+        assert done.choices[0].message.content == "The child counted."
+        assert len(child.server.app.state.a2a.store) == 1
