@@ -6,6 +6,7 @@ by itself; a second decision, an unknown id and another user's call are refused 
 
 import asyncio
 import json
+import re
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -621,3 +622,22 @@ async def test_a_delegation_named_agents_peer_waits_and_runs_once_approved(model
         done = continue_chat(parent, "p", follow_up(answer, {"decision": "approve"}))
         assert done.choices[0].message.content == "The child counted."
         assert len(child.server.app.state.a2a.store) == 1
+
+
+async def test_ag_ui_a_paused_run_finishes_naming_the_waiting_calls(model):
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "Done.")
+    async with calc_agent(model) as agent:
+        run = {"threadId": "agui", "runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "add"}]}
+        async with httpx.AsyncClient(timeout=60) as http:
+            answer = await http.post(f"{agent.url}/ag-ui", json=run)
+        assert answer.status_code == 200, answer.text
+        lines = re.split(r"\r\n|\r|\n", answer.text)
+        events = [json.loads(line[len("data: ") :]) for line in lines if line.startswith("data: ")]
+        finished = events[-1]
+        assert finished["type"] == "RUN_FINISHED"
+        [waiting] = finished["result"]["approvals"]
+        assert finished["result"]["finishReason"] == "tool_calls"
+        assert waiting["target"] == "calc/add"
+        assert RAN == []
+        assert decide(agent, waiting["id"], {"decision": "approve"}).json()["turn"]["text"] == "Done."
+        assert RAN == [{"a": 1, "b": 2}]
