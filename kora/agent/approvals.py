@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 #: The pattern source of delegation tools: ``agents/<peer>``.
 AGENTS_SOURCE = "agents"
-#: The reason a call that waited too long is rejected with (``rejected_by`` ``expired``).
+#: Who decided a call that waited too long (:attr:`PendingApproval.decided_by`): the agent itself, rejecting it.
 EXPIRED = "expired"
 #: Kora's extension field marking a call that waits for approval in a Chat Completions ``tool_calls`` entry and a
 #: Responses ``function_call`` item: ``{"id", "target", "expires_at"}``.
@@ -145,7 +145,8 @@ class PendingApproval:
     """One call waiting for a decision: ``id`` (``appr_<hex>``), the turn's ``session_id`` and ``user_id`` (None:
     anonymous), the model's ``tool_call_id``, ``tool_name`` (as the model called it), ``target``
     (``<server>/<tool>`` as patterns name it), ``arguments`` (the JSON text the model sent), ``requested_at`` and
-    ``expires_at`` (seconds since the epoch). ``decision`` is None while it waits."""
+    ``expires_at`` (seconds since the epoch). ``decision`` is None while it waits; ``decided_by`` then says who
+    decided: the user's id, ``anonymous``, ``operator``, or :data:`EXPIRED`."""
 
     id: str
     session_id: str
