@@ -641,3 +641,17 @@ async def test_ag_ui_a_paused_run_finishes_naming_the_waiting_calls(model):
         assert RAN == []
         assert decide(agent, waiting["id"], {"decision": "approve"}).json()["turn"]["text"] == "Done."
         assert RAN == [{"a": 1, "b": 2}]
+
+
+async def test_chat_a_decision_the_agent_no_longer_knows_is_refused_not_shown_to_the_model(model):
+    """An agent that restarted forgot its waiting calls (the local store): a decision sent back for one is a 409,
+    rather than the decision given to the model as the call's result."""
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]))
+    async with calc_agent(model) as agent:
+        answer = ask(agent, "k")
+    async with calc_agent(model) as restarted:
+        with pytest.raises(openai.ConflictError) as unknown:
+            continue_chat(restarted, "k", follow_up(answer, {"decision": "approve"}))
+        assert unknown.value.code == "approval_unknown"
+    assert RAN == []
+    assert len(model.requests) == 1

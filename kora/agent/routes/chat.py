@@ -33,7 +33,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import JsonValue
 
-from kora.agent.approvals import APPROVAL_FIELD, PausedTurn
+from kora.agent.approvals import APPROVAL_FIELD, ApprovalConflict, PausedTurn
 from kora.agent.identity import Identity, open_session
 from kora.agent.openai_api import ParsedChat, parse_chat_request
 from kora.agent.routes.errors import error_response
@@ -84,6 +84,14 @@ def add_chat_routes(router: APIRouter, state: AgentState) -> None:
         headers = {SESSION_HEADER: session_id}
         model = parsed.request.model or agent_name
         paused = runtime.take_decisions(turn)
+        if paused is None and parsed.approvals:
+            # Calls Kora said wait for approval, which it no longer knows (forgotten in a restart of the agent):
+            # refused, rather than the decision given to the model as the call's result.
+            raise ApprovalConflict(
+                f"The approval '{parsed.approvals[0]}' is no longer waiting: this agent does not know it "
+                "(it restarted since).",
+                code="approval_unknown",
+            )
         if paused is None:  # refused before a stream starts: a 409, not an error inside a 200 stream
             runtime.check_not_waiting(session_id)
         elif paused.decided and paused.resumer is None:
