@@ -15,6 +15,9 @@ What a ``RunAgentInput`` may ask, field by field (each honoured or refused with 
 * ``tools`` are frontend tools, run by the client: a run whose model calls one ends with that call (its
   ``TOOL_CALL_START`` / ``ARGS`` / ``END``, no result) and ``RUN_FINISHED`` names it in
   ``outcome.pendingToolCallIds``; the next run sends its result as a ``tool`` message.
+* A run paused at calls of the agent's own tools that wait for a person's approval (:mod:`kora.agent.approvals`)
+  finishes with ``result`` ``{"finishReason": "tool_calls", "approvals": [...]}`` (as ``GET /approvals`` lists
+  them); they are decided with ``POST /approvals/{id}``, and the thread takes no other run until then.
 * ``context`` entries are added to the turn's instructions (``description: value``, one a line).
 * ``state``, ``forwardedProps`` and ``resume`` are refused unless empty: a Kora agent keeps no AG-UI state, reads
   no application properties and never interrupts a run. Any other field is refused.
@@ -64,7 +67,7 @@ from ag_ui.core import (
     UserMessage,
 )
 from ag_ui.encoder import EventEncoder
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, JsonValue, ValidationError
 
 from kora.agent.openai_api import ParsedChat, decode_body, parse_chat_body
 from kora.agent.turn import ToolCalled, ToolReturned, ToolStep, TurnOutcome
@@ -315,6 +318,12 @@ class EventWriter:
                 if call.tool_call_id not in self._called:
                     yield from self._call(call.tool_call_id, call.name, call.arguments)
             pending = [call.tool_call_id for call in item.tool_calls]
+            result: dict[str, JsonValue] | None = None
+            if item.finish_reason == "length":
+                result = {"finishReason": "length"}
+            elif item.approvals:
+                # The run paused at calls waiting for a person's approval (decided over POST /approvals/{id}).
+                result = {"finishReason": "tool_calls", "approvals": [a.to_json() for a in item.approvals]}
             usage = TokenUsage(
                 model=self._model,
                 input_tokens=item.input_tokens,
@@ -326,7 +335,7 @@ class EventWriter:
                 run_id=self._run.run_id,
                 outcome=RunFinishedSuccessOutcome(pending_tool_call_ids=pending) if pending else None,
                 # A run a limit cut short (a step budget or another budget: its message was the text) says so.
-                result={"finishReason": "length"} if item.finish_reason == "length" else None,
+                result=result,
                 usage=[usage],
             )
 

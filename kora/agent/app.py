@@ -3,6 +3,7 @@
 ``create_app(settings)`` builds the process state (:class:`~kora.agent.state.AgentState`) and a FastAPI app
 with the routes of each group of endpoints (``kora.agent.routes``): ``POST /v1/chat/completions``,
 ``POST /ag-ui`` (AG-UI, ``kora.agent.ag_ui``), ``GET /tools``, ``GET /memory/events`` and ``/memory/sessions``,
+``GET /approvals`` and ``POST /approvals/{id}`` (tool calls waiting for a person's decision, ``kora.agent.approvals``),
 ``GET /health`` and ``/ready``, and A2A (the card at ``GET /.well-known/agent.json``, JSON-RPC 2.0 on ``POST /``
 and the HTTP+JSON binding's ``/message:send``, ``/tasks``, ..., see ``kora.agent.a2a``). The runtime
 (``kora.agent.runtime``, which brings pydantic-ai: ~0.5 s of imports) starts in the background after
@@ -28,6 +29,7 @@ from fastapi import FastAPI
 
 from kora.agent.a2a.lazy import LazyA2A, a2a_refusal
 from kora.agent.routes.ag_ui import add_ag_ui_routes
+from kora.agent.routes.approvals import add_approval_routes
 from kora.agent.routes.chat import add_chat_routes
 from kora.agent.routes.conversations import add_conversation_routes
 from kora.agent.routes.memory import add_memory_routes
@@ -108,7 +110,14 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
     # router tries routes in order and no two paths overlap, so the turns' routes come first (a chat turn matched
     # 17 routes before; /metrics stays in front, see kora.core.telemetry.http).
     turns = (add_chat_routes, add_responses_routes, add_ag_ui_routes)
-    for add_routes in (*turns, add_conversation_routes, add_probe_routes, add_tool_routes, add_memory_routes):
+    for add_routes in (
+        *turns,
+        add_conversation_routes,
+        add_probe_routes,
+        add_tool_routes,
+        add_memory_routes,
+        add_approval_routes,
+    ):
         add_routes(app.router, state)
     a2a.add_routes(app.router)
     if settings.task_store_type == "postgres":

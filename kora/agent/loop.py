@@ -27,6 +27,7 @@ from pydantic_ai import (
     AgentRunResult,
     AgentRunResultEvent,
     DeferredToolRequests,
+    DeferredToolResults,
     FunctionToolCallEvent,
     FunctionToolResultEvent,
     ModelMessage,
@@ -42,9 +43,10 @@ from pydantic_ai.messages import InstructionPart, ModelResponse, repair_messages
 from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext, ToolDefinition
-from pydantic_ai.toolsets import AbstractToolset, ExternalToolset
+from pydantic_ai.toolsets import AbstractToolset, ApprovalRequiredToolset, ExternalToolset
 from pydantic_ai.usage import RunUsage
 
+from kora.agent.approvals import AGENTS_SOURCE, ApprovalPolicy
 from kora.agent.budget import TurnBudget
 from kora.agent.budget_guard import BudgetGuard
 from kora.agent.chat_model import KoraChatModel
@@ -71,19 +73,22 @@ class _RunArgs(TypedDict):
     toolsets: list[AbstractToolset[Any]]
     instructions: str | None
     model_settings: ModelSettings | Callable[[RunContext[TurnDeps]], ModelSettings] | None
+    deferred_tool_results: DeferredToolResults | None
 
 
 @dataclass(frozen=True)
 class LoopResult:
     """A turn finished by the loop: the answer, the usage summed over the whole turn (the first request
     included), the messages the loop added (responses and tool returns, in order), the client tool calls it
-    ended with (if any) and the last response's ``finish_reason`` (pydantic-ai's)."""
+    ended with (if any), the last response's ``finish_reason`` (pydantic-ai's) and the calls that wait for a
+    person's approval (``approvals``: the turn paused, :mod:`kora.agent.approvals`)."""
 
     text: str
     usage: RunUsage
     new_messages: list[ModelMessage]
     calls: tuple[ClientCall, ...] = ()
     finish_reason: str | None = None
+    approvals: tuple[ClientCall, ...] = ()
 
 
 def text_delta(event: object) -> str:
@@ -163,12 +168,16 @@ class AgenticLoop:
         self.delegation = Delegation(
             settings.agent_name, settings.sub_agent_urls, settings.delegation_timeout_seconds, self._http
         )
+        self.approval = ApprovalPolicy.from_setting(settings.tool_approval_required)
         static: list[AbstractToolset[TurnDeps]] = []
+        agent_toolsets: list[AbstractToolset[TurnDeps]] = []
         if settings.sub_agent_urls:
             static.append(self.delegation.toolset())
+            agent_toolsets.append(self._approved(static[-1], self.delegation.tool_agents))
         memory_tools = memory_toolset(memory, settings.memory_tools, settings.memory_max_read_scope)
         if memory_tools is not None:
             static.append(memory_tools)
+            agent_toolsets.append(memory_tools)
         self._static_toolsets = static
         # The MCP client stack costs ~40 MB and ~1 s of imports: only agents with tool servers load it.
         self.mcp: McpServers | None = None
@@ -178,13 +187,14 @@ class AgenticLoop:
             self.mcp = McpServers(
                 settings.mcp_server_urls,
                 reserved=[*self.delegation.tool_agents, *MEMORY_TOOL_NAMES],
+                approval=self.approval,
             )
         self.agent: Agent[TurnDeps, str] = Agent(
             model,
             instructions=settings.agent_instructions,
             deps_type=TurnDeps,
             name=settings.agent_name,
-            toolsets=static,
+            toolsets=agent_toolsets,
             capabilities=[
                 BudgetGuard(),
                 *(tracing or AgentTracing(settings.agent_name, settings.model_name)).capabilities(),
@@ -212,6 +222,24 @@ class AgenticLoop:
         if self.mcp is not None:
             await self.mcp.close()
         await self._http.aclose()
+
+    def _approved(self, toolset: AbstractToolset[TurnDeps], peers: dict[str, str]) -> AbstractToolset[TurnDeps]:
+        """The delegation ``toolset``, its calls needing approval where the policy names ``agents/<peer>``
+        (``peers``: tool name to peer name); as it is when no pattern could match."""
+        policy = self.approval
+        if not any(policy.requires(AGENTS_SOURCE, peer) for peer in peers.values()):
+            return toolset
+        return ApprovalRequiredToolset(
+            toolset, approval_required_func=lambda _, tool, __: policy.requires(AGENTS_SOURCE, peers[tool.name])
+        )
+
+    def approval_target(self, tool_name: str) -> str:
+        """A tool as approval patterns name it: ``agents/<peer>`` for a delegation, ``<server>/<tool>`` for an MCP
+        tool (its own name), else its name."""
+        if peer := self.delegation.tool_agents.get(tool_name):
+            return f"{AGENTS_SOURCE}/{peer}"
+        source = self.mcp.source_of(tool_name) if self.mcp is not None else None
+        return f"{source[0]}/{source[1]}" if source is not None else tool_name
 
     def problems(self) -> list[str]:
         """Why the loop cannot fully serve now (empty when ready)."""
@@ -301,10 +329,12 @@ class AgenticLoop:
         usage: RunUsage,
         steps: list[ModelMessage],
         budget: TurnBudget | None = None,
+        decided: DeferredToolResults | None = None,
     ) -> LoopResult:
         """Continue a turn from ``messages``, which end with its prompt request (the loop sends it) or with the
         first answer's tool calls (the loop runs them). ``usage`` is what the turn has spent so far; ``budget``
         bounds it (checked before each model request and tool call: :class:`~kora.agent.budget_guard.BudgetGuard`).
+        ``decided``: a paused turn resumes, the decisions on its calls given (``messages`` end with them).
 
         ``steps`` is filled with the messages of the steps that ran (model responses, tool returns) however the
         run ends, so a turn that fails or is cancelled can still store them (every step that ran is kept).
@@ -315,7 +345,9 @@ class AgenticLoop:
         with _recording_steps(history, steps):
             try:
                 result = await self.agent.run(
-                    None, output_type=output_spec(turn), **self._run_args(turn, history, usage, budget)
+                    None,
+                    output_type=output_spec(turn, deferrable=bool(self.approval)),
+                    **self._run_args(turn, history, usage, budget, decided),
                 )
             except Exception as error:
                 raise turn_error(error) from error
@@ -328,6 +360,7 @@ class AgenticLoop:
         usage: RunUsage,
         steps: list[ModelMessage],
         budget: TurnBudget | None = None,
+        decided: DeferredToolResults | None = None,
         *,
         said_text: bool,
         tool_steps: bool = False,
@@ -342,7 +375,7 @@ class AgenticLoop:
         """
         history = repair_messages(messages, repair_last_response=False)
         with _recording_steps(history, steps):
-            stream = self._stream(turn, history, usage, budget, said_text=said_text, tool_steps=tool_steps)
+            stream = self._stream(turn, history, usage, budget, decided, said_text=said_text, tool_steps=tool_steps)
             async with aclosing(stream) as items:
                 async for item in items:
                     yield item
@@ -353,6 +386,7 @@ class AgenticLoop:
         messages: list[ModelMessage],
         usage: RunUsage,
         budget: TurnBudget | None,
+        decided: DeferredToolResults | None,
         *,
         said_text: bool,
         tool_steps: bool,
@@ -361,8 +395,9 @@ class AgenticLoop:
         result = None
         client = {tool.name for tool in turn.client_tools}
         try:
-            run_args = self._run_args(turn, messages, usage, budget)
-            async with self.agent.run_stream_events(None, output_type=output_spec(turn), **run_args) as events:
+            run_args = self._run_args(turn, messages, usage, budget, decided)
+            output = output_spec(turn, deferrable=bool(self.approval))
+            async with self.agent.run_stream_events(None, output_type=output, **run_args) as events:
                 async for event in events:
                     text = text_delta(event)
                     if isinstance(event, FunctionToolResultEvent):
@@ -385,7 +420,12 @@ class AgenticLoop:
         yield self._result(result)
 
     def _run_args(
-        self, turn: TurnRequest, messages: Sequence[ModelMessage], usage: RunUsage, budget: TurnBudget | None
+        self,
+        turn: TurnRequest,
+        messages: Sequence[ModelMessage],
+        usage: RunUsage,
+        budget: TurnBudget | None,
+        decided: DeferredToolResults | None = None,
     ) -> _RunArgs:
         """What both run paths pass to pydantic-ai besides the (absent) prompt."""
         return {
@@ -405,6 +445,7 @@ class AgenticLoop:
             "toolsets": self._toolsets(turn),
             "instructions": turn.system or None,
             "model_settings": turn_settings(turn),
+            "deferred_tool_results": decided,
         }
 
     def _toolsets(self, turn: TurnRequest) -> list[AbstractToolset[Any]]:
@@ -419,13 +460,15 @@ class AgenticLoop:
     def _result(result: AgentRunResult[Any]) -> LoopResult:
         output = result.output
         calls: tuple[ClientCall, ...] = ()
+        approvals: tuple[ClientCall, ...] = ()
         if isinstance(output, DeferredToolRequests):
             calls = tuple(ClientCall(c.tool_call_id, c.tool_name, c.args_as_json_str()) for c in output.calls)
+            approvals = tuple(ClientCall(c.tool_call_id, c.tool_name, c.args_as_json_str()) for c in output.approvals)
             text = result.response.text or ""
         else:
             text = output if isinstance(output, str) else str(output)
         finish = result.response.finish_reason
-        return LoopResult(text, result.usage, result.new_messages(), calls, finish)
+        return LoopResult(text, result.usage, result.new_messages(), calls, finish, approvals)
 
 
 def tool_returned(event: FunctionToolResultEvent) -> ToolReturned:

@@ -29,8 +29,11 @@ from mcp.shared.exceptions import MCPError
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, ToolFailed
 from pydantic_ai.mcp import MCPToolset
-from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset, ApprovalRequiredToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
+
+from kora.agent.approvals import ApprovalPolicy
 
 log = logging.getLogger("kora.agent.mcp")
 
@@ -123,7 +126,8 @@ class McpServers:
 
     ``urls`` maps server name to its Streamable HTTP endpoint (``.../mcp``). ``reserved`` are tool names
     Kora defines itself (delegation, memory): an MCP tool with such a name is prefixed with its server name.
-    ``ping_interval`` and ``max_backoff`` are seconds.
+    ``ping_interval`` and ``max_backoff`` are seconds. Calls of the tools ``approval`` names (``<server>/<tool>``,
+    the tool's own name) wait for a person's approval (:mod:`kora.agent.approvals`).
     """
 
     def __init__(
@@ -133,7 +137,9 @@ class McpServers:
         ping_interval: float = 5.0,
         max_backoff: float = 10.0,
         timeout: float = 30.0,
+        approval: ApprovalPolicy | None = None,
     ) -> None:
+        self._approval = approval or ApprovalPolicy()
         self._servers = {name: _Server(name, url) for name, url in urls.items()}
         self._reserved = set(reserved)
         self._ping_interval = ping_interval
@@ -141,6 +147,8 @@ class McpServers:
         self._timeout = timeout
         self._toolsets: list[AbstractToolset[Any]] = []
         self._renames: dict[str, dict[str, str]] = {}
+        # The name the model sees -> (server, the tool's own name).
+        self._sources: dict[str, tuple[str, str]] = {}
         self._task: asyncio.Task[None] | None = None
         self._first_pass = asyncio.Event()
         # Servers that lost a call since the supervisor's last pass: it reconnects them at once.
@@ -167,6 +175,10 @@ class McpServers:
     def toolsets(self) -> list[AbstractToolset[Any]]:
         """The toolsets of the servers that are connected now, renamed where names collide."""
         return list(self._toolsets)
+
+    def source_of(self, name: str) -> tuple[str, str] | None:
+        """The server and own name of the tool the model knows as ``name`` (None: no connected server's)."""
+        return self._sources.get(name)
 
     def problems(self) -> list[str]:
         """One line per server that cannot be used now: ``"mcp server 'x' (url): reason"``."""
@@ -272,6 +284,7 @@ class McpServers:
         connected = [s for s in self._servers.values() if s.toolset is not None]
         counts = Counter(tool.name for s in connected for tool in s.tools)
         self._renames = {}
+        self._sources = {}
         toolsets: list[AbstractToolset[Any]] = []
         for server in connected:
             assert server.toolset is not None
@@ -281,9 +294,22 @@ class McpServers:
                 if counts[tool.name] > 1 or tool.name in self._reserved
             }
             self._renames[server.name] = renames
-            toolset = server.toolset.renamed(renames) if renames else server.toolset
+            back = {old: new for new, old in renames.items()}
+            self._sources.update({back.get(t.name, t.name): (server.name, t.name) for t in server.tools})
+            toolset: AbstractToolset[Any] = server.toolset
+            if any(self._approval.requires(server.name, tool.name) for tool in server.tools):
+                toolset = ApprovalRequiredToolset(toolset, approval_required_func=self._needs_approval(server.name))
+            toolset = toolset.renamed(renames) if renames else toolset
             toolsets.append(LostCallGuard(toolset, server=server.name, on_lost=self.report_lost))
         self._toolsets = toolsets
+
+    def _needs_approval(self, server: str) -> Callable[[RunContext[Any], ToolDefinition, dict[str, Any]], bool]:
+        policy = self._approval
+
+        def needs(_: RunContext[Any], tool: ToolDefinition, __: dict[str, Any]) -> bool:
+            return policy.requires(server, tool.name)
+
+        return needs
 
 
 def _describe(error: BaseException) -> str:

@@ -60,7 +60,8 @@ class ParsedChat:
     has more than one text or an image. ``history``: the messages before the prompt (or before the tool calls
     being answered) as replay steps (used only when the session has no stored history). ``system``: system and
     developer messages' text, added to the agent's instructions for this turn. ``tool_results`` and ``answered``:
-    see :class:`~kora.agent.turn.TurnRequest`. ``model_settings``: pydantic-ai ``ModelSettings``.
+    see :class:`~kora.agent.turn.TurnRequest`. ``model_settings``: pydantic-ai ``ModelSettings``. ``approvals``:
+    the ids in the ``kora_approval`` markers of the calls the results answer (calls Kora said wait for approval).
     """
 
     request: wire.ChatRequest
@@ -74,6 +75,7 @@ class ParsedChat:
     tool_choice: str | None = None
     output: OutputFormat | None = None
     model_settings: dict[str, JsonValue] = field(default_factory=dict)
+    approvals: tuple[str, ...] = ()
 
     @property
     def include_usage(self) -> bool:
@@ -243,6 +245,7 @@ def _parsed(request: wire.ChatRequest) -> ParsedChat:
         )
     tool_results: tuple[ToolReturn, ...] = ()
     answered: Response | None = None
+    approvals: tuple[str, ...] = ()
     history: list[Request | Response] = []
     if conversation[-1][0] != last_user or len(conversation) > 1:
         now = utc_now()
@@ -252,6 +255,10 @@ def _parsed(request: wire.ChatRequest) -> ParsedChat:
         history_end = max(last_user, 0)
         if results:
             history_end, answered, tool_results = _continuation(conversation[-1 - results :], now)
+            assistant = conversation[-1 - results][1]
+            if isinstance(assistant, wire.AssistantMessage):
+                markers = [call.kora_approval for call in assistant.tool_calls or [] if call.kora_approval]
+                approvals = tuple(str(marker.get("id")) for marker in markers)
         elif conversation[-1][0] != last_user:
             raise _refuse(
                 "Unsupported value: the conversation must end with a user message, or with the 'tool' results of "
@@ -283,6 +290,7 @@ def _parsed(request: wire.ChatRequest) -> ParsedChat:
         tool_choice=_tool_choice(request, tools),
         output=_output(request.response_format),
         model_settings=_model_settings(request) if not given <= _PLAIN_FIELDS else {},
+        approvals=approvals,
     )
 
 

@@ -22,6 +22,7 @@ from typing import Any, Final, cast
 
 from pydantic import JsonValue
 
+from kora.agent.approvals import APPROVAL_FIELD
 from kora.agent.turn import ClientCall, TurnOutcome
 from kora.core.errors import NotFound, RequestError
 from kora.core.events import EventType, MemoryEvent
@@ -368,9 +369,11 @@ def message_item(item_id: str, text: str, status: str = "completed") -> dict[str
     return {"type": "message", "id": item_id, "status": status, "role": "assistant", "content": content}
 
 
-def call_item(call: ClientCall, arguments: str | None = None, status: str = "completed") -> dict[str, JsonValue]:
-    """A ``function_call`` output item."""
-    return {
+def call_item(
+    call: ClientCall, arguments: str | None = None, status: str = "completed", marker: JsonValue = None
+) -> dict[str, JsonValue]:
+    """A ``function_call`` output item; ``marker``: Kora's ``kora_approval`` of a call waiting for approval."""
+    item: dict[str, JsonValue] = {
         "type": "function_call",
         "id": f"fc_{call.tool_call_id}",
         "call_id": call.tool_call_id,
@@ -378,6 +381,17 @@ def call_item(call: ClientCall, arguments: str | None = None, status: str = "com
         "arguments": call.arguments if arguments is None else arguments,
         "status": status,
     }
+    if marker is not None:
+        item[APPROVAL_FIELD] = marker
+    return item
+
+
+def output_calls(outcome: TurnOutcome) -> list[tuple[ClientCall, JsonValue]]:
+    """The ``function_call`` items an outcome answers with: its client calls, or its calls waiting for approval
+    with their ``kora_approval`` marker."""
+    if outcome.approvals:
+        return [(ClientCall(a.tool_call_id, a.tool_name, a.arguments), a.marker()) for a in outcome.approvals]
+    return [(call, None) for call in outcome.tool_calls]
 
 
 #: The request fields a response echoes (with their defaults), kept with its events to be retrieved as answered.
@@ -434,7 +448,7 @@ class ResponseEvents:
         if outcome is not None:
             if outcome.text:
                 output.append(message_item(self._message_id, outcome.text))
-            output += [call_item(call) for call in outcome.tool_calls]
+            output += [call_item(call, marker=marker) for call, marker in output_calls(outcome)]
         incomplete = (
             {"reason": "max_output_tokens"} if outcome is not None and outcome.finish_reason == "length" else None
         )
@@ -500,12 +514,11 @@ class ResponseEvents:
             item = message_item(self._message_id, text)
             events.append(self.event("response.output_item.done", output_index=0, item=item))
             index = 1
-        for offset, call in enumerate(outcome.tool_calls):
+        for offset, (call, marker) in enumerate(output_calls(outcome)):
             at = index + offset
             item_id = f"fc_{call.tool_call_id}"
-            events.append(
-                self.event("response.output_item.added", output_index=at, item=call_item(call, "", "in_progress"))
-            )
+            added = call_item(call, "", "in_progress", marker)
+            events.append(self.event("response.output_item.added", output_index=at, item=added))
             events.append(
                 self.event(
                     "response.function_call_arguments.delta", item_id=item_id, output_index=at, delta=call.arguments
@@ -516,7 +529,7 @@ class ResponseEvents:
                     "response.function_call_arguments.done", item_id=item_id, output_index=at, arguments=call.arguments
                 )
             )
-            events.append(self.event("response.output_item.done", output_index=at, item=call_item(call)))
+            events.append(self.event("response.output_item.done", output_index=at, item=call_item(call, marker=marker)))
         body = self.body(outcome)
         kind = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
         events.append(self.event(kind, response=body))

@@ -33,6 +33,7 @@ concurrently.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -40,10 +41,12 @@ from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pydantic_ai import ModelMessage, ModelResponse
+from pydantic_ai import DeferredToolResults, ModelMessage, ModelResponse, ToolApproved, ToolDenied
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage
 
+from kora.agent.approval_calls import EXPIRED, Decision, PendingApproval
+from kora.agent.approvals import ApprovalStore, PausedTurn, check_decider
 from kora.agent.budget import Prices, TurnBudget, own_limits
 from kora.agent.chat_model import KoraChatModel
 from kora.agent.history import events_to_messages, memory_instructions, replay_to_messages
@@ -55,12 +58,22 @@ from kora.agent.telemetry import (
     TurnSpan,
     observe_memory,
     observe_sessions,
+    record_approval_decided,
+    record_approvals_requested,
     record_budget_exhausted,
     record_turn_spend,
 )
 from kora.agent.turn import ClientCall, ToolStep, TurnOutcome, TurnRequest
 from kora.agent.turn_log import log_turn
-from kora.core.errors import BudgetExhausted, Forbidden, KoraError, StepLimitReached, TurnCancelled
+from kora.core.errors import (
+    ApprovalConflict,
+    BudgetExhausted,
+    Forbidden,
+    KoraError,
+    RequestError,
+    StepLimitReached,
+    TurnCancelled,
+)
 from kora.core.events import EventType, MemoryEvent
 from kora.memory import Memory
 from kora.memory.base import SESSION_FORBIDDEN
@@ -147,13 +160,20 @@ class AgentRuntime:
             Prices(input_price, output_price) if input_price is not None and output_price is not None else None
         )
         self._locks = SessionLocks()
+        self.approvals = ApprovalStore()
+        self._expiries: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         """Connect the tool servers (each tried once; failures are retried in the background)."""
         await self.loop.start()
 
     async def close(self) -> None:
-        """Close tool-server sessions and HTTP clients."""
+        """Close tool-server sessions and HTTP clients; stop waiting for approvals."""
+        for paused in self.approvals.paused_turns():
+            if paused.timer is not None:
+                paused.timer.cancel()
+        for task in list(self._expiries):
+            task.cancel()
         await self.loop.close()
         await self.model.aclose()
 
@@ -170,21 +190,26 @@ class AgentRuntime:
         :meth:`~kora.agent.loop.AgenticLoop.check`). Raises :class:`~kora.core.errors.RequestError` (400)."""
         self.loop.check(turn)
 
-    async def run(self, turn: TurnRequest) -> TurnOutcome:
-        """Run a turn to its end and return the answer (the model is asked for whole responses)."""
+    async def run(self, turn: TurnRequest, resume: PausedTurn | None = None) -> TurnOutcome:
+        """Run a turn to its end and return the answer (the model is asked for whole responses). With
+        ``resume``, a paused turn whose calls are all decided goes on instead (``turn`` is then its turn:
+        :meth:`decide`). A new turn in a session whose turn waits for approvals is refused first
+        (:meth:`check_not_waiting`)."""
+        if resume is None:
+            self.check_not_waiting(turn.session_id)
         with self.tracing.turn(turn.session_id) as span:
-            outcome = await self._run(turn, span)
+            outcome = await self._run(turn, span, resume)
             if span is not None:
                 span.finish(outcome)
             return outcome
 
-    async def _run(self, turn: TurnRequest, span: TurnSpan | None) -> TurnOutcome:
+    async def _run(self, turn: TurnRequest, span: TurnSpan | None, resume: PausedTurn | None) -> TurnOutcome:
         async with self._locks.hold(turn.session_id):
             progress = _Progress(budget=self.budget(turn))
             try:
-                turn, messages, prompt_at = await self._prepare(turn)
+                turn, messages, prompt_at = await self._opened(turn, resume)
                 progress.messages = messages[prompt_at:]
-                if self._direct and turn.direct_first:
+                if resume is None and self._direct and turn.direct_first:
                     parameters = self.loop.request_parameters(turn)
                     # Prepared as the Agent prepares every request (pydantic-ai's notes on framing lookalikes).
                     sent = self.model.prepare_messages(messages, parameters)
@@ -204,7 +229,8 @@ class AgentRuntime:
                         )
                     messages, progress.usage = _hand_over(messages, first)
                     progress.messages = messages[prompt_at:]
-                result = await self.loop.run(turn, messages, progress.usage, progress.steps, progress.budget)
+                decided = _decisions(resume)
+                result = await self.loop.run(turn, messages, progress.usage, progress.steps, progress.budget, decided)
                 return await self._ended(
                     turn,
                     [*messages[prompt_at:], *result.new_messages],
@@ -213,12 +239,16 @@ class AgentRuntime:
                     progress,
                     result.finish_reason,
                     result.calls,
+                    paused=self._pause(turn, [*messages, *result.new_messages], result),
                 )
             except (Exception, asyncio.CancelledError) as error:
                 return await self._failed(turn, error, progress)
 
     async def stream(
-        self, turn: TurnRequest, prepared: Callable[[], Awaitable[None]] | None = None
+        self,
+        turn: TurnRequest,
+        prepared: Callable[[], Awaitable[None]] | None = None,
+        resume: PausedTurn | None = None,
     ) -> AsyncGenerator[str | TurnOutcome]:
         """Run a turn, yielding answer text deltas as the model streams them, then the :class:`TurnOutcome`.
 
@@ -226,10 +256,12 @@ class AgentRuntime:
         (a client that went away) cancels the model request and tool calls in flight; the steps that ran are
         stored with a ``cancelled`` error event. ``prepared`` is awaited once memory has given the turn its
         context, before the model is asked: a caller that must refuse a turn whose memory cannot be read (A2A in
-        strict mode) publishes nothing before it.
+        strict mode) publishes nothing before it. ``resume``: as :meth:`run`'s.
         """
+        if resume is None:
+            self.check_not_waiting(turn.session_id)
         with self.tracing.turn(turn.session_id) as span:
-            async with aclosing(self._stream(turn, span, prepared, tool_steps=False)) as items:
+            async with aclosing(self._stream(turn, span, prepared, resume, tool_steps=False)) as items:
                 async for item in items:
                     if isinstance(item, TurnOutcome):
                         if span is not None:
@@ -238,12 +270,16 @@ class AgentRuntime:
                         continue  # no tool steps without tool_steps; narrows the type
                     yield item
 
-    async def stream_steps(self, turn: TurnRequest) -> AsyncGenerator[str | ToolStep | TurnOutcome]:
+    async def stream_steps(
+        self, turn: TurnRequest, resume: PausedTurn | None = None
+    ) -> AsyncGenerator[str | ToolStep | TurnOutcome]:
         """:meth:`stream`, also yielding each call of the agent's own tools (MCP, delegation, memory) as it starts
         (:class:`~kora.agent.turn.ToolCalled`) and as it returns (:class:`~kora.agent.turn.ToolReturned`), in the
         order they happen. Client tool calls are not steps: the outcome carries them."""
+        if resume is None:
+            self.check_not_waiting(turn.session_id)
         with self.tracing.turn(turn.session_id) as span:
-            async with aclosing(self._stream(turn, span, None, tool_steps=True)) as items:
+            async with aclosing(self._stream(turn, span, None, resume, tool_steps=True)) as items:
                 async for item in items:
                     if span is not None and isinstance(item, TurnOutcome):
                         span.finish(item)
@@ -254,6 +290,7 @@ class AgentRuntime:
         turn: TurnRequest,
         span: TurnSpan | None,
         prepared: Callable[[], Awaitable[None]] | None,
+        resume: PausedTurn | None,
         *,
         tool_steps: bool,
     ) -> AsyncGenerator[str | ToolStep | TurnOutcome]:
@@ -261,12 +298,12 @@ class AgentRuntime:
             recorded = False
             progress = _Progress(budget=self.budget(turn))
             try:
-                turn, messages, prompt_at = await self._prepare(turn)
+                turn, messages, prompt_at = await self._opened(turn, resume)
                 if prepared is not None:
                     await prepared()
                 progress.messages = messages[prompt_at:]
                 said_text = False
-                if self._direct and turn.direct_first:
+                if resume is None and self._direct and turn.direct_first:
                     parameters = self.loop.request_parameters(turn)
                     sent = self.model.prepare_messages(messages, parameters)
                     progress.budget.check_before_request(progress.usage)
@@ -299,6 +336,7 @@ class AgentRuntime:
                     progress.usage,
                     progress.steps,
                     progress.budget,
+                    _decisions(resume),
                     said_text=said_text,
                     tool_steps=tool_steps,
                 )
@@ -316,6 +354,7 @@ class AgentRuntime:
                                 progress,
                                 item.finish_reason,
                                 item.calls,
+                                paused=self._pause(turn, [*messages, *item.new_messages], item),
                             )
                             recorded = True
                             yield outcome
@@ -358,6 +397,144 @@ class AgentRuntime:
             started,
         )
         return TurnBudget(limits.tighter(turn.budget), self._prices, started)
+
+    async def _opened(
+        self, turn: TurnRequest, resume: PausedTurn | None
+    ) -> tuple[TurnRequest, list[ModelMessage], int]:
+        """:meth:`_prepare`, or for a paused turn that resumes: its turn as it ran and every message of it so far
+        (stored already: the resumed turn stores what follows)."""
+        if resume is None:
+            return await self._prepare(turn)
+        return resume.turn, list(resume.messages), len(resume.messages)
+
+    def _pause(self, turn: TurnRequest, messages: list[ModelMessage], result: LoopResult) -> PausedTurn | None:
+        """A paused turn for a loop result whose calls wait for approval (None: the turn did not pause)."""
+        if not result.approvals:
+            return None
+        calls = [
+            (call.tool_call_id, call.name, self.loop.approval_target(call.name), call.arguments)
+            for call in result.approvals
+        ]
+        return PausedTurn.of(turn, messages, calls, self.settings.tool_approval_timeout_seconds)
+
+    def _keep(self, paused: PausedTurn) -> None:
+        """Keep ``paused`` until its calls are decided, rejecting those still waiting when it expires."""
+        self.approvals.add(paused)
+        record_approvals_requested(self.settings.agent_name, len(paused.approvals))
+        delay = max(min(a.expires_at for a in paused.approvals) - time.time(), 0.0)
+        paused.timer = asyncio.get_running_loop().call_later(delay, self._expire, paused)
+
+    def _expire(self, paused: PausedTurn) -> None:
+        task = asyncio.create_task(self._expired(paused), name="kora-approval-expired")
+        self._expiries.add(task)
+        task.add_done_callback(self._expiries.discard)
+
+    async def _expired(self, paused: PausedTurn) -> None:
+        """Reject the calls of ``paused`` still waiting and resume the turn (its answer is stored; a surface that
+        left a :attr:`PausedTurn.resumer` resumes it its own way)."""
+        paused.timer = None
+        seconds = self.settings.tool_approval_timeout_seconds
+        reason = f"nobody approved the call within {seconds:g} seconds"
+        for approval in paused.approvals:
+            if approval.decision is None:
+                self.approvals.decide(approval.id, Decision(False, reason), None, by=EXPIRED)
+                record_approval_decided(self.settings.agent_name, approval)
+        if paused.decided:
+            await self.resume(paused, notify=True)
+
+    def decide(self, approval_id: str, decision: Decision, user_id: str | None, *, by: str = "") -> PausedTurn:
+        """Record a person's ``decision`` on a pending call (see :meth:`ApprovalStore.decide` for who may, and
+        the errors raised: 404, 403, 409, nothing changed). Returns the call's paused turn; once
+        :attr:`PausedTurn.decided`, the caller resumes it (:meth:`resume`, or :meth:`run` / :meth:`stream` with
+        ``resume``) and it is no longer pending."""
+        paused = self.approvals.decide(approval_id, decision, user_id, by=by)
+        record_approval_decided(self.settings.agent_name, next(a for a in paused.approvals if a.id == approval_id))
+        if paused.decided:
+            self.approvals.release(paused)
+            if paused.timer is not None:
+                paused.timer.cancel()
+                paused.timer = None
+        return paused
+
+    def check_not_waiting(self, session_id: str) -> None:
+        """Raise :class:`ApprovalConflict` (409, code ``approval_pending``) when a turn of ``session_id`` waits for
+        approvals: the session goes on once they are decided (or expire), not with another turn beside them."""
+        paused = self.approvals.in_session(session_id)
+        if paused is not None:
+            waiting = ", ".join(f"{a.tool_name} ({a.id})" for a in paused.approvals if a.decision is None)
+            raise ApprovalConflict(
+                f"The session waits for decisions on tool calls: {waiting}. Decide them first.",
+                code="approval_pending",
+            )
+
+    def refuse_decided(self, session_id: str, call_ids: list[str], user_id: str | None) -> None:
+        """Raise :class:`ApprovalConflict` (409) when one of ``call_ids`` in ``session_id`` is a call decided
+        already (:class:`~kora.core.errors.Forbidden` when it is another user's)."""
+        for call_id in call_ids:
+            done = self.approvals.decided_call(session_id, call_id)
+            if done is not None:
+                check_decider(done, user_id)
+                raise ApprovalConflict(f"The call '{call_id}' was already {done.status}.")
+
+    def take_decisions(self, turn: TurnRequest) -> PausedTurn | None:
+        """The decisions a continuing turn's tool results carry (Chat Completions ``tool`` messages, Responses
+        ``function_call_output`` items, each a decision object) on the calls its session's paused turn waits on:
+        recorded, and the paused turn returned (resume it once :attr:`PausedTurn.decided`). None when the results
+        answer no such call (they are the client's own tools' results).
+
+        Raises, with nothing decided: :class:`~kora.core.errors.RequestError` for a result that is no decision
+        object, or for results that decide some calls and answer client tools too; :class:`ApprovalConflict` (409)
+        for a call already decided or expired; :class:`~kora.core.errors.Forbidden` (403) for another user's."""
+        if not turn.tool_results:
+            return None
+        paused = self.approvals.in_session(turn.session_id)
+        waiting = {a.tool_call_id: a for a in paused.approvals if a.decision is None} if paused is not None else {}
+        decisions: list[tuple[PendingApproval, Decision]] = []
+        for result in turn.tool_results:
+            call_id = result.tool_call_id
+            approval = waiting.get(call_id)
+            if approval is None:
+                done = self.approvals.decided_call(turn.session_id, call_id) or next(
+                    (a for a in paused.approvals if a.tool_call_id == call_id) if paused is not None else iter(()), None
+                )
+                if done is not None:
+                    check_decider(done, turn.user_id)
+                    raise ApprovalConflict(f"The call '{call_id}' was already {done.status}.")
+                continue
+            content = result.content if isinstance(result.content, str) else json.dumps(result.content)
+            decisions.append((approval, Decision.parse_text(content, f"the result of call '{call_id}'")))
+        if not decisions:
+            return None
+        if len(decisions) != len(turn.tool_results):
+            raise RequestError(
+                "Invalid value: the tool results decide calls waiting for approval and answer other calls too; "
+                "send the decisions alone.",
+                code="invalid_decision",
+            )
+        for approval, _ in decisions:
+            check_decider(approval, turn.user_id)
+        assert paused is not None
+        for approval, decision in decisions:
+            self.decide(approval.id, decision, turn.user_id)
+        return paused
+
+    async def resume(self, paused: PausedTurn, *, notify: bool = False) -> TurnOutcome | None:
+        """Run a decided paused turn to its end, or have its surface resume it (:attr:`PausedTurn.resumer`); its
+        outcome (None: it failed). With ``notify`` (the turn resumes on its own: an expiry, a decision over REST),
+        errors are logged, not raised."""
+        if not paused.decided:
+            raise RuntimeError("resume() needs every call of the paused turn decided")
+        self.approvals.release(paused)
+        try:
+            if paused.resumer is not None:
+                return await paused.resumer(paused)
+            return await self.run(paused.turn, resume=paused)
+        except Exception as error:
+            if not notify:
+                raise
+            if not isinstance(error, KoraError):
+                log.exception("a resumed turn in session %s failed", paused.turn.session_id)
+            return None
 
     async def _prepare(self, turn: TurnRequest) -> tuple[TurnRequest, list[ModelMessage], int]:
         """The turn with what memory recalls (rolling summary, long-term facts) added to its instructions, its first
@@ -414,17 +591,33 @@ class AgentRuntime:
         progress: _Progress,
         finish: str | None = None,
         calls: tuple[ClientCall, ...] = (),
+        *,
+        paused: PausedTurn | None = None,
     ) -> TurnOutcome:
         """Store a turn that reached its answer (``messages``: from its opening on, whichever stage ended it); the
-        outcome: ``finish_reason`` ``tool_calls`` with client ``calls``, ``length`` when the model's last answer
-        was cut by a token limit (pydantic-ai's ``finish``), else ``stop``."""
+        outcome: ``finish_reason`` ``tool_calls`` with client ``calls``, or with the calls of a ``paused`` turn
+        that wait for approval (then kept in :attr:`approvals` until decided or expired), ``length`` when the
+        model's last answer was cut by a token limit (pydantic-ai's ``finish``), else ``stop``."""
         self.tracing.end_step()
         self._account(usage, progress)
-        reason = "tool_calls" if calls else "length" if finish == "length" else "stop"
+        reason = "tool_calls" if calls or paused else "length" if finish == "length" else "stop"
         await self.recorder.record(turn, messages, tokens=_tokens(usage), finish_reason=reason)
         log_turn(turn, messages, usage, reason)
+        pending: tuple[PendingApproval, ...] = ()
+        if paused is not None:
+            # Kept once stored: a decision resumes from what the session holds.
+            self._keep(paused)
+            pending = tuple(paused.approvals)
+            calls = ()  # the client's calls of the same answer come back once the approvals are decided
         return TurnOutcome(
-            text, reason, usage.input_tokens, usage.output_tokens, usage.requests, calls, progress.budget.spent(usage)
+            text,
+            reason,
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.requests,
+            calls,
+            progress.budget.spent(usage),
+            pending,
         )
 
     async def _failed(self, turn: TurnRequest, error: BaseException, progress: _Progress) -> TurnOutcome:
@@ -514,6 +707,24 @@ def _usage_of(response: ModelResponse) -> RunUsage:
 
 #: How many of a session's latest ``tool_call`` events a continuing turn looks through for the calls it answers.
 _CALLS_LOOKED_UP = 64
+
+
+def _decisions(paused: PausedTurn | None) -> DeferredToolResults | None:
+    """The decisions on a paused turn's calls as pydantic-ai takes them: an approval runs the call once (with the
+    edited arguments, if any); a rejection is the call's result, the model being told it was rejected and why."""
+    if paused is None:
+        return None
+    results: dict[str, bool | ToolApproved | ToolDenied] = {}
+    for approval in paused.approvals:
+        decision = approval.decision
+        assert decision is not None
+        if decision.approve:
+            results[approval.tool_call_id] = ToolApproved(override_args=decision.arguments)
+        else:
+            who = "" if approval.decided_by == EXPIRED else " by a person"
+            because = f": {decision.reason}" if decision.reason else "."
+            results[approval.tool_call_id] = ToolDenied(f"Error: the call was rejected{who}{because}")
+    return DeferredToolResults(approvals=dict(results))
 
 
 def _settings(turn: TurnRequest) -> ModelSettings | None:

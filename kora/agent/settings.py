@@ -17,6 +17,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from kora.agent.approvals import parse_approval_patterns
 from kora.core import env as envnames
 from kora.core import protocol
 from kora.core.env import DEFAULT_MAX_REQUEST_BYTES, MIN_MAX_REQUEST_BYTES
@@ -162,6 +163,19 @@ class AgentSettings(BaseSettings):
         gt=0,
         description="Kora: USD per turn at the model's prices (needs `MODEL_PRICE_INPUT_PER_MILLION` and "
         "`MODEL_PRICE_OUTPUT_PER_MILLION`), delegations included; unset: no limit.",
+    )
+    tool_approval_required: str = Field(
+        default="",
+        description="Kora: tools whose calls wait for a person's approval, comma-separated `server/tool` patterns "
+        "(`*` matches any characters; an MCP tool is `<server>/<tool>`, a delegation `agents/<peer>`); empty: none. An "
+        "Agent's `spec.config.toolApproval.required`.",
+        examples=["files/delete_*,agents/*"],
+    )
+    tool_approval_timeout_seconds: float = Field(
+        default=900.0,
+        gt=0,
+        description="Kora: seconds a call waits for its approval; then it is rejected and the turn goes on. An Agent's "
+        "`spec.config.toolApproval.timeoutSeconds`.",
     )
     # Memory.
     memory_enabled: bool = Field(default=True, description="`false` selects NullMemory (nothing kept or replayed).")
@@ -319,6 +333,12 @@ class AgentSettings(BaseSettings):
     @classmethod
     def _sub_agents_well_formed(cls, value: str) -> str:
         parse_sub_agents(value)
+        return value
+
+    @field_validator("tool_approval_required")
+    @classmethod
+    def _approval_patterns_well_formed(cls, value: str) -> str:
+        parse_approval_patterns(value)
         return value
 
     @field_validator("memory_store_endpoint")

@@ -79,9 +79,11 @@ def _checker(output: OutputFormat) -> TextOutput[str]:
     return TextOutput(structured_answer)
 
 
-def output_spec(turn: TurnRequest) -> Any:
-    """The ``output_type`` of the turn's pydantic-ai run: None (the agent's text output) for a plain turn."""
+def output_spec(turn: TurnRequest, *, deferrable: bool = False) -> Any:
+    """The ``output_type`` of the turn's pydantic-ai run: None (the agent's text output) for a plain turn; with
+    :class:`DeferredToolRequests` too when the turn may end with calls others run or decide (client tools, or
+    ``deferrable``: calls that need a person's approval)."""
     text: Any = _checker(turn.output) if turn.output is not None else None
-    if not turn.client_tools:
+    if not turn.client_tools and not deferrable:
         return text
     return [text if text is not None else str, DeferredToolRequests]

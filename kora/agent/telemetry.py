@@ -81,6 +81,7 @@ from pydantic_ai.models.instrumented import InstrumentationSettings
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import ToolDefinition
 
+from kora.agent.approval_calls import PendingApproval
 from kora.agent.turn import TurnOutcome
 from kora.core.errors import KoraError
 from kora.core.openai_wire import JSONObject
@@ -151,6 +152,16 @@ _spend_cost = _meter.create_counter(
 )
 _budget_exhausted = _meter.create_counter(
     "kora.agent.budget.exhausted", unit="{turn}", description="Turns ended because a budget ran out, by budget."
+)
+_approvals = _meter.create_counter(
+    "kora.agent.approvals",
+    unit="{call}",
+    description="Tool calls that needed a person's approval, by status: requested, approved, rejected, expired.",
+)
+_approval_wait = _meter.create_histogram(
+    "kora.agent.approval.wait",
+    unit="s",
+    description="Time a tool call waited for its decision, by status: approved, rejected, expired.",
 )
 
 
@@ -223,6 +234,18 @@ def record_turn_spend(agent: str, input_tokens: int, output_tokens: int, cost_us
 def record_budget_exhausted(agent: str, budget: str) -> None:
     """Record a turn of ``agent`` ended by ``budget`` (``tool_calls``, ``model_requests``, ...)."""
     _budget_exhausted.add(1, {"gen_ai.agent.name": agent, "kora.budget": budget})
+
+
+def record_approvals_requested(agent: str, calls: int) -> None:
+    """Record ``calls`` tool calls of ``agent`` that wait for approval (``kora.agent.approvals``, requested)."""
+    _approvals.add(calls, {"gen_ai.agent.name": agent, "kora.approval.status": "requested"})
+
+
+def record_approval_decided(agent: str, approval: PendingApproval) -> None:
+    """Record a decided approval: its status (approved, rejected, expired) and how long it waited (s)."""
+    attributes = {"gen_ai.agent.name": agent, "kora.approval.status": approval.status}
+    _approvals.add(1, attributes)
+    _approval_wait.record(max(time.time() - approval.requested_at, 0.0), attributes)
 
 
 def _error_type(error: BaseException) -> str:

@@ -9,13 +9,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import JsonValue
 
 from kora.agent.budget import Limits, Spend, TurnBudget
 from kora.core.events import utc_now
 from kora.memory.replay import Request, Response, ToolReturn
+
+if TYPE_CHECKING:
+    from kora.agent.approval_calls import PendingApproval
 
 
 @dataclass(frozen=True)
@@ -180,7 +183,8 @@ class TurnOutcome:
     or the model's answer was cut by a token limit; ``tool_calls`` when it ended with ``tool_calls`` for the
     client to run) and the token usage summed over the turn's model requests, as the model reported it.
     ``spent`` is everything the turn spent, its delegations included (:class:`~kora.agent.budget.Spend`), which an
-    A2A task reports to the agent that delegated it."""
+    A2A task reports to the agent that delegated it. ``approvals``: the turn paused at calls of the agent's own
+    tools that wait for a person's decision (``finish_reason`` ``tool_calls``; :mod:`kora.agent.approvals`)."""
 
     text: str
     finish_reason: str
@@ -189,3 +193,4 @@ class TurnOutcome:
     model_requests: int
     tool_calls: tuple[ClientCall, ...] = ()
     spent: Spend | None = None
+    approvals: tuple[PendingApproval, ...] = ()

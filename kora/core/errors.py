@@ -370,3 +370,11 @@ class MissingEnvironmentVariable(KeyError):
             f"environment variable {name!r} is not set (secrets reach tools as environment variables: "
             "add it to the MCPServer's spec.config.env, with a value or valueFrom.secretKeyRef)"
         )
+
+
+class ApprovalConflict(RequestError):
+    """Tool approvals (:mod:`kora.agent.approvals`): a decision on a call that is already decided, or expired
+    (HTTP 409, JSON-RPC -32602)."""
+
+    status = 409
+    default_code = "approval_decided"

@@ -387,6 +387,21 @@ class AgentBudget(WireModel):
     """USD per turn at the ModelAPI's ``spec.pricing`` (``BUDGET_MAX_COST_USD``; needs the pricing)."""
 
 
+#: One ``spec.config.toolApproval.required`` pattern: ``*``, or ``<server>/<tool>`` (``*`` wildcards on either side).
+APPROVAL_PATTERN = r"^(\*|[^/,\s]+/[^/,\s]+)$"
+
+
+class ToolApproval(WireModel):
+    """Tool calls that wait for a person's approval (``spec.config.toolApproval``; docs/approvals.md)."""
+
+    required: list[Annotated[str, Field(pattern=APPROVAL_PATTERN)]] = Field(default_factory=list)
+    """Patterns of the tools whose calls need approval: ``<mcpServer>/<tool>``, ``agents/<peer>`` for a
+    delegation, ``*`` matching any characters (``TOOL_APPROVAL_REQUIRED``)."""
+    timeout_seconds: float | None = Field(default=None, gt=0)
+    """Seconds a call waits for its decision before it is rejected (``TOOL_APPROVAL_TIMEOUT_SECONDS``; unset: the
+    agent's default, 900)."""
+
+
 class AgentConfig(WireModel):
     """``spec.config`` of an Agent."""
 
@@ -400,6 +415,8 @@ class AgentConfig(WireModel):
     """A2A task store: ``local`` keeps tasks, ``null`` none, ``postgres`` shares them (``TASK_STORE_URL`` in env)."""
     budget: AgentBudget = Field(default_factory=AgentBudget)
     """What one turn may spend (unset fields: no limit)."""
+    tool_approval: ToolApproval = Field(default_factory=ToolApproval)
+    """Tool calls that wait for a person's approval (none by default)."""
     env: list[EnvVar] = Field(default_factory=list)
     """Extra environment variables; names Kora sets from the spec are rejected."""
 
@@ -439,6 +456,8 @@ AGENT_RESERVED_ENV = frozenset(
         "AGENT_ADMIN_TOKEN",
         "MODEL_PRICE_INPUT_PER_MILLION",
         "MODEL_PRICE_OUTPUT_PER_MILLION",
+        "TOOL_APPROVAL_REQUIRED",
+        "TOOL_APPROVAL_TIMEOUT_SECONDS",
     }
 )
 #: Prefixes of variables Kora writes into an Agent's workload (per-server URLs and all memory settings).

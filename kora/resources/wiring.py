@@ -307,6 +307,17 @@ def _budget_env(agent: Agent, model_api: ModelAPI | None, defaults: AgentBudget 
     return [EnvEntry(name, _number(value)) for name, value in values if value is not None]
 
 
+def _approval_env(agent: Agent) -> list[EnvEntry]:
+    """``TOOL_APPROVAL_*`` of ``spec.config.toolApproval`` (nothing when unset: no call waits)."""
+    approval = agent.spec.config.tool_approval
+    env = []
+    if approval.required:
+        env.append(EnvEntry(names.TOOL_APPROVAL_REQUIRED, ",".join(approval.required)))
+    if approval.timeout_seconds is not None:
+        env.append(EnvEntry(names.TOOL_APPROVAL_TIMEOUT_SECONDS, _number(approval.timeout_seconds)))
+    return env
+
+
 def _number(value: float) -> str:
     """``value`` as an environment variable holds it: exact (``repr`` round-trips a float), without a ``.0``
     that says nothing (``10.0`` -> ``10``, ``0.1234567`` stays as it is)."""
@@ -341,6 +352,7 @@ def _agent_env(
         EnvEntry(names.AGENTIC_LOOP_MAX_STEPS, str(loop.max_steps)),
         EnvEntry(names.TASK_STORE_TYPE, spec.config.task_store_type),
         *_budget_env(agent, model_api, budget_defaults),
+        *_approval_env(agent),
     ]
     if loop.enable_tools and spec.mcp_servers:
         env.append(EnvEntry(names.MCP_SERVERS, ",".join(spec.mcp_servers)))

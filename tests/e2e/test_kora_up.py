@@ -602,3 +602,36 @@ def test_the_access_tables_hold_through_kora_ups_gateway(tmp_path: Path):
         walk_store_table(f"{up.gateway}/default/memorystore/memory", store_callers(store_admin, store_agent))
     finally:
         stop(up)
+
+
+def test_approvals_example_pauses_a_deletion_until_it_is_approved(tmp_path: Path):
+    up = start_up("examples/approvals", tmp_path)
+    try:
+        up.all_ready()
+        client = up.agent("janitor")
+        ask = [{"role": "user", "content": "delete notes.txt"}]
+        reply = client.chat.completions.with_raw_response.create(model="janitor", messages=ask)
+        session = reply.headers["x-session-id"]
+        message = reply.parse().choices[0].message
+        assert reply.parse().choices[0].finish_reason == "tool_calls"
+        [call] = message.tool_calls
+        assert call.model_dump()["kora_approval"]["target"] == "files/delete_file"
+        listed = httpx.get(f"{up.gateway}/default/agent/janitor/approvals", params={"session_id": session}, timeout=10)
+        [approval] = listed.json()["approvals"]
+        assert approval["arguments"] == {"name": "notes.txt"}
+
+        decision = {"role": "tool", "tool_call_id": call.id, "content": '{"decision": "approve"}'}
+        done = client.chat.completions.create(
+            model="janitor",
+            messages=[*ask, message.model_dump(exclude_none=True), decision],
+            extra_headers={"X-Session-ID": session},
+        )
+        assert done.choices[0].message.content == "About notes.txt: deleted notes.txt"
+        events = up.events("janitor", session)
+        assert [e["content"]["content"] for e in events if e["event_type"] == "tool_result"] == ["deleted notes.txt"]
+
+        # A tool no pattern names runs at once.
+        listing = client.chat.completions.create(model="janitor", messages=[{"role": "user", "content": "list files"}])
+        assert listing.choices[0].message.content == "Files: notes.txt, todo.txt"
+    finally:
+        stop(up)

@@ -467,6 +467,32 @@ def test_the_budgets_example_wires_its_budget_and_a_pricing_change_reaches_the_a
         assert agent_env()["MODEL_PRICE_OUTPUT_PER_MILLION"] == "16"
 
 
+def test_the_approvals_example_wires_its_tool_approval_and_a_bad_pattern_is_refused(
+    kube_cluster: KubeCluster, tmp_path: Path
+):
+    namespace = kube_cluster.fresh_namespace("approvals")
+    with running_operator(kube_cluster, namespace, tmp_path / "operator.log"):
+        kube_cluster.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "approvals" / "kora.yaml"))
+        for workload in ("modelapi-scripted", "mcpserver-files"):
+            wait_for(workload, lambda w=workload: _exists(kube_cluster, Deployment, w, namespace))
+            kube_cluster.mark_deployment_available(workload, namespace)
+        wait_for("agent Deployment", lambda: _exists(kube_cluster, Deployment, "agent-janitor", namespace))
+        container = _deployment(kube_cluster, "agent-janitor", namespace).spec.template.spec.containers[0]
+        env = environment_of(container.to_dict())
+        assert env["TOOL_APPROVAL_REQUIRED"] == "files/delete_*"
+        assert env["TOOL_APPROVAL_TIMEOUT_SECONDS"] == "600"
+        bad = """
+apiVersion: kora.dev/v1alpha1
+kind: Agent
+metadata: {name: careless}
+spec: {modelAPI: scripted, model: scripted, config: {toolApproval: {required: [files]}}}
+"""
+        with pytest.raises(KubectlError) as refused:
+            kube_cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=bad)
+        assert "toolApproval" in refused.value.stderr
+        assert "Traceback" not in refused.value.stderr
+
+
 HOSTED = """
 apiVersion: kora.dev/v1alpha1
 kind: ModelAPI

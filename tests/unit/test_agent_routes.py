@@ -57,6 +57,8 @@ def test_every_endpoint_is_a_route_of_the_app_itself() -> None:
         ("/memory/sessions", ["GET"]),
         ("/memory/sessions/{session_id}", ["DELETE"]),
         ("/memory/users/{user_id}", ["DELETE"]),
+        ("/approvals", ["GET"]),
+        ("/approvals/{approval_id}", ["POST"]),
     ]
 
 
@@ -131,4 +133,6 @@ def test_openapi_operation_ids_are_stable() -> None:
         ("/v1/conversations/{conversation_id}/items/{item}", "delete"): (
             "delete_item_v1_conversations__conversation_id__items__item__delete"
         ),
+        ("/approvals", "get"): "list_approvals_approvals_get",
+        ("/approvals/{approval_id}", "post"): "decide_approval_approvals__approval_id__post",
     }

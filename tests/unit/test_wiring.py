@@ -702,3 +702,40 @@ spec: {modelAPI: llm, model: scripted, config: {budget: {maxSeconds: 0.000125, m
     assert env["MODEL_PRICE_OUTPUT_PER_MILLION"] == "1234567"
     assert env["BUDGET_MAX_SECONDS"] == "0.000125"
     assert env["BUDGET_MAX_COST_USD"] == "12345.678901"
+
+
+def test_tool_approval_reaches_the_agent_and_its_settings():
+    agent = """
+---
+apiVersion: kora.dev/v1alpha1
+kind: Agent
+metadata: {name: boss, namespace: team}
+spec:
+  modelAPI: llm
+  model: scripted
+  config:
+    toolApproval: {required: [files/delete_*, agents/*], timeoutSeconds: 120}
+"""
+    plan = plan_workloads(load_text(BASE + agent), STRATEGIES["cluster"])[REFS["boss"]]
+    env = env_of(plan)
+    assert env["TOOL_APPROVAL_REQUIRED"] == "files/delete_*,agents/*"
+    assert env["TOOL_APPROVAL_TIMEOUT_SECONDS"] == "120"
+    settings = load_agent_settings(plan.environment(lambda ref: "secret"))
+    assert settings.tool_approval_required == "files/delete_*,agents/*"
+    assert settings.tool_approval_timeout_seconds == 120
+    # Unset: nothing written, no call waits.
+    plain = plan_workloads(load_text(with_agent(BOSS)), STRATEGIES["cluster"])[REFS["boss"]]
+    assert not [e.name for e in plain.env if e.name.startswith("TOOL_APPROVAL_")]
+
+
+@pytest.mark.parametrize("pattern", ["files", "a/b/c", "a b/c", "x/y,z/w", ""])
+def test_a_tool_approval_pattern_that_is_no_server_tool_pair_is_refused(pattern):
+    agent = f"""
+---
+apiVersion: kora.dev/v1alpha1
+kind: Agent
+metadata: {{name: boss, namespace: team}}
+spec: {{modelAPI: llm, model: scripted, config: {{toolApproval: {{required: ["{pattern}"]}}}}}}
+"""
+    with pytest.raises(Exception, match="required"):
+        plan_workloads(load_text(BASE + agent), STRATEGIES["cluster"])

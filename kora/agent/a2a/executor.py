@@ -20,29 +20,42 @@ turn that stopped short of an answer (``finish_reason`` other than ``stop``: the
   Once the agent knows the store is gone, the endpoint refuses a message before the SDK sees it.
 * A task delegated by another Kora agent names its parent in message metadata ``kora.delegated_by`` (or the
   ``X-Kora-Delegated-By`` header); the turn is then stored as ``task_delegation_received``.
+* A turn that pauses at tool calls needing a person's approval (:mod:`kora.agent.approvals`) leaves its task
+  ``input-required``, the status message naming each call (a text part, and a data part ``{"approvals": [...]}``
+  as ``GET /approvals`` lists them). The next message on the task decides the oldest waiting call with a data part
+  ``{"decision": "approve" | "reject", "reason"?, "arguments"?}``; once every call is decided the turn resumes
+  and the task goes on (``working``, then ``completed``, ``failed`` or ``input-required`` again). A decision made
+  elsewhere (``POST /approvals/{id}``) or an expiry resumes the turn on its task too, through the SDK's request
+  handler: a message on the task (data part ``{"decisions": [...]}``, metadata ``kora.resume``) that only the
+  agent itself can send.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
-from a2a.helpers.proto_helpers import new_task, new_text_part
+from a2a.helpers.proto_helpers import new_data_part, new_task, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
+from a2a.server.request_handlers import RequestHandler
 from a2a.server.tasks import TaskUpdater
-from a2a.types.a2a_pb2 import Message, TaskState
+from a2a.types.a2a_pb2 import Message, Role, SendMessageRequest, TaskState
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
+from kora.agent.approval_calls import Decision
+from kora.agent.approvals import PausedTurn
 from kora.agent.budget import BUDGET_METADATA, SPENT_METADATA, Limits
 from kora.agent.identity import ANONYMOUS, Identity, open_session
 from kora.agent.turn import TurnOutcome, TurnRequest
-from kora.core.errors import KoraError
+from kora.core.errors import ApprovalConflict, KoraError, RequestError
 from kora.core.protocol import DELEGATED_BY_HEADER, DELEGATED_BY_METADATA
 
 if TYPE_CHECKING:
@@ -112,6 +125,39 @@ def prompt_of(message: Message | None) -> str:
     return "\n".join(lines)
 
 
+def decision_of(message: Message | None) -> Decision:
+    """The decision a message on an ``input-required`` task carries (:func:`decision_in`)."""
+    parts = message.parts if message is not None else []
+    return decision_in([_json_numbers(MessageToDict(p.data)) for p in parts if p.WhichOneof("content") == "data"])
+
+
+def decision_in(data: list[object]) -> Decision:
+    """The decision of a message whose data parts hold ``data``: exactly one, a decision object
+    (:meth:`~kora.agent.approvals.Decision.parse`). Raises :class:`~kora.core.errors.RequestError` (-32602)."""
+    if len(data) != 1:
+        raise RequestError(
+            "Invalid params: the task waits for a decision on a tool call: send one data part "
+            '{"decision": "approve" | "reject", "reason": "...", "arguments": {...}}.',
+            code="invalid_decision",
+        )
+    return Decision.parse(data[0], "the decision data part")
+
+
+def approval_message(updater: TaskUpdater, paused: PausedTurn) -> Message:
+    """The status message of a task waiting for decisions: a text part naming each waiting call (tool and
+    arguments), and a data part ``{"approvals": [...]}`` as ``GET /approvals`` lists them."""
+    waiting = [a for a in paused.approvals if a.decision is None]
+    text = "Waiting for approval: " + "; ".join(f"{a.tool_name}({a.arguments}) [{a.id}]" for a in waiting)
+    return updater.new_agent_message(
+        [new_text_part(text), new_data_part({"approvals": [a.to_json() for a in waiting]})]
+    )
+
+
+#: Message metadata key of the message that resumes a task whose calls were decided elsewhere (its value: a
+#: secret of the paused turn, so no client can send it).
+RESUME_METADATA = "kora.resume"
+
+
 def identity_of(context: RequestContext) -> Identity:
     """The identity the request was verified with (:mod:`kora.agent.identity`), put in the call context's
     ``state`` by the endpoint; :data:`~kora.agent.identity.ANONYMOUS` when there is none."""
@@ -126,6 +172,18 @@ class KoraAgentExecutor(AgentExecutor):
     def __init__(self, runtime: RuntimeGetter, agent_name: str) -> None:
         self._runtime = runtime
         self._agent_name = agent_name
+        #: The SDK request handler serving this executor (set by the endpoint): how a turn resumed by a decision
+        #: made elsewhere goes on in its task.
+        self.handler: RequestHandler | None = None
+        # Tasks waiting for decisions: task id -> (the paused turn, the secret of its resume message).
+        self._paused: dict[str, tuple[PausedTurn, str]] = {}
+        # What the turns resumed through the handler ended with, by that secret, for the decision's caller.
+        self._resumed: dict[str, TurnOutcome | None] = {}
+
+    def paused(self, task_id: str) -> PausedTurn | None:
+        """The paused turn a task waits on (None: the task waits for nothing)."""
+        held = self._paused.get(task_id)
+        return held[0] if held is not None else None
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Run the task's turn: ``working``, then ``completed`` (artifact ``answer``) or ``failed``.
@@ -169,6 +227,24 @@ class KoraAgentExecutor(AgentExecutor):
             _entered(span, "failed", str(error))
             return
         identity = identity_of(context)
+        current = context.current_task
+        resume: PausedTurn | None = None
+        secret = ""
+        if current is not None and current.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            try:
+                resume, secret = self._decide(runtime, task_id, context, identity)
+            except KoraError as refusal:
+                if refuse_request(refusal):
+                    raise
+                await updater.requires_input(current.status.message if current.status.HasField("message") else None)
+                return
+            if not resume.decided:  # other calls of the turn still wait
+                await updater.requires_input(approval_message(updater, resume))
+                _entered(span, "input-required")
+                return
+            published = True  # the task exists: it goes back to working
+            await updater.start_work()
+            _entered(span, "working")
         turn = TurnRequest(
             session_id=context_id,
             prompt=prompt_of(context.message),
@@ -180,7 +256,9 @@ class KoraAgentExecutor(AgentExecutor):
         outcome: TurnOutcome | None = None
         # The task is published once memory gave the turn its context: a strict-mode memory that cannot be read
         # refuses the request (a JSON-RPC error, MemoryRefusal) before any task exists.
-        stream = runtime.stream(turn, prepared=publish)
+        stream = (
+            runtime.stream(turn, prepared=publish) if resume is None else runtime.stream(resume.turn, resume=resume)
+        )
         try:
             # The endpoint refused another user's context already (A2AServer); this catches one that a concurrent
             # request opened meanwhile, as a failed task.
@@ -198,8 +276,55 @@ class KoraAgentExecutor(AgentExecutor):
         finally:
             # On cancellation this closes the turn at once, aborting the model call (not at garbage collection).
             await stream.aclose()
+            if secret in self._resumed:
+                self._resumed[secret] = outcome
         await publish()  # a turn that yields without memory (none configured) published already; never twice
         assert outcome is not None
+        await self._ended(runtime, updater, outcome, span, context.call_context)
+
+    def _decide(
+        self, runtime: AgentRuntime, task_id: str, context: RequestContext, identity: Identity
+    ) -> tuple[PausedTurn, str]:
+        """Record the decision the request's message carries on the oldest call its task waits on, or take the
+        agent's own resume message (its secret matches: the calls were decided elsewhere). Returns the paused turn,
+        and the secret when it is the resume message (else ``""``). Raises the :class:`~kora.core.errors.KoraError`
+        that refuses it (nothing changed): no decision in the message, the task waits for no decision now (decided
+        or expired meanwhile: 409), another user's call (403)."""
+        paused, secret = self._paused.get(task_id, (None, ""))
+        metadata = context.message.metadata if context.message is not None else None
+        if metadata is not None and RESUME_METADATA in metadata:
+            if paused is not None and metadata[RESUME_METADATA] == secret and paused.decided:
+                self._paused.pop(task_id, None)
+                return paused, secret
+            raise RequestError(f"Invalid params: '{RESUME_METADATA}' is the agent's own.", code="invalid_decision")
+        decision = decision_of(context.message)
+        waiting = [a for a in paused.approvals if a.decision is None] if paused is not None else []
+        if paused is None or not waiting:
+            raise ApprovalConflict(f"Invalid params: task {task_id!r} waits for no decision now.")
+        paused = runtime.decide(waiting[0].id, decision, identity.user_id)
+        if paused.decided:
+            self._paused.pop(task_id, None)
+        return paused, ""
+
+    async def _ended(
+        self,
+        runtime: AgentRuntime,
+        updater: TaskUpdater,
+        outcome: TurnOutcome,
+        span: Span,
+        call_context: ServerCallContext,
+    ) -> None:
+        """Publish the end of the task's turn: ``completed`` with the answer, ``failed`` when it stopped short, or
+        ``input-required`` when it paused at calls waiting for approval."""
+        if outcome.approvals:
+            paused = runtime.approvals.paused_turn(outcome.approvals[0].id)
+            if paused is not None:
+                secret = uuid.uuid4().hex
+                self._paused[updater.task_id] = (paused, secret)
+                paused.resumer = self._resume_in_task(updater.task_id, updater.context_id, call_context, secret)
+                await updater.requires_input(approval_message(updater, paused))
+                _entered(span, "input-required")
+                return
         # What the turn spent, its delegations included, goes with the final status for a delegating agent to
         # charge to its own budget.
         spent = {SPENT_METADATA: outcome.spent.to_metadata()} if outcome.spent is not None else None
@@ -213,6 +338,37 @@ class KoraAgentExecutor(AgentExecutor):
         await updater.add_artifact([new_text_part(outcome.text)], name=ANSWER_ARTIFACT, last_chunk=True)
         await updater.complete(updater.new_agent_message([new_text_part(outcome.text)], metadata=spent))
         _entered(span, "completed")
+
+    def _resume_in_task(
+        self, task_id: str, context_id: str, call_context: ServerCallContext, secret: str
+    ) -> Callable[[PausedTurn], Awaitable[TurnOutcome | None]]:
+        """How a turn whose calls were decided elsewhere goes on in its task: the agent's own resume message on
+        the task, sent through the SDK's request handler as the task's user (so the task's subscribers, push
+        notifications and store see it as any turn); returns the turn's outcome (None: it failed)."""
+
+        async def resume(paused: PausedTurn) -> TurnOutcome | None:
+            if self.handler is None:
+                raise RuntimeError("the A2A executor has no request handler")
+            decisions = [
+                {"id": a.id, "status": a.status, "reason": a.decision.reason if a.decision else ""}
+                for a in paused.approvals
+            ]
+            message = Message(
+                role=Role.ROLE_USER,
+                message_id=str(uuid.uuid4()),
+                task_id=task_id,
+                context_id=context_id,
+                parts=[new_data_part({"decisions": decisions})],
+            )
+            message.metadata.update({RESUME_METADATA: secret})
+            self._resumed[secret] = None
+            try:
+                await self.handler.on_message_send(SendMessageRequest(message=message), call_context)
+                return self._resumed.get(secret)
+            finally:
+                self._resumed.pop(secret, None)
+
+        return resume
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Record ``canceled``; the SDK then cancels the asyncio task running :meth:`execute`."""

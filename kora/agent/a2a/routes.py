@@ -40,7 +40,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from kora.agent.a2a import legacy, rest
 from kora.agent.a2a.card import AgentCardSource, card_response, public_base_url
-from kora.agent.a2a.executor import IDENTITY_STATE, REFUSALS, KoraAgentExecutor
+from kora.agent.a2a.executor import IDENTITY_STATE, REFUSALS, RESUME_METADATA, KoraAgentExecutor, decision_in
 from kora.agent.a2a.negotiation import (
     V03,
     V1,
@@ -54,7 +54,9 @@ from kora.agent.a2a.store import DEFAULT_MAX_TASKS, KoraTaskStore, build_task_st
 from kora.agent.identity import ANONYMOUS, Identity, IdentityResolver
 from kora.agent.settings import AgentSettings
 from kora.core.errors import (
+    ApprovalConflict,
     AuthenticationRequired,
+    Forbidden,
     InvalidJSON,
     InvalidRPCRequest,
     KoraError,
@@ -221,7 +223,8 @@ class A2AServer:
         self._check_session = check_session
         self._check_memory = check_memory
         self.cards = AgentCardSource(settings, tools)
-        executor: AgentExecutor = KoraAgentExecutor(runtime, settings.agent_name)
+        self.executor = kora_executor = KoraAgentExecutor(runtime, settings.agent_name)
+        executor: AgentExecutor = kora_executor
         self.shared = shared_tasks(settings)
         self.store: KoraTaskStore | SharedTaskStore = (
             self.shared.store if self.shared else build_task_store(settings.task_store_type, max_tasks)
@@ -239,6 +242,7 @@ class A2AServer:
             extended_agent_card=self.cards.card(settings.agent_public_url or "/") if self.cards.extended else None,
             extended_card_modifier=self._extended_card,
         )
+        kora_executor.handler = self.handler
         self.context_builder = IdentityContextBuilder(settings)
         self.dispatcher = JsonRpcDispatcher(self.handler, context_builder=self.context_builder, enable_v0_3_compat=True)
 
@@ -261,6 +265,7 @@ class A2AServer:
             params = legacy.parse_body(await request.body())
             prepared = legacy.prepare({"jsonrpc": "2.0", "id": 0, "method": method, "params": params}, V1)
             self._check_context(request, prepared)
+            self._check_decision(request, prepared)
             if self._check_memory is not None:
                 self._check_memory()
         elif path == rest.LIST_TASKS_PATH:
@@ -357,6 +362,7 @@ class A2AServer:
                 raise refusal
             await self._check_free_task_id(prepared)
             self._check_context(request, prepared)
+            self._check_decision(request, prepared)
             self.check_extended_card(request, prepared.body.get("method"))
         except InvalidRPCRequest as error:
             return JSONResponse(legacy.error_response(legacy.request_id_of(payload), error, version))
@@ -443,6 +449,33 @@ class A2AServer:
             if isinstance(context_id, str) and context_id:
                 identity: Identity = getattr(request.state, "kora_identity", ANONYMOUS)
                 self._check_session(context_id, identity.user_id)
+
+    def _check_decision(self, request: Request, prepared: legacy.Prepared) -> None:
+        """Refuse, before the SDK sees it, a message on a task waiting for decisions (:mod:`.executor`) that
+        decides nothing it may: no decision data part or a bad one (-32602), the agent's own resume metadata, no
+        call waiting now (409: decided or expired meanwhile), or another user's call (403). Other messages (new
+        tasks, unknown or finished ones) are the SDK's to answer."""
+        params = prepared.body.get("params")
+        message = params.get("message") if isinstance(params, dict) else None
+        if not isinstance(message, dict):
+            return
+        task_id = message.get("taskId", message.get("task_id"))
+        paused = self.executor.paused(task_id) if isinstance(task_id, str) and task_id else None
+        if paused is None:
+            return
+        metadata = message.get("metadata")
+        if isinstance(metadata, dict) and RESUME_METADATA in metadata:
+            raise RequestError(f"Invalid params: '{RESUME_METADATA}' is the agent's own.", code="invalid_decision")
+        parts = message.get("parts")
+        parts = parts if isinstance(parts, list) else []
+        data = [part["data"] for part in parts if isinstance(part, dict) and "data" in part]
+        decision_in(data)
+        waiting = [a for a in paused.approvals if a.decision is None]
+        if not waiting:
+            raise ApprovalConflict(f"Invalid params: task {task_id!r} waits for no decision now.")
+        identity: Identity = getattr(request.state, "kora_identity", ANONYMOUS)
+        if waiting[0].user_id is not None and waiting[0].user_id != identity.user_id:
+            raise Forbidden("The approval belongs to another user's turn.", code="approval_forbidden")
 
     async def _dispatch(self, request: Request, prepared: legacy.Prepared) -> Response:
         """Run ``prepared`` through the SDK dispatcher as if it were the request's body."""

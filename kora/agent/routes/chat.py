@@ -3,8 +3,14 @@
 
 What a request may ask and what is refused: :mod:`kora.agent.openai_api`. A turn that ends with calls of client
 tools answers ``finish_reason: "tool_calls"`` with the calls in the message (streamed: one ``tool_calls`` delta
-before the finish chunk). A streamed request with a ``response_format`` is answered once the answer validated
-(in one content chunk), so an answer that does not validate is an HTTP error, not an error inside a 200 stream.
+before the finish chunk). So does a turn paused at calls of the agent's own tools that wait for a person's approval
+(:mod:`kora.agent.approvals`), each such call marked with Kora's extension field ``kora_approval`` (``{"id",
+"target", "expires_at"}``); the next request decides them with a ``tool`` message per call whose content is a
+decision object (``{"decision": "approve" | "reject", "reason"?, "arguments"?}``), and the turn goes on: 400 for
+a content that is no decision, 409 (``approval_decided``) for a call already decided or expired, 403
+(``approval_forbidden``) for another user's, nothing run. A streamed request with a ``response_format`` is
+answered once the answer validated (in one content chunk), so an answer that does not validate is an HTTP error,
+not an error inside a 200 stream.
 
 The session is the ``X-Session-ID`` header, else the body's ``session_id``, else a new one; the answer
 carries it back in ``X-Session-ID``. A session id is 1-128 characters from ``A-Z a-z 0-9 . _ : -``
@@ -27,11 +33,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import JsonValue
 
+from kora.agent.approvals import APPROVAL_FIELD, PausedTurn
 from kora.agent.identity import Identity, open_session
 from kora.agent.openai_api import ParsedChat, parse_chat_request
 from kora.agent.state import AgentState
 from kora.agent.turn import TurnOutcome, TurnRequest
-from kora.core.errors import KoraError, NotFound
+from kora.core.errors import ApprovalConflict, KoraError, NotFound
 from kora.core.openai_wire import (
     DONE_EVENT,
     ChunkWriter,
@@ -76,17 +83,39 @@ def add_chat_routes(router: APIRouter, state: AgentState) -> None:
         turn = replace(turn, session_id=session_id)
         headers = {SESSION_HEADER: session_id}
         model = parsed.request.model or agent_name
-        if parsed.request.stream and parsed.output is None:
-            return event_stream(stream_chunks(runtime, turn, model, include_usage=parsed.include_usage), headers)
+        paused = runtime.take_decisions(turn)
+        if paused is None and parsed.approvals:
+            # Calls Kora said wait for approval, which it no longer knows (forgotten in a restart of the agent):
+            # refused, rather than the decision given to the model as the call's result.
+            raise ApprovalConflict(
+                f"The approval '{parsed.approvals[0]}' is no longer waiting: this agent does not know it "
+                "(it restarted since).",
+                code="approval_unknown",
+            )
+        if paused is None:  # refused before a stream starts: a 409, not an error inside a 200 stream
+            runtime.check_not_waiting(session_id)
+        elif paused.decided and paused.resumer is None:
+            turn = paused.turn
+        if parsed.request.stream and parsed.output is None and (paused is None or turn is paused.turn):
+            chunks = stream_chunks(runtime, turn, model, include_usage=parsed.include_usage, resume=paused)
+            return event_stream(chunks, headers)
         try:
-            outcome = await runtime.run(turn)
+            if paused is None:
+                outcome = await runtime.run(turn)
+            elif not paused.decided:  # calls of the same turn the request did not decide still wait
+                outcome = waiting(paused)
+            else:
+                resumed = await runtime.resume(paused)
+                assert resumed is not None
+                outcome = resumed
         except KoraError as failure:
             return error_response(failure, headers)
         if parsed.request.stream:
             # A structured answer is checked whole before any of it is sent: one that fails is an HTTP error.
             return event_stream(whole_as_chunks(outcome, model, include_usage=parsed.include_usage), headers)
         usage = usage_body(outcome.input_tokens, outcome.output_tokens)
-        message = assistant_message(outcome.text or None if outcome.tool_calls else outcome.text, _calls(outcome))
+        calls = _calls(outcome)
+        message = assistant_message(outcome.text or None if calls else outcome.text, calls)
         body = completion_body(completion_id(), model, message, outcome.finish_reason, usage)
         return JSONResponse(body, headers=headers)
 
@@ -130,7 +159,21 @@ OWNED_BY: Final = "kora"
 
 
 def _calls(outcome: TurnOutcome) -> list[JSONObject]:
+    """The answer's ``tool_calls``: the client's calls, or the calls waiting for approval (marked
+    ``kora_approval``)."""
+    if outcome.approvals:
+        return [
+            {**tool_call_body(a.tool_call_id, a.tool_name, a.arguments), APPROVAL_FIELD: a.marker()}
+            for a in outcome.approvals
+        ]
     return [tool_call_body(c.tool_call_id, c.name, c.arguments) for c in outcome.tool_calls]
+
+
+def waiting(paused: PausedTurn) -> TurnOutcome:
+    """The answer to a request that decided some of a paused turn's calls: the calls still waiting, no model
+    request made."""
+    left = tuple(a for a in paused.approvals if a.decision is None)
+    return TurnOutcome("", "tool_calls", 0, 0, 0, approvals=left)
 
 
 def _call_deltas(outcome: TurnOutcome) -> list[JSONObject]:
@@ -150,7 +193,7 @@ def requested_session(header: str | None, body: str | None) -> str | None:
 
 
 async def stream_chunks(
-    runtime: AgentRuntime, turn: TurnRequest, model: str, *, include_usage: bool
+    runtime: AgentRuntime, turn: TurnRequest, model: str, *, include_usage: bool, resume: PausedTurn | None = None
 ) -> AsyncIterator[bytes]:
     """SSE chunks: a role chunk, one content chunk per text delta, the finish chunk, a usage chunk (only when
     the client asked with ``stream_options.include_usage``, as OpenAI does), then ``[DONE]``.
@@ -160,11 +203,11 @@ async def stream_chunks(
     """
     chunks = ChunkWriter(completion_id(), model, int(time.time()), include_usage=include_usage)
     yield chunks.chunk({"role": "assistant", "content": ""})
-    stream = runtime.stream(turn)
+    stream = runtime.stream(turn, resume=resume)
     try:
         async for item in stream:
             if isinstance(item, TurnOutcome):
-                if item.tool_calls:
+                if item.tool_calls or item.approvals:
                     yield chunks.chunk({"tool_calls": cast(JsonValue, _call_deltas(item))})
                 yield chunks.chunk({}, item.finish_reason)
                 if include_usage:
@@ -185,7 +228,7 @@ async def whole_as_chunks(outcome: TurnOutcome, model: str, *, include_usage: bo
     yield chunks.chunk({"role": "assistant", "content": ""})
     if outcome.text:
         yield chunks.chunk({"content": outcome.text})
-    if outcome.tool_calls:
+    if outcome.tool_calls or outcome.approvals:
         yield chunks.chunk({"tool_calls": cast(JsonValue, _call_deltas(outcome))})
     yield chunks.chunk({}, outcome.finish_reason)
     if include_usage:

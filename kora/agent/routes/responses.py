@@ -8,7 +8,11 @@ output (``text.format``), sampling fields. The session is the one ``previous_res
 or with ``previous_response_id``, it is a 400), else ``X-Session-ID``, else the body's ``session_id``, else a new
 one; the response ``id`` names it, so the next request continues it with ``previous_response_id`` (or the same
 ``conversation``). ``function_call_output`` items answer the function calls of
-the previous response, which the session holds; it must be the session's latest stored response. ``store:
+the previous response, which the session holds; it must be the session's latest stored response. A turn paused at
+calls waiting for a person's approval answers with their ``function_call`` items, each marked with Kora's extension
+field ``kora_approval`` (``{"id", "target", "expires_at"}``); a ``function_call_output`` whose ``output`` is a
+decision object (``{"decision": "approve" | "reject", "reason"?, "arguments"?}``) decides the call and the turn
+goes on, stored as the new response (refusals as on the chat endpoint: 400, 409 ``approval_decided``, 403). ``store:
 false`` runs the turn without storing anything (no session is created; one named is read, not written).
 
 Stored responses: ``GET /v1/responses/{id}`` answers one as it was answered, read back from its turn's events
@@ -34,11 +38,12 @@ import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from kora.agent.approvals import PausedTurn
 from kora.agent.identity import open_session
 from kora.agent.openai_api import decode_body, parse_chat_body
 from kora.agent.responses_api import (
@@ -58,7 +63,7 @@ from kora.agent.responses_api import (
     turn_events,
 )
 from kora.agent.routes.background import BackgroundResponses
-from kora.agent.routes.chat import chat_turn, event_stream, requested_session
+from kora.agent.routes.chat import chat_turn, event_stream, requested_session, waiting
 from kora.agent.routes.queries import PAGE_PARAMS, page, refuse_query
 from kora.agent.state import AgentState
 from kora.agent.turn import ResponseRecord, TurnOutcome, TurnRequest
@@ -89,6 +94,8 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         if previous is not None or conversation is not None:
             session_id = session_of(previous) if conversation is None else conversation
             await state.memory.check_reader(session_id, identity.user_id)
+            # A decision on a call decided already: 409, whichever response the request continues.
+            runtime.refuse_decided(session_id, output_call_ids(body), identity.user_id)
             stored = await state.memory.get_session_events(session_id, limit=_EVENTS_LOOKED_UP)
             if previous is not None and latest_response(stored) != previous:  # else the whole session says why
                 check_previous(await state.memory.get_session_events(session_id), previous)
@@ -126,11 +133,27 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
                     code="invalid_value",
                     param="background",
                 )
+            # Decisions on calls waiting for approval are taken in the foreground: a 409 while the session waits.
+            runtime.check_not_waiting(session_id)
             return JSONResponse(background.start(runtime, turn, events), headers=headers)
-        if parsed.request.stream and parsed.output is None:
-            return event_stream(stream_events(runtime, turn, events), headers)
+        paused = runtime.take_decisions(turn)
+        if paused is None:  # refused before a stream starts: a 409, not an error inside a 200 stream
+            runtime.check_not_waiting(session_id)
+        elif paused.decided and paused.resumer is None:
+            # The turn goes on as this response: its events carry this response's id.
+            paused.turn = replace(paused.turn, response=turn.response)
+            turn = paused.turn
+        if parsed.request.stream and parsed.output is None and (paused is None or turn is paused.turn):
+            return event_stream(stream_events(runtime, turn, events, paused), headers)
         try:
-            outcome = await runtime.run(turn)
+            if paused is None:
+                outcome = await runtime.run(turn)
+            elif not paused.decided:  # calls of the same turn the request did not decide still wait
+                outcome = waiting(paused)
+            else:
+                resumed = await runtime.resume(paused)
+                assert resumed is not None
+                outcome = resumed
         except KoraError as failure:
             return error_response(failure, headers)
         if parsed.request.stream:
@@ -194,6 +217,15 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         return JSONResponse(body)  # cancelled, or as it ended when it ended before the cancel
 
 
+def output_call_ids(body: dict[str, Any]) -> list[str]:
+    """The ``call_id`` of each ``function_call_output`` item of a request's ``input``."""
+    items = body.get("input")
+    if not isinstance(items, list):
+        return []
+    outputs = [item for item in items if isinstance(item, dict) and item.get("type") == "function_call_output"]
+    return [item["call_id"] for item in outputs if isinstance(item.get("call_id"), str)]
+
+
 def _check_one_session(conversation: str, header: str | None, body: str | None) -> None:
     """Refuse an ``X-Session-ID`` header or a body ``session_id`` naming another session than ``conversation``
     (400 ``invalid_value``, ``param: "conversation"``): the turn runs in one session."""
@@ -241,11 +273,14 @@ async def _whole(events: ResponseEvents, outcome: TurnOutcome) -> AsyncIterator[
         yield event
 
 
-async def stream_events(runtime: AgentRuntime, turn: TurnRequest, events: ResponseEvents) -> AsyncIterator[bytes]:
-    """The turn's typed events as the model streams it (see the module docstring)."""
+async def stream_events(
+    runtime: AgentRuntime, turn: TurnRequest, events: ResponseEvents, resume: PausedTurn | None = None
+) -> AsyncIterator[bytes]:
+    """The turn's typed events as the model streams it (see the module docstring); ``resume``: a paused turn whose
+    calls this request decided goes on."""
     for event in events.started():
         yield event
-    stream = runtime.stream(turn)
+    stream = runtime.stream(turn, resume=resume)
     try:
         async for item in stream:
             batch = events.finished(item) if isinstance(item, TurnOutcome) else events.text(item)

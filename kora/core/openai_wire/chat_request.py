@@ -97,11 +97,14 @@ class FunctionCall(_Strict):
 
 
 class AssistantToolCall(_Strict):
-    """One entry of an assistant message's ``tool_calls``."""
+    """One entry of an assistant message's ``tool_calls``. ``kora_approval`` marks a call waiting for a person's
+    approval, as Kora answered it (:data:`kora.agent.approvals.APPROVAL_FIELD`); sent back with the conversation, it
+    is accepted and the agent's own record of the call is what counts."""
 
     id: Annotated[str, StringConstraints(min_length=1)]
     type: Literal["function"]
     function: FunctionCall
+    kora_approval: dict[str, JsonValue] | None = None
 
 
 class SystemMessage(_Strict):

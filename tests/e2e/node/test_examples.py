@@ -185,11 +185,31 @@ def test_budgets_stops_a_looping_turn_in_its_pod_at_the_tool_call_budget_the_ope
     assert (choice.message.content or "").startswith("budget_exhausted: tool_calls"), choice.message.content
 
 
+def test_approvals_pauses_a_deletion_in_its_pod_until_it_is_approved(kora: KoraOnNode) -> None:
+    """The operator wires spec.config.toolApproval into the agent's pod: the deletion waits for its decision."""
+    namespace = apply_example(kora, "approvals")
+    client = agent_client(kora, "janitor", namespace)
+    ask = [{"role": "user", "content": "delete notes.txt"}]
+    raw = client.chat.completions.with_raw_response.create(model="janitor", messages=ask)
+    session = raw.headers["x-session-id"]
+    choice = raw.parse().choices[0]
+    assert choice.finish_reason == "tool_calls", choice.message.content
+    [call] = choice.message.tool_calls or []
+    assert call.model_dump()["kora_approval"]["target"] == "files/delete_file"
+    decision = {"role": "tool", "tool_call_id": call.id, "content": '{"decision": "approve"}'}
+    done = client.chat.completions.create(
+        model="janitor",
+        messages=[*ask, choice.message.model_dump(exclude_none=True), decision],
+        extra_headers={"X-Session-ID": session},
+    )
+    assert done.choices[0].message.content == "About notes.txt: deleted notes.txt"
+
+
 def example_names() -> list[str]:
     return sorted(path.name for path in EXAMPLES.iterdir() if path.is_dir())
 
 
 def test_every_example_is_covered_here() -> None:
     # A new example must get its own test on the real node.
-    covered = {"quickstart", "multi-agent", "memory", "budgets"}
+    covered = {"quickstart", "multi-agent", "memory", "budgets", "approvals"}
     assert set(example_names()) == covered, f"examples without a real-node test: {set(example_names()) - covered}"
