@@ -29,6 +29,7 @@ from a2a.types.a2a_pb2 import (
     TaskStatusUpdateEvent,
 )
 
+from kora.agent.a2a import shared as shared_module
 from kora.agent.a2a import task_rows
 from kora.agent.a2a.shared import OWNER_STATE, SharedTasks, owner_of
 
@@ -167,3 +168,28 @@ def test_only_progress_to_working_commits_without_waiting_for_the_disk(state, ev
         "task": task,
     }[event_kind]
     assert task_rows.is_durable(task, event, prev) is durable
+
+
+async def test_an_id_this_replica_generated_reads_absent_without_a_query_until_its_first_write(memory_db):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    sdk = VersionedDatabaseTaskStore(shared.engine, create_table=False, owner_resolver=owner_of)
+    try:
+        task_id = str(uuid.uuid4())
+        shared.store.new_id(task_id)
+        # Written behind the store's back (no replica could have the id): the note answers, not the database.
+        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+        await sdk.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+        assert await shared.store.get(task_id, _context()) is None
+        # Its first write through the store drops the note (here it loses to the row above, as any second first
+        # write does); from then on reads ask the database.
+        with pytest.raises(ConcurrentTaskModificationError):
+            await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+        stored = await shared.store.get(task_id, _context())
+        assert stored is not None
+        assert stored.task == submitted
+        # The notes are bounded: the oldest go first.
+        for _ in range(shared_module.MAX_NEW_IDS + 1):
+            shared.store.new_id(str(uuid.uuid4()))
+        assert len(shared.store._new) == shared_module.MAX_NEW_IDS
+    finally:
+        await shared.close()

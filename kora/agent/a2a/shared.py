@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import OrderedDict
 from typing import TYPE_CHECKING, TypeVar
 
 import psycopg
@@ -80,6 +81,8 @@ CANCEL_CHANNEL = "kora_a2a_cancel"
 OWNER_STATE = "kora.a2a.owner"
 #: Seconds to wait for the database when connecting.
 CONNECT_TIMEOUT_SECONDS = 10
+#: Generated task ids not stored yet that a store remembers at most (SharedTaskStore.new_id).
+MAX_NEW_IDS = 10_000
 #: Attempts of a hot-path statement that meets a lost connection, a deadlock or a serialization failure (the SDK's
 #: own count), the n-th retry after n times :data:`_RETRY_DELAY_SECONDS`.
 _ATTEMPTS = 5
@@ -183,6 +186,16 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
         super().__init__(engine, create_table=False, owner_resolver=owner_of)
         self._engine = engine
         self._shared = shared
+        #: Task ids this replica generated and has not stored yet (oldest first), read as absent without a query.
+        self._new: OrderedDict[str, None] = OrderedDict()
+
+    def new_id(self, task_id: str) -> None:
+        """Note ``task_id``, a UUID4 this replica just generated for a new task: until the task's first write, no
+        task has it, so reading it (the SDK reads a new task three times before writing it) needs no query. At most
+        :data:`MAX_NEW_IDS` are kept (a request refused before its task was stored leaves its id)."""
+        self._new[task_id] = None
+        while len(self._new) > MAX_NEW_IDS:
+            self._new.popitem(last=False)
 
     async def holds(self, task_id: str) -> bool:
         """True when some owner's task has id ``task_id``."""
@@ -194,7 +207,10 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
         return await self._shared.run(find)
 
     async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
-        """The context owner's task ``task_id`` with its version, or None (one statement)."""
+        """The context owner's task ``task_id`` with its version, or None (one statement; none for an id this
+        replica generated and has not stored yet)."""
+        if task_id in self._new:
+            return None
         owner = owner_of(context)
         found = await self._shared.run(lambda connection: task_rows.load(connection, self._db, task_id, owner))
         return None if found is None else StoredTask(found[0], TaskVersion(found[1]))
@@ -212,6 +228,7 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
         :class:`ConcurrentTaskModificationError` when another writer won); a finished task's lease goes in the same
         statement. A cancel is the SDK's write, then announced on :data:`CANCEL_CHANNEL` (after it commits, so a
         listener reads ``canceled``)."""
+        self._new.pop(task.id, None)
         if task.status.state == TaskState.TASK_STATE_CANCELED:
             return await self._save_cancel(task, event=event, prev=prev, prev_version=prev_version, context=context)
         owner = owner_of(context)
