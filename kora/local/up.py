@@ -98,7 +98,10 @@ def plan_local(
     ``keep_ports``: workloads that keep the port they have (a ``--watch`` reload), so their URLs, and the
     environments of the workloads that call them, do not change. Local-storage MemoryStores keep their data
     in ``state_dir/memory/<namespace>/<name>``, outside the per-run working directories, so it survives
-    ``kora down`` and the next ``kora up`` with this state dir.
+    ``kora down`` and the next ``kora up`` with this state dir. Every workload runs on this machine, so an agent
+    that shares its A2A tasks (``taskStoreType: postgres``) without a ``TASK_STORE_URL`` of its own keeps them
+    in its local-storage MemoryStore's embedded Postgres, over its unix socket; raises
+    :class:`~kora.resources.loader.ManifestError` when that socket's path is too long for one.
     """
     kept = keep_ports or {}
     ports: dict[tuple[str, str, str], int] = {}
@@ -107,7 +110,11 @@ def plan_local(
         ports[ref] = kept[ref] if ref in kept else free_port()
     direct = Loopback(ports)
     return plan_workloads(
-        graph, direct, public=GatewayRouted(gateway_url, direct=direct), data_root=state_dir / MEMORY_DIR
+        graph,
+        direct,
+        public=GatewayRouted(gateway_url, direct=direct),
+        data_root=state_dir / MEMORY_DIR,
+        embedded_postgres=True,
     )
 
 

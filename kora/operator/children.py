@@ -65,7 +65,7 @@ from kora.resources.models import (
     format_duration,
 )
 from kora.resources.urls import DEFAULT_PORT, route_path
-from kora.resources.wiring import EnvEntry, Probes, WorkloadPlan, plan_workload
+from kora.resources.wiring import EnvEntry, Probes, WorkloadPlan, plan_workload, task_store_problem
 
 __all__ = [
     "CHILD_KINDS",
@@ -283,12 +283,18 @@ def up_to_date(desired: Mapping[str, object], live: Mapping[str, object] | None)
 # --- planning ------------------------------------------------------------------------------------------------
 
 
-def plan_for(resource: AnyResource, settings: OperatorSettings, model_api: ModelAPI | None = None) -> WorkloadPlan:
+def plan_for(
+    resource: AnyResource,
+    settings: OperatorSettings,
+    model_api: ModelAPI | None = None,
+    memory_store: MemoryStore | None = None,
+) -> WorkloadPlan:
     """The wiring's plan of ``resource`` under the operator's settings: workload URLs from
     :meth:`OperatorSettings.workload_strategy`, public URLs (``status.endpoint``, the agent card) from
     :meth:`~OperatorSettings.public_strategy`, the chart's route timeouts, local MemoryStore data under
     :data:`MEMORY_DATA_ROOT`; an Agent's prices from its ``model_api`` when known, the chart's default budget for
-    the fields its ``spec.config.budget`` leaves unset."""
+    the fields its ``spec.config.budget`` leaves unset, and the database of a shared task store from its bound
+    ``memory_store`` when known (an external store's connection Secret, as a ``secretKeyRef``)."""
     return plan_workload(
         resource,
         settings.workload_strategy(),
@@ -297,13 +303,18 @@ def plan_for(resource: AnyResource, settings: OperatorSettings, model_api: Model
         data_root=MEMORY_DATA_ROOT,
         model_api=model_api,
         budget_defaults=settings.budget_defaults,
+        memory_store=memory_store,
     )
 
 
-def cluster_problems(resource: AnyResource) -> list[str]:
+def cluster_problems(resource: AnyResource, memory_store: MemoryStore | None = None) -> list[str]:
     """Why ``resource`` cannot run in a cluster although the models accept it (empty: it can): a scripted
     ModelAPI's ``scriptFile`` names a file on the machine that loaded the manifest (use ``script``); a Hosted
-    ModelAPI names a model Hosted mode does not serve (``kora up``'s message)."""
+    ModelAPI names a model Hosted mode does not serve (``kora up``'s message); an Agent sharing its tasks in its
+    bound ``memory_store``'s Postgres (when known) where that Postgres is the store pod's own."""
+    if isinstance(resource, Agent):
+        problem = task_store_problem(resource, memory_store, embedded_postgres=False, data_root=MEMORY_DATA_ROOT)
+        return [problem] if problem is not None else []
     if isinstance(resource, ModelAPI):
         config = resource.spec.scripted_config
         if config is not None and config.script_file is not None:

@@ -66,7 +66,7 @@ from kora.operator.status import (
 )
 from kora.resources.graph import ResourceRef, dependencies_of, references_of
 from kora.resources.loader import describe_resource_error
-from kora.resources.models import RESOURCE_CLASSES, Agent, AnyResource, Kind, ModelAPI, Phase
+from kora.resources.models import RESOURCE_CLASSES, Agent, AnyResource, Kind, MemoryStore, ModelAPI, Phase
 from kora.resources.urls import service_name
 from kora.resources.wiring import credentials_secret
 
@@ -352,7 +352,8 @@ class Reconciler:
             failed = failed_status(observed.error, _generation(observed.body), previous)
             return await self._write_status(ref, observed, status_body(failed))
         resource = observed.model
-        problems = cluster_problems(resource)
+        bound_store = self._memory_store_model(resource)
+        problems = cluster_problems(resource, bound_store)
         if problems:
             failed = failed_status("; ".join(problems), _generation(observed.body), previous)
             return await self._write_status(ref, observed, status_body(failed))
@@ -360,7 +361,7 @@ class Reconciler:
         dependencies = [await self._dependency(target) for target in dependencies_of(resource)]
         deployment = await self._deployment(ref)
         held = any(d.problem() for d in dependencies) and deployment is None and isinstance(resource, Agent)
-        plan = plan_for(resource, self.settings, self._model_api(resource))
+        plan = plan_for(resource, self.settings, self._model_api(resource), bound_store)
         for secret, keys in plan.credentials.items():
             writes += await self._ensure_credentials(resource, secret, keys)
         if not held:
@@ -408,6 +409,16 @@ class Reconciler:
         observed = self.resources.get(ref)
         model = observed.model if observed is not None else None
         return model if isinstance(model, ModelAPI) else None
+
+    def _memory_store_model(self, resource: AnyResource) -> MemoryStore | None:
+        """An Agent's bound MemoryStore as the view holds it (its storage gives a shared task store its
+        database); None for other kinds, an unbound agent or a store not seen yet (its arrival wakes the agent)."""
+        store = _bound_store(resource)
+        if store is None:
+            return None
+        observed = self.resources.get(ResourceRef(Kind.MEMORY_STORE.value, resource.metadata.namespace, store))
+        model = observed.model if observed is not None else None
+        return model if isinstance(model, MemoryStore) else None
 
     async def _memory_store(self, resource: AnyResource) -> Dependency | None:
         store = _bound_store(resource)

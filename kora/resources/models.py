@@ -412,7 +412,7 @@ class AgentConfig(WireModel):
     agentic_loop: AgenticLoopSpec = Field(default_factory=AgenticLoopSpec)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     task_store_type: Literal["local", "null", "postgres"] = "local"
-    """A2A task store: ``local`` keeps tasks, ``null`` none, ``postgres`` shares them (``TASK_STORE_URL`` in env)."""
+    """A2A task store: ``local``, ``null`` (none) or ``postgres`` (``TASK_STORE_URL``'s or the MemoryStore's)."""
     budget: AgentBudget = Field(default_factory=AgentBudget)
     """What one turn may spend (unset fields: no limit)."""
     tool_approval: ToolApproval = Field(default_factory=ToolApproval)
@@ -421,10 +421,15 @@ class AgentConfig(WireModel):
     """Extra environment variables; names Kora sets from the spec are rejected."""
 
     @model_validator(mode="after")
-    def _shared_store_has_a_url(self) -> AgentConfig:
-        if self.task_store_type == "postgres" and not any(var.name == "TASK_STORE_URL" for var in self.env):
+    def _shared_store_has_a_database(self) -> AgentConfig:
+        if (
+            self.task_store_type == "postgres"
+            and not any(var.name == "TASK_STORE_URL" for var in self.env)
+            and not (self.memory.enabled and self.memory.type == "remote")
+        ):
             raise ValueError(
-                "taskStoreType 'postgres' needs TASK_STORE_URL in 'env' (a postgresql:// URL, valueFrom a Secret)"
+                "taskStoreType 'postgres' needs TASK_STORE_URL in 'env' (a postgresql:// URL, valueFrom a Secret) "
+                "or a bound MemoryStore (memory.type: remote), whose Postgres then keeps the tasks"
             )
         return self
 

@@ -14,7 +14,9 @@ Per kind (non-agent workloads take ``--host H --port P`` arguments; the agent re
 
 - Agent: ``kora agent``. ``AGENT_NAME``, ``AGENT_HOST``, ``AGENT_PORT``, ``MODEL_API_URL`` (ModelAPI URL +
   ``/v1``), ``MODEL_NAME`` (``spec.model``), ``AGENT_DESCRIPTION`` / ``AGENT_INSTRUCTIONS`` (when set),
-  ``AGENT_PUBLIC_URL``, ``AGENTIC_LOOP_MAX_STEPS``, ``TASK_STORE_TYPE``; ``BUDGET_MAX_*`` (the set
+  ``AGENT_PUBLIC_URL``, ``AGENTIC_LOOP_MAX_STEPS``, ``TASK_STORE_TYPE`` and, for ``taskStoreType: postgres``
+  without ``TASK_STORE_URL`` in ``spec.config.env``, ``TASK_STORE_URL`` for the bound MemoryStore's Postgres
+  (:func:`task_store_problem` says when there is none to share); ``BUDGET_MAX_*`` (the set
   ``spec.config.budget`` fields) and ``MODEL_PRICE_INPUT_PER_MILLION`` / ``MODEL_PRICE_OUTPUT_PER_MILLION`` (the
   ModelAPI's ``spec.pricing``, when declared); ``MCP_SERVERS`` +
   ``MCP_SERVER_<NAME>_URL`` unless ``enableTools`` is false; ``PEER_AGENTS`` + ``PEER_AGENT_<NAME>_CARD_URL``
@@ -64,11 +66,12 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 from kora.core import env as names
 from kora.core.telemetry.config import resource_attributes_value
 from kora.resources.graph import ResourceGraph, ResourceRef, dependencies_of, ref_of
-from kora.resources.loader import dependency_order
+from kora.resources.loader import ManifestError, Problem, dependency_order
 from kora.resources.models import (
     Agent,
     AgentBudget,
@@ -325,6 +328,76 @@ def _number(value: float) -> str:
     return text.removesuffix(".0") if isinstance(value, float) else text
 
 
+#: The unix socket an embedded Postgres listens on, in its socket directory (pgserver's default port).
+EMBEDDED_POSTGRES_SOCKET = ".s.PGSQL.5432"
+#: The longest unix socket path Linux binds (``sun_path`` holds 108 bytes with the closing NUL); pgserver puts the
+#: socket elsewhere when its data directory's would be longer.
+MAX_SOCKET_PATH = 107
+
+
+def embedded_postgres_url(data_dir: Path) -> str:
+    """The connection URI of the embedded Postgres of a local-storage MemoryStore whose
+    ``MEMORY_SERVICE_DATA_DIR`` is ``data_dir``: the memory service's database ``postgres``, as user ``postgres``
+    (no password: the socket is the machine's own, reachable by the user that runs Kora), over the unix socket in
+    ``data_dir/pgdata`` (the ``pgdata`` of :mod:`kora.memory.service.embedded`)."""
+    return f"postgresql://postgres@/postgres?host={quote(str(data_dir.resolve() / 'pgdata'), safe='/')}"
+
+
+def _shares_store_postgres(agent: Agent) -> bool:
+    """True when ``agent`` keeps its A2A tasks in its bound MemoryStore's Postgres: ``taskStoreType: postgres``
+    without a ``TASK_STORE_URL`` of its own."""
+    config = agent.spec.config
+    return config.task_store_type == "postgres" and not any(var.name == names.TASK_STORE_URL for var in config.env)
+
+
+def _store_data_dir(store: MemoryStore, data_root: Path) -> Path:
+    return data_root / store.metadata.namespace / store.metadata.name
+
+
+def task_store_problem(
+    agent: Agent, memory_store: MemoryStore | None, *, embedded_postgres: bool, data_root: Path | None
+) -> str | None:
+    """Why ``agent``'s ``taskStoreType: postgres`` has no database to share, or None (it has one, names its own
+    ``TASK_STORE_URL``, or does not share; ``memory_store`` None: its MemoryStore is not known yet, which the
+    agent waits for). An external-storage MemoryStore's database is shared by any runner; a local-storage one's
+    embedded Postgres only where agents run on its machine (``embedded_postgres``: ``kora up``, its data under
+    ``data_root``), and only while its socket path fits a unix socket."""
+    if not _shares_store_postgres(agent) or memory_store is None or memory_store.spec.storage.external is not None:
+        return None
+    where = f"MemoryStore {memory_store.metadata.name!r}"
+    if not embedded_postgres or data_root is None:
+        return (
+            f"taskStoreType 'postgres' keeps tasks in the Postgres of {where}, but its storage.type 'local' keeps "
+            "that Postgres inside the MemoryStore's own pod, where agents cannot reach it: give the MemoryStore "
+            "storage.type 'external', or the agent TASK_STORE_URL in spec.config.env"
+        )
+    socket = _store_data_dir(memory_store, data_root).resolve() / "pgdata" / EMBEDDED_POSTGRES_SOCKET
+    if len(str(socket).encode()) > MAX_SOCKET_PATH:
+        return (
+            f"taskStoreType 'postgres' keeps tasks in the embedded Postgres of {where}, whose socket path {socket} "
+            f"is longer than a unix socket's {MAX_SOCKET_PATH} bytes: use a shorter --state-dir"
+        )
+    return None
+
+
+def _task_store_env(
+    agent: Agent, memory_store: MemoryStore | None, embedded_postgres: bool, data_root: Path | None
+) -> list[EnvEntry]:
+    """``TASK_STORE_URL`` for an agent that shares its bound MemoryStore's Postgres: the store's own connection
+    Secret (``secretKeyRef``, never the URL itself) for external storage, the embedded Postgres's socket for a
+    local-storage store where agents reach it (:func:`task_store_problem` is None); else nothing."""
+    if not _shares_store_postgres(agent) or memory_store is None:
+        return []
+    external = memory_store.spec.storage.external
+    if external is not None:
+        ref = external.connection_secret_ref
+        return [EnvEntry(names.TASK_STORE_URL, secret_key_ref=SecretKeyRef(ref.name, ref.key))]
+    problem = task_store_problem(agent, memory_store, embedded_postgres=embedded_postgres, data_root=data_root)
+    if data_root is None or problem is not None:
+        return []
+    return [EnvEntry(names.TASK_STORE_URL, embedded_postgres_url(_store_data_dir(memory_store, data_root)))]
+
+
 def _agent_env(
     agent: Agent,
     strategy: UrlStrategy,
@@ -333,6 +406,7 @@ def _agent_env(
     port: int,
     model_api: ModelAPI | None = None,
     budget_defaults: AgentBudget | None = None,
+    task_store_env: list[EnvEntry] | None = None,
 ) -> list[EnvEntry]:
     spec, namespace = agent.spec, agent.metadata.namespace
     loop, memory = spec.config.agentic_loop, spec.config.memory
@@ -351,6 +425,7 @@ def _agent_env(
         EnvEntry(names.AGENT_PUBLIC_URL, public_url),
         EnvEntry(names.AGENTIC_LOOP_MAX_STEPS, str(loop.max_steps)),
         EnvEntry(names.TASK_STORE_TYPE, spec.config.task_store_type),
+        *(task_store_env or []),
         *_budget_env(agent, model_api, budget_defaults),
         *_approval_env(agent),
     ]
@@ -508,6 +583,8 @@ def plan_workload(
     data_root: Path | None = None,
     model_api: ModelAPI | None = None,
     budget_defaults: AgentBudget | None = None,
+    memory_store: MemoryStore | None = None,
+    embedded_postgres: bool = False,
 ) -> WorkloadPlan:
     """The plan of one resource. URLs of the resources it names come from ``strategy``; an Agent's ``model_api``
     (when known) gives its prices (``spec.pricing``), and ``budget_defaults`` (the chart's
@@ -516,8 +593,11 @@ def plan_workload(
     ``public`` gives the URL clients are told (``AGENT_PUBLIC_URL``, ``status.endpoint``); default
     ``strategy``. ``data_root`` is where a runner that keeps data on this machine (``kora up``) wants
     local-storage MemoryStores' databases: each gets ``MEMORY_SERVICE_DATA_DIR=<data_root>/<namespace>/<name>``,
-    stable across runs; None (a cluster) leaves the service's default. References are not checked here (the
-    loader does); a ``Loopback`` strategy raises ``KeyError`` for a workload without a port.
+    stable across runs; None (a cluster) leaves the service's default. An Agent's ``memory_store`` (its bound
+    MemoryStore, when known) gives a shared task store its database; ``embedded_postgres``: the runner's workloads
+    share one machine, so an agent may reach a local-storage MemoryStore's embedded Postgres by its socket (``kora
+    up``). References are not checked here (the loader does, and :func:`task_store_problem` for the task store's
+    database); a ``Loopback`` strategy raises ``KeyError`` for a workload without a port.
     """
     ref = ref_of(resource)
     host, port = strategy.listen(ref)
@@ -528,7 +608,9 @@ def plan_workload(
     credentials: dict[str, tuple[str, ...]] = {}
     gateway_route = True
     if isinstance(resource, Agent):
-        args, env = ["agent"], _agent_env(resource, strategy, public_url, host, port, model_api, budget_defaults)
+        task_store_env = _task_store_env(resource, memory_store, embedded_postgres, data_root)
+        args = ["agent"]
+        env = _agent_env(resource, strategy, public_url, host, port, model_api, budget_defaults, task_store_env)
         replicas = resource.spec.replicas
         credentials[credentials_secret(ref)] = (ADMIN_TOKEN_KEY,)
     elif isinstance(resource, MCPServer):
@@ -568,13 +650,36 @@ def plan_workloads(
     public: UrlStrategy | None = None,
     timeouts: RouteTimeouts = DEFAULT_ROUTE_TIMEOUTS,
     data_root: Path | None = None,
+    embedded_postgres: bool = False,
 ) -> dict[ResourceRef, WorkloadPlan]:
     """Plans of every resource of ``graph``, in start order (:func:`kora.resources.loader.dependency_order`);
     the options are :func:`plan_workload`'s.
 
-    Raises :class:`kora.resources.loader.ManifestError` for a delegation cycle.
+    Raises :class:`kora.resources.loader.ManifestError` for a delegation cycle, and naming each Agent whose shared
+    task store has no database (:func:`task_store_problem`).
     """
     resources = graph.resources
+
+    def memory_store_of(resource: AnyResource) -> MemoryStore | None:
+        memory = resource.spec.config.memory if isinstance(resource, Agent) else None
+        if memory is None or not memory.enabled or memory.type != "remote" or memory.memory_store is None:
+            return None
+        namespace, name = resource.metadata.namespace, memory.memory_store
+        found = resources.get(ResourceRef(Kind.MEMORY_STORE.value, namespace, name))
+        return found if isinstance(found, MemoryStore) else None
+
+    problems = [
+        Problem("<graph>", 0, f"Agent {ref.namespace}/{ref.name}", "spec.config.taskStoreType", problem)
+        for ref, resource in resources.items()
+        if isinstance(resource, Agent)
+        and (
+            problem := task_store_problem(
+                resource, memory_store_of(resource), embedded_postgres=embedded_postgres, data_root=data_root
+            )
+        )
+    ]
+    if problems:
+        raise ManifestError(problems)
 
     def model_api_of(resource: AnyResource) -> ModelAPI | None:
         if not isinstance(resource, Agent):
@@ -590,6 +695,8 @@ def plan_workloads(
             timeouts=timeouts,
             data_root=data_root,
             model_api=model_api_of(resources[ref]),
+            memory_store=memory_store_of(resources[ref]),
+            embedded_postgres=embedded_postgres,
         )
         for ref in dependency_order(graph)
     }

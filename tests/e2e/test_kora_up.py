@@ -635,3 +635,37 @@ def test_approvals_example_pauses_a_deletion_until_it_is_approved(tmp_path: Path
         assert listing.choices[0].message.content == "Files: notes.txt, todo.txt"
     finally:
         stop(up)
+
+
+async def test_kora_up_keeps_a_sharing_agents_tasks_in_its_memory_stores_embedded_postgres(tmp_path: Path):
+    # examples/memory with its agent asking for the shared task store and naming no database of its own.
+    import psycopg
+    from a2a.types.a2a_pb2 import GetTaskRequest, TaskState
+
+    from kora.resources.wiring import embedded_postgres_url
+    from tests.support.a2a import sdk_client, user_message
+
+    example = tmp_path / "shared-tasks"
+    example.mkdir()
+    manifest = (ROOT / "examples/memory/kora.yaml").read_text()
+    config = "  config:\n    description:"
+    sharing = manifest.replace(config, "  config:\n    taskStoreType: postgres\n    description:")
+    assert sharing != manifest
+    (example / "kora.yaml").write_text(sharing)
+    up = start_up(str(example), tmp_path)
+    try:
+        up.all_ready()
+        async with httpx.AsyncClient(timeout=30, headers=MEMORY_USER) as http:
+            client = await sdk_client(f"{up.gateway}/default/agent/assistant", http=http, version="1.0")
+            (sent,) = [r async for r in client.send_message(user_message("Hello! I live in Lisbon."))]
+            assert sent.task.status.state == TaskState.TASK_STATE_COMPLETED
+            got = await client.get_task(GetTaskRequest(id=sent.task.id))
+            assert got.status.state == TaskState.TASK_STATE_COMPLETED
+        # The task is a row of the store's own Postgres (schema kora_a2a), next to the memory service's tables.
+        database = embedded_postgres_url(up.state_dir / MEMORY_DIR / "default" / "memory")
+        with psycopg.connect(database) as conn:
+            row = conn.execute("SELECT status->>'state' FROM kora_a2a.tasks WHERE id = %s", (sent.task.id,))
+            assert row.fetchone() == ("TASK_STATE_COMPLETED",)
+            assert conn.execute("SELECT to_regclass('public.sessions')").fetchone() != (None,)
+    finally:
+        stop(up)

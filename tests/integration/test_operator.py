@@ -535,3 +535,69 @@ def test_hosted_models_run_the_embeddings_image_or_their_own_and_unknown_ones_fa
                 )
                 container = _deployment(kube_cluster, f"modelapi-{name}", namespace).spec.template.spec.containers[0]
                 assert container.image == image
+
+
+SHARED_TASKS = """
+apiVersion: kora.dev/v1alpha1
+kind: ModelAPI
+metadata: {name: scripted}
+spec: {mode: Scripted, scriptedConfig: {script: [{reply: hello}]}}
+---
+apiVersion: kora.dev/v1alpha1
+kind: MemoryStore
+metadata: {name: shared}
+spec: {storage: {type: external, external: {connectionSecretRef: {name: memory-db, key: url}}}}
+---
+apiVersion: kora.dev/v1alpha1
+kind: MemoryStore
+metadata: {name: podlocal}
+spec: {storage: {type: local}}
+---
+apiVersion: kora.dev/v1alpha1
+kind: Agent
+metadata: {name: twins}
+spec:
+  modelAPI: scripted
+  model: scripted
+  replicas: 2
+  config: {taskStoreType: postgres, memory: {type: remote, memoryStore: shared}}
+---
+apiVersion: kora.dev/v1alpha1
+kind: Agent
+metadata: {name: stranded}
+spec:
+  modelAPI: scripted
+  model: scripted
+  config: {taskStoreType: postgres, memory: {type: remote, memoryStore: podlocal}}
+"""
+
+
+def test_a_shared_task_store_gets_its_memory_stores_database_by_secret_reference(
+    kube_cluster: KubeCluster, tmp_path: Path
+):
+    namespace = kube_cluster.fresh_namespace("tasks")
+    manifest = tmp_path / "shared-tasks.yaml"
+    manifest.write_text(SHARED_TASKS)
+    with running_operator(kube_cluster, namespace, tmp_path / "operator.log"):
+        kube_cluster.kubectl("apply", "-n", namespace, "-f", str(manifest))
+        for workload in ("modelapi-scripted", "memorystore-shared"):
+            wait_for(workload, lambda w=workload: _exists(kube_cluster, Deployment, w, namespace))
+            kube_cluster.mark_deployment_available(workload, namespace)
+        wait_for("agent Deployment", lambda: _exists(kube_cluster, Deployment, "agent-twins", namespace))
+        deployment = _deployment(kube_cluster, "agent-twins", namespace)
+        env = environment_of(deployment.spec.template.spec.containers[0].to_dict())
+        assert env["TASK_STORE_TYPE"] == "postgres"
+        # The MemoryStore's own connection Secret, by reference: no database URL (nor password) in the Deployment.
+        assert env["TASK_STORE_URL"] == {"secretKeyRef": {"name": "memory-db", "key": "url"}}
+        assert "postgresql://" not in str(deployment.to_dict())
+        kube_cluster.mark_deployment_available("agent-twins", namespace)
+        with kube_cluster.client() as client:
+            ready = wait_for("agent Ready", phase_is(client, "Agent", "twins", namespace, "Ready"))
+            split = {c["type"]: c["status"] for c in ready["conditions"]}
+            assert split.get("TasksSplitAcrossReplicas", "False") == "False"
+            assert split.get("SessionsSplitAcrossReplicas", "False") == "False"
+            # A local-storage store's Postgres is inside its pod: that agent fails, saying what to change.
+            failed = wait_for("agent Failed", phase_is(client, "Agent", "stranded", namespace, "Failed"))
+            assert "storage.type 'external'" in failed["message"]
+            assert "TASK_STORE_URL" in failed["message"]
+        assert not _exists(kube_cluster, Deployment, "agent-stranded", namespace)

@@ -8,7 +8,7 @@ import pytest
 
 from kora.agent.settings import load_agent_settings
 from kora.resources.graph import ResourceRef
-from kora.resources.loader import load_text
+from kora.resources.loader import ManifestError, load_text
 from kora.resources.urls import ClusterDNS, GatewayRouted, Loopback, route_path, service_name
 from kora.resources.wiring import (
     EnvEntry,
@@ -682,6 +682,59 @@ def test_the_shared_task_store_reaches_the_agent_with_its_url_from_a_secret():
     assert env["TASK_STORE_TYPE"] == "postgres"
     assert env["TASK_STORE_URL"] == SecretKeyRef("tasks-db", "url")
     assert boss.replicas == 2
+
+
+SHARING = (
+    "  modelAPI: llm\n  model: m\n  replicas: 2\n"
+    "  config: {taskStoreType: postgres, memory: {type: remote, memoryStore: mem}}\n"
+)
+
+
+def test_a_shared_task_store_without_its_own_url_uses_the_bound_external_stores_secret():
+    # The MemoryStore's own connection Secret, as a secretKeyRef: the URL (and its password) never in the plan.
+    for strategy in (ClusterDNS(), STRATEGIES["loopback"]):
+        boss = plan_workloads(load_text(with_agent(SHARING)), strategy, embedded_postgres=True)[REFS["boss"]]
+        env = env_of(boss)
+        assert env["TASK_STORE_TYPE"] == "postgres"
+        assert env["TASK_STORE_URL"] == SecretKeyRef("pg", "url")
+        settings = load_agent_settings(boss.environment(lambda ref: "postgresql://kora:pw@db:5432/kora"))
+        assert settings.task_store_url == "postgresql://kora:pw@db:5432/kora"
+
+
+def test_an_agents_own_task_store_url_wins_over_its_memory_stores():
+    spec = SHARING.replace(
+        "memoryStore: mem}}",
+        "memoryStore: mem}, env: [{name: TASK_STORE_URL, valueFrom: {secretKeyRef: {name: tasks-db, key: url}}}]}",
+    )
+    boss = plan_workloads(load_text(with_agent(spec)), ClusterDNS())[REFS["boss"]]
+    assert [e.secret_key_ref for e in boss.env if e.name == "TASK_STORE_URL"] == [SecretKeyRef("tasks-db", "url")]
+
+
+LOCAL_STORE = BASE.replace("  storage: {type: external, external: {connectionSecretRef: {name: pg, key: url}}}\n", "")
+
+
+def test_kora_up_shares_a_local_memory_stores_embedded_postgres_by_its_socket(tmp_path):
+    graph = load_text(with_agent(SHARING).replace(BASE, LOCAL_STORE))
+    plans = plan_workloads(graph, STRATEGIES["loopback"], data_root=tmp_path, embedded_postgres=True)
+    env = env_of(plans[REFS["boss"]])
+    socket_dir = tmp_path.resolve() / "team" / "mem" / "pgdata"
+    assert env["TASK_STORE_URL"] == f"postgresql://postgres@/postgres?host={socket_dir}"
+    assert env_of(plans[REFS["mem"]])["MEMORY_SERVICE_DATA_DIR"] == str(tmp_path / "team" / "mem")
+    assert load_agent_settings(plans[REFS["boss"]].environment(lambda ref: "s")).task_store_url.startswith(
+        "postgresql://postgres@/postgres?host=/"
+    )
+
+
+def test_a_local_memory_stores_postgres_is_not_shared_where_agents_cannot_reach_it(tmp_path):
+    graph = load_text(with_agent(SHARING).replace(BASE, LOCAL_STORE))
+    # A cluster: the embedded Postgres is inside the MemoryStore's pod.
+    with pytest.raises(ManifestError, match=r"storage\.type 'external'") as refused:
+        plan_workloads(graph, ClusterDNS(), data_root=Path("/data"))
+    assert "team/boss" in str(refused.value)
+    # kora up with a state dir so deep that the socket's path cannot be bound.
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    with pytest.raises(ManifestError, match="shorter --state-dir"):
+        plan_workloads(graph, STRATEGIES["loopback"], data_root=deep, embedded_postgres=True)
 
 
 def test_prices_and_budgets_reach_the_agent_exactly():

@@ -33,6 +33,7 @@ import binascii
 import json
 import re
 import uuid
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -86,11 +87,21 @@ requested_task_id: ContextVar[str | None] = ContextVar("kora_a2a_requested_task_
 
 
 class RequestedTaskIdGenerator(IDGenerator):
-    """Task ids: the one a legacy ``tasks/send`` named (see :data:`requested_task_id`), else a UUID4."""
+    """Task ids: the one a legacy ``tasks/send`` named (see :data:`requested_task_id`), else a UUID4, which
+    ``on_new`` (when given) is told of: no task can have it before this server stores one."""
+
+    def __init__(self, on_new: Callable[[str], None] | None = None) -> None:
+        self._on_new = on_new
 
     def generate(self, context: IDGeneratorContext) -> str:
         """A new task id (string)."""
-        return requested_task_id.get() or str(uuid.uuid4())
+        requested = requested_task_id.get()
+        if requested:
+            return requested
+        task_id = str(uuid.uuid4())
+        if self._on_new is not None:
+            self._on_new(task_id)
+        return task_id
 
 
 def error_response(request_id: object, error: KoraError, version: str = V03) -> JsonObject:

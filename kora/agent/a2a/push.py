@@ -29,6 +29,8 @@ BACKOFF_SECONDS = (0.5, 1.0, 2.0, 4.0, 8.0)
 RETRIES = len(BACKOFF_SECONDS)
 #: Seconds one delivery attempt may take.
 ATTEMPT_TIMEOUT_SECONDS = 10.0
+#: Tasks whose configurations are noted at most (beyond it the notes are dropped: a send without one reads).
+MAX_NOTED_TASKS = 10_000
 
 _deliveries = metrics.get_meter("kora.agent").create_counter(
     "kora.a2a.push.deliveries",
@@ -55,9 +57,25 @@ class BackgroundPushSender(PushNotificationSender):
         self._dispatcher = _Dispatcher(self._client, configs)
         #: task id -> the delivery of its newest notification (the next one waits for it).
         self._chains: dict[str, asyncio.Task[None]] = {}
+        #: task id -> whether it had configurations when its latest change was stored (note_configs).
+        self._configured: dict[str, bool] = {}
+
+    def note_configs(self, task_id: str, present: bool | None) -> None:
+        """Record whether ``task_id`` has configurations, as read with the change just stored (None: not known).
+        The notification of that change then skips the read of its configurations when there are none: a
+        configuration set after the change was stored is not one that change is delivered to."""
+        if present is None:
+            self._configured.pop(task_id, None)
+            return
+        if len(self._configured) >= MAX_NOTED_TASKS and task_id not in self._configured:
+            self._configured.clear()  # a missing note only costs a read: each send consumes its task's note
+        self._configured[task_id] = present
 
     async def send_notification(self, task_id: str, event: PushNotificationEvent) -> None:
-        """Queue ``event``'s delivery to every configuration of ``task_id``; returns at once."""
+        """Queue ``event``'s delivery to every configuration of ``task_id``; returns at once (with nothing to do
+        when its change was noted as stored while the task had no configurations)."""
+        if self._configured.pop(task_id, True) is False:
+            return
         # A copy: the SDK goes on updating its task object in place, and the delivery may happen later.
         snapshot = type(event)()
         snapshot.CopyFrom(event)

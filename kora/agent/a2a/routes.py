@@ -237,7 +237,9 @@ class A2AServer:
             push_sender=self.shared.push if self.shared else None,
             # The handler reads only capabilities and modes from its card; the served card carries the URL.
             agent_card=self.cards.card(settings.agent_public_url or "/"),
-            request_context_builder=SimpleRequestContextBuilder(task_id_generator=legacy.RequestedTaskIdGenerator()),
+            request_context_builder=SimpleRequestContextBuilder(
+                task_id_generator=legacy.RequestedTaskIdGenerator(self.shared.store.new_id if self.shared else None)
+            ),
             # The handler serves an extended card only when it has one; the modifier gives the caller's URL.
             extended_agent_card=self.cards.card(settings.agent_public_url or "/") if self.cards.extended else None,
             extended_card_modifier=self._extended_card,

@@ -32,13 +32,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import TYPE_CHECKING
+from collections import OrderedDict
+from typing import TYPE_CHECKING, TypeVar
 
 import psycopg
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.cluster import (
     ConcurrentTaskModificationError,
     DatabaseTaskEventStream,
+    StoredTask,
     TaskVersion,
     VersionedDatabaseTaskStore,
 )
@@ -48,20 +50,28 @@ from a2a.server.models import Base, PushNotificationConfigModel, TaskEventModel,
 from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.tasks import DatabasePushNotificationConfigStore
 from a2a.types.a2a_pb2 import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from kora.agent.a2a import task_rows
 from kora.agent.a2a.push import BackgroundPushSender
 from kora.agent.a2a.store import FINISHED_STATES, is_finished
 from kora.core import env as envnames
 from kora.core.settings_errors import SettingsError
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from psycopg import AsyncConnection
+    from psycopg.rows import TupleRow
     from sqlalchemy.engine import Connection
 
 log = logging.getLogger("kora.agent.a2a.shared")
+
+_T = TypeVar("_T")
 
 #: The Postgres schema holding the task store's tables (apart from the memory service's, in the same database).
 SCHEMA = "kora_a2a"
@@ -71,6 +81,12 @@ CANCEL_CHANNEL = "kora_a2a_cancel"
 OWNER_STATE = "kora.a2a.owner"
 #: Seconds to wait for the database when connecting.
 CONNECT_TIMEOUT_SECONDS = 10
+#: Generated task ids not stored yet that a store remembers at most (SharedTaskStore.new_id).
+MAX_NEW_IDS = 10_000
+#: Attempts of a hot-path statement that meets a lost connection, a deadlock or a serialization failure (the SDK's
+#: own count), the n-th retry after n times :data:`_RETRY_DELAY_SECONDS`.
+_ATTEMPTS = 5
+_RETRY_DELAY_SECONDS = 0.02
 #: The advisory lock serializing schema changes of replicas that start together.
 _SCHEMA_LOCK = 0x6B6F7261_61326131  # "koraa2a1"
 #: The SDK's ``String(36)`` columns that hold ids a client may choose longer.
@@ -161,20 +177,43 @@ def owner_of(context: ServerCallContext) -> str:
 
 
 class SharedTaskStore(VersionedDatabaseTaskStore):
-    """The SDK's versioned database store, which also drops a finished task's lease and announces a cancel (to the
-    replicas, and to the task's push-notification receivers when this replica does not run the task: the replica
-    running it never processes that cancel)."""
+    """The SDK's versioned database store, with its hot path in single statements (:mod:`kora.agent.a2a.task_rows`:
+    reading a task, storing a change that is not a cancel), which also drops a finished task's lease and announces
+    a cancel (to the replicas, and to the task's push-notification receivers when this replica does not run the
+    task: the replica running it never processes that cancel). Listing, deleting and canceling are the SDK's."""
 
     def __init__(self, engine: AsyncEngine, shared: SharedTasks) -> None:
         super().__init__(engine, create_table=False, owner_resolver=owner_of)
         self._engine = engine
         self._shared = shared
+        #: Task ids this replica generated and has not stored yet (oldest first), read as absent without a query.
+        self._new: OrderedDict[str, None] = OrderedDict()
+
+    def new_id(self, task_id: str) -> None:
+        """Note ``task_id``, a UUID4 this replica just generated for a new task: until the task's first write, no
+        task has it, so reading it (the SDK reads a new task three times before writing it) needs no query. At most
+        :data:`MAX_NEW_IDS` are kept (a request refused before its task was stored leaves its id)."""
+        self._new[task_id] = None
+        while len(self._new) > MAX_NEW_IDS:
+            self._new.popitem(last=False)
 
     async def holds(self, task_id: str) -> bool:
         """True when some owner's task has id ``task_id``."""
-        async with self._engine.connect() as connection:
-            found = await connection.execute(text("SELECT 1 FROM task_versions WHERE task_id = :id"), {"id": task_id})
-            return found.first() is not None
+
+        async def find(connection: AsyncConnection[TupleRow]) -> bool:
+            cursor = await connection.execute("SELECT 1 FROM task_versions WHERE task_id = %s", (task_id,))
+            return await cursor.fetchone() is not None
+
+        return await self._shared.run(find)
+
+    async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
+        """The context owner's task ``task_id`` with its version, or None (one statement; none for an id this
+        replica generated and has not stored yet)."""
+        if task_id in self._new:
+            return None
+        owner = owner_of(context)
+        found = await self._shared.run(lambda connection: task_rows.load(connection, self._db, task_id, owner))
+        return None if found is None else StoredTask(found[0], TaskVersion(found[1]))
 
     async def save(
         self,
@@ -185,22 +224,51 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
         prev_version: TaskVersion,
         context: ServerCallContext,
     ) -> TaskVersion:
-        """Store ``task`` (see the SDK's store); once it is finished, drop its lease, and announce a cancel on
-        :data:`CANCEL_CHANNEL` (after the write commits, so a listener reads ``canceled``)."""
+        """Store ``task`` and ``event`` as the version after ``prev_version`` (see the SDK's store; raises
+        :class:`ConcurrentTaskModificationError` when another writer won); a finished task's lease goes in the same
+        statement. A cancel is the SDK's write, then announced on :data:`CANCEL_CHANNEL` (after it commits, so a
+        listener reads ``canceled``)."""
+        self._new.pop(task.id, None)
+        if task.status.state == TaskState.TASK_STATE_CANCELED:
+            return await self._save_cancel(task, event=event, prev=prev, prev_version=prev_version, context=context)
+        owner = owner_of(context)
+        previous = task_rows.number(prev_version)
+        finished = is_finished(task)
+        saved = await self._shared.run(
+            lambda connection: task_rows.save(
+                connection,
+                self._db,
+                task,
+                owner=owner,
+                event=event,
+                prev_version=previous,
+                finished=finished,
+                durable=task_rows.is_durable(task, event, previous),
+            )
+        )
+        if saved is None:
+            raise ConcurrentTaskModificationError(task.id)
+        self._shared.push.note_configs(task.id, saved.has_push_configs)
+        return TaskVersion(saved.version)
+
+    async def _save_cancel(
+        self,
+        task: Task,
+        *,
+        event: Event | None,
+        prev: Task | None,
+        prev_version: TaskVersion,
+        context: ServerCallContext,
+    ) -> TaskVersion:
+        self._shared.push.note_configs(task.id, None)
         version = await super().save(task, event=event, prev=prev, prev_version=prev_version, context=context)
-        if is_finished(task):
-            async with self._engine.begin() as connection:
-                await connection.execute(text("DELETE FROM task_leases WHERE task_id = :id"), {"id": task.id})
-                if task.status.state == TaskState.TASK_STATE_CANCELED:
-                    await connection.execute(
-                        text("SELECT pg_notify(:channel, :id)"), {"channel": CANCEL_CHANNEL, "id": task.id}
-                    )
-            if (
-                task.status.state == TaskState.TASK_STATE_CANCELED
-                and event is not None
-                and not self._shared.runs(task.id)
-            ):
-                await self._shared.push.send_notification(task.id, event)
+        async with self._engine.begin() as connection:
+            await connection.execute(text("DELETE FROM task_leases WHERE task_id = :id"), {"id": task.id})
+            await connection.execute(
+                text("SELECT pg_notify(:channel, :id)"), {"channel": CANCEL_CHANNEL, "id": task.id}
+            )
+        if event is not None and not self._shared.runs(task.id):
+            await self._shared.push.send_notification(task.id, event)
         return version
 
 
@@ -273,6 +341,16 @@ class SharedTasks:
         self.engine = create_async_engine(
             _sqlalchemy_url(url), connect_args=_connect_args(), pool_pre_ping=True, pool_size=10, max_overflow=20
         )
+        #: Connections of the hot path (:mod:`kora.agent.a2a.task_rows`): autocommit, no ORM, no ping per use.
+        self.pool: AsyncConnectionPool[AsyncConnection[TupleRow]] = AsyncConnectionPool(
+            url,
+            min_size=1,
+            max_size=10,
+            kwargs={"autocommit": True, **_connect_args()},
+            open=False,
+            timeout=CONNECT_TIMEOUT_SECONDS,
+            name="kora-a2a-tasks",
+        )
         self.store = SharedTaskStore(self.engine, self)
         self.events = DatabaseTaskEventStream(self.engine, create_table=False)
         self.push_configs = DatabasePushNotificationConfigStore(
@@ -299,8 +377,29 @@ class SharedTasks:
         self.executor = ReplicaExecutor(executor, self)
         return self.executor
 
+    async def run(self, work: Callable[[AsyncConnection[TupleRow]], Awaitable[_T]]) -> _T:
+        """``work`` on a pooled connection (autocommit). A lost connection, a deadlock or a serialization failure is
+        retried (:data:`_ATTEMPTS` in all, as the SDK's store does), the pool's idle connections checked first; no
+        connection within :data:`CONNECT_TIMEOUT_SECONDS` raises ``PoolTimeout`` at once."""
+        if self.pool.closed:
+            await self.pool.open()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                async with self.pool.connection() as connection:
+                    return await work(connection)
+            except PoolTimeout:
+                raise
+            except psycopg.OperationalError:
+                if attempt >= _ATTEMPTS:
+                    raise
+                await self.pool.check()
+                await asyncio.sleep(_RETRY_DELAY_SECONDS * attempt)
+
     async def start(self) -> None:
         """Start the cancel listener and the lease loop (the app's start-up)."""
+        await self.pool.open()
         self._background = [
             asyncio.create_task(self._listen(), name="kora-a2a-cancel-listener"),
             asyncio.create_task(self._lease_loop(), name="kora-a2a-leases"),
@@ -313,19 +412,23 @@ class SharedTasks:
         await asyncio.gather(*self._background, return_exceptions=True)
         self._background = []
         await self.push.close()
+        await self.pool.close()
         await self.engine.dispose()
 
     async def claim(self, task_id: str, owner: str) -> None:
         """Hold ``task_id``'s lease for this replica (taking it over from a replica that ran it before)."""
-        async with self.engine.begin() as connection:
+
+        async def insert(connection: AsyncConnection[TupleRow]) -> None:
+            # Committed without waiting for the disk: the task's next durable write flushes it (task_rows).
             await connection.execute(
-                text(
-                    "INSERT INTO task_leases (task_id, owner, replica, expires_at) "
-                    "VALUES (:id, :owner, :replica, now() + make_interval(secs => :lease)) "
-                    "ON CONFLICT (task_id) DO UPDATE SET replica = excluded.replica, expires_at = excluded.expires_at"
-                ),
+                "WITH lease AS (INSERT INTO task_leases (task_id, owner, replica, expires_at) "
+                "VALUES (%(id)s, %(owner)s, %(replica)s, now() + make_interval(secs => %(lease)s)) "
+                "ON CONFLICT (task_id) DO UPDATE SET replica = excluded.replica, expires_at = excluded.expires_at) "
+                "SELECT set_config('synchronous_commit', 'off', true)",
                 {"id": task_id, "owner": owner, "replica": self.replica, "lease": self.lease_seconds},
             )
+
+        await self.run(insert)
 
     async def _listen(self) -> None:
         """``LISTEN`` for cancels and stop the turns this replica runs for them; reconnects with back-off (a cancel
