@@ -157,6 +157,13 @@ CREATE INDEX erasures_session ON erasures (session_id) WHERE session_id IS NOT N
 INSERT INTO store_meta (key, value) VALUES ('store_id', gen_random_uuid()::text) ON CONFLICT (key) DO NOTHING;
 """
 
+#: Version 6: a fact's neighbours, the facts stored just before and after it by the same owner (app, user,
+#: session): recall reads them for every candidate (:mod:`kora.memory.service.recall`), one index probe each.
+_V6 = """
+CREATE INDEX facts_neighbours ON facts (app_name, coalesce(user_id, ''), coalesce(session_id, ''), created_at, fact_id)
+    WHERE invalidated_at IS NULL;
+"""
+
 #: Most dimensions pgvector's HNSW index takes for ``halfvec`` (for ``vector``: 2 000).
 HNSW_MAX_DIMENSIONS = 4000
 
@@ -182,7 +189,7 @@ END $$;
 """
 
 #: Migrations in order: ``MIGRATIONS[i]`` brings the schema from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 
 
 def index_expression(value: str, dimension: int) -> str:
