@@ -40,7 +40,10 @@ __all__ = ["Embedder", "create_hosted_app"]
 
 
 class Embedder(Protocol):
-    """A loaded embedding model (:class:`kora.hosted.embedder.MiniLMEmbedder` in production)."""
+    """A loaded embedding model (:class:`kora.hosted.embedder.MiniLMEmbedder` in production); ``dimensions``: the
+    length of its vectors."""
+
+    dimensions: int
 
     def embed(self, texts: Sequence[str]) -> Embeddings:
         """Unit-length vectors for ``texts`` and the tokens read; blocking."""
@@ -93,15 +96,19 @@ class _Slot:
         error = None if self._loading.cancelled() else self._loading.exception()
         return ("failed", _reason(error)) if error is not None else ("ready", None)
 
-    async def embed(self, texts: list[str]) -> Embeddings:
-        """Encode ``texts`` on the worker thread; :class:`Unavailable` (503) while loading or after a failed
-        load."""
+    def loaded(self) -> Embedder:
+        """The loaded model; :class:`Unavailable` (503) while loading or after a failed load."""
         phase, reason = self.status()
         if phase == "loading":
             raise Unavailable(f"The model {self.model.name} is still loading; retry shortly.", code="model_loading")
         if phase == "failed" or self._loading is None:
             raise Unavailable(f"The model {self.model.name} failed to load: {reason}", code="model_failed")
-        embedder = self._loading.result()
+        return self._loading.result()
+
+    async def embed(self, texts: list[str]) -> Embeddings:
+        """Encode ``texts`` on the worker thread; :class:`Unavailable` (503) while loading or after a failed
+        load."""
+        embedder = self.loaded()
         return await asyncio.wrap_future(self._worker.submit(embedder.embed, texts))
 
 
@@ -149,10 +156,12 @@ def create_hosted_app(
                 return JSONResponse(
                     openai_error_body(message, "invalid_request_error", "model_not_found"), status_code=404
                 )
-            if body.dimensions is not None and body.dimensions != model.dimensions:
+            # A model read from a directory says its length once loaded.
+            dimensions = model.dimensions if model.dimensions is not None else slot.loaded().dimensions
+            if body.dimensions is not None and body.dimensions != dimensions:
                 raise RequestError(
-                    f"Invalid request: dimensions: {model.name} produces {model.dimensions} dimensions and "
-                    f"cannot shorten them; omit 'dimensions' or send {model.dimensions}.",
+                    f"Invalid request: dimensions: {model.name} produces {dimensions} dimensions and "
+                    f"cannot shorten them; omit 'dimensions' or send {dimensions}.",
                     code="invalid_dimensions",
                 )
             result = await slot.embed(body.texts)

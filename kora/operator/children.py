@@ -54,7 +54,7 @@ from pydantic import JsonValue
 
 from kora.core.tokens import new_token
 from kora.operator.settings import OperatorSettings
-from kora.resources.hosted_models import find_hosted_model, unsupported_message
+from kora.resources.hosted_models import resolve_hosted_model
 from kora.resources.models import (
     API_VERSION,
     MAX_DURATION_SECONDS,
@@ -303,7 +303,8 @@ def plan_for(resource: AnyResource, settings: OperatorSettings, model_api: Model
 def cluster_problems(resource: AnyResource) -> list[str]:
     """Why ``resource`` cannot run in a cluster although the models accept it (empty: it can): a scripted
     ModelAPI's ``scriptFile`` names a file on the machine that loaded the manifest (use ``script``); a Hosted
-    ModelAPI names a model Hosted mode does not serve (``kora up``'s message)."""
+    ModelAPI names a model Hosted mode does not serve without ``modelPath`` (``kora up``'s message). Whether
+    ``modelPath`` holds the model only the pod can tell: ``kora model-hosted`` refuses it at start-up."""
     if isinstance(resource, ModelAPI):
         config = resource.spec.scripted_config
         if config is not None and config.script_file is not None:
@@ -312,8 +313,10 @@ def cluster_problems(resource: AnyResource) -> list[str]:
                 "cannot read: give the rules inline as spec.scriptedConfig.script"
             ]
         hosted = resource.spec.hosted_config
-        if hosted is not None and find_hosted_model(hosted.model) is None:
-            return [unsupported_message(hosted.model)]
+        if hosted is not None:
+            model = resolve_hosted_model(hosted.model, hosted.model_path)
+            if isinstance(model, str):
+                return [model]
     return []
 
 
