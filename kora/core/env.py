@@ -75,6 +75,9 @@ MODEL_PROXY_API_KEY = "MODEL_PROXY_API_KEY"
 MODEL_PROXY_MODELS = "MODEL_PROXY_MODELS"
 #: Name of the model a Hosted ModelAPI serves (``kora.resources.hosted_models`` lists the ones Kora hosts).
 MODEL_HOSTED_MODEL = "MODEL_HOSTED_MODEL"
+#: Directory holding the files of the sentence-transformers model ``MODEL_HOSTED_MODEL`` names (a local copy, read
+#: with no network); unset: the packaged all-MiniLM-L6-v2 (``hostedConfig.modelPath``).
+MODEL_HOSTED_MODEL_PATH = "MODEL_HOSTED_MODEL_PATH"
 
 # Memory service (``kora memory``), the MemoryStore workload.
 MEMORY_SERVICE_STORAGE_MODE = "MEMORY_SERVICE_STORAGE_MODE"

@@ -41,7 +41,10 @@ __all__ = ["Embedder", "create_hosted_app"]
 
 
 class Embedder(Protocol):
-    """A loaded embedding model (:class:`kora.hosted.embedder.MiniLMEmbedder` in production)."""
+    """A loaded embedding model (:class:`kora.hosted.embedder.MiniLMEmbedder` in production); ``dimensions``: the
+    length of its vectors."""
+
+    dimensions: int
 
     def embed(self, texts: Sequence[str]) -> Embeddings:
         """Unit-length vectors for ``texts`` and the tokens read; blocking."""
@@ -93,12 +96,17 @@ class _Slot:
         """Wait for the worker's current call to end (a load cannot be interrupted) and stop it."""
         self._worker.shutdown(wait=True, cancel_futures=True)
 
+    def loaded(self) -> Embedder:
+        """The loaded model; :class:`Unavailable` (503) while loading or after a failed load."""
+        self.lifecycle.check()
+        assert self._embedder is not None
+        return self._embedder
+
     async def embed(self, texts: list[str]) -> Embeddings:
         """Encode ``texts`` on the worker thread; :class:`Unavailable` (503) while loading or after a failed
         load."""
-        self.lifecycle.check()
-        assert self._embedder is not None
-        return await asyncio.wrap_future(self._worker.submit(self._embedder.embed, texts))
+        embedder = self.loaded()
+        return await asyncio.wrap_future(self._worker.submit(embedder.embed, texts))
 
 
 def create_hosted_app(
@@ -139,10 +147,12 @@ def create_hosted_app(
                 return JSONResponse(
                     openai_error_body(message, "invalid_request_error", "model_not_found"), status_code=404
                 )
-            if body.dimensions is not None and body.dimensions != model.dimensions:
+            # A model read from a directory says its length once loaded.
+            dimensions = model.dimensions if model.dimensions is not None else slot.loaded().dimensions
+            if body.dimensions is not None and body.dimensions != dimensions:
                 raise RequestError(
-                    f"Invalid request: dimensions: {model.name} produces {model.dimensions} dimensions and "
-                    f"cannot shorten them; omit 'dimensions' or send {model.dimensions}.",
+                    f"Invalid request: dimensions: {model.name} produces {dimensions} dimensions and "
+                    f"cannot shorten them; omit 'dimensions' or send {dimensions}.",
                     code="invalid_dimensions",
                 )
             result = await slot.embed(body.texts)

@@ -3,11 +3,13 @@
     kora model-hosted [--host 127.0.0.1] [--port 8000]
 
 Serves the packaged embedding model all-MiniLM-L6-v2 (``MODEL_HOSTED_MODEL``: ``all-MiniLM-L6-v2`` or
-``sentence-transformers/all-MiniLM-L6-v2``) with the routes of :mod:`kora.hosted.app`; ``/health`` answers at
-once and ``/ready`` once the model has loaded (a few seconds). Exit codes: 0 after SIGINT/SIGTERM; 1 when the
-model fails to load (the reason is printed); 2 for a missing ``MODEL_HOSTED_MODEL``, an address in use or a
-bad option; 3 when Hosted mode cannot serve the model here: a model Kora does not host, or the ``embeddings``
-extra not installed (the message gives the pip command).
+``sentence-transformers/all-MiniLM-L6-v2``), or the sentence-transformers model ``MODEL_HOSTED_MODEL`` names
+exactly from the directory ``MODEL_HOSTED_MODEL_PATH`` (a local copy of its files; never the network), with the
+routes of :mod:`kora.hosted.app`; ``/health`` answers at once and ``/ready`` once the model has loaded (a few
+seconds). Exit codes: 0 after SIGINT/SIGTERM; 1 when the model fails to load (the reason is printed); 2 for a
+missing ``MODEL_HOSTED_MODEL``, a ``MODEL_HOSTED_MODEL_PATH`` that holds no model, an address in use or a bad
+option; 3 when Hosted mode cannot serve the model here: another model than the packaged one without a path, or
+the ``embeddings`` extra not installed (the message gives the pip command).
 """
 
 # No ``from __future__ import annotations`` here: Typer reads the option annotations at run time.
@@ -18,7 +20,7 @@ from typing import Annotated
 
 from kora.core import env as names
 from kora.core.command import run_command, serve_until_stopped
-from kora.resources.hosted_models import HostedModel, find_hosted_model, missing_extra_message, unsupported_message
+from kora.resources.hosted_models import HostedModel, missing_extra_message, model_path_problem, resolve_hosted_model
 
 __all__ = ["VARIABLES", "cli"]
 
@@ -28,9 +30,18 @@ VARIABLES = (
         names.MODEL_HOSTED_MODEL,
         "string",
         "The model to serve: `all-MiniLM-L6-v2` or `sentence-transformers/all-MiniLM-L6-v2` (any case), the "
-        "packaged 384-dimension embedding model (needs `pip install 'kora[embeddings]'`). Any other name: exit 3 "
+        "packaged 384-dimension embedding model (needs `pip install 'kora[embeddings]'`), or the exact name of the "
+        f"sentence-transformers model in `{names.MODEL_HOSTED_MODEL_PATH}`. Another name without a path: exit 3 "
         "saying Hosted mode does not serve it.",
         required="yes",
+    ),
+    names.VariableDoc(
+        names.MODEL_HOSTED_MODEL_PATH,
+        "absolute path",
+        f"Directory holding the files of the sentence-transformers model `{names.MODEL_HOSTED_MODEL}` names (as "
+        "`SentenceTransformer(name).save(directory)` writes them), read with no network and served under that "
+        "name only. Not a directory, or no `modules.json`/`config.json` in it: exit 2 naming this setting.",
+        default="unset: the packaged all-MiniLM-L6-v2",
     ),
     names.VariableDoc(
         names.MODEL_HOSTED_THREADS,
@@ -92,7 +103,7 @@ def _serve(model: HostedModel, host: str, port: int) -> int:
 
     app = create_hosted_app(
         model,
-        lambda: MiniLMEmbedder.load(threads),
+        lambda: MiniLMEmbedder.load(threads, model.path),
         on_loaded=loaded,
         on_load_failure=failed,
         max_request_bytes=limit,
@@ -118,15 +129,22 @@ def cli(argv: list[str]) -> int:
         host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
         port: Annotated[int, typer.Option(help="TCP port (0: any free port).", min=0, max=65535)] = 8000,
     ) -> int:
-        """Serve the model named by MODEL_HOSTED_MODEL (a ModelAPI in Hosted mode): all-MiniLM-L6-v2 embeddings."""
+        """Serve the model named by MODEL_HOSTED_MODEL (a ModelAPI in Hosted mode): all-MiniLM-L6-v2 embeddings,
+        or the sentence-transformers model in MODEL_HOSTED_MODEL_PATH."""
         name = os.environ.get(names.MODEL_HOSTED_MODEL, "").strip()
         if not name:
             _say(f"{names.MODEL_HOSTED_MODEL} must name the model to serve (e.g. all-MiniLM-L6-v2)")
             return 2
-        model = find_hosted_model(name)
-        if model is None:
-            _say(unsupported_message(name))
+        path = os.environ.get(names.MODEL_HOSTED_MODEL_PATH, "").strip() or None
+        model = resolve_hosted_model(name, path)
+        if isinstance(model, str):
+            _say(model)
             return 3
+        if path is not None:
+            problem = model_path_problem(path)
+            if problem is not None:
+                _say(problem)
+                return 2
         missing = missing_extra_message(model)
         if missing is not None:
             _say(missing)

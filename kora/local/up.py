@@ -79,7 +79,7 @@ from kora.resources import (
     plan_workloads,
 )
 from kora.resources.graph import links_of
-from kora.resources.hosted_models import find_hosted_model
+from kora.resources.hosted_models import resolve_hosted_model
 from kora.resources.models import ModelAPIMode
 from kora.resources.urls import route_path
 from kora.resources.wiring import Probes
@@ -158,8 +158,8 @@ def describe(graph: ResourceGraph, ref: ResourceRef) -> str:
     if spec.mode is ModelAPIMode.PROXY and spec.proxy_config is not None:
         return f"proxy -> {spec.proxy_config.api_base}"
     if spec.mode is ModelAPIMode.HOSTED and spec.hosted_config is not None:
-        hosted = find_hosted_model(spec.hosted_config.model)
-        return f"hosted: {hosted.short_name} (embeddings)" if hosted is not None else "hosted: not supported"
+        hosted = resolve_hosted_model(spec.hosted_config.model, spec.hosted_config.model_path)
+        return "hosted: not supported" if isinstance(hosted, str) else f"hosted: {hosted.short_name} (embeddings)"
     return "scripted (offline)"
 
 

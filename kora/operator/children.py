@@ -54,7 +54,7 @@ from pydantic import JsonValue
 
 from kora.core.tokens import new_token
 from kora.operator.settings import OperatorSettings
-from kora.resources.hosted_models import find_hosted_model, unsupported_message
+from kora.resources.hosted_models import resolve_hosted_model
 from kora.resources.models import (
     API_VERSION,
     MAX_DURATION_SECONDS,
@@ -310,8 +310,10 @@ def plan_for(
 def cluster_problems(resource: AnyResource, memory_store: MemoryStore | None = None) -> list[str]:
     """Why ``resource`` cannot run in a cluster although the models accept it (empty: it can): a scripted
     ModelAPI's ``scriptFile`` names a file on the machine that loaded the manifest (use ``script``); a Hosted
-    ModelAPI names a model Hosted mode does not serve (``kora up``'s message); an Agent sharing its tasks in its
-    bound ``memory_store``'s Postgres (when known) where that Postgres is the store pod's own."""
+    ModelAPI names a model Hosted mode does not serve without ``modelPath`` (``kora up``'s message; whether
+    ``modelPath`` holds the model only the pod can tell: ``kora model-hosted`` refuses it at start-up); an Agent
+    sharing its tasks in its bound ``memory_store``'s Postgres (when known) where that Postgres is the store pod's
+    own."""
     if isinstance(resource, Agent):
         problem = task_store_problem(resource, memory_store, embedded_postgres=False, data_root=MEMORY_DATA_ROOT)
         return [problem] if problem is not None else []
@@ -323,8 +325,10 @@ def cluster_problems(resource: AnyResource, memory_store: MemoryStore | None = N
                 "cannot read: give the rules inline as spec.scriptedConfig.script"
             ]
         hosted = resource.spec.hosted_config
-        if hosted is not None and find_hosted_model(hosted.model) is None:
-            return [unsupported_message(hosted.model)]
+        if hosted is not None:
+            model = resolve_hosted_model(hosted.model, hosted.model_path)
+            if isinstance(model, str):
+                return [model]
     return []
 
 

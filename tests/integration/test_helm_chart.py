@@ -187,6 +187,9 @@ def test_defaults_are_the_specs():
     assert chart["appVersion"] == _pyproject_version()
     assert container["image"] == f"kora:{_pyproject_version()}" == env["KORA_IMAGE"]
     assert env["KORA_IMAGE_PULL_POLICY"] == container["imagePullPolicy"] == "IfNotPresent"
+    # Hosted ModelAPIs: the variant with the embedding runtime, tagged as scripts/image/build.sh tags it.
+    assert env["KORA_EMBEDDINGS_IMAGE"] == f"kora:{_pyproject_version()}-embeddings"
+    assert load_operator_settings(env).embeddings_image == env["KORA_EMBEDDINGS_IMAGE"]
     assert container["command"] == ["kora", "operator"]
     assert "--liveness=http://0.0.0.0:8081/healthz" in container["args"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
@@ -198,6 +201,18 @@ def test_defaults_are_the_specs():
         "prometheus.io/port": "8080",
         "prometheus.io/path": "/metrics",
     }
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["registry.example/kora-embeddings:0.1.0-cuda", "registry.example:5000/ml/kora@sha256:" + "ab" * 32],
+)
+def test_the_embeddings_image_value_names_the_hosted_modelapis_image(image: str):
+    env = rendered_environment(operator_container(render({"image.embeddings": image})))
+    assert env["KORA_EMBEDDINGS_IMAGE"] == image
+    settings = load_operator_settings(env)
+    assert settings.embeddings_image == image
+    assert settings.kora_image == f"kora:{_pyproject_version()}"  # the other workloads keep the main image
 
 
 def _pod_annotations(objects: list[dict[str, Any]]) -> dict[str, str]:
@@ -250,6 +265,8 @@ def test_the_rendered_environment_is_settings_the_operator_accepts(scenario: str
     if scenario == "namespaced":
         assert settings.kora_image == "registry.example/kora:dev"
         assert settings.kora_image_pull_policy == "Always"
+        # The chart's default variant is the one the operator would derive from KORA_IMAGE.
+        assert settings.embeddings_image == "registry.example/kora:dev-embeddings"
         assert settings.route_timeouts.mcp == 45
         assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector.observability:4318"
         budget = settings.budget_defaults
@@ -341,6 +358,7 @@ def test_arguments_follow_the_webhook_and_namespace_values():
         ),
         ({"gateway.defaultTimeouts.mcp": "30 seconds"}, "gateway.defaultTimeouts.mcp: Does not match pattern"),
         ({"image.pullPolicy": "Sometimes"}, "image.pullPolicy: image.pullPolicy must be one of the following"),
+        ({"image.embeddings": "kora embeddings"}, "image.embeddings: Does not match pattern"),
         ({"operator.watchNamespaces": "demo"}, "operator.watchNamespaces: Invalid type. Expected: array"),
         (
             {"operator.metrics.port": 8081},

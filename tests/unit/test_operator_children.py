@@ -1099,6 +1099,28 @@ def test_a_hosted_model_it_cannot_serve_is_refused_with_kora_ups_message():
         {"metadata": {"name": "emb"}, "spec": {"mode": "Hosted", "hostedConfig": {"model": "all-MiniLM-L6-v2"}}}
     )
     assert cluster_problems(minilm) == []
+    assert "hostedConfig.modelPath (MODEL_HOSTED_MODEL_PATH)" in unsupported_message("llama3")
+
+
+def test_a_named_hosted_model_with_a_path_runs_and_the_pod_gets_the_path():
+    named = ModelAPI.model_validate(
+        {
+            "metadata": {"name": "bge"},
+            "spec": {"mode": "Hosted", "hostedConfig": {"model": "BAAI/bge-small-en-v1.5", "modelPath": "/models/bge"}},
+        }
+    )
+    assert cluster_problems(named) == []
+    plan = plan_workload(named, ClusterDNS())
+    assert plan.env_value("MODEL_HOSTED_MODEL") == "BAAI/bge-small-en-v1.5"
+    assert plan.env_value("MODEL_HOSTED_MODEL_PATH") == "/models/bge"
+
+
+@pytest.mark.parametrize("path", ["models/bge", ""])
+def test_a_model_path_that_is_not_absolute_is_refused_naming_the_field(path: str):
+    with pytest.raises(ValidationError, match="modelPath"):
+        ModelAPI.model_validate(
+            {"metadata": {"name": "bge"}, "spec": {"mode": "Hosted", "hostedConfig": {"model": "m", "modelPath": path}}}
+        )
 
 
 def _settings_for_images():

@@ -2,18 +2,29 @@
 
 Candidates come from two indexes, each filtered by the scope *inside* the query: the nearest facts by pgvector
 cosine distance when the store has an embedding model (through the HNSW index, or exactly when the scope is small
-enough for that to be cheaper: :mod:`kora.memory.service.vectors`), and the facts matching any word of the query
-in Postgres full-text search (English stemming). Each candidate is scored in ``[0, 1]``:
+enough for that to be cheaper: :mod:`kora.memory.service.vectors`), and the facts sharing a word with the query in
+Postgres full-text search (English stemming, stop words left out), the best of them by ``text`` below. Each
+candidate is scored in ``[0, 1]``:
 
-* with embeddings: ``0.8 * cosine + 0.2 * text``;
-* without (no embedding model, or a fact the background ``embed`` jobs have not reached yet: stored before the
-  model was configured or changed, or while it was unreachable): ``text``;
+* ``text``: the query's (stemmed, non-stop) words the fact contains, each weighted by how rare it is within the
+  scope (inverse document frequency, ``ln(1 + (N - n + 0.5) / (n + 0.5))`` for a word in ``n`` of the scope's ``N``
+  facts), as a share of the weight of all the query's words. A name or word found in most of a user's facts
+  counts little, the one word that singles out the fact counts most;
+* ``own``: with embeddings, ``0.6 * cosine + 0.4 * text``; without (no embedding model, or a fact the background
+  ``embed`` jobs have not reached yet: stored before the model was configured or changed, or while it was
+  unreachable), ``text``;
+* the score: ``own + 0.5 * context * (1 - own)``, where ``context`` is the best ``own`` of the fact's two neighbours,
+  the facts stored just before and just after it by the same owner (app, user and session): a reply ("yes, last
+  Friday") is found through the question it answers. A neighbour is never returned for a candidate, it only
+  lifts it (the score stays in ``[0, 1]`` and never falls below the fact's own); it is within every scope its
+  candidate is in (same owner).
 
-where ``text`` is the share of the query's (stemmed, non-stop) words the fact contains. So recall works with no
-embedding model and improves with one. Age is no part of the score: it only breaks ties (of scores equal to 4
-decimals, the newer first), so evidence from months ago is ranked by its relevance like yesterday's. What is out
-of date is superseded (:mod:`kora.memory.service.facts`), not buried. Superseded facts (``invalidated_at`` set)
-are never candidates. Stored events can be searched too (full text only).
+So recall works with no embedding model and improves with one. The weights were chosen on LoCoMo
+(``bench/bench_locomo.py``; what each step did to evidence recall is in bench/README.md). Age is no part of the
+score: it only breaks ties (of scores equal to 4 decimals, the newer first), so evidence from months ago is ranked
+by its relevance like yesterday's. What is out of date is superseded (:mod:`kora.memory.service.facts`), not
+buried. Superseded facts (``invalidated_at`` set) are never candidates nor neighbours. Stored events can be
+searched too (full text only, ``text`` as the plain share of the query's words).
 
 Scope filters: ``session``: this agent's session (its anonymous rows and the asking user's); ``agent``: this agent
 and this user, across sessions; ``user``: this user, across agents; ``store``: everything.
@@ -89,11 +100,40 @@ def or_query(query: str) -> str:
     return " or ".join(_WORD.findall(query))
 
 
-def blend(cosine: float | None, text: float) -> float:
-    """A candidate's score in ``[0, 1]`` (see the module docstring)."""
+#: Weight of the cosine in a candidate's own score with embeddings (the rest is ``text``).
+VECTOR_WEIGHT = 0.6
+#: Weight of the best neighbour's own score (see the module docstring).
+CONTEXT_WEIGHT = 0.5
+
+
+def own_score(cosine: float | None, text: float) -> float:
+    """A fact's own score in ``[0, 1]`` from its ``cosine`` to the query (None: no embedding) and its ``text``
+    score (see the module docstring)."""
     if cosine is None:
         return text
-    return 0.8 * max(cosine, 0.0) + 0.2 * text
+    return VECTOR_WEIGHT * max(cosine, 0.0) + (1 - VECTOR_WEIGHT) * text
+
+
+def blend(cosine: float | None, text: float, context: float = 0.0) -> float:
+    """A candidate's score in ``[0, 1]``: its own score lifted by ``context``, the best own score of its
+    neighbours (see the module docstring)."""
+    own = own_score(cosine, text)
+    return own + CONTEXT_WEIGHT * context * (1 - own)
+
+
+def _neighbour(side: str) -> str:
+    """A ``LEFT JOIN LATERAL`` of the id of the fact stored just before (``side`` ``before``) or after (``after``)
+    fact ``f`` by its owner, as ``<side>_id``; one probe of the ``facts_neighbours`` index."""
+    compare, order = ("<", "DESC") if side == "before" else (">", "ASC")
+    return f"""
+        LEFT JOIN LATERAL (
+            SELECT n.fact_id AS {side}_id FROM facts n
+            WHERE n.invalidated_at IS NULL AND n.app_name = f.app_name
+              AND coalesce(n.user_id, '') = coalesce(f.user_id, '')
+              AND coalesce(n.session_id, '') = coalesce(f.session_id, '')
+              AND (n.created_at, n.fact_id) {compare} (f.created_at, f.fact_id)
+            ORDER BY n.created_at {order}, n.fact_id {order} LIMIT 1
+        ) AS {side} ON true"""
 
 
 async def recall_facts(
@@ -117,23 +157,57 @@ async def recall_facts(
         )
     else:
         vector_candidates = "SELECT NULL::text AS fact_id WHERE false"
+
+    def cosine(alias: str) -> str:
+        if embedding is None:
+            return "NULL::float8"
+        return f"1 - ({alias}.embedding <=> %(emb)s::vector)"
+
+    # shared: each fact of the scope sharing a word with the query, once per word shared; a word's document
+    # frequency is counted from it (a fact holding the word shares it), N from the scope.
     statement = f"""
         WITH q AS (
             SELECT websearch_to_tsquery('english', %(q)s) AS tsq,
-                   tsvector_to_array(to_tsvector('english', %(raw)s)) AS lexemes
+                   ARRAY(SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', %(raw)s)))) AS lexemes
+        ),
+        shared AS MATERIALIZED (
+            SELECT f.fact_id, l.lexeme
+            FROM facts f CROSS JOIN q CROSS JOIN unnest(tsvector_to_array(f.search)) AS l(lexeme)
+            WHERE f.invalidated_at IS NULL AND {condition} AND f.search @@ q.tsq AND l.lexeme = ANY(q.lexemes)
+        ),
+        weights AS MATERIALIZED (
+            SELECT w.lexeme, ln(1 + (total.n - count(s.fact_id) + 0.5) / (count(s.fact_id) + 0.5)) AS idf
+            FROM q CROSS JOIN unnest(q.lexemes) AS w(lexeme)
+                 CROSS JOIN (SELECT count(*)::float8 AS n FROM facts f
+                             WHERE f.invalidated_at IS NULL AND {condition}) AS total
+                 LEFT JOIN shared s ON s.lexeme = w.lexeme
+            GROUP BY w.lexeme, total.n
+        ),
+        scores AS MATERIALIZED (
+            SELECT s.fact_id, sum(w.idf) / (SELECT sum(idf) FROM weights) AS text
+            FROM shared s JOIN weights w ON w.lexeme = s.lexeme GROUP BY s.fact_id
         ),
         candidates AS (
             ({vector_candidates})
             UNION
-            (SELECT f.fact_id FROM facts f, q WHERE f.invalidated_at IS NULL AND {condition} AND f.search @@ q.tsq
-             ORDER BY ts_rank_cd(f.search, q.tsq) DESC LIMIT %(pool)s)
-        )
+            (SELECT s.fact_id FROM scores s ORDER BY s.text DESC LIMIT %(pool)s)
+        ),
+        picked AS (
+            SELECT f.fact_id, before.before_id, after.after_id FROM facts f
+            {_neighbour("before")}
+            {_neighbour("after")}
+            WHERE f.fact_id IN (SELECT c.fact_id FROM candidates c)
+        ),
+        texts AS (SELECT coalesce(jsonb_object_agg(s.fact_id, s.text), '{{}}') AS of FROM scores s)
         SELECT f.fact_id AS id, f.body AS text, f.session_id, f.created_at AS timestamp,
-               {"1 - (f.embedding <=> %(emb)s::vector)" if embedding is not None else "NULL::float8"} AS cosine,
-               CASE WHEN cardinality(q.lexemes) = 0 THEN 0.0 ELSE
-                   cardinality(ARRAY(SELECT unnest(tsvector_to_array(f.search)) INTERSECT SELECT unnest(q.lexemes)))
-                   ::float8 / cardinality(q.lexemes) END AS text_share
-        FROM facts f, q WHERE f.fact_id IN (SELECT c.fact_id FROM candidates c)
+               {cosine("f")} AS cosine, coalesce((t.of ->> f.fact_id)::float8, 0.0) AS text_score,
+               {cosine("b")} AS before_cosine,
+               CASE WHEN b.fact_id IS NOT NULL THEN coalesce((t.of ->> b.fact_id)::float8, 0.0) END AS before_text,
+               {cosine("a")} AS after_cosine,
+               CASE WHEN a.fact_id IS NOT NULL THEN coalesce((t.of ->> a.fact_id)::float8, 0.0) END AS after_text
+        FROM picked p CROSS JOIN texts t JOIN facts f ON f.fact_id = p.fact_id
+             LEFT JOIN facts b ON b.fact_id = p.before_id
+             LEFT JOIN facts a ON a.fact_id = p.after_id
     """
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(statement, params)
@@ -191,13 +265,32 @@ async def recall_events(conn: Conn, where: ScopeFilter, query: str, top_k: int, 
     return _best(rows, "event", top_k, threshold)
 
 
+def _float(value: object) -> float | None:
+    return None if value is None else float(str(value))
+
+
+def _context(row: dict[str, object]) -> float:
+    """The best own score of a fact row's neighbours (0 without neighbours: event rows have none)."""
+    return max(
+        (
+            own_score(_float(row[f"{side}_cosine"]), _float(row[f"{side}_text"]) or 0.0)
+            for side in ("before", "after")
+            if row.get(f"{side}_text") is not None
+        ),
+        default=0.0,
+    )
+
+
 def _best(rows: list[dict[str, object]], source: str, top_k: int, threshold: float) -> list[RecallHit]:
     hits = []
     for row in rows:
-        cosine = row["cosine"]
         timestamp = row["timestamp"]
         assert isinstance(timestamp, datetime)
-        score = blend(float(str(cosine)) if cosine is not None else None, float(str(row["text_share"])))
+        score = blend(
+            _float(row["cosine"]),
+            _float(row["text_share" if source == "event" else "text_score"]) or 0.0,
+            _context(row),
+        )
         if score >= threshold:
             hits.append(
                 RecallHit(

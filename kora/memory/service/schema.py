@@ -165,6 +165,13 @@ _V6 = """
 ALTER TABLE sessions ADD COLUMN metadata jsonb NOT NULL DEFAULT '{}'::jsonb;
 """
 
+#: Version 7: a fact's neighbours, the facts stored just before and after it by the same owner (app, user,
+#: session): recall reads them for every candidate (:mod:`kora.memory.service.recall`), one index probe each.
+_V7 = """
+CREATE INDEX facts_neighbours ON facts (app_name, coalesce(user_id, ''), coalesce(session_id, ''), created_at, fact_id)
+    WHERE invalidated_at IS NULL;
+"""
+
 #: Most dimensions pgvector's HNSW index takes for ``halfvec`` (for ``vector``: 2 000).
 HNSW_MAX_DIMENSIONS = 4000
 
@@ -190,7 +197,7 @@ END $$;
 """
 
 #: Migrations in order: ``MIGRATIONS[i]`` brings the schema from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 
 
 def index_expression(value: str, dimension: int) -> str:

@@ -57,6 +57,12 @@ app.kubernetes.io/component: console
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 
+{{/* The image of Hosted ModelAPIs: image.embeddings, else the main image's reference with "-embeddings" added
+to its tag (the tag scripts/image/build.sh --extras embeddings gives the variant). */}}
+{{- define "kora.embeddingsImage" -}}
+{{- .Values.image.embeddings | default (printf "%s-embeddings" (include "kora.image" .)) -}}
+{{- end -}}
+
 {{- define "kora.gatewayNamespace" -}}
 {{- .Values.gatewayAPI.gatewayNamespace | default .Release.Namespace -}}
 {{- end -}}
