@@ -29,6 +29,9 @@ Figures:
    floor: pydantic-ai's and the MCP SDK's own cost of the same turn, with no sessions, memory or events).
 7. Tail latency: p50/p99 of text turns at concurrency 64, agent against the baseline proxy.
 
+``--text-turn`` measures only the text turn against the floor (``bench/floor_proxy.py``); ``--tracing`` the text
+turn with every turn traced and exported over OTLP/HTTP against the same agent untraced and the floor.
+
 Profile: a second agent process runs under cProfile, switched on (SIGUSR1) only for the measured turns and
 dumped (SIGUSR2); exclusive time is grouped by package, so the groups add up to the profiled CPU.
 """
@@ -277,21 +280,26 @@ def floor_server(model_port: int, port: int) -> Server:
 FRESH = 10**9
 
 
-def text_turn_rounds(agent: Server, floor: Server, model: Server, rounds: int, turns: int) -> dict[str, list[float]]:
-    """CPU per text turn (ms) of the agent and of the floor, in alternating rounds of ``turns`` each (a warm-up
-    round of each first), and the model's CPU per turn under each; lists of one value per round."""
-    result: dict[str, list[float]] = {"agent": [], "floor": [], "model (agent)": [], "model (floor)": []}
+def cpu_rounds(servers: dict[str, Server], model: Server, rounds: int, turns: int) -> dict[str, list[float]]:
+    """CPU per text turn (ms) of each server, in alternating rounds of ``turns`` each (a warm-up round of each
+    first), and the model's CPU per turn under each (``model (name)``); lists of one value per round."""
+    result: dict[str, list[float]] = {}
     offset = 0
     for round_ in range(rounds + 1):
-        for name, server in (("agent", agent), ("floor", floor)):
+        for name, server in servers.items():
             load = run_load(server.port, turns, offset, {"server": server.pid, "model": model.pid}, sessions=FRESH)
             offset += turns
             if load["errors"]:
                 raise RuntimeError(f"{name}: {load['errors']} failed turns, first: {load['first_error']}")
             if round_:
-                result[name].append(1000 * load["cpu_s"]["server"] / load["turns"])
-                result[f"model ({name})"].append(1000 * load["cpu_s"]["model"] / load["turns"])
+                result.setdefault(name, []).append(1000 * load["cpu_s"]["server"] / load["turns"])
+                result.setdefault(f"model ({name})", []).append(1000 * load["cpu_s"]["model"] / load["turns"])
     return result
+
+
+def text_turn_rounds(agent: Server, floor: Server, model: Server, rounds: int, turns: int) -> dict[str, list[float]]:
+    """CPU per text turn (ms) of the agent and of the floor, in alternating rounds (:func:`cpu_rounds`)."""
+    return cpu_rounds({"agent": agent, "floor": floor}, model, rounds, turns)
 
 
 @dataclass
@@ -365,6 +373,54 @@ def text_turn(rounds: int = 3, turns: int = 1000, extra_env: dict[str, str] | No
     finally:
         for server in (agent, floor, model):
             server.stop()
+
+
+def tracing_turn(rounds: int = 3, turns: int = 1000) -> str:
+    """The text turn with every turn traced and exported against the same turn untraced and the floor, one run:
+    three servers (agent with ``OTEL_EXPORTER_OTLP_ENDPOINT`` set to an OTLP/HTTP receiver in this process and
+    ``OTEL_TRACES_SAMPLER=always_on``; agent without; ``floor_proxy.py``) on one scripted model, alternating rounds
+    of ``turns`` at concurrency 16. Returns the line printed: the medians, "on - off" and its target (+0.3 ms, or
+    2x the floor's CPU if larger)."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from bench_telemetry import _Receiver
+
+    receiver = ThreadingHTTPServer((HOST, 0), _Receiver)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    endpoint = f"http://{HOST}:{receiver.server_address[1]}"
+    model_port = free_port()
+    model_env = os.environ | {"MODEL_PORT": str(model_port)}
+    model = Server([sys.executable, str(HERE / "stamping_model.py")], model_env, model_port, None)
+
+    def agent(extra: dict[str, str]) -> Server:
+        port = free_port()
+        env = {key: value for key, value in agent_env(model_port, port).items() if not key.startswith("OTEL_")}
+        return Server([sys.executable, "-m", "kora.cli", "agent"], env | extra, port, "/ready")
+
+    traced = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_TRACES_SAMPLER": "always_on"}
+    traced["OTEL_BSP_SCHEDULE_DELAY"] = "500"
+    servers = {"off": agent({}), "on": agent(traced), "floor": floor_server(model_port, free_port())}
+    try:
+        model.start()
+        for server in servers.values():
+            server.start()
+        per_round = cpu_rounds(servers, model, rounds, turns)
+    finally:
+        for server in [*servers.values(), model]:
+            server.stop()
+        receiver.shutdown()
+    if not _Receiver.exports.get("/v1/traces"):
+        raise RuntimeError("the traced agent exported no spans")
+    off, on, floor = (statistics.median(per_round[name]) for name in ("off", "on", "floor"))
+    target = max(0.3, 2 * floor)
+    columns = zip(per_round["off"], per_round["on"], per_round["floor"], strict=True)
+    rounds_text = " ".join(f"{a:.2f}/{b:.2f}/{c:.2f}" for a, b, c in columns)
+    return (
+        f"bench tracing: agent traced {on:.3f} ms CPU per text turn, untraced {off:.3f} ms, floor {floor:.3f} ms; "
+        f"on - off {on - off:+.3f} ms (target <= +{target:.2f} ms: max(0.3, 2x floor)) (rounds off/on/floor: "
+        f"{rounds_text}); exports {dict(_Receiver.exports)}; load average {os.getloadavg()[0]:.1f}"
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -524,7 +580,12 @@ def main() -> None:
         action="store_true",
         help="only the text turn against the floor, printed as a ratio (the quick mode CI runs, ~30-60 s)",
     )
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of --text-turn (default 3)")
+    parser.add_argument(
+        "--tracing",
+        action="store_true",
+        help="the text turn traced (every turn, exported over OTLP/HTTP) against untraced and the floor, ~1-2 min",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --text-turn and --tracing (default 3)")
     parser.add_argument("--loadgen", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-profiled", metavar="OUT", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -542,6 +603,9 @@ def main() -> None:
         return
     if args.text_turn:
         print(text_turn(rounds=args.rounds, turns=args.turns or 1000).line(), flush=True)
+        return
+    if args.tracing:
+        print(tracing_turn(rounds=args.rounds, turns=args.turns or 1000), flush=True)
         return
     bench(quick=args.quick, profile=not args.no_profile, profile_out=args.profile_out)
 
