@@ -423,6 +423,72 @@ def tracing_turn(rounds: int = 3, turns: int = 1000) -> str:
     )
 
 
+async def _first_content_round(port: int, turns: int, offset: int) -> list[float]:
+    """``turns`` streamed chat turns one after the other on ``port``; per turn, ms from sending the request to the
+    first content (the model's first chunk, ``c00|``) coming out of the socket."""
+    import httpx
+
+    latencies = []
+    async with httpx.AsyncClient(timeout=30) as client:
+        for n in range(offset, offset + turns):
+            body = {
+                "model": "scripted",
+                "stream": True,
+                "messages": [{"role": "user", "content": f"stream-bench {n}"}],
+                "session_id": f"first-{n}",
+            }
+            started, first = time.monotonic(), None
+            async with client.stream("POST", f"http://{HOST}:{port}/v1/chat/completions", json=body) as response:
+                assert response.status_code == 200, response.status_code
+                buffer = b""
+                async for piece in response.aiter_raw():
+                    buffer += piece
+                    if first is None and b"c00|" in buffer:
+                        first = time.monotonic()
+            assert first is not None, buffer[-300:]
+            latencies.append(1000 * (first - started))
+    return latencies
+
+
+def first_content(rounds: int = 3, turns: int = 200) -> str:
+    """First streamed content through the agent against the floor (``floor_proxy.py`` relaying the model's chunks)
+    and the model read directly, one run: alternating rounds of ``turns`` streamed turns at concurrency 1 (the model
+    sends 5 chunks at once: ``STREAM_DELAY=0``). Returns the line printed: median ms to the first content of each,
+    the agent's and the floor's CPU per streamed turn, and the ratios to the floor."""
+    model_port, agent_port, floor_port = free_port(), free_port(), free_port()
+    model_env = os.environ | {"MODEL_PORT": str(model_port), "STREAM_CHUNKS": "5", "STREAM_DELAY": "0"}
+    model = Server([sys.executable, str(HERE / "stamping_model.py")], model_env, model_port, None)
+    agent = Server([sys.executable, "-m", "kora.cli", "agent"], agent_env(model_port, agent_port), agent_port, "/ready")
+    floor = floor_server(model_port, floor_port)
+    latency: dict[str, list[float]] = {"agent": [], "floor": [], "direct": []}
+    cpu: dict[str, list[float]] = {"agent": [], "floor": []}
+    try:
+        for server in (model, agent, floor):
+            server.start()
+        offset = 0
+        for round_ in range(rounds + 1):
+            for name, server in (("agent", agent), ("floor", floor), ("direct", model)):
+                before = cpu_seconds(server.pid)
+                measured = asyncio.run(_first_content_round(server.port, turns, offset))
+                offset += turns
+                if round_:
+                    latency[name] += measured
+                    if name in cpu:
+                        cpu[name].append(1000 * (cpu_seconds(server.pid) - before) / turns)
+    finally:
+        for server in (agent, floor, model):
+            server.stop()
+    first = {name: statistics.median(values) for name, values in latency.items()}
+    per_turn = {name: statistics.median(values) for name, values in cpu.items()}
+    return (
+        f"bench first content: agent {first['agent']:.2f} ms, floor {first['floor']:.2f} ms, model direct "
+        f"{first['direct']:.2f} ms (median of {rounds * turns} streamed turns each; agent/floor "
+        f"{first['agent'] / first['floor']:.2f}x, target <= 1.5x); CPU per streamed turn agent "
+        f"{per_turn['agent']:.3f} ms, floor {per_turn['floor']:.3f} ms ({per_turn['agent'] / per_turn['floor']:.2f}x); "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+
+
 # --------------------------------------------------------------------------------------------------
 # Streaming latency (runs in this process)
 # --------------------------------------------------------------------------------------------------
@@ -585,7 +651,12 @@ def main() -> None:
         action="store_true",
         help="the text turn traced (every turn, exported over OTLP/HTTP) against untraced and the floor, ~1-2 min",
     )
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of --text-turn and --tracing (default 3)")
+    parser.add_argument(
+        "--first-content",
+        action="store_true",
+        help="first streamed content and CPU per streamed turn, agent against the floor and the model, ~1 min",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --text-turn, --tracing, --first-content")
     parser.add_argument("--loadgen", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-profiled", metavar="OUT", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -606,6 +677,9 @@ def main() -> None:
         return
     if args.tracing:
         print(tracing_turn(rounds=args.rounds, turns=args.turns or 1000), flush=True)
+        return
+    if args.first_content:
+        print(first_content(rounds=args.rounds, turns=args.turns or 200), flush=True)
         return
     bench(quick=args.quick, profile=not args.no_profile, profile_out=args.profile_out)
 
