@@ -30,7 +30,9 @@ Figures:
 7. Tail latency: p50/p99 of text turns at concurrency 64, agent against the baseline proxy.
 
 ``--text-turn`` measures only the text turn against the floor (``bench/floor_proxy.py``); ``--tracing`` the text
-turn with every turn traced and exported over OTLP/HTTP against the same agent untraced and the floor.
+turn with every turn traced and exported over OTLP/HTTP against the same agent untraced and the floor;
+``--first-content`` the first streamed content (and CPU per streamed turn) against the floor relaying the
+model's chunks; ``--tool-turn`` an MCP tool-calling turn against ``bench/pydantic_ai_floor.py``.
 
 Profile: a second agent process runs under cProfile, switched on (SIGUSR1) only for the measured turns and
 dumped (SIGUSR2); exclusive time is grouped by package, so the groups add up to the profiled CPU.
@@ -280,14 +282,18 @@ def floor_server(model_port: int, port: int) -> Server:
 FRESH = 10**9
 
 
-def cpu_rounds(servers: dict[str, Server], model: Server, rounds: int, turns: int) -> dict[str, list[float]]:
-    """CPU per text turn (ms) of each server, in alternating rounds of ``turns`` each (a warm-up round of each
-    first), and the model's CPU per turn under each (``model (name)``); lists of one value per round."""
+def cpu_rounds(
+    servers: dict[str, Server], model: Server, rounds: int, turns: int, prompt: str = "hello number"
+) -> dict[str, list[float]]:
+    """CPU per turn (ms; text turns, or ``prompt``'s) of each server, in alternating rounds of ``turns`` each (a
+    warm-up round of each first), and the model's CPU per turn under each (``model (name)``); lists of one value
+    per round."""
     result: dict[str, list[float]] = {}
     offset = 0
     for round_ in range(rounds + 1):
         for name, server in servers.items():
-            load = run_load(server.port, turns, offset, {"server": server.pid, "model": model.pid}, sessions=FRESH)
+            watch = {"server": server.pid, "model": model.pid}
+            load = run_load(server.port, turns, offset, watch, prompt=prompt, sessions=FRESH)
             offset += turns
             if load["errors"]:
                 raise RuntimeError(f"{name}: {load['errors']} failed turns, first: {load['first_error']}")
@@ -489,6 +495,48 @@ def first_content(rounds: int = 3, turns: int = 200) -> str:
     )
 
 
+def tool_turn(rounds: int = 3, turns: int = 500) -> str:
+    """A tool-calling turn (``mcp-bench``: the model calls ``add`` of one ``kora mcp`` server, the agent calls it
+    over Streamable HTTP, the model answers: 2 model requests, 1 tool call) through the agent against pydantic-ai's
+    own floor (``bench/pydantic_ai_floor.py``: ``Agent.run`` with the same MCP toolset and nothing else), one run,
+    alternating rounds of ``turns`` at concurrency 16. Returns the line printed: CPU per turn of each (median of the
+    rounds) and the ratio."""
+    model_port, mcp_port, agent_port, floor_port = free_port(), free_port(), free_port(), free_port()
+    model = Server(
+        [sys.executable, str(HERE / "stamping_model.py")],
+        os.environ | {"MODEL_PORT": str(model_port)},
+        model_port,
+        None,
+    )
+    mcp_env = os.environ | {"MCP_TOOLS_STRING": MCP_TOOLS, "MCP_LOG_LEVEL": "WARNING"}
+    mcp = Server(
+        [sys.executable, "-m", "kora.cli", "mcp", "--host", HOST, "--port", str(mcp_port)], mcp_env, mcp_port, "/ready"
+    )
+    tools = {"MCP_SERVERS": "calc", "MCP_SERVER_CALC_URL": f"http://{HOST}:{mcp_port}"}
+    agent = Server(
+        [sys.executable, "-m", "kora.cli", "agent"], agent_env(model_port, agent_port) | tools, agent_port, "/ready"
+    )
+    floor_env = {
+        "MODEL_API_URL": f"http://{HOST}:{model_port}/v1",
+        "MCP_URL": f"http://{HOST}:{mcp_port}/mcp",
+        "FLOOR_PORT": str(floor_port),
+    }
+    floor = Server([sys.executable, str(HERE / "pydantic_ai_floor.py")], os.environ | floor_env, floor_port, None)
+    try:
+        for server in (model, mcp, agent, floor):
+            server.start()
+        per_round = cpu_rounds({"agent": agent, "floor": floor}, model, rounds, turns, prompt="mcp-bench")
+    finally:
+        for server in (agent, floor, mcp, model):
+            server.stop()
+    agent_ms, floor_ms = statistics.median(per_round["agent"]), statistics.median(per_round["floor"])
+    rounds_text = " ".join(f"{a:.2f}/{f:.2f}" for a, f in zip(per_round["agent"], per_round["floor"], strict=True))
+    return (
+        f"bench tool turn: agent {agent_ms:.2f} ms CPU per turn, pydantic-ai floor {floor_ms:.2f} ms, ratio "
+        f"{agent_ms / floor_ms:.2f}x (rounds agent/floor: {rounds_text}); load average {os.getloadavg()[0]:.1f}"
+    )
+
+
 # --------------------------------------------------------------------------------------------------
 # Streaming latency (runs in this process)
 # --------------------------------------------------------------------------------------------------
@@ -656,6 +704,11 @@ def main() -> None:
         action="store_true",
         help="first streamed content and CPU per streamed turn, agent against the floor and the model, ~1 min",
     )
+    parser.add_argument(
+        "--tool-turn",
+        action="store_true",
+        help="an MCP tool-calling turn, agent against pydantic-ai's own floor (pydantic_ai_floor.py), ~1-2 min",
+    )
     parser.add_argument("--rounds", type=int, default=3, help="rounds of --text-turn, --tracing, --first-content")
     parser.add_argument("--loadgen", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-profiled", metavar="OUT", help=argparse.SUPPRESS)
@@ -680,6 +733,9 @@ def main() -> None:
         return
     if args.first_content:
         print(first_content(rounds=args.rounds, turns=args.turns or 200), flush=True)
+        return
+    if args.tool_turn:
+        print(tool_turn(rounds=args.rounds, turns=args.turns or 500), flush=True)
         return
     bench(quick=args.quick, profile=not args.no_profile, profile_out=args.profile_out)
 
