@@ -29,6 +29,11 @@ Figures:
    floor: pydantic-ai's and the MCP SDK's own cost of the same turn, with no sessions, memory or events).
 7. Tail latency: p50/p99 of text turns at concurrency 64, agent against the baseline proxy.
 
+``--text-turn`` measures only the text turn against the floor (``bench/floor_proxy.py``); ``--tracing`` the text
+turn with every turn traced and exported over OTLP/HTTP against the same agent untraced and the floor;
+``--first-content`` the first streamed content (and CPU per streamed turn) against the floor relaying the
+model's chunks; ``--tool-turn`` an MCP tool-calling turn against ``bench/pydantic_ai_floor.py``.
+
 Profile: a second agent process runs under cProfile, switched on (SIGUSR1) only for the measured turns and
 dumped (SIGUSR2); exclusive time is grouped by package, so the groups add up to the profiled CPU.
 """
@@ -277,21 +282,30 @@ def floor_server(model_port: int, port: int) -> Server:
 FRESH = 10**9
 
 
-def text_turn_rounds(agent: Server, floor: Server, model: Server, rounds: int, turns: int) -> dict[str, list[float]]:
-    """CPU per text turn (ms) of the agent and of the floor, in alternating rounds of ``turns`` each (a warm-up
-    round of each first), and the model's CPU per turn under each; lists of one value per round."""
-    result: dict[str, list[float]] = {"agent": [], "floor": [], "model (agent)": [], "model (floor)": []}
+def cpu_rounds(
+    servers: dict[str, Server], model: Server, rounds: int, turns: int, prompt: str = "hello number"
+) -> dict[str, list[float]]:
+    """CPU per turn (ms; text turns, or ``prompt``'s) of each server, in alternating rounds of ``turns`` each (a
+    warm-up round of each first), and the model's CPU per turn under each (``model (name)``); lists of one value
+    per round."""
+    result: dict[str, list[float]] = {}
     offset = 0
     for round_ in range(rounds + 1):
-        for name, server in (("agent", agent), ("floor", floor)):
-            load = run_load(server.port, turns, offset, {"server": server.pid, "model": model.pid}, sessions=FRESH)
+        for name, server in servers.items():
+            watch = {"server": server.pid, "model": model.pid}
+            load = run_load(server.port, turns, offset, watch, prompt=prompt, sessions=FRESH)
             offset += turns
             if load["errors"]:
                 raise RuntimeError(f"{name}: {load['errors']} failed turns, first: {load['first_error']}")
             if round_:
-                result[name].append(1000 * load["cpu_s"]["server"] / load["turns"])
-                result[f"model ({name})"].append(1000 * load["cpu_s"]["model"] / load["turns"])
+                result.setdefault(name, []).append(1000 * load["cpu_s"]["server"] / load["turns"])
+                result.setdefault(f"model ({name})", []).append(1000 * load["cpu_s"]["model"] / load["turns"])
     return result
+
+
+def text_turn_rounds(agent: Server, floor: Server, model: Server, rounds: int, turns: int) -> dict[str, list[float]]:
+    """CPU per text turn (ms) of the agent and of the floor, in alternating rounds (:func:`cpu_rounds`)."""
+    return cpu_rounds({"agent": agent, "floor": floor}, model, rounds, turns)
 
 
 @dataclass
@@ -365,6 +379,162 @@ def text_turn(rounds: int = 3, turns: int = 1000, extra_env: dict[str, str] | No
     finally:
         for server in (agent, floor, model):
             server.stop()
+
+
+def tracing_turn(rounds: int = 3, turns: int = 1000) -> str:
+    """The text turn with every turn traced and exported against the same turn untraced and the floor, one run:
+    three servers (agent with ``OTEL_EXPORTER_OTLP_ENDPOINT`` set to an OTLP/HTTP receiver in this process and
+    ``OTEL_TRACES_SAMPLER=always_on``; agent without; ``floor_proxy.py``) on one scripted model, alternating rounds
+    of ``turns`` at concurrency 16. Returns the line printed: the medians, "on - off" and its target (+0.3 ms, or
+    2x the floor's CPU if larger)."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from bench_telemetry import _Receiver
+
+    receiver = ThreadingHTTPServer((HOST, 0), _Receiver)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    endpoint = f"http://{HOST}:{receiver.server_address[1]}"
+    model_port = free_port()
+    model_env = os.environ | {"MODEL_PORT": str(model_port)}
+    model = Server([sys.executable, str(HERE / "stamping_model.py")], model_env, model_port, None)
+
+    def agent(extra: dict[str, str]) -> Server:
+        port = free_port()
+        env = {key: value for key, value in agent_env(model_port, port).items() if not key.startswith("OTEL_")}
+        return Server([sys.executable, "-m", "kora.cli", "agent"], env | extra, port, "/ready")
+
+    traced = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_TRACES_SAMPLER": "always_on"}
+    traced["OTEL_BSP_SCHEDULE_DELAY"] = "500"
+    servers = {"off": agent({}), "on": agent(traced), "floor": floor_server(model_port, free_port())}
+    try:
+        model.start()
+        for server in servers.values():
+            server.start()
+        per_round = cpu_rounds(servers, model, rounds, turns)
+    finally:
+        for server in [*servers.values(), model]:
+            server.stop()
+        receiver.shutdown()
+    if not _Receiver.exports.get("/v1/traces"):
+        raise RuntimeError("the traced agent exported no spans")
+    off, on, floor = (statistics.median(per_round[name]) for name in ("off", "on", "floor"))
+    target = max(0.3, 2 * floor)
+    columns = zip(per_round["off"], per_round["on"], per_round["floor"], strict=True)
+    rounds_text = " ".join(f"{a:.2f}/{b:.2f}/{c:.2f}" for a, b, c in columns)
+    return (
+        f"bench tracing: agent traced {on:.3f} ms CPU per text turn, untraced {off:.3f} ms, floor {floor:.3f} ms; "
+        f"on - off {on - off:+.3f} ms (target <= +{target:.2f} ms: max(0.3, 2x floor)) (rounds off/on/floor: "
+        f"{rounds_text}); exports {dict(_Receiver.exports)}; load average {os.getloadavg()[0]:.1f}"
+    )
+
+
+async def _first_content_round(port: int, turns: int, offset: int) -> list[float]:
+    """``turns`` streamed chat turns one after the other on ``port``; per turn, ms from sending the request to the
+    first content (the model's first chunk, ``c00|``) coming out of the socket."""
+    import httpx
+
+    latencies = []
+    async with httpx.AsyncClient(timeout=30) as client:
+        for n in range(offset, offset + turns):
+            body = {
+                "model": "scripted",
+                "stream": True,
+                "messages": [{"role": "user", "content": f"stream-bench {n}"}],
+                "session_id": f"first-{n}",
+            }
+            started, first = time.monotonic(), None
+            async with client.stream("POST", f"http://{HOST}:{port}/v1/chat/completions", json=body) as response:
+                assert response.status_code == 200, response.status_code
+                buffer = b""
+                async for piece in response.aiter_raw():
+                    buffer += piece
+                    if first is None and b"c00|" in buffer:
+                        first = time.monotonic()
+            assert first is not None, buffer[-300:]
+            latencies.append(1000 * (first - started))
+    return latencies
+
+
+def first_content(rounds: int = 3, turns: int = 200) -> str:
+    """First streamed content through the agent against the floor (``floor_proxy.py`` relaying the model's chunks)
+    and the model read directly, one run: alternating rounds of ``turns`` streamed turns at concurrency 1 (the model
+    sends 5 chunks at once: ``STREAM_DELAY=0``). Returns the line printed: median ms to the first content of each,
+    the agent's and the floor's CPU per streamed turn, and the ratios to the floor."""
+    model_port, agent_port, floor_port = free_port(), free_port(), free_port()
+    model_env = os.environ | {"MODEL_PORT": str(model_port), "STREAM_CHUNKS": "5", "STREAM_DELAY": "0"}
+    model = Server([sys.executable, str(HERE / "stamping_model.py")], model_env, model_port, None)
+    agent = Server([sys.executable, "-m", "kora.cli", "agent"], agent_env(model_port, agent_port), agent_port, "/ready")
+    floor = floor_server(model_port, floor_port)
+    latency: dict[str, list[float]] = {"agent": [], "floor": [], "direct": []}
+    cpu: dict[str, list[float]] = {"agent": [], "floor": []}
+    try:
+        for server in (model, agent, floor):
+            server.start()
+        offset = 0
+        for round_ in range(rounds + 1):
+            for name, server in (("agent", agent), ("floor", floor), ("direct", model)):
+                before = cpu_seconds(server.pid)
+                measured = asyncio.run(_first_content_round(server.port, turns, offset))
+                offset += turns
+                if round_:
+                    latency[name] += measured
+                    if name in cpu:
+                        cpu[name].append(1000 * (cpu_seconds(server.pid) - before) / turns)
+    finally:
+        for server in (agent, floor, model):
+            server.stop()
+    first = {name: statistics.median(values) for name, values in latency.items()}
+    per_turn = {name: statistics.median(values) for name, values in cpu.items()}
+    return (
+        f"bench first content: agent {first['agent']:.2f} ms, floor {first['floor']:.2f} ms, model direct "
+        f"{first['direct']:.2f} ms (median of {rounds * turns} streamed turns each; agent/floor "
+        f"{first['agent'] / first['floor']:.2f}x, target <= 1.5x); CPU per streamed turn agent "
+        f"{per_turn['agent']:.3f} ms, floor {per_turn['floor']:.3f} ms ({per_turn['agent'] / per_turn['floor']:.2f}x); "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+
+
+def tool_turn(rounds: int = 3, turns: int = 500) -> str:
+    """A tool-calling turn (``mcp-bench``: the model calls ``add`` of one ``kora mcp`` server, the agent calls it
+    over Streamable HTTP, the model answers: 2 model requests, 1 tool call) through the agent against pydantic-ai's
+    own floor (``bench/pydantic_ai_floor.py``: ``Agent.run`` with the same MCP toolset and nothing else), one run,
+    alternating rounds of ``turns`` at concurrency 16. Returns the line printed: CPU per turn of each (median of the
+    rounds) and the ratio."""
+    model_port, mcp_port, agent_port, floor_port = free_port(), free_port(), free_port(), free_port()
+    model = Server(
+        [sys.executable, str(HERE / "stamping_model.py")],
+        os.environ | {"MODEL_PORT": str(model_port)},
+        model_port,
+        None,
+    )
+    mcp_env = os.environ | {"MCP_TOOLS_STRING": MCP_TOOLS, "MCP_LOG_LEVEL": "WARNING"}
+    mcp = Server(
+        [sys.executable, "-m", "kora.cli", "mcp", "--host", HOST, "--port", str(mcp_port)], mcp_env, mcp_port, "/ready"
+    )
+    tools = {"MCP_SERVERS": "calc", "MCP_SERVER_CALC_URL": f"http://{HOST}:{mcp_port}"}
+    agent = Server(
+        [sys.executable, "-m", "kora.cli", "agent"], agent_env(model_port, agent_port) | tools, agent_port, "/ready"
+    )
+    floor_env = {
+        "MODEL_API_URL": f"http://{HOST}:{model_port}/v1",
+        "MCP_URL": f"http://{HOST}:{mcp_port}/mcp",
+        "FLOOR_PORT": str(floor_port),
+    }
+    floor = Server([sys.executable, str(HERE / "pydantic_ai_floor.py")], os.environ | floor_env, floor_port, None)
+    try:
+        for server in (model, mcp, agent, floor):
+            server.start()
+        per_round = cpu_rounds({"agent": agent, "floor": floor}, model, rounds, turns, prompt="mcp-bench")
+    finally:
+        for server in (agent, floor, mcp, model):
+            server.stop()
+    agent_ms, floor_ms = statistics.median(per_round["agent"]), statistics.median(per_round["floor"])
+    rounds_text = " ".join(f"{a:.2f}/{f:.2f}" for a, f in zip(per_round["agent"], per_round["floor"], strict=True))
+    return (
+        f"bench tool turn: agent {agent_ms:.2f} ms CPU per turn, pydantic-ai floor {floor_ms:.2f} ms, ratio "
+        f"{agent_ms / floor_ms:.2f}x (rounds agent/floor: {rounds_text}); load average {os.getloadavg()[0]:.1f}"
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -524,7 +694,22 @@ def main() -> None:
         action="store_true",
         help="only the text turn against the floor, printed as a ratio (the quick mode CI runs, ~30-60 s)",
     )
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of --text-turn (default 3)")
+    parser.add_argument(
+        "--tracing",
+        action="store_true",
+        help="the text turn traced (every turn, exported over OTLP/HTTP) against untraced and the floor, ~1-2 min",
+    )
+    parser.add_argument(
+        "--first-content",
+        action="store_true",
+        help="first streamed content and CPU per streamed turn, agent against the floor and the model, ~1 min",
+    )
+    parser.add_argument(
+        "--tool-turn",
+        action="store_true",
+        help="an MCP tool-calling turn, agent against pydantic-ai's own floor (pydantic_ai_floor.py), ~1-2 min",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --text-turn, --tracing, --first-content")
     parser.add_argument("--loadgen", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-profiled", metavar="OUT", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -542,6 +727,15 @@ def main() -> None:
         return
     if args.text_turn:
         print(text_turn(rounds=args.rounds, turns=args.turns or 1000).line(), flush=True)
+        return
+    if args.tracing:
+        print(tracing_turn(rounds=args.rounds, turns=args.turns or 1000), flush=True)
+        return
+    if args.first_content:
+        print(first_content(rounds=args.rounds, turns=args.turns or 200), flush=True)
+        return
+    if args.tool_turn:
+        print(tool_turn(rounds=args.rounds, turns=args.turns or 500), flush=True)
         return
     bench(quick=args.quick, profile=not args.no_profile, profile_out=args.profile_out)
 

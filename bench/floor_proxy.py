@@ -4,7 +4,8 @@ Its model client is a pool of raw asyncio HTTP/1.1 keep-alive connections (``asy
 request at a time per connection, the answer read by its ``Content-Length``): no client library, so the server's
 CPU per request is what FastAPI, uvicorn (uvloop, httptools) and one proxied request cost at least. Every figure
 of a text turn is a ratio to this server measured in the same run (``bench_agent.py``, ``profile_turn.py``).
-Non-streaming answers only (the text-turn bench does not stream through it).
+A streamed request (``"stream": true`` in its body, found by a byte search) is relayed chunk by chunk as the
+model sends it (the first-content bench, ``bench_agent.py --first-content``).
 
 Run: ``MODEL_API_URL=http://127.0.0.1:PORT/v1 PROXY_PORT=N python bench/floor_proxy.py``.
 """
@@ -14,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 
 _url = urlsplit(os.environ["MODEL_API_URL"].rstrip("/"))
 MODEL_HOST, MODEL_PORT = _url.hostname or "127.0.0.1", _url.port or 80
@@ -38,8 +40,8 @@ class Pool:
     def __init__(self) -> None:
         self.idle: list[tuple[float, asyncio.StreamReader, asyncio.StreamWriter]] = []
 
-    async def post(self, body: bytes) -> tuple[int, bytes]:
-        """POST ``body`` to the model's chat completions; (status, answer body)."""
+    async def _send(self, body: bytes) -> tuple[bytes, asyncio.StreamReader, asyncio.StreamWriter]:
+        """POST ``body`` on an idle connection (or a new one); the answer's head and the connection."""
         now = time.monotonic()
         while self.idle:
             since, reader, writer = self.idle.pop()
@@ -49,7 +51,11 @@ class Pool:
         else:
             reader, writer = await asyncio.open_connection(MODEL_HOST, MODEL_PORT)
         writer.write(b"%s%d\r\n\r\n%s" % (CHAT_HEAD, len(body), body))
-        head = await reader.readuntil(b"\r\n\r\n")
+        return await reader.readuntil(b"\r\n\r\n"), reader, writer
+
+    async def post(self, body: bytes) -> tuple[int, bytes]:
+        """POST ``body`` to the model's chat completions; (status, answer body)."""
+        head, reader, writer = await self._send(body)
         length = None
         for line in head.split(b"\r\n"):
             if line[:15].lower() == b"content-length:":
@@ -57,14 +63,28 @@ class Pool:
         if length is not None:
             payload = await reader.readexactly(length)
         else:  # chunked (the bench's stamping model wraps every answer)
-            pieces = []
-            while size := int((await reader.readuntil(b"\r\n"))[:-2], 16):
-                pieces.append(await reader.readexactly(size))
-                await reader.readexactly(2)
-            await reader.readexactly(2)
-            payload = b"".join(pieces)
+            payload = b"".join([piece async for piece in self._chunks(reader)])
         self.idle.append((time.monotonic(), reader, writer))
         return int(head[9:12]), payload
+
+    async def stream(self, body: bytes) -> tuple[int, AsyncIterator[bytes]]:
+        """POST ``body`` (a streamed request); (status, the answer's chunks as they arrive). The model answers
+        streams chunked; the connection is given back after the last chunk."""
+        head, reader, writer = await self._send(body)
+
+        async def relay() -> AsyncIterator[bytes]:
+            async for piece in self._chunks(reader):
+                yield piece
+            self.idle.append((time.monotonic(), reader, writer))
+
+        return int(head[9:12]), relay()
+
+    @staticmethod
+    async def _chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+        while size := int((await reader.readuntil(b"\r\n"))[:-2], 16):
+            yield await reader.readexactly(size)
+            await reader.readexactly(2)
+        await reader.readexactly(2)
 
 
 pool = Pool()
@@ -78,7 +98,11 @@ async def health() -> dict[str, str]:
 
 @app.post("/v1/chat/completions")
 async def chat(request: Request) -> Response:
-    status, payload = await pool.post(await request.body())
+    body = await request.body()
+    if b'"stream": true' in body or b'"stream":true' in body:
+        status, pieces = await pool.stream(body)
+        return StreamingResponse(pieces, status_code=status, media_type="text/event-stream")
+    status, payload = await pool.post(body)
     return Response(payload, status_code=status, media_type="application/json")
 
 

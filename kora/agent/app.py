@@ -37,7 +37,7 @@ from kora.agent.routes.probes import add_probe_routes
 from kora.agent.routes.responses import add_responses_routes
 from kora.agent.routes.tools import add_tool_routes
 from kora.agent.settings import AgentSettings
-from kora.agent.state import AgentState
+from kora.agent.state import AgentState, unused_packages
 from kora.core.limits import RequestLimits
 from kora.core.serving.errors import install_error_handlers
 from kora.memory import Memory, build_memory
@@ -89,7 +89,7 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
         server.add_rest_routes(app.router)
         return server
 
-    a2a = LazyA2A(build_a2a)
+    a2a = LazyA2A(build_a2a, unused_packages(settings))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

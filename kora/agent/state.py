@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import importlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -19,6 +18,7 @@ from kora.agent.identity import IdentityResolver
 from kora.agent.settings import AgentSettings
 from kora.core.errors import Unavailable
 from kora.core.serving import Lifecycle, Readiness, StartupText
+from kora.core.imports import import_without
 from kora.memory import Memory
 
 if TYPE_CHECKING:
@@ -30,6 +30,18 @@ log = logging.getLogger("kora.agent")
 STARTUP_TEXT = StartupText(
     subject="The agent", starting="agent runtime is still loading", failed="agent runtime failed to start"
 )
+
+#: Optional packages the a2a-sdk and httpx import whenever they are installed and the agent never uses: gRPC (the
+#: SDK's gRPC server handler and client transport; the agent speaks JSON-RPC and HTTP+JSON, and an OTLP gRPC
+#: exporter has imported it before) and ``rich`` (httpx's command-line client). ~17 MB of RSS.
+UNUSED_PACKAGES = ("grpc", "rich")
+
+
+def unused_packages(settings: AgentSettings) -> tuple[str, ...]:
+    """The packages the agent's deferred imports (the a2a-sdk, the runtime) are made without
+    (:func:`~kora.core.imports.import_without`): :data:`UNUSED_PACKAGES`, and SQLAlchemy (the SDK's database task
+    store, ~16 MB) unless ``TASK_STORE_TYPE=postgres``."""
+    return UNUSED_PACKAGES if settings.task_store_type == "postgres" else (*UNUSED_PACKAGES, "sqlalchemy")
 
 
 class AgentState:
@@ -62,7 +74,7 @@ class AgentState:
     async def _start(self) -> None:
         if self._before is not None:
             await self._before()
-        module = await asyncio.to_thread(importlib.import_module, "kora.agent.runtime")
+        module = await asyncio.to_thread(import_without, "kora.agent.runtime", unused_packages(self.settings))
         runtime: AgentRuntime = module.AgentRuntime(self.settings, self.memory)
         await runtime.start()
         self.runtime = runtime

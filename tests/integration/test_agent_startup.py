@@ -1,5 +1,7 @@
 """Start-up order of the agent server: ``/health`` needs only the app, so the a2a-sdk and the runtime
-(pydantic-ai) are imported after it answers; the A2A routes and ``/ready`` wait for them.
+(pydantic-ai) are imported after it answers; the A2A routes and ``/ready`` wait for them. Once loaded, the agent
+holds none of the optional packages its libraries import whenever installed and it never uses (gRPC, SQLAlchemy
+without the shared task store, httpx's command-line client).
 """
 
 from __future__ import annotations
@@ -30,6 +32,37 @@ app = create_app(AgentSettings(agent_name="a", model_api_url="http://127.0.0.1:9
 instrument_app(app, setup_telemetry("Agent", "a"))
 print(" ".join(sorted(name for name in sys.modules if name.startswith({deferred!r}))))
 """
+
+
+#: Top-level packages a loaded agent (A2A server and runtime built, local task store) must not hold.
+UNUSED = ("grpc", "sqlalchemy", "rich")
+#: Modules it must not hold either: pydantic-ai's bundled price table (the agent gives it an empty one).
+UNUSED_MODULES = ("genai_prices.data",)
+
+LOAD_APP = """
+import asyncio
+import sys
+from kora.agent.app import create_app
+from kora.agent.settings import AgentSettings
+
+async def main() -> None:
+    app = create_app(AgentSettings(agent_name="a", model_api_url="http://127.0.0.1:9/v1", model_name="m"))
+    async with app.router.lifespan_context(app):
+        await app.state.kora.wait_runtime()
+        print(type(app.state.a2a).__name__, type(app.state.kora.runtime).__name__)
+        print(" ".join(sorted(sys.modules)))
+
+asyncio.run(main())
+"""
+
+
+def test_a_loaded_agent_holds_no_optional_package_it_does_not_use() -> None:
+    done = subprocess.run([sys.executable, "-c", LOAD_APP], capture_output=True, text=True, timeout=120, check=True)
+    built, imported = (done.stdout + "\n").split("\n")[:2]
+    assert built == "A2AServer AgentRuntime", done.stdout + done.stderr
+    assert "pydantic_ai" in imported.split(), imported  # the runtime did load
+    held = [name for name in imported.split() if name.partition(".")[0] in UNUSED or name in UNUSED_MODULES]
+    assert held == [], held
 
 
 def test_the_app_that_answers_health_imports_neither_the_a2a_sdk_nor_the_runtime() -> None:

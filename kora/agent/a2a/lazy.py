@@ -27,6 +27,7 @@ from starlette.types import Receive, Scope, Send
 
 from kora.agent.a2a.paths import CARD_PATHS, JSONRPC_PATH, is_rest_path
 from kora.core.errors import KoraError, Unavailable
+from kora.core.imports import import_without
 from kora.core.limits import openai_refusal
 from kora.core.serving import STARTUP_WAIT_SECONDS
 from kora.core.telemetry.routing import NamedRoute
@@ -51,10 +52,13 @@ def a2a_refusal(path: str, error: KoraError) -> tuple[int, object]:
 
 class LazyA2A:
     """The agent's :class:`~kora.agent.a2a.routes.A2AServer`, built by ``build(module)`` (``module`` being
-    :mod:`kora.agent.a2a.routes`) once :meth:`load` has imported it; ``server`` is ``None`` until then."""
+    :mod:`kora.agent.a2a.routes`) once :meth:`load` has imported it; ``server`` is ``None`` until then. The SDK is
+    imported without the packages ``unused`` (:func:`~kora.core.imports.import_without`, e.g.
+    :func:`kora.agent.state.unused_packages`)."""
 
-    def __init__(self, build: Callable[[ModuleType], A2AServer]) -> None:
+    def __init__(self, build: Callable[[ModuleType], A2AServer], unused: tuple[str, ...] = ()) -> None:
         self._build = build
+        self._unused = unused
         self.server: A2AServer | None = None
         self._done = asyncio.Event()
         self._error: str | None = None
@@ -63,7 +67,7 @@ class LazyA2A:
         """Import the SDK and build the server at once, before the server answers anything: for an agent whose A2A
         server checks its settings as it is built (the shared task store's database). Raises what the build raises
         (:class:`~kora.core.settings_errors.SettingsError` naming the setting)."""
-        self.server = self._build(importlib.import_module(ROUTES_MODULE))
+        self.server = self._build(import_without(ROUTES_MODULE, self._unused))
 
     async def load(self) -> None:
         """Import the SDK (in a thread, so the server keeps answering) and build the server, unless
@@ -71,7 +75,7 @@ class LazyA2A:
         the build or the start raised, after recording it for the requests that wait."""
         try:
             if self.server is None:
-                module = await asyncio.to_thread(importlib.import_module, ROUTES_MODULE)
+                module = await asyncio.to_thread(import_without, ROUTES_MODULE, self._unused)
                 self.server = self._build(module)
             await self.server.start()
         except Exception as error:

@@ -48,7 +48,7 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events import Event, EventQueue
 from a2a.server.models import Base, PushNotificationConfigModel, TaskEventModel, TaskModel, TaskVersionModel
 from a2a.server.owner_resolver import resolve_user_scope
-from a2a.server.tasks import DatabasePushNotificationConfigStore
+from a2a.server.tasks.database_push_notification_config_store import DatabasePushNotificationConfigStore
 from a2a.types.a2a_pb2 import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from sqlalchemy import create_engine, make_url, text

@@ -1,0 +1,54 @@
+"""Import a module as if some optional packages were not installed (:func:`import_without`).
+
+Some libraries import their optional extras whenever those are installed, in a package ``__init__`` that a user of
+another part cannot avoid: the a2a-sdk imports its gRPC handler (``grpc``, ~15 MB) from
+``a2a.server.request_handlers`` and its database task store (SQLAlchemy, ~16 MB) from ``a2a.server.tasks``, and
+httpx its command-line client (``rich``, ``pygments``, ~2 MB) from ``httpx``. Each library already handles the
+extra being absent (a placeholder that raises when used, or no command-line client), so a process that does not
+use an extra imports the module with the extra made unimportable for the duration, and never holds it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+from collections.abc import Iterable, Sequence
+from importlib.abc import MetaPathFinder
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+
+__all__ = ["import_without"]
+
+
+class _Absent(MetaPathFinder):
+    """Refuses every module of ``packages`` (top-level names) imported by thread ``thread``; others pass through
+    (another thread's imports meanwhile are not affected)."""
+
+    def __init__(self, packages: frozenset[str], thread: int) -> None:
+        self.packages, self.thread = packages, thread
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        """Raise :class:`ModuleNotFoundError` for a refused module (as when it is not installed); ``None``
+        otherwise (the next finder looks it up)."""
+        if fullname.partition(".")[0] in self.packages and threading.get_ident() == self.thread:
+            raise ModuleNotFoundError(f"No module named {fullname!r} (not used by this process)", name=fullname)
+        return None
+
+
+def import_without(module: str, absent: Iterable[str]) -> ModuleType:
+    """Import ``module`` (``importlib.import_module``) while the top-level packages ``absent`` cannot be imported
+    by this thread, so that ``module`` takes the path it takes when they are not installed. A package already
+    imported is not refused (this process uses it; refusing its submodules could break it). Later imports of the
+    packages work as usual. Raises what the import raises."""
+    packages = frozenset(name for name in absent if name not in sys.modules)
+    if not packages:
+        return importlib.import_module(module)
+    finder = _Absent(packages, threading.get_ident())
+    sys.meta_path.insert(0, finder)
+    try:
+        return importlib.import_module(module)
+    finally:
+        sys.meta_path.remove(finder)

@@ -1,0 +1,57 @@
+"""kora.core.imports.import_without: a module imported as if an optional package were not installed."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kora.core.imports import import_without
+
+USER = """
+try:
+    import kora_test_extra
+except ImportError:
+    kora_test_extra = None
+"""
+
+
+@pytest.fixture
+def packages(tmp_path: Path) -> Iterator[Path]:
+    (tmp_path / "kora_test_extra").mkdir()
+    (tmp_path / "kora_test_extra" / "__init__.py").write_text("VALUE = 1\n")
+    (tmp_path / "kora_test_user.py").write_text(USER)
+    sys.path.insert(0, str(tmp_path))
+    yield tmp_path
+    sys.path.remove(str(tmp_path))
+    for name in ("kora_test_extra", "kora_test_user"):
+        sys.modules.pop(name, None)
+
+
+def test_the_module_takes_its_path_without_the_package_and_the_package_still_imports_later(packages: Path) -> None:
+    user = import_without("kora_test_user", ["kora_test_extra"])
+    assert user.kora_test_extra is None
+    assert "kora_test_extra" not in sys.modules
+    import kora_test_extra
+
+    assert kora_test_extra.VALUE == 1
+    assert not any(type(finder).__name__ == "_Absent" for finder in sys.meta_path)
+
+
+def test_a_package_already_imported_is_not_refused(packages: Path) -> None:
+    import kora_test_extra
+
+    user = import_without("kora_test_user", ["kora_test_extra"])
+    assert user.kora_test_extra is kora_test_extra
+
+
+def test_other_threads_import_the_package_meanwhile(packages: Path) -> None:
+    (packages / "kora_test_user.py").write_text(
+        "import threading\nfound = []\n"
+        "def other():\n    import kora_test_extra\n    found.append(kora_test_extra.VALUE)\n"
+        "thread = threading.Thread(target=other)\nthread.start()\nthread.join()\n" + USER
+    )
+    user = import_without("kora_test_user", ["kora_test_extra"])
+    assert user.found == [1]
