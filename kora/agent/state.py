@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from kora.agent.identity import IdentityResolver
 from kora.agent.settings import AgentSettings
 from kora.core.errors import Unavailable
-from kora.core.serving import Lifecycle, Readiness, StartupText
 from kora.core.imports import import_without
+from kora.core.serving import Lifecycle, Readiness, StartupText
 from kora.memory import Memory
 
 if TYPE_CHECKING:

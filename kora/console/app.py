@@ -160,7 +160,16 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         return page(request, "erase.html", store_key=store_key, user_id=user_id, error=error)
 
     async def erase(request: Request) -> Response:
-        if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+        # A browser names the origin of every POST (Sec-Fetch-Site); only the console's own page may erase. Without
+        # the header the caller is no browser, which may erase only with the access token (checked before this
+        # route runs): with none configured, any local process could erase users.
+        site = request.headers.get("sec-fetch-site")
+        if site is None and settings.console_access_token is None:
+            return JSONResponse(
+                {"detail": "An erasure must come from the console's own page (no Sec-Fetch-Site header was sent)."},
+                status_code=403,
+            )
+        if site is not None and site not in ("same-origin", "none"):
             return JSONResponse({"detail": "An erasure must come from the console's own page."}, status_code=403)
         form = await request.form()
         store_key, user_id = str(form.get("store", "")), str(form.get("user", ""))

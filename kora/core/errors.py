@@ -303,11 +303,13 @@ class StoreUnreachable(Exception):
 
 class StoreRefused(Exception):
     """The agent's remote memory (:mod:`kora.memory.remote`): the memory service refused a request as the client's
-    mistake (4xx): the message says why, ``code`` is the error body's ``code`` (``""`` when the body has none)."""
+    mistake (4xx): the message says why, ``code`` is the error body's ``code`` (``""`` when the body has none),
+    ``status`` the HTTP status it answered."""
 
-    def __init__(self, message: str, code: str = "") -> None:
+    def __init__(self, message: str, code: str = "", status: int = 400) -> None:
         super().__init__(message)
         self.code = code
+        self.status = status
 
 
 class JobRetry(Exception):

@@ -43,7 +43,7 @@ import httpx2
 from httpx_aiohttp.httpx2 import Httpx2AiohttpClient
 from pydantic import BaseModel, JsonValue, ValidationError
 
-from kora.core.errors import StoreRefused, StoreUnreachable, Unavailable
+from kora.core.errors import Forbidden, RequestError, StoreRefused, StoreUnreachable, Unavailable
 from kora.core.events import EventType, MemoryEvent
 from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.core.openai_wire import parse_error_body
@@ -238,7 +238,7 @@ class RemoteMemory(Memory):
         self._mark_reachable()
         await self._catch_up(response.headers.get(ERASURE_HEADER))
         if response.status_code >= 400:
-            raise StoreRefused(*_error_message(response))
+            raise StoreRefused(*_error_message(response), status=response.status_code)
         try:
             return answer.model_validate_json(response.content)
         except ValidationError as error:
@@ -392,12 +392,23 @@ class RemoteMemory(Memory):
 
     async def set_session_metadata(self, session_id: str, metadata: dict[str, str], user_id: str | None = None) -> None:
         """Replace the session's metadata in the store, which creates the session for ``user_id`` when its first
-        write has not yet. Raises :class:`~kora.core.errors.Unavailable` when the
-        store cannot be reached or refuses it (nothing is kept locally: a later read would not find it)."""
+        write has not yet (nothing is kept locally: a later read would not find it). Raises
+        :class:`~kora.core.errors.Unavailable` (503) when the store cannot be reached; when it refuses, the session
+        of another user is :func:`~kora.memory.base.session_forbidden` (403) and any other refusal a
+        :class:`~kora.core.errors.Forbidden` (403) or :class:`~kora.core.errors.RequestError` (400) with the
+        store's message and code."""
         body = SessionMetadataWrite(app_name=self.app_name, user_id=user_id, metadata=metadata)
         try:
             await self._call("PUT", f"/v1/sessions/{session_id}/metadata", SessionMetadata, body=body)
-        except (StoreRefused, StoreUnreachable) as error:
+        except StoreRefused as refused:
+            if refused.code == SESSION_FORBIDDEN:
+                await self._refused_session(session_id)
+                raise session_forbidden(session_id) from refused
+            kind = Forbidden if refused.status == 403 else RequestError
+            raise kind(
+                f"The memory store refused the conversation's metadata: {refused}", code=refused.code or None
+            ) from refused
+        except StoreUnreachable as error:
             raise self._unavailable(error) from error
 
     async def check_reader(self, session_id: str, user_id: str | None) -> None:

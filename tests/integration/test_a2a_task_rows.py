@@ -28,6 +28,7 @@ from a2a.types.a2a_pb2 import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
+from psycopg_pool import PoolClosed
 
 from kora.agent.a2a import shared as shared_module
 from kora.agent.a2a import task_rows
@@ -193,3 +194,18 @@ async def test_an_id_this_replica_generated_reads_absent_without_a_query_until_i
         assert len(shared.store._new) == shared_module.MAX_NEW_IDS
     finally:
         await shared.close()
+
+
+async def test_after_close_the_store_refuses_at_once_and_never_reopens_its_pool(memory_db):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+
+    async def one(connection: psycopg.AsyncConnection[tuple[object, ...]]) -> object:
+        row = await (await connection.execute("SELECT 1")).fetchone()
+        return row[0] if row else None
+
+    assert await shared.run(one) == 1  # the first use opens the pool (start() has not run)
+    await shared.close()
+    # A closed psycopg pool cannot be reused: refused once, not retried, and the pool stays closed.
+    with pytest.raises(PoolClosed, match="shared task store is closed"):
+        await shared.run(one)
+    assert shared.pool.closed

@@ -169,6 +169,11 @@ async def test_memory_shows_facts_per_user_and_erases_a_user_after_confirmation(
             refused = await browser.post("/memory/erase", data=form, headers={"Sec-Fetch-Site": "cross-site"})
             assert refused.status_code == 403
             assert "alice likes tea" in (await browser.get("/memory")).text
+            # No browser (no Sec-Fetch-Site) and no access token configured: any local process could erase.
+            headless = await browser.post("/memory/erase", data=form)
+            assert headless.status_code == 403
+            assert "Sec-Fetch-Site" in headless.json()["detail"]
+            assert "alice likes tea" in (await browser.get("/memory")).text
 
             erased = await browser.post("/memory/erase", data=form, headers={"Sec-Fetch-Site": "same-origin"})
             assert erased.status_code == 303
@@ -209,6 +214,18 @@ def test_the_probes_answer_without_the_access_token(guarded: str):
 def test_an_erasure_without_the_access_token_is_refused_before_anything_is_read(guarded: str):
     answer = httpx.post(f"{guarded}/memory/erase", data={"store": "default/mem", "user": "ana"}, timeout=30)
     assert answer.status_code == 401
+
+
+def test_with_the_access_token_a_client_that_is_no_browser_may_erase(guarded: str):
+    # No Sec-Fetch-Site, but the token: the erasure runs (and fails only because this console has no kora up run).
+    answer = httpx.post(
+        f"{guarded}/memory/erase",
+        data={"store": "default/mem", "user": "ana"},
+        headers={"Authorization": "Bearer s3cret"},
+        timeout=30,
+    )
+    assert answer.status_code == 502
+    assert 'role="alert"' in answer.text
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -659,12 +659,20 @@ def test_the_console_runs_kora_console_on_the_cluster_under_a_read_only_role():
     assert rule["backendRefs"] == [{"name": "kora-console", "port": 8090}]
 
 
-def test_the_console_without_a_route_asks_for_no_token_and_follows_the_watched_namespaces():
-    objects = render({"console.enabled": True, "operator.watchNamespaces": ["team-a", "team-b"]})
+def test_the_console_without_a_route_still_asks_for_its_token_and_follows_the_watched_namespaces():
+    # Its ClusterIP Service is reachable from every pod, so even unrouted every request presents the token.
+    objects = render(
+        {
+            "console.enabled": True,
+            "console.accessTokenSecret": "team-token",
+            "operator.watchNamespaces": ["team-a", "team-b"],
+        }
+    )
     assert not [o for o in objects if o["kind"] == "HTTPRoute"]
-    env = {e["name"]: e.get("value") for e in console_container(objects)["env"]}
-    assert "CONSOLE_ACCESS_TOKEN" not in env
-    assert load_console_settings({k: v for k, v in env.items() if v}).namespaces == ["team-a", "team-b"]
+    env = {e["name"]: e for e in console_container(objects)["env"]}
+    assert env["CONSOLE_ACCESS_TOKEN"]["valueFrom"] == {"secretKeyRef": {"name": "team-token", "key": "token"}}
+    plain = {name: e["value"] for name, e in env.items() if e.get("value")}
+    assert load_console_settings(plain).namespaces == ["team-a", "team-b"]
     bindings = [o for o in objects if o["kind"] == "RoleBinding" and o["metadata"]["name"] == "kora-console"]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
     assert not [o for o in objects if o["kind"] == "ClusterRoleBinding" and o["metadata"]["name"] == "kora-console"]
@@ -673,9 +681,14 @@ def test_the_console_without_a_route_asks_for_no_token_and_follows_the_watched_n
 @pytest.mark.parametrize(
     ("values", "message"),
     [
+        ({"console.enabled": True}, "console.accessTokenSecret is required when console.enabled is true"),
+        (
+            {"console.enabled": True, "console.accessTokenSecret": ""},
+            "console.accessTokenSecret is required when console.enabled is true",
+        ),
         (
             {"console.enabled": True, "console.gatewayRoute.enabled": True, "gatewayAPI.enabled": True},
-            "console.accessTokenSecret is required when console.gatewayRoute.enabled is true",
+            "console.accessTokenSecret is required when console.enabled is true",
         ),
         (
             {"console.enabled": True, "console.gatewayRoute.enabled": True, "console.accessTokenSecret": "t"},

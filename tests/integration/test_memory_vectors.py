@@ -127,6 +127,37 @@ async def test_near_duplicates_by_vector_and_words_are_kept_once(conn: Conn) -> 
     assert other.status == "stored"
 
 
+async def test_a_neighbour_outside_the_candidates_lifts_its_candidate_by_its_words(conn: Conn) -> None:
+    # User nina, oldest first. Candidates (top_k 1: 2 per way): by vector nina_2 (the query's vector) and nina_3;
+    # by words the two facts with both query words. nina_1 is neither but, stored just before nina_2, lifts it
+    # by its own score: its words alone (its vector is orthogonal to the query's).
+    q, e1, e2 = ([1.0 if i == axis else 0.0 for i in range(DIMENSION)] for axis in (0, 1, 2))
+    rows = [
+        ("nina_0a", "Nina fired pottery in the kiln.", [-x for x in q]),
+        ("nina_0b", "The kiln cracked her pottery.", [-x for x in q]),
+        ("nina_1", "Nina bought pottery supplies.", e1),
+        ("nina_2", "Nina cleaned the studio.", q),
+        (
+            "nina_3",
+            "Nina painted the fence.",
+            unit([0.1 * a + math.sqrt(0.99) * b for a, b in zip(q, e2, strict=True)]),
+        ),
+    ]
+    async with conn.cursor() as cur:
+        await cur.executemany(
+            "INSERT INTO facts (fact_id, body, body_hash, app_name, user_id, origin, embedding, created_at) "
+            "VALUES (%s, %s, %s, %s, 'nina', 'saved', %s, now() + make_interval(secs => %s))",
+            [(fact_id, body, fact_id, APP, vector, n) for n, (fact_id, body, vector) in enumerate(rows)],
+        )
+    where = recall.scope_filter("user", APP, "nina", None, "user")
+    (hit,) = await recall.recall_facts(conn, where, "pottery kiln", q, top_k=1, threshold=0.0)
+    # Word weights over the scope's 5 valid facts: pottery in 3, kiln in 2.
+    pottery, kiln = (math.log(1 + (5 - df + 0.5) / (df + 0.5)) for df in (3, 2))
+    neighbour = recall.own_score(0.0, pottery / (pottery + kiln))
+    assert hit.id == "nina_2"
+    assert hit.score == pytest.approx(recall.blend(1.0, 0.0, neighbour), abs=1e-4)
+
+
 async def _plan(conn: Conn, statement: str, params: dict[str, object]) -> str:
     row = await (await conn.execute(f"EXPLAIN (FORMAT JSON) {statement}", params)).fetchone()
     assert row is not None

@@ -15,8 +15,10 @@ import httpx
 import openai
 import pytest
 
-from kora.memory.base import TurnContext
+from kora.core.errors import Forbidden, RequestError
+from kora.memory.base import SESSION_FORBIDDEN, TurnContext
 from kora.memory.remote import RemoteMemory
+from kora.memory.wire import MAX_ID_CHARS
 from kora.scripted.script import Match, Rule, TextReply, ToolCall, ToolCallReply
 from tests.support.a2a import message_params, rpc_body
 from tests.support.agent import RunningAgent, running_agent, wait_until
@@ -330,5 +332,26 @@ async def test_rolling_summary_and_window_leave_no_turn_out(memory_db: str, mode
             # Folds run once 4 events left the client's 6-event window: at most 3 unfolded events besides it.
             assert k >= 15
             assert 6 <= len(final.events) < 6 + 4
+        finally:
+            await memory.close()
+
+
+async def test_a_refused_conversation_metadata_write_is_the_stores_refusal_not_a_503(memory_db: str) -> None:
+    async with memory_service(service_env(memory_db)) as store:
+        memory = RemoteMemory(store, "assistant", token=AGENT_TOKEN)
+        await memory.start()
+        try:
+            await memory.set_session_metadata("s1", {"topic": "cats"}, user_id="alice")
+            assert await memory.session_metadata("s1") == {"topic": "cats"}
+            # Another user's session: the 403 session_forbidden the store answered, not "unavailable".
+            with pytest.raises(Forbidden) as forbidden:
+                await memory.set_session_metadata("s1", {"topic": "dogs"}, user_id="bob")
+            assert (forbidden.value.status, forbidden.value.code) == (403, SESSION_FORBIDDEN)
+            # A session id beyond the store's bounds: its 400 and its code.
+            with pytest.raises(RequestError) as refused:
+                await memory.set_session_metadata("s" * (MAX_ID_CHARS + 1), {"topic": "cats"}, user_id="alice")
+            assert refused.value.status == 400
+            assert refused.value.code not in (None, "memory_unavailable"), refused.value.code
+            assert await memory.session_metadata("s1") == {"topic": "cats"}
         finally:
             await memory.close()

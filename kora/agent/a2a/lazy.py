@@ -52,7 +52,8 @@ def a2a_refusal(path: str, error: KoraError) -> tuple[int, object]:
 
 class LazyA2A:
     """The agent's :class:`~kora.agent.a2a.routes.A2AServer`, built by ``build(module)`` (``module`` being
-    :mod:`kora.agent.a2a.routes`) once :meth:`load` has imported it; ``server`` is ``None`` until then. The SDK is
+    :mod:`kora.agent.a2a.routes`) once :meth:`load` has imported it; ``server`` is ``None`` until then (and
+    again when it failed to start). The SDK is
     imported without the packages ``unused`` (:func:`~kora.core.imports.import_without`, e.g.
     :func:`kora.agent.state.unused_packages`)."""
 
@@ -60,6 +61,9 @@ class LazyA2A:
         self._build = build
         self._unused = unused
         self.server: A2AServer | None = None
+        # The server as built, kept for close() even when its start failed (``server`` is then None, so no
+        # request reaches it): it may hold the shared task store's pool and engine, which only its close() ends.
+        self._built: A2AServer | None = None
         self._done = asyncio.Event()
         self._error: str | None = None
 
@@ -67,7 +71,7 @@ class LazyA2A:
         """Import the SDK and build the server at once, before the server answers anything: for an agent whose A2A
         server checks its settings as it is built (the shared task store's database). Raises what the build raises
         (:class:`~kora.core.settings_errors.SettingsError` naming the setting)."""
-        self.server = self._build(import_without(ROUTES_MODULE, self._unused))
+        self.server = self._built = self._build(import_without(ROUTES_MODULE, self._unused))
 
     async def load(self) -> None:
         """Import the SDK (in a thread, so the server keeps answering) and build the server, unless
@@ -76,7 +80,7 @@ class LazyA2A:
         try:
             if self.server is None:
                 module = await asyncio.to_thread(import_without, ROUTES_MODULE, self._unused)
-                self.server = self._build(module)
+                self.server = self._built = self._build(module)
             await self.server.start()
         except Exception as error:
             self._error = f"{type(error).__name__}: {error}"
@@ -113,9 +117,10 @@ class LazyA2A:
         return await (await self.wait()).rpc_endpoint(request)
 
     async def close(self) -> None:
-        """Cancel tasks still running (server shutdown), if the server was built."""
-        if self.server is not None:
-            await self.server.close()
+        """Cancel tasks still running and close what the server holds (server shutdown), if it was built, whether
+        or not it started."""
+        if self._built is not None:
+            await self._built.close()
 
 
 class WaitingRestRoute(BaseRoute):

@@ -50,7 +50,7 @@ from a2a.server.models import Base, PushNotificationConfigModel, TaskEventModel,
 from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.tasks.database_push_notification_config_store import DatabasePushNotificationConfigStore
 from a2a.types.a2a_pb2 import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
@@ -361,6 +361,8 @@ class SharedTasks:
         #: Set while the cancel listener is connected and listening.
         self.listening = asyncio.Event()
         self._background: list[asyncio.Task[None]] = []
+        #: Set by :meth:`close`: a closed psycopg pool cannot be opened again, so :meth:`run` refuses from then on.
+        self._closed = False
 
     @classmethod
     def open(cls, url: str, lease_seconds: float, retention_seconds: float) -> SharedTasks:
@@ -380,7 +382,11 @@ class SharedTasks:
     async def run(self, work: Callable[[AsyncConnection[TupleRow]], Awaitable[_T]]) -> _T:
         """``work`` on a pooled connection (autocommit). A lost connection, a deadlock or a serialization failure is
         retried (:data:`_ATTEMPTS` in all, as the SDK's store does), the pool's idle connections checked first; no
-        connection within :data:`CONNECT_TIMEOUT_SECONDS` raises ``PoolTimeout`` at once."""
+        connection within :data:`CONNECT_TIMEOUT_SECONDS` raises ``PoolTimeout`` at once, and after :meth:`close`
+        ``PoolClosed`` at once (neither is retried). The pool is opened by the first use if :meth:`start` has not
+        run yet."""
+        if self._closed:
+            raise PoolClosed("the shared task store is closed (the agent server is shutting down)")
         if self.pool.closed:
             await self.pool.open()
         attempt = 0
@@ -389,7 +395,7 @@ class SharedTasks:
             try:
                 async with self.pool.connection() as connection:
                     return await work(connection)
-            except PoolTimeout:
+            except (PoolTimeout, PoolClosed):
                 raise
             except psycopg.OperationalError:
                 if attempt >= _ATTEMPTS:
@@ -406,7 +412,8 @@ class SharedTasks:
         ]
 
     async def close(self) -> None:
-        """Stop the background work and close the database connections."""
+        """Stop the background work and close the database connections, for good: :meth:`run` refuses after."""
+        self._closed = True
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)

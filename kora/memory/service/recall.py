@@ -148,8 +148,14 @@ async def recall_facts(
     condition, params = where.sql("f")
     pool = top_k * CANDIDATES_PER_HIT
     params |= {"q": or_query(query), "raw": query, "pool": pool, "emb": embedding}
+    # N of the words' weights, the scope's valid facts: counted once, by the statement unless the choice of
+    # vector search has counted them already.
+    scope_count = f"SELECT count(*)::float8 AS n FROM facts f WHERE f.invalidated_at IS NULL AND {condition}"
     if embedding is not None:
-        indexed = await vectors.use_index(conn, condition, params, pool)
+        valid, total = await vectors.scope_size(conn, condition, params)
+        indexed = not vectors.exact_is_cheaper(valid, total, pool)
+        params["n"] = float(valid)
+        scope_count = "SELECT %(n)s::float8 AS n"
         order = vectors.distance_order("f.embedding", "%(emb)s::vector", len(embedding), indexed)
         vector_candidates = (
             f"SELECT f.fact_id FROM facts f WHERE f.invalidated_at IS NULL AND f.embedding IS NOT NULL "
@@ -178,8 +184,7 @@ async def recall_facts(
         weights AS MATERIALIZED (
             SELECT w.lexeme, ln(1 + (total.n - count(s.fact_id) + 0.5) / (count(s.fact_id) + 0.5)) AS idf
             FROM q CROSS JOIN unnest(q.lexemes) AS w(lexeme)
-                 CROSS JOIN (SELECT count(*)::float8 AS n FROM facts f
-                             WHERE f.invalidated_at IS NULL AND {condition}) AS total
+                 CROSS JOIN ({scope_count}) AS total
                  LEFT JOIN shared s ON s.lexeme = w.lexeme
             GROUP BY w.lexeme, total.n
         ),
@@ -198,7 +203,11 @@ async def recall_facts(
             {_neighbour("after")}
             WHERE f.fact_id IN (SELECT c.fact_id FROM candidates c)
         ),
-        texts AS (SELECT coalesce(jsonb_object_agg(s.fact_id, s.text), '{{}}') AS of FROM scores s)
+        texts AS (
+            SELECT coalesce(jsonb_object_agg(s.fact_id, s.text), '{{}}') AS of FROM scores s
+            WHERE s.fact_id IN (SELECT p.fact_id FROM picked p UNION SELECT p.before_id FROM picked p
+                                UNION SELECT p.after_id FROM picked p)
+        )
         SELECT f.fact_id AS id, f.body AS text, f.session_id, f.created_at AS timestamp,
                {cosine("f")} AS cosine, coalesce((t.of ->> f.fact_id)::float8, 0.0) AS text_score,
                {cosine("b")} AS before_cosine,

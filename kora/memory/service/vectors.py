@@ -31,13 +31,13 @@ def exact_is_cheaper(rows: int, total: int, wanted: int) -> bool:
     return rows * rows <= VISIT_COST * wanted * max(total, rows)
 
 
-async def use_index(conn: Conn, condition: str, params: dict[str, object], wanted: int) -> bool:
-    """Whether a search for the ``wanted`` nearest facts matching ``condition`` (on alias ``f``, with ``params``)
-    should go through the HNSW index rather than sort the filter's facts exactly.
+async def scope_size(conn: Conn, condition: str, params: dict[str, object]) -> tuple[int, int]:
+    """``(valid, total)``: the count of valid facts matching ``condition`` (on alias ``f``, with ``params``) and
+    the planner's estimate of the table's size.
 
-    One query: the filter's count of valid facts and the planner's estimate of the table's size. The count leaves
-    out whether each fact has an embedding: so it is answered from the btree index alone (an index-only scan),
-    where reading every row of a large filter would cost as much as the search it is meant to spare.
+    One query. The count leaves out whether each fact has an embedding: so it is answered from the btree index
+    alone (an index-only scan), where reading every row of a large filter would cost as much as the search it is
+    meant to spare.
     """
     cur = await conn.execute(
         f"SELECT (SELECT count(*) FROM facts f WHERE f.invalidated_at IS NULL AND {condition}), "
@@ -45,7 +45,13 @@ async def use_index(conn: Conn, condition: str, params: dict[str, object], wante
         params,
     )
     row = await cur.fetchone()
-    rows, total = (int(row[0]), int(row[1])) if row else (0, 0)
+    return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+async def use_index(conn: Conn, condition: str, params: dict[str, object], wanted: int) -> bool:
+    """Whether a search for the ``wanted`` nearest facts matching ``condition`` (on alias ``f``, with ``params``)
+    should go through the HNSW index rather than sort the filter's facts exactly (:func:`scope_size`)."""
+    rows, total = await scope_size(conn, condition, params)
     return not exact_is_cheaper(rows, total, wanted)
 
 

@@ -8,6 +8,8 @@ through Services and cluster DNS.
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import openai
 import pytest
@@ -116,12 +118,23 @@ def test_multi_agent_delegates_from_pod_to_pod_through_services_and_cluster_dns(
 def test_the_charts_console_shows_the_cluster_and_follows_a_delegation_into_the_peers_pod(kora: KoraOnNode) -> None:
     # The chart's console in its pod: Kora's resources from the API server under its own role, and sessions read
     # in the agents' pods through their Services with the operator tokens of the credentials Secrets.
+    kora.namespace(OPERATOR_NAMESPACE)
+    token_secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "kora-console-token", "namespace": OPERATOR_NAMESPACE},
+        "stringData": {"token": "console-e2e-token"},
+    }
+    kora.kubectl("apply", "-f", "-", stdin=json.dumps(token_secret))
+    auth = {"Authorization": "Bearer console-e2e-token"}
     kora.values["console.enabled"] = True
+    kora.values["console.accessTokenSecret"] = "kora-console-token"
     try:
         kora.install()
         namespace = apply_example(kora, "multi-agent")
         console = kora.service_url(f"{RELEASE}-console", OPERATOR_NAMESPACE)
-        state = httpx.get(f"{console}/api/state", timeout=60).json()
+        assert httpx.get(f"{console}/api/state", timeout=60).status_code == 401
+        state = httpx.get(f"{console}/api/state", headers=auth, timeout=60).json()
         assert state["error"] is None, state
         shown = {(r["namespace"], r["kind"], r["name"]): r for r in state["resources"]}
         coordinator = shown[(namespace, "Agent", "coordinator")]
@@ -135,18 +148,24 @@ def test_the_charts_console_shows_the_cluster_and_follows_a_delegation_into_the_
         assert answer == "The math specialist says: 6 times 7 is 42."
 
         def listed() -> bool:
-            page = httpx.get(f"{console}/sessions", params={"agent": f"{namespace}/coordinator"}, timeout=60)
+            page = httpx.get(
+                f"{console}/sessions", params={"agent": f"{namespace}/coordinator"}, headers=auth, timeout=60
+            )
             return session in page.text
 
         wait_for(listed, "the coordinator's session listed by the console", within=60)
         followed = httpx.get(
-            f"{console}/sessions/{namespace}/coordinator/{session}/delegated/math", timeout=60, follow_redirects=True
+            f"{console}/sessions/{namespace}/coordinator/{session}/delegated/math",
+            headers=auth,
+            timeout=60,
+            follow_redirects=True,
         )
         assert followed.status_code == 200
         assert "task_delegation_received" in followed.text, followed.text
         assert "6 times 7 is 42." in followed.text
     finally:
         kora.values.pop("console.enabled", None)
+        kora.values.pop("console.accessTokenSecret", None)
         kora.install()
 
 

@@ -99,6 +99,9 @@ start-up (kora/operator/settings.py); failing here says so at `helm install`, in
 {{- $_ := required "gatewayAPI.internalURL is required when security.strictGatewayApi.enabled is true: the in-cluster URL of the Gateway, which workloads call each other through" $gw.internalURL -}}
 {{- end -}}
 {{- $console := .Values.console -}}
+{{- if $console.enabled -}}
+{{- $_ := required "console.accessTokenSecret is required when console.enabled is true: the console shows every user's sessions and memory and can erase users, and its ClusterIP Service is reachable from every pod, so it asks for the token in that Secret (key token)" $console.accessTokenSecret -}}
+{{- end -}}
 {{- if $console.gatewayRoute.enabled -}}
 {{- if not $console.enabled -}}
 {{- fail "console.gatewayRoute.enabled needs console.enabled=true (there is no console to route to)" -}}
