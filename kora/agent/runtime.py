@@ -433,6 +433,8 @@ class AgentRuntime:
         """Reject the calls of ``paused`` still waiting and resume the turn (its answer is stored; a surface that
         left a :attr:`PausedTurn.resumer` resumes it its own way)."""
         paused.timer = None
+        if self.approvals.paused_turn(paused.approvals[0].id) is not paused:
+            return  # forgotten with its erased session or user meanwhile
         seconds = self.settings.tool_approval_timeout_seconds
         reason = f"nobody approved the call within {seconds:g} seconds"
         for approval in paused.approvals:

@@ -113,6 +113,16 @@ class AgentState:
         """What ``/ready`` reports without failing: e.g. ``memory: degraded`` while a soft-mode store is away."""
         return self.memory.status().details
 
+    async def forget_session(self, session_id: str) -> None:
+        """Before ``session_id`` is erased: drop its calls waiting for approval without resuming their turn."""
+        if self.runtime is not None:
+            self.runtime.approvals.forget_session(session_id)
+
+    async def forget_user(self, user_id: str) -> None:
+        """Before ``user_id`` is erased: drop their calls waiting for approval without resuming their turns."""
+        if self.runtime is not None:
+            self.runtime.approvals.forget_user(user_id)
+
     async def close(self) -> None:
         """Wait for the start-up to end, stop the runtime if it started, then close the memory (server
         shutdown)."""

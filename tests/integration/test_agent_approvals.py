@@ -25,7 +25,7 @@ from kora.scripted import TextReply, ToolCall, ToolCallReply
 from kora.scripted.model import ScriptedModel
 from kora.scripted.model import create_app as create_model_app
 from tests.support.a2a import sdk_client, user_message
-from tests.support.agent import RunningAgent, mcp_app, running_agent, wait_until
+from tests.support.agent import OPERATOR, RunningAgent, mcp_app, running_agent, wait_until
 from tests.support.processes import clean_env, kora_process, prometheus
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
@@ -655,3 +655,40 @@ async def test_chat_a_decision_the_agent_no_longer_knows_is_refused_not_shown_to
         assert unknown.value.code == "approval_unknown"
     assert RAN == []
     assert len(model.requests) == 1
+
+
+def waiting_for_operator(agent: RunningAgent) -> list[dict[str, Any]]:
+    answer = httpx.get(f"{agent.url}/approvals", headers=OPERATOR, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return list(answer.json()["approvals"])
+
+
+async def test_erasing_a_session_or_a_user_forgets_their_waiting_calls(model):
+    """An erased session's or user's waiting calls are no longer listed, and their expiry resumes nothing: the
+    erased session stays empty. A later session's expiry is what the test waits on (its timer fires after the
+    erased ones would have)."""
+    model.enqueue(
+        *[ToolCallReply([ToolCall("add", {"a": i, "b": 2})]) for i in range(4)], "Nobody answered the kept one."
+    )
+    async with calc_agent(model, TOOL_APPROVAL_TIMEOUT_SECONDS="10") as agent:
+        ask(agent, "gone-session", user="alice")
+        ask(agent, "gone-user", user="bob")
+        conversation = httpx.post(f"{agent.url}/v1/conversations", json={}, headers={USER: "carol"}, timeout=30)
+        ask(agent, conversation.json()["id"], user="carol")
+        ask(agent, "kept", user="dave")
+        assert len(waiting_for_operator(agent)) == 4
+
+        erased = [
+            httpx.delete(f"{agent.url}/memory/sessions/gone-session", headers=OPERATOR, timeout=30),
+            httpx.delete(f"{agent.url}/memory/users/bob", headers=OPERATOR, timeout=30),
+            httpx.delete(f"{agent.url}/v1/conversations/{conversation.json()['id']}", headers={USER: "carol"}),
+        ]
+        assert [r.status_code for r in erased] == [200, 200, 200], [r.text for r in erased]
+        assert [a["session_id"] for a in waiting_for_operator(agent)] == ["kept"]
+
+        wait_until(lambda: "agent_response" in agent.event_types("kept"), 60, "the kept session's expired turn")
+        assert len(model.requests) == 5  # four pauses, one resumed turn: the kept one
+        for session in ("gone-session", "gone-user", conversation.json()["id"]):
+            assert agent.events(session) == []
+        assert waiting_for_operator(agent) == []
+        assert RAN == []

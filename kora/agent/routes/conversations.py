@@ -121,6 +121,7 @@ def add_conversation_routes(router: APIRouter, state: AgentState) -> None:
     @router.delete("/v1/conversations/{conversation_id}")
     async def delete_conversation(request: Request, conversation_id: str) -> Response:
         await held(request, conversation_id)
+        await state.forget_session(conversation_id)
         await memory.erase_session(conversation_id)
         return JSONResponse({"id": conversation_id, "object": "conversation.deleted", "deleted": True})
 

@@ -193,6 +193,7 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         if (background.running(response_id) or stored_response(response_id, stored)) is None:
             raise response_not_found(response_id)
         await background.cancel_session(session_id)  # a turn still running would store into the erased session
+        await state.forget_session(session_id)
         # A response is a turn of its session, and a session's events are erased together: deleting it erases
         # the conversation it belongs to (every response chained with it). Its own events alone are no erasure:
         # the memory service folds older events into the session's rolling summary and extracts facts from them,
