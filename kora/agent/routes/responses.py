@@ -62,7 +62,6 @@ from kora.agent.responses_api import (
     stored_response,
     turn_events,
 )
-from kora.agent.routes.background import BackgroundResponses
 from kora.agent.routes.chat import chat_turn, event_stream, requested_session, waiting
 from kora.agent.routes.queries import PAGE_PARAMS, page, refuse_query
 from kora.agent.state import AgentState
@@ -81,7 +80,7 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
     """Add ``POST /v1/responses``, ``GET`` / ``DELETE /v1/responses/{id}``, ``GET /v1/responses/{id}/input_items``
     and ``POST /v1/responses/{id}/cancel`` to ``router``, serving turns with ``state``'s runtime and memory."""
     agent_name = state.settings.agent_name
-    background = BackgroundResponses(state.memory)
+    background = state.background
 
     @router.post("/v1/responses")
     async def create_response(request: Request) -> Response:
@@ -192,8 +191,7 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         session_id, stored = await held(request, response_id)
         if (background.running(response_id) or stored_response(response_id, stored)) is None:
             raise response_not_found(response_id)
-        await background.cancel_session(session_id)  # a turn still running would store into the erased session
-        await state.forget_session(session_id)
+        await state.forget_session(session_id)  # a turn still running would store into the erased session
         # A response is a turn of its session, and a session's events are erased together: deleting it erases
         # the conversation it belongs to (every response chained with it). Its own events alone are no erasure:
         # the memory service folds older events into the session's rolling summary and extracts facts from them,
