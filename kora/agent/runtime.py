@@ -36,7 +36,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -468,6 +468,30 @@ class AgentRuntime:
                 f"The session waits for decisions on tool calls: {waiting}. Decide them first.",
                 code="approval_pending",
             )
+
+    def refuse_unknown_decisions(self, turn: TurnRequest, calls: Mapping[str, str]) -> None:
+        """Raise :class:`ApprovalConflict` (409, code ``approval_unknown``) when a tool result of ``turn`` answers a
+        call of the agent's own tool that needs approval (``calls``: the session's unanswered calls, tool call id
+        -> tool name) while no paused turn waits on it: the agent forgot it (a restart), and the result, a
+        decision, would reach the model as the tool's output."""
+        if not turn.tool_results:
+            return
+        clients = {tool.name for tool in turn.client_tools}
+        paused = self.approvals.in_session(turn.session_id)
+        known = {a.tool_call_id for a in paused.approvals} if paused is not None else set()
+        for result in turn.tool_results:
+            name = calls.get(result.tool_call_id)
+            if name is None or name in clients or result.tool_call_id in known:
+                continue
+            if self.approvals.decided_call(turn.session_id, result.tool_call_id) is not None:
+                continue
+            source, slash, tool = self.loop.approval_target(name).partition("/")
+            if slash and self.loop.approval.requires(source, tool):
+                raise ApprovalConflict(
+                    f"The call '{result.tool_call_id}' of '{name}' no longer waits for approval: this agent does not "
+                    "know it (it restarted since).",
+                    code="approval_unknown",
+                )
 
     def refuse_decided(self, session_id: str, call_ids: list[str], user_id: str | None) -> None:
         """Raise :class:`ApprovalConflict` (409) when one of ``call_ids`` in ``session_id`` is a call decided

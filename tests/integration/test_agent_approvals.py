@@ -21,6 +21,7 @@ from a2a.utils.errors import A2AError, InvalidParamsError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 
 from kora.core.net import free_port
+from kora.memory import LocalMemory, Memory
 from kora.scripted import TextReply, ToolCall, ToolCallReply
 from kora.scripted.model import ScriptedModel
 from kora.scripted.model import create_app as create_model_app
@@ -54,13 +55,21 @@ def _fresh_ledger() -> None:
 
 
 @asynccontextmanager
-async def calc_agent(model: ScriptedModelServer, **env: str) -> AsyncIterator[RunningAgent]:
-    """An agent on ``model`` with the ``calc`` tool server (``add`` needs approval, ``lookup`` does not)."""
+async def calc_agent(
+    model: ScriptedModelServer, memory: Memory | None = None, **env: str
+) -> AsyncIterator[RunningAgent]:
+    """An agent on ``model`` with the ``calc`` tool server (``add`` needs approval, ``lookup`` does not), serving
+    ``memory`` when given."""
     env = {"TOOL_APPROVAL_REQUIRED": "calc/add", **env}
     async with (
         ThreadedServer(mcp_app("calc", [add, lookup]), name="calc", lifespan="on") as calc,
         running_agent(
-            model, MCP_SERVERS="calc", MCP_SERVER_CALC_URL=calc.root_url, AUTH_TRUSTED_USER_HEADER=USER, **env
+            model,
+            memory=memory,
+            MCP_SERVERS="calc",
+            MCP_SERVER_CALC_URL=calc.root_url,
+            AUTH_TRUSTED_USER_HEADER=USER,
+            **env,
         ) as agent,
     ):
         yield agent
@@ -692,3 +701,24 @@ async def test_erasing_a_session_or_a_user_forgets_their_waiting_calls(model):
             assert agent.events(session) == []
         assert waiting_for_operator(agent) == []
         assert RAN == []
+
+
+async def test_responses_a_decision_the_agent_no_longer_knows_is_refused_not_shown_to_the_model(model):
+    """As over Chat Completions: after a restart (the same memory, the waiting calls forgotten), a
+    ``function_call_output`` deciding a call that waited is a 409, and nothing reaches the model."""
+    memory = LocalMemory()
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]))
+    async with calc_agent(model, memory) as agent:
+        first = agent.openai().responses.create(model="a", input="add them")
+    [item] = first.output
+    decision = {"type": "function_call_output", "call_id": item.call_id, "output": '{"decision": "approve"}'}
+    async with calc_agent(model, memory) as restarted:
+        client = restarted.openai()
+        for background in (False, True):
+            with pytest.raises(openai.ConflictError) as unknown:
+                client.responses.create(
+                    model="a", previous_response_id=first.id, input=[decision], background=background
+                )
+            assert unknown.value.code == "approval_unknown"
+    assert RAN == []
+    assert len(model.requests) == 1

@@ -98,8 +98,9 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
             stored = await state.memory.get_session_events(session_id, limit=_EVENTS_LOOKED_UP)
             if previous is not None and latest_response(stored) != previous:  # else the whole session says why
                 check_previous(await state.memory.get_session_events(session_id), previous)
+            unanswered = pending_calls(stored)
             with responses_params():
-                parsed = parse_chat_body(chat_body(body, pending_calls(stored)))
+                parsed = parse_chat_body(chat_body(body, unanswered))
                 turn = chat_turn(parsed, request, identity)
                 runtime.check(turn)
             if conversation is not None:
@@ -107,6 +108,7 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
             if store:  # as every stored turn opens its session (a remote store learns who continues it)
                 await open_session(state.memory, session_id, agent_name, identity)
         else:
+            unanswered = []
             with responses_params():
                 parsed = parse_chat_body(chat_body(body))
                 turn = chat_turn(parsed, request, identity)
@@ -124,6 +126,8 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         events = ResponseEvents(fields)
         turn = replace(turn, session_id=session_id, response=ResponseRecord(events.id, fields, store))
         headers = {SESSION_HEADER: session_id}
+        # Results for calls Kora said wait for approval, which it no longer knows: refused, not shown to the model.
+        runtime.refuse_unknown_decisions(turn, {call.tool_call_id: call.name for call in unanswered})
         if fields["background"] is True:
             if not fields["store"]:
                 raise RequestError(
