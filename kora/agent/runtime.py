@@ -205,6 +205,8 @@ class AgentRuntime:
 
     async def _run(self, turn: TurnRequest, span: TurnSpan | None, resume: PausedTurn | None) -> TurnOutcome:
         async with self._locks.hold(turn.session_id):
+            if resume is None:  # again: a turn that waited for the lock may have paused meanwhile
+                self.check_not_waiting(turn.session_id)
             progress = _Progress(budget=self.budget(turn))
             try:
                 turn, messages, prompt_at = await self._opened(turn, resume)
@@ -295,6 +297,8 @@ class AgentRuntime:
         tool_steps: bool,
     ) -> AsyncGenerator[str | ToolStep | TurnOutcome]:
         async with self._locks.hold(turn.session_id):
+            if resume is None:  # again: a turn that waited for the lock may have paused meanwhile
+                self.check_not_waiting(turn.session_id)
             recorded = False
             progress = _Progress(budget=self.budget(turn))
             try:

@@ -20,13 +20,15 @@ from a2a.types.a2a_pb2 import GetTaskRequest, Message, Role, SendMessageRequest,
 from a2a.utils.errors import A2AError, InvalidParamsError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 
+from kora.agent.turn import TurnRequest
+from kora.core.errors import ApprovalConflict
 from kora.core.net import free_port
 from kora.memory import LocalMemory, Memory
 from kora.scripted import TextReply, ToolCall, ToolCallReply
 from kora.scripted.model import ScriptedModel
 from kora.scripted.model import create_app as create_model_app
 from tests.support.a2a import sdk_client, user_message
-from tests.support.agent import OPERATOR, RunningAgent, mcp_app, running_agent, wait_until
+from tests.support.agent import OPERATOR, RunningAgent, agent_runtime, mcp_app, running_agent, wait_until
 from tests.support.processes import clean_env, kora_process, prometheus
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
@@ -722,3 +724,30 @@ async def test_responses_a_decision_the_agent_no_longer_knows_is_refused_not_sho
             assert unknown.value.code == "approval_unknown"
     assert RAN == []
     assert len(model.requests) == 1
+
+
+async def test_a_turn_queued_behind_one_that_pauses_is_refused_once_it_gets_the_session(model):
+    """A second turn of the session passes the first check while the first turn runs, waits for the session's
+    lock, and is refused (409 ``approval_pending``) once it gets it, because the first paused meanwhile."""
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})], delay_seconds=10))
+    async with ThreadedServer(mcp_app("calc", [add, lookup]), name="calc", lifespan="on") as calc:
+        runtime = agent_runtime(
+            model, MCP_SERVERS="calc", MCP_SERVER_CALC_URL=calc.root_url, TOOL_APPROVAL_REQUIRED="calc/add"
+        )
+        await runtime.start()
+        try:
+            first = asyncio.create_task(runtime.run(TurnRequest("q", "add them")))
+            # The first turn holds the session's lock while the model answers.
+            await asyncio.to_thread(wait_until, lambda: bool(model.requests), 60, "the first turn asking the model")
+            second = asyncio.create_task(runtime.run(TurnRequest("q", "something else")))
+            await asyncio.sleep(0)  # its first check ran (nothing waits yet); it now waits for the lock
+            assert not second.done()
+            paused = await first
+            assert paused.finish_reason == "tool_calls"
+            with pytest.raises(ApprovalConflict) as refused:
+                await second
+            assert refused.value.code == "approval_pending"
+            assert len(model.requests) == 1
+            assert [a.tool_name for a in runtime.approvals.pending("q")] == ["add"]
+        finally:
+            await runtime.close()
