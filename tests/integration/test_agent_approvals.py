@@ -751,3 +751,17 @@ async def test_a_turn_queued_behind_one_that_pauses_is_refused_once_it_gets_the_
             assert [a.tool_name for a in runtime.approvals.pending("q")] == ["add"]
         finally:
             await runtime.close()
+
+
+async def test_a_conversation_waiting_for_a_decision_takes_no_new_items(model):
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "Done.")
+    async with calc_agent(model) as agent:
+        conversation = agent.openai().conversations.create()
+        ask(agent, conversation.id)
+        item = {"type": "message", "role": "user", "content": "meanwhile"}
+        added = httpx.post(f"{agent.url}/v1/conversations/{conversation.id}/items", json={"items": [item]})
+        assert added.status_code == 409, added.text
+        assert added.json()["error"]["code"] == "approval_pending"
+        assert agent.event_types(conversation.id) == ["user_message", "tool_call"]
+        [approval] = pending(agent, session_id=conversation.id)
+        assert decide(agent, approval["id"], {"decision": "approve"}).json()["turn"]["text"] == "Done."
