@@ -99,6 +99,7 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
         try:
             yield
         finally:
+            await state.background.close()  # their cancellations are stored before the memory closes
             await a2a.close()
             await state.close()
 

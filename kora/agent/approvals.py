@@ -215,3 +215,27 @@ class ApprovalStore:
         """A decided approval (of a turn that resumed) of call ``tool_call_id`` in ``session_id``, if kept."""
         approval_id = self._decided_calls.get((session_id, tool_call_id))
         return self._decided.get(approval_id) if approval_id is not None else None
+
+    def forget_session(self, session_id: str) -> None:
+        """Drop every approval of ``session_id``, waiting or decided, without resuming its turn (the session is
+        being erased: nothing of it may be listed, nor written into it afterwards). Cancels the turn's expiry."""
+        self._forget(lambda approval: approval.session_id == session_id)
+
+    def forget_user(self, user_id: str) -> None:
+        """Drop every approval of ``user_id``'s turns, as :meth:`forget_session` (the user is being erased)."""
+        self._forget(lambda approval: approval.user_id == user_id)
+
+    def _forget(self, chosen: Callable[[PendingApproval], bool]) -> None:
+        for paused in self.paused_turns():
+            if any(chosen(a) for a in paused.approvals):
+                if paused.timer is not None:
+                    paused.timer.cancel()
+                    paused.timer = None
+                if self._sessions.get(paused.turn.session_id) is paused:
+                    del self._sessions[paused.turn.session_id]
+                for approval in paused.approvals:
+                    self._turns.pop(approval.id, None)
+        for approval_id, approval in list(self._decided.items()):
+            if chosen(approval):
+                del self._decided[approval_id]
+                self._decided_calls.pop((approval.session_id, approval.tool_call_id), None)

@@ -36,7 +36,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -205,6 +205,8 @@ class AgentRuntime:
 
     async def _run(self, turn: TurnRequest, span: TurnSpan | None, resume: PausedTurn | None) -> TurnOutcome:
         async with self._locks.hold(turn.session_id):
+            if resume is None:  # again: a turn that waited for the lock may have paused meanwhile
+                self.check_not_waiting(turn.session_id)
             progress = _Progress(budget=self.budget(turn))
             try:
                 turn, messages, prompt_at = await self._opened(turn, resume)
@@ -295,6 +297,8 @@ class AgentRuntime:
         tool_steps: bool,
     ) -> AsyncGenerator[str | ToolStep | TurnOutcome]:
         async with self._locks.hold(turn.session_id):
+            if resume is None:  # again: a turn that waited for the lock may have paused meanwhile
+                self.check_not_waiting(turn.session_id)
             recorded = False
             progress = _Progress(budget=self.budget(turn))
             try:
@@ -433,6 +437,8 @@ class AgentRuntime:
         """Reject the calls of ``paused`` still waiting and resume the turn (its answer is stored; a surface that
         left a :attr:`PausedTurn.resumer` resumes it its own way)."""
         paused.timer = None
+        if self.approvals.paused_turn(paused.approvals[0].id) is not paused:
+            return  # forgotten with its erased session or user meanwhile
         seconds = self.settings.tool_approval_timeout_seconds
         reason = f"nobody approved the call within {seconds:g} seconds"
         for approval in paused.approvals:
@@ -466,6 +472,30 @@ class AgentRuntime:
                 f"The session waits for decisions on tool calls: {waiting}. Decide them first.",
                 code="approval_pending",
             )
+
+    def refuse_unknown_decisions(self, turn: TurnRequest, calls: Mapping[str, str]) -> None:
+        """Raise :class:`ApprovalConflict` (409, code ``approval_unknown``) when a tool result of ``turn`` answers a
+        call of the agent's own tool that needs approval (``calls``: the session's unanswered calls, tool call id
+        -> tool name) while no paused turn waits on it: the agent forgot it (a restart), and the result, a
+        decision, would reach the model as the tool's output."""
+        if not turn.tool_results:
+            return
+        clients = {tool.name for tool in turn.client_tools}
+        paused = self.approvals.in_session(turn.session_id)
+        known = {a.tool_call_id for a in paused.approvals} if paused is not None else set()
+        for result in turn.tool_results:
+            name = calls.get(result.tool_call_id)
+            if name is None or name in clients or result.tool_call_id in known:
+                continue
+            if self.approvals.decided_call(turn.session_id, result.tool_call_id) is not None:
+                continue
+            source, slash, tool = self.loop.approval_target(name).partition("/")
+            if slash and self.loop.approval.requires(source, tool):
+                raise ApprovalConflict(
+                    f"The call '{result.tool_call_id}' of '{name}' no longer waits for approval: this agent does not "
+                    "know it (it restarted since).",
+                    code="approval_unknown",
+                )
 
     def refuse_decided(self, session_id: str, call_ids: list[str], user_id: str | None) -> None:
         """Raise :class:`ApprovalConflict` (409) when one of ``call_ids`` in ``session_id`` is a call decided

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kora.agent.identity import IdentityResolver
+from kora.agent.routes.background import BackgroundResponses
 from kora.agent.settings import AgentSettings
 from kora.core.errors import Unavailable
 from kora.core.imports import import_without
@@ -57,6 +58,8 @@ class AgentState:
         self.memory = memory
         self.identity = IdentityResolver(settings)
         self.runtime: AgentRuntime | None = None
+        #: The background responses (``POST /v1/responses`` with ``background: true``) running in this process.
+        self.background = BackgroundResponses(memory)
         self._before: Callable[[], Awaitable[None]] | None = None
         self.lifecycle = Lifecycle(self._start, STARTUP_TEXT)
 
@@ -124,6 +127,20 @@ class AgentState:
     def details(self) -> dict[str, str]:
         """What ``/ready`` reports without failing: e.g. ``memory: degraded`` while a soft-mode store is away."""
         return self.memory.status().details
+
+    async def forget_session(self, session_id: str) -> None:
+        """Before ``session_id`` is erased: cancel its background responses running here, then drop its calls
+        waiting for approval without resuming their turn (nothing of it is written afterwards)."""
+        await self.background.cancel_session(session_id)
+        if self.runtime is not None:
+            self.runtime.approvals.forget_session(session_id)
+
+    async def forget_user(self, user_id: str) -> None:
+        """Before ``user_id`` is erased: cancel their background responses running here, then drop their calls
+        waiting for approval without resuming their turns."""
+        await self.background.cancel_user(user_id)
+        if self.runtime is not None:
+            self.runtime.approvals.forget_user(user_id)
 
     async def close(self) -> None:
         """Wait for the start-up to end, stop the runtime if it started, then close the memory (server

@@ -9,6 +9,7 @@ command, except under CI, where that fails.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -256,5 +257,28 @@ def test_a_waiting_agent_shows_its_phase_and_why_on_the_graph_and_in_the_chat(tm
 
         page.get_by_role("link", name="Chat").click()
         expect(page.get_by_role("alert")).to_contain_text("assistant is Waiting: waiting for MCPServer/tools (Failed).")
+    finally:
+        stop(up)
+
+
+def test_a_chat_run_paused_for_approval_names_each_waiting_call(tmp_path: Path, page):
+    from playwright.sync_api import expect
+
+    quickstart = (Path(__file__).resolve().parents[2] / "examples" / "quickstart" / "kora.yaml").read_text()
+    manifest = tmp_path / "approvals.yaml"
+    approval = "    toolApproval:\n      required: [tools/add]\n"
+    manifest.write_text(quickstart.replace("    agenticLoop:\n", approval + "    agenticLoop:\n", 1))
+    up: Up = start_up(str(manifest), tmp_path)
+    try:
+        up.all_ready()
+        page.goto(f"{up.gateway}/")
+        page.get_by_role("link", name="Chat").click()
+        page.get_by_label("Message").fill("what is 2 plus 3")
+        page.get_by_role("button", name="Send").click()
+        expect(page.get_by_role("status")).to_have_text("Waiting for approval.")
+        waiting = page.locator("#transcript .turn.approval")
+        expect(waiting.locator(".approval strong")).to_have_text("add")
+        expect(waiting.locator(".approval code")).to_have_text(re.compile(r"^appr_[0-9a-f]{32}$"))
+        shot(page, "console-chat-approval")
     finally:
         stop(up)

@@ -20,12 +20,15 @@ from a2a.types.a2a_pb2 import GetTaskRequest, Message, Role, SendMessageRequest,
 from a2a.utils.errors import A2AError, InvalidParamsError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 
+from kora.agent.turn import TurnRequest
+from kora.core.errors import ApprovalConflict
 from kora.core.net import free_port
+from kora.memory import LocalMemory, Memory
 from kora.scripted import TextReply, ToolCall, ToolCallReply
 from kora.scripted.model import ScriptedModel
 from kora.scripted.model import create_app as create_model_app
 from tests.support.a2a import sdk_client, user_message
-from tests.support.agent import RunningAgent, mcp_app, running_agent, wait_until
+from tests.support.agent import OPERATOR, RunningAgent, agent_runtime, mcp_app, running_agent, wait_until
 from tests.support.processes import clean_env, kora_process, prometheus
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
@@ -54,13 +57,21 @@ def _fresh_ledger() -> None:
 
 
 @asynccontextmanager
-async def calc_agent(model: ScriptedModelServer, **env: str) -> AsyncIterator[RunningAgent]:
-    """An agent on ``model`` with the ``calc`` tool server (``add`` needs approval, ``lookup`` does not)."""
+async def calc_agent(
+    model: ScriptedModelServer, memory: Memory | None = None, **env: str
+) -> AsyncIterator[RunningAgent]:
+    """An agent on ``model`` with the ``calc`` tool server (``add`` needs approval, ``lookup`` does not), serving
+    ``memory`` when given."""
     env = {"TOOL_APPROVAL_REQUIRED": "calc/add", **env}
     async with (
         ThreadedServer(mcp_app("calc", [add, lookup]), name="calc", lifespan="on") as calc,
         running_agent(
-            model, MCP_SERVERS="calc", MCP_SERVER_CALC_URL=calc.root_url, AUTH_TRUSTED_USER_HEADER=USER, **env
+            model,
+            memory=memory,
+            MCP_SERVERS="calc",
+            MCP_SERVER_CALC_URL=calc.root_url,
+            AUTH_TRUSTED_USER_HEADER=USER,
+            **env,
         ) as agent,
     ):
         yield agent
@@ -655,3 +666,102 @@ async def test_chat_a_decision_the_agent_no_longer_knows_is_refused_not_shown_to
         assert unknown.value.code == "approval_unknown"
     assert RAN == []
     assert len(model.requests) == 1
+
+
+def waiting_for_operator(agent: RunningAgent) -> list[dict[str, Any]]:
+    answer = httpx.get(f"{agent.url}/approvals", headers=OPERATOR, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return list(answer.json()["approvals"])
+
+
+async def test_erasing_a_session_or_a_user_forgets_their_waiting_calls(model):
+    """An erased session's or user's waiting calls are no longer listed, and their expiry resumes nothing: the
+    erased session stays empty. A later session's expiry is what the test waits on (its timer fires after the
+    erased ones would have)."""
+    model.enqueue(
+        *[ToolCallReply([ToolCall("add", {"a": i, "b": 2})]) for i in range(4)], "Nobody answered the kept one."
+    )
+    async with calc_agent(model, TOOL_APPROVAL_TIMEOUT_SECONDS="10") as agent:
+        ask(agent, "gone-session", user="alice")
+        ask(agent, "gone-user", user="bob")
+        conversation = httpx.post(f"{agent.url}/v1/conversations", json={}, headers={USER: "carol"}, timeout=30)
+        ask(agent, conversation.json()["id"], user="carol")
+        ask(agent, "kept", user="dave")
+        assert len(waiting_for_operator(agent)) == 4
+
+        erased = [
+            httpx.delete(f"{agent.url}/memory/sessions/gone-session", headers=OPERATOR, timeout=30),
+            httpx.delete(f"{agent.url}/memory/users/bob", headers=OPERATOR, timeout=30),
+            httpx.delete(f"{agent.url}/v1/conversations/{conversation.json()['id']}", headers={USER: "carol"}),
+        ]
+        assert [r.status_code for r in erased] == [200, 200, 200], [r.text for r in erased]
+        assert [a["session_id"] for a in waiting_for_operator(agent)] == ["kept"]
+
+        wait_until(lambda: "agent_response" in agent.event_types("kept"), 60, "the kept session's expired turn")
+        assert len(model.requests) == 5  # four pauses, one resumed turn: the kept one
+        for session in ("gone-session", "gone-user", conversation.json()["id"]):
+            assert agent.events(session) == []
+        assert waiting_for_operator(agent) == []
+        assert RAN == []
+
+
+async def test_responses_a_decision_the_agent_no_longer_knows_is_refused_not_shown_to_the_model(model):
+    """As over Chat Completions: after a restart (the same memory, the waiting calls forgotten), a
+    ``function_call_output`` deciding a call that waited is a 409, and nothing reaches the model."""
+    memory = LocalMemory()
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]))
+    async with calc_agent(model, memory) as agent:
+        first = agent.openai().responses.create(model="a", input="add them")
+    [item] = first.output
+    decision = {"type": "function_call_output", "call_id": item.call_id, "output": '{"decision": "approve"}'}
+    async with calc_agent(model, memory) as restarted:
+        client = restarted.openai()
+        for background in (False, True):
+            with pytest.raises(openai.ConflictError) as unknown:
+                client.responses.create(
+                    model="a", previous_response_id=first.id, input=[decision], background=background
+                )
+            assert unknown.value.code == "approval_unknown"
+    assert RAN == []
+    assert len(model.requests) == 1
+
+
+async def test_a_turn_queued_behind_one_that_pauses_is_refused_once_it_gets_the_session(model):
+    """A second turn of the session passes the first check while the first turn runs, waits for the session's
+    lock, and is refused (409 ``approval_pending``) once it gets it, because the first paused meanwhile."""
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})], delay_seconds=10))
+    async with ThreadedServer(mcp_app("calc", [add, lookup]), name="calc", lifespan="on") as calc:
+        runtime = agent_runtime(
+            model, MCP_SERVERS="calc", MCP_SERVER_CALC_URL=calc.root_url, TOOL_APPROVAL_REQUIRED="calc/add"
+        )
+        await runtime.start()
+        try:
+            first = asyncio.create_task(runtime.run(TurnRequest("q", "add them")))
+            # The first turn holds the session's lock while the model answers.
+            await asyncio.to_thread(wait_until, lambda: bool(model.requests), 60, "the first turn asking the model")
+            second = asyncio.create_task(runtime.run(TurnRequest("q", "something else")))
+            await asyncio.sleep(0)  # its first check ran (nothing waits yet); it now waits for the lock
+            assert not second.done()
+            paused = await first
+            assert paused.finish_reason == "tool_calls"
+            with pytest.raises(ApprovalConflict) as refused:
+                await second
+            assert refused.value.code == "approval_pending"
+            assert len(model.requests) == 1
+            assert [a.tool_name for a in runtime.approvals.pending("q")] == ["add"]
+        finally:
+            await runtime.close()
+
+
+async def test_a_conversation_waiting_for_a_decision_takes_no_new_items(model):
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "Done.")
+    async with calc_agent(model) as agent:
+        conversation = agent.openai().conversations.create()
+        ask(agent, conversation.id)
+        item = {"type": "message", "role": "user", "content": "meanwhile"}
+        added = httpx.post(f"{agent.url}/v1/conversations/{conversation.id}/items", json={"items": [item]})
+        assert added.status_code == 409, added.text
+        assert added.json()["error"]["code"] == "approval_pending"
+        assert agent.event_types(conversation.id) == ["user_message", "tool_call"]
+        [approval] = pending(agent, session_id=conversation.id)
+        assert decide(agent, approval["id"], {"decision": "approve"}).json()["turn"]["text"] == "Done."

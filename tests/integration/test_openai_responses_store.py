@@ -203,6 +203,31 @@ def test_deleting_a_running_background_response_stops_it_and_keeps_nothing(s):
     assert session not in {e["session_id"] for e in s.agent.get("/memory/sessions").json()["sessions"]}
 
 
+def test_deleting_the_conversation_of_a_running_background_response_stops_it_and_keeps_nothing(s):
+    client = s.client()
+    conversation = client.conversations.create()
+    s.model.enqueue(TextReply("never seen", delay_seconds=120))
+    created = client.responses.create(model="helper", input="a long job", conversation=conversation.id, background=True)
+    wait_until(lambda: len(s.model.requests) == 1, within=60, message="the background turn asking the model")
+    client.conversations.delete(conversation.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(created.id)
+    assert s.agent.events(conversation.id) == []
+
+
+def test_erasing_a_user_stops_their_running_background_responses(s):
+    client = s.client("erin")
+    s.model.enqueue(TextReply("never seen", delay_seconds=120))
+    raw = client.responses.with_raw_response.create(model="helper", input="a long job", background=True)
+    created, session = raw.parse(), raw.headers["X-Session-ID"]
+    wait_until(lambda: len(s.model.requests) == 1, within=60, message="the background turn asking the model")
+    erased = httpx.delete(f"{s.agent.url}/memory/users/erin", headers={HEADER: "erin"}, timeout=60)
+    assert erased.status_code == 200, erased.text
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(created.id)
+    assert s.agent.events(session) == []
+
+
 def test_a_background_response_queued_behind_its_session_is_cancelled_before_it_starts(s):
     """Two background responses of one conversation: the second waits for the first's session; cancelled there,
     it never asks the model and still reads back as cancelled, its prompt kept."""

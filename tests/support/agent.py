@@ -16,7 +16,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from kora.agent.app import create_app
 from kora.agent.runtime import AgentRuntime
 from kora.agent.settings import AgentSettings, load_agent_settings
-from kora.memory import LocalMemory
+from kora.memory import LocalMemory, Memory
 from tests.support.memory import AGENT_TOKEN
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
@@ -84,11 +84,16 @@ def agent_runtime(model: ScriptedModelServer, **env: str) -> AgentRuntime:
 
 @asynccontextmanager
 async def running_agent(
-    model: ScriptedModelServer, name: str = "agent", wait_ready: bool = True, **env: str
+    model: ScriptedModelServer,
+    name: str = "agent",
+    wait_ready: bool = True,
+    memory: Memory | None = None,
+    **env: str,
 ) -> AsyncIterator[RunningAgent]:
-    """An agent server on a free loopback port, against ``model``; ``env`` adds settings (upper-case names)."""
+    """An agent server on a free loopback port, against ``model``; ``env`` adds settings (upper-case names);
+    ``memory``: an in-process memory to serve (one that outlives the agent: its restart), else the settings'."""
     settings = agent_settings(model, name, **env)
-    async with ThreadedServer(create_app(settings), name=f"agent-{name}", lifespan="on") as server:
+    async with ThreadedServer(create_app(settings, memory), name=f"agent-{name}", lifespan="on") as server:
         agent = RunningAgent(server, name)
         if wait_ready:
             wait_until(lambda: agent.get("/ready").status_code == 200, message=f"agent {name} ready")

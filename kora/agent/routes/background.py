@@ -4,8 +4,9 @@ process, the request is answered at once (``status: "queued"``), ``GET /v1/respo
 ``POST /v1/responses/{id}/cancel`` cancels it (``cancelled``: the steps that ran are stored with a ``cancelled``
 error event, as for a client that went away).
 
-A running response is known to the replica that runs it (this registry); once it ended, every replica reads it from
-the store. A response still running when the agent stops is cancelled with the process.
+A running response is known to the replica that runs it (this registry, kept on the agent's state); once it ended,
+every replica reads it from the store. Erasing its session or its user cancels it first; a response still running
+when the agent stops is cancelled (and stored so) before the agent closes its memory.
 """
 
 from __future__ import annotations
@@ -77,6 +78,16 @@ class BackgroundResponses:
         """Cancel every background response running here in ``session_id`` (before the session is erased, so that
         no turn of it stores anything afterwards)."""
         for response_id in [id_ for id_, running in self._running.items() if running.turn.session_id == session_id]:
+            await self.cancel(response_id)
+
+    async def cancel_user(self, user_id: str) -> None:
+        """Cancel every background response running here of ``user_id``'s turns (before the user is erased)."""
+        for response_id in [id_ for id_, running in self._running.items() if running.turn.user_id == user_id]:
+            await self.cancel(response_id)
+
+    async def close(self) -> None:
+        """Cancel every background response running here, each awaited and its cancellation stored (shutdown)."""
+        for response_id in list(self._running):
             await self.cancel(response_id)
 
     @staticmethod

@@ -8,6 +8,7 @@ the mapping of items to events).
 ``DELETE /v1/conversations/{id}``                         erase its session -> ``conversation.deleted``
 ``GET /v1/conversations/{id}/items``                      its items (``after``, ``limit``, ``order``)
 ``POST /v1/conversations/{id}/items``                     add ``items`` (up to 20) -> the list of the added items
+                                                          (409 ``approval_pending`` while a turn of it waits)
 ``GET /v1/conversations/{id}/items/{item_id}``            one item
 ``DELETE /v1/conversations/{id}/items/{item_id}``         refused (400): a session's events are erased together
 ========================================================  ==========================================================
@@ -121,6 +122,7 @@ def add_conversation_routes(router: APIRouter, state: AgentState) -> None:
     @router.delete("/v1/conversations/{conversation_id}")
     async def delete_conversation(request: Request, conversation_id: str) -> Response:
         await held(request, conversation_id)
+        await state.forget_session(conversation_id)
         await memory.erase_session(conversation_id)
         return JSONResponse({"id": conversation_id, "object": "conversation.deleted", "deleted": True})
 
@@ -134,6 +136,8 @@ def add_conversation_routes(router: APIRouter, state: AgentState) -> None:
     async def create_items(request: Request, conversation_id: str) -> Response:
         await held(request, conversation_id, INCLUDE_PARAMS)
         refuse_include(request)
+        if state.runtime is not None:  # items added beside a turn waiting for approvals would end up in its history
+            state.runtime.check_not_waiting(conversation_id)
         items = items_body(decode_body(await request.body()))
         events = item_events(items, await memory.get_session_events(conversation_id))
         await memory.add_events(conversation_id, events)

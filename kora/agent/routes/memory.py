@@ -94,10 +94,12 @@ def add_memory_routes(router: APIRouter, state: AgentState) -> None:
             owned = {s.session_id for s in await state.memory.list_sessions(reader.user_id)}
             if session_id not in owned:
                 raise Forbidden("A user may erase only sessions they started.")
+        await state.forget_session(session_id)
         return {"removed": await state.memory.erase_session(session_id)}
 
     @router.delete("/memory/users/{user_id}")
     async def erase_user(request: Request, user_id: UserId) -> dict[str, dict[str, int]]:
         reader = await state.identity.memory_reader(request.headers)
         _may_erase(reader, user_id)
+        await state.forget_user(user_id)
         return {"removed": await state.memory.erase_user(user_id)}

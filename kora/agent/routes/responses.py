@@ -62,7 +62,6 @@ from kora.agent.responses_api import (
     stored_response,
     turn_events,
 )
-from kora.agent.routes.background import BackgroundResponses
 from kora.agent.routes.chat import chat_turn, event_stream, requested_session, waiting
 from kora.agent.routes.queries import PAGE_PARAMS, page, refuse_query
 from kora.agent.state import AgentState
@@ -81,7 +80,7 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
     """Add ``POST /v1/responses``, ``GET`` / ``DELETE /v1/responses/{id}``, ``GET /v1/responses/{id}/input_items``
     and ``POST /v1/responses/{id}/cancel`` to ``router``, serving turns with ``state``'s runtime and memory."""
     agent_name = state.settings.agent_name
-    background = BackgroundResponses(state.memory)
+    background = state.background
 
     @router.post("/v1/responses")
     async def create_response(request: Request) -> Response:
@@ -99,8 +98,9 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
             stored = await state.memory.get_session_events(session_id, limit=_EVENTS_LOOKED_UP)
             if previous is not None and latest_response(stored) != previous:  # else the whole session says why
                 check_previous(await state.memory.get_session_events(session_id), previous)
+            unanswered = pending_calls(stored)
             with responses_params():
-                parsed = parse_chat_body(chat_body(body, pending_calls(stored)))
+                parsed = parse_chat_body(chat_body(body, unanswered))
                 turn = chat_turn(parsed, request, identity)
                 runtime.check(turn)
             if conversation is not None:
@@ -108,6 +108,7 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
             if store:  # as every stored turn opens its session (a remote store learns who continues it)
                 await open_session(state.memory, session_id, agent_name, identity)
         else:
+            unanswered = []
             with responses_params():
                 parsed = parse_chat_body(chat_body(body))
                 turn = chat_turn(parsed, request, identity)
@@ -125,6 +126,8 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         events = ResponseEvents(fields)
         turn = replace(turn, session_id=session_id, response=ResponseRecord(events.id, fields, store))
         headers = {SESSION_HEADER: session_id}
+        # Results for calls Kora said wait for approval, which it no longer knows: refused, not shown to the model.
+        runtime.refuse_unknown_decisions(turn, {call.tool_call_id: call.name for call in unanswered})
         if fields["background"] is True:
             if not fields["store"]:
                 raise RequestError(
@@ -192,7 +195,7 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         session_id, stored = await held(request, response_id)
         if (background.running(response_id) or stored_response(response_id, stored)) is None:
             raise response_not_found(response_id)
-        await background.cancel_session(session_id)  # a turn still running would store into the erased session
+        await state.forget_session(session_id)  # a turn still running would store into the erased session
         # A response is a turn of its session, and a session's events are erased together: deleting it erases
         # the conversation it belongs to (every response chained with it). Its own events alone are no erasure:
         # the memory service folds older events into the session's rolling summary and extracts facts from them,

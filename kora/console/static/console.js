@@ -94,8 +94,20 @@ function chat(section) {
         add("error", "Error", `${event.message}${event.code ? ` (${event.code})` : ""}`);
         break;
       case "RUN_FINISHED": {
+        // A run paused at calls waiting for a person's approval (decided with POST /approvals/{id}).
+        const approvals = (event.result && event.result.approvals) || [];
         const pending = event.outcome && event.outcome.pendingToolCallIds;
-        status.textContent = pending && pending.length ? "Waiting for a frontend tool." : "Done.";
+        if (approvals.length) {
+          const body = add("approval", "Waiting for approval", "");
+          for (const approval of approvals) {
+            const line = el("div", { class: "approval" });
+            line.append(el("strong", {}, approval.tool), " ", el("code", {}, approval.id));
+            body.append(line);
+          }
+          status.textContent = "Waiting for approval.";
+        } else {
+          status.textContent = pending && pending.length ? "Waiting for a frontend tool." : "Done.";
+        }
         break;
       }
     }
