@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from genai_prices.data_snapshot import DataSnapshot, set_custom_snapshot
 from pydantic import JsonValue
 from pydantic_ai import RunContext
 from pydantic_ai.messages import (
@@ -93,14 +92,6 @@ def finish_reason(value: str | None) -> FinishReason | None:
     return FINISH_REASONS.get(value) if value else None
 
 
-#: The price table pydantic-ai reads (genai-prices' snapshot), empty: pydantic-ai loads the bundled one when a model
-#: is built (~4.5 MB held for the process) and looks every response of its loop up in it, to fill ``usage.cost``
-#: and a model profile's context window. Kora reads neither: it prices turns at the agent's own prices
-#: (``MODEL_PRICE_*``, :mod:`kora.agent.budget`) and builds each response's usage itself. With an empty table a
-#: lookup finds no provider and pydantic-ai leaves both unset, as for a model it does not know.
-NO_PRICE_TABLE = DataSnapshot(providers=[], from_auto_update=False)
-
-
 class KoraChatModel(Model):
     """pydantic-ai model of one ModelAPI: ``base_url`` (``MODEL_API_URL``, e.g. ``http://host:port/v1``),
     ``api_key``, ``name`` (``MODEL_NAME``); ``timeout`` in seconds per read, ``max_retries`` after the first
@@ -121,7 +112,6 @@ class KoraChatModel(Model):
         profile = merge_profile(
             openai_model_profile(name), OpenAIModelProfile(openai_supports_strict_tool_definition=False)
         )
-        set_custom_snapshot(NO_PRICE_TABLE)  # before pydantic-ai's Model loads the bundled table
         super().__init__(profile=profile)
         self.client = ModelClient(base_url, api_key, timeout=timeout, max_retries=max_retries)
         self._name = name
