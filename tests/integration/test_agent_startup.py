@@ -9,6 +9,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 
@@ -69,55 +71,54 @@ def test_the_app_that_answers_health_imports_neither_the_a2a_sdk_nor_the_runtime
     assert done.stdout.split() == [], done.stdout
 
 
-def test_a2a_and_chat_requests_made_as_soon_as_health_answers_are_served() -> None:
+@contextmanager
+def first_health(name: str, headers: dict[str, str] | None = None) -> Iterator[httpx.Client]:
+    """A ``kora agent`` named ``name`` (on the scripted model), and a client for it from the moment its first
+    ``/health`` answers 200."""
     with ThreadedServer(create_app(ScriptedModel()), name="scripted-model", lifespan="off") as model:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         env = clean_env(
-            AGENT_NAME="early",
+            AGENT_NAME=name,
             AGENT_HOST="127.0.0.1",
             AGENT_PORT=str(port),
             MODEL_API_URL=model.root_url + "/v1",
             MODEL_NAME="scripted",
         )
-        with kora_process(["agent"], env, url + "/health"):
-            # The first 200 of /health: each request below waits for what it needs, none is a 404 or a 503.
-            with httpx.Client(base_url=url, timeout=60) as client:
-                card = client.get("/.well-known/agent.json")
-                assert card.status_code == 200, card.text
-                assert card.json()["name"] == "early"
-                sent = client.post("/", json=rpc_body("message/send", message_params("hello early")))
-                assert sent.status_code == 200, sent.text
-                assert sent.json()["result"]["status"]["state"] == "completed", sent.text
-                chat = client.post(
-                    "/v1/chat/completions", json={"model": "early", "messages": [{"role": "user", "content": "hi"}]}
-                )
-                assert chat.status_code == 200, chat.text
-                deadline = time.monotonic() + 60
-                while (ready := client.get("/ready")).status_code != 200 and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                assert ready.json() == {"status": "ready"}
+        with (
+            kora_process(["agent"], env, url + "/health"),
+            httpx.Client(base_url=url, timeout=60, headers=headers) as client,
+        ):
+            yield client
+
+
+def test_a2a_and_chat_requests_made_as_soon_as_health_answers_are_served() -> None:
+    # The first 200 of /health: each request below waits for what it needs, none is a 404 or a 503.
+    with first_health("early") as client:
+        card = client.get("/.well-known/agent.json")
+        assert card.status_code == 200, card.text
+        assert card.json()["name"] == "early"
+        sent = client.post("/", json=rpc_body("message/send", message_params("hello early")))
+        assert sent.status_code == 200, sent.text
+        assert sent.json()["result"]["status"]["state"] == "completed", sent.text
+        chat = client.post(
+            "/v1/chat/completions", json={"model": "early", "messages": [{"role": "user", "content": "hi"}]}
+        )
+        assert chat.status_code == 200, chat.text
+        deadline = time.monotonic() + 60
+        while (ready := client.get("/ready")).status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.json() == {"status": "ready"}
 
 
 def test_an_http_json_request_made_as_soon_as_health_answers_waits_for_the_sdk_instead_of_a_404() -> None:
-    with ThreadedServer(create_app(ScriptedModel()), name="scripted-model", lifespan="off") as model:
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        env = clean_env(
-            AGENT_NAME="early-rest",
-            AGENT_HOST="127.0.0.1",
-            AGENT_PORT=str(port),
-            MODEL_API_URL=model.root_url + "/v1",
-            MODEL_NAME="scripted",
-        )
-        with kora_process(["agent"], env, url + "/health"):
-            # The binding's routes are the SDK's; before it has loaded, its paths wait rather than answer 404.
-            with httpx.Client(base_url=url, timeout=60, headers={"A2A-Version": "1.0"}) as client:
-                message = {"role": "ROLE_USER", "messageId": "m-early", "parts": [{"text": "hello over REST"}]}
-                sent = client.post("/message:send", json={"message": message})
-                assert sent.status_code == 200, sent.text
-                assert sent.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED", sent.text
-                listed = client.get("/tasks")
-                assert listed.status_code == 200, listed.text
-                assert [task["id"] for task in listed.json()["tasks"]] == [sent.json()["task"]["id"]]
-                assert client.get("/tasks/no-such-task").status_code == 404  # now the SDK's own answer
+    # The binding's routes are the SDK's; before it has loaded, its paths wait rather than answer 404.
+    with first_health("early-rest", headers={"A2A-Version": "1.0"}) as client:
+        message = {"role": "ROLE_USER", "messageId": "m-early", "parts": [{"text": "hello over REST"}]}
+        sent = client.post("/message:send", json={"message": message})
+        assert sent.status_code == 200, sent.text
+        assert sent.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED", sent.text
+        listed = client.get("/tasks")
+        assert listed.status_code == 200, listed.text
+        assert [task["id"] for task in listed.json()["tasks"]] == [sent.json()["task"]["id"]]
+        assert client.get("/tasks/no-such-task").status_code == 404  # now the SDK's own answer

@@ -100,14 +100,7 @@ def add_chat_routes(router: APIRouter, state: AgentState) -> None:
             chunks = stream_chunks(runtime, turn, model, include_usage=parsed.include_usage, resume=paused)
             return event_stream(chunks, headers)
         try:
-            if paused is None:
-                outcome = await runtime.run(turn)
-            elif not paused.decided:  # calls of the same turn the request did not decide still wait
-                outcome = waiting(paused)
-            else:
-                resumed = await runtime.resume(paused)
-                assert resumed is not None
-                outcome = resumed
+            outcome = await run_or_resume(runtime, turn, paused)
         except KoraError as failure:
             return error_response(failure, headers)
         if parsed.request.stream:
@@ -169,11 +162,18 @@ def _calls(outcome: TurnOutcome) -> list[JSONObject]:
     return [tool_call_body(c.tool_call_id, c.name, c.arguments) for c in outcome.tool_calls]
 
 
-def waiting(paused: PausedTurn) -> TurnOutcome:
-    """The answer to a request that decided some of a paused turn's calls: the calls still waiting, no model
-    request made."""
-    left = tuple(a for a in paused.approvals if a.decision is None)
-    return TurnOutcome("", "tool_calls", 0, 0, 0, approvals=left)
+async def run_or_resume(runtime: AgentRuntime, turn: TurnRequest, paused: PausedTurn | None) -> TurnOutcome:
+    """The outcome of a whole (not streamed) turn: ``turn`` run when it decides no waiting call (``paused`` None);
+    the paused turn resumed once every one of its calls is decided; otherwise the calls still waiting, with no
+    model request made. Raises what the run raises (:class:`~kora.core.errors.KoraError`)."""
+    if paused is None:
+        return await runtime.run(turn)
+    if not paused.decided:
+        left = tuple(a for a in paused.approvals if a.decision is None)
+        return TurnOutcome("", "tool_calls", 0, 0, 0, approvals=left)
+    resumed = await runtime.resume(paused)
+    assert resumed is not None
+    return resumed
 
 
 def _call_deltas(outcome: TurnOutcome) -> list[JSONObject]:

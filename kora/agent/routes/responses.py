@@ -62,7 +62,7 @@ from kora.agent.responses_api import (
     stored_response,
     turn_events,
 )
-from kora.agent.routes.chat import chat_turn, event_stream, requested_session, waiting
+from kora.agent.routes.chat import chat_turn, event_stream, requested_session, run_or_resume
 from kora.agent.routes.queries import PAGE_PARAMS, page, refuse_query
 from kora.agent.state import AgentState
 from kora.agent.turn import ResponseRecord, TurnOutcome, TurnRequest
@@ -149,14 +149,7 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         if parsed.request.stream and parsed.output is None and (paused is None or turn is paused.turn):
             return event_stream(stream_events(runtime, turn, events, paused), headers)
         try:
-            if paused is None:
-                outcome = await runtime.run(turn)
-            elif not paused.decided:  # calls of the same turn the request did not decide still wait
-                outcome = waiting(paused)
-            else:
-                resumed = await runtime.resume(paused)
-                assert resumed is not None
-                outcome = resumed
+            outcome = await run_or_resume(runtime, turn, paused)
         except KoraError as failure:
             return error_response(failure, headers)
         if parsed.request.stream:
