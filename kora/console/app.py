@@ -7,13 +7,16 @@ included, then a table of each with its kind, phase, links and message), ``GET /
 timeline, each delegation linking to the peer's session it ran in:
 ``GET /sessions/{namespace}/{agent}/{session_id}/delegated/{peer}`` redirects there),
 ``GET /memory?store=ns/name`` (facts per user) with ``GET /memory/erase`` (the confirmation) and
-``POST /memory/erase``. ``GET /api/state`` is the graph as JSON; ``GET /health`` and ``GET /ready`` are the
-probes. Assets are served from ``/assets``: nothing is fetched from another host.
+``POST /memory/erase``, ``GET /approvals`` (every agent's tool calls waiting for a person's approval) with
+``POST /approvals/decide`` (approve or reject one, as the agent's operator). ``GET /api/state`` is the graph as
+JSON; ``GET /health`` and ``GET /ready`` are the probes. Assets are served from ``/assets``: nothing is fetched
+from another host.
 
 With ``CONSOLE_ACCESS_TOKEN`` set, every route but the probes asks for it (:mod:`kora.console.access`).
 
-An erasure is a form POST that must come from the console's own pages (a browser's ``Sec-Fetch-Site``, when
-sent, says ``same-origin``), so another site cannot make a visitor's browser erase a user.
+An erasure and a decision are form POSTs that must come from the console's own pages (a browser's
+``Sec-Fetch-Site``, when sent, says ``same-origin``), so another site cannot make a visitor's browser erase a user
+or run a tool.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from contextlib import asynccontextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 from starlette.applications import Starlette
@@ -45,7 +48,13 @@ from kora.resources.models import Kind
 
 HERE = Path(__file__).parent
 #: Navigation: (path, label).
-NAVIGATION = (("/", "Graph"), ("/chat", "Chat"), ("/sessions", "Sessions"), ("/memory", "Memory"))
+NAVIGATION = (
+    ("/", "Graph"),
+    ("/chat", "Chat"),
+    ("/sessions", "Sessions"),
+    ("/approvals", "Approvals"),
+    ("/memory", "Memory"),
+)
 
 
 def create_app(settings: ConsoleSettings) -> Starlette:
@@ -154,23 +163,67 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             request, "memory.html", stores=stores, store=chosen, users=dict(by_user), error=error, notice=notice
         )
 
+    def foreign_post(request: Request, what: str) -> Response | None:
+        """A 403 when the POST ``request`` did not come from the console's own pages, else None."""
+        # A browser names the origin of every POST (Sec-Fetch-Site); only the console's own page may change
+        # anything. Without the header the caller is no browser, which may post only with the access token
+        # (checked before this route runs): with none configured, any local process could.
+        site = request.headers.get("sec-fetch-site")
+        if site is None and settings.console_access_token is None:
+            return JSONResponse(
+                {"detail": f"{what} must come from the console's own page (no Sec-Fetch-Site header was sent)."},
+                status_code=403,
+            )
+        if site is not None and site not in ("same-origin", "none"):
+            return JSONResponse({"detail": f"{what} must come from the console's own page."}, status_code=403)
+        return None
+
+    async def approvals_page(request: Request, status: int = 200, error: str | None = None) -> Response:
+        resources, failure = await resources_or_error()
+        agents = [r for r in resources if r.kind == Kind.AGENT.value]
+        if failure is None and not agents:
+            failure = f"{holder['sources'].origin} has no Agent."
+        waiting: list[tuple[ConsoleResource, list[dict[str, Any]], str | None]] = []
+        for agent in agents:
+            try:
+                waiting.append((agent, await holder["sources"].approvals(agent), None))
+            except SourceError as problem:
+                waiting.append((agent, [], str(problem)))
+        query = request.query_params
+        notice = _decided_notice(query.get("decision"), query.get("id"), query.get("agent"), query.get("turn"))
+        return page(request, "approvals.html", status, waiting=waiting, notice=notice, error=error or failure)
+
+    async def approvals(request: Request) -> Response:
+        return await approvals_page(request)
+
+    async def decide(request: Request) -> Response:
+        refused = foreign_post(request, "A decision")
+        if refused is not None:
+            return refused
+        form = await request.form()
+        agent_key, approval_id = str(form.get("agent", "")), str(form.get("id", ""))
+        decision, reason = str(form.get("decision", "")), str(form.get("reason", "")).strip()
+        if decision not in ("approve", "reject") or not approval_id or not agent_key:
+            return await approvals_page(request, 400, "A decision names an agent, a call and approve or reject.")
+        try:
+            agent = await holder["sources"].find(Kind.AGENT, agent_key)
+            answer = await holder["sources"].decide(agent, approval_id, decision, reason or None)
+        except SourceError as failure:
+            return await approvals_page(request, 502, f"The call {approval_id} was not decided: {failure}")
+        turn = answer.get("turn")
+        outcome = "waiting" if turn is None else str(turn.get("finish_reason") or "finished")
+        query = urlencode({"decision": decision, "id": approval_id, "agent": agent.key, "turn": outcome})
+        return RedirectResponse(f"/approvals?{query}", status_code=303)
+
     async def erase_confirm(request: Request) -> Response:
         store_key, user_id = request.query_params.get("store"), request.query_params.get("user")
         error = None if user_id else "No user to erase was named."
         return page(request, "erase.html", store_key=store_key, user_id=user_id, error=error)
 
     async def erase(request: Request) -> Response:
-        # A browser names the origin of every POST (Sec-Fetch-Site); only the console's own page may erase. Without
-        # the header the caller is no browser, which may erase only with the access token (checked before this
-        # route runs): with none configured, any local process could erase users.
-        site = request.headers.get("sec-fetch-site")
-        if site is None and settings.console_access_token is None:
-            return JSONResponse(
-                {"detail": "An erasure must come from the console's own page (no Sec-Fetch-Site header was sent)."},
-                status_code=403,
-            )
-        if site is not None and site not in ("same-origin", "none"):
-            return JSONResponse({"detail": "An erasure must come from the console's own page."}, status_code=403)
+        refused = foreign_post(request, "An erasure")
+        if refused is not None:
+            return refused
         form = await request.form()
         store_key, user_id = str(form.get("store", "")), str(form.get("user", ""))
         try:
@@ -188,6 +241,8 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             Route("/sessions", sessions),
             Route("/sessions/{namespace}/{agent}/{session_id}", session),
             Route("/sessions/{namespace}/{agent}/{session_id}/delegated/{peer}", delegated),
+            Route("/approvals", approvals, methods=["GET"]),
+            Route("/approvals/decide", decide, methods=["POST"]),
             Route("/memory", memory),
             Route("/memory/erase", erase_confirm, methods=["GET"]),
             Route("/memory/erase", erase, methods=["POST"]),
@@ -207,6 +262,19 @@ def peer_session_path(namespace: str, agent: str, session_id: str, peer: str) ->
     session and agent (:func:`kora.core.protocol.child_session_id`)."""
     child = child_session_id(session_id, agent)
     return f"/sessions/{quote(namespace, safe='')}/{quote(peer, safe='')}/{quote(child, safe='')}"
+
+
+def _decided_notice(decision: str | None, approval_id: str | None, agent: str | None, turn: str | None) -> str | None:
+    """What a decision the console just posted did, in words (None when the page was not reached by one)."""
+    if decision not in ("approve", "reject") or not approval_id:
+        return None
+    done = "Approved" if decision == "approve" else "Rejected"
+    after = (
+        "other calls of the same turn still wait for a decision."
+        if turn == "waiting"
+        else f"the turn went on and ended ({turn})."
+    )
+    return f"{done} the call {approval_id} of {agent}: {after}"
 
 
 def _chosen(resources: list[ConsoleResource], key: str | None) -> ConsoleResource | None:

@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -157,6 +157,26 @@ class Sources(ABC):
         body = await self._call(agent, "GET", "/memory/events", params=params)
         events: list[dict[str, Any]] = body.get("events", [])
         return events
+
+    async def approvals(self, agent: ConsoleResource) -> list[dict[str, Any]]:
+        """The tool calls of the agent waiting for a person's approval (every user's: read with its operator
+        token), oldest first: each ``id``, ``session_id``, ``tool``, ``target``, ``arguments``, ``requested_at``,
+        ``expires_at``, ``status``."""
+        body = await self._call(agent, "GET", "/approvals")
+        approvals: list[dict[str, Any]] = body.get("approvals", [])
+        return approvals
+
+    async def decide(
+        self, agent: ConsoleResource, approval_id: str, decision: str, reason: str | None = None
+    ) -> dict[str, Any]:
+        """Decide the agent's waiting call ``approval_id`` as its operator (``decision`` ``approve`` or
+        ``reject``, with ``reason`` when given): the agent's answer ``{"approval", "turn"}``, ``turn`` the resumed
+        turn's outcome (None while other calls of the same turn still wait)."""
+        body: dict[str, Any] = {"decision": decision}
+        if reason:
+            body["reason"] = reason
+        answer: dict[str, Any] = await self._call(agent, "POST", f"/approvals/{quote(approval_id, safe='')}", json=body)
+        return answer
 
     async def facts(self, store: ConsoleResource) -> list[dict[str, Any]]:
         """Every fact of the store (superseded ones included, newest first), read with its admin token."""

@@ -26,7 +26,8 @@ from kora.core.errors import SourceError
 from kora.local.state import READY, WAITING, UpState, WorkloadState, write_state
 from kora.resources.graph import ResourceRef
 from kora.resources.wiring import ADMIN_TOKEN_KEY, credentials_secret
-from tests.support.agent import OPERATOR_TOKEN, served_agent
+from kora.scripted import ToolCall, ToolCallReply
+from tests.support.agent import OPERATOR, OPERATOR_TOKEN, mcp_app, served_agent
 from tests.support.memory import ADMIN, ADMIN_TOKEN, memory_service, service_env
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
@@ -78,7 +79,7 @@ def console(tmp_path: Path) -> Iterator[Run]:
 
 
 def test_without_a_kora_up_run_every_page_says_how_to_start_one(console):
-    for path in ("/", "/chat", "/sessions", "/memory"):
+    for path in ("/", "/chat", "/sessions", "/approvals", "/memory"):
         page = console.get(path)
         assert page.status_code == 200
         assert 'role="alert"' in page.text
@@ -145,6 +146,76 @@ def test_an_agent_that_does_not_answer_or_refuses_the_token_is_an_error_saying_w
         assert "has no operator token yet" in console.get("/sessions").text
 
 
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def test_approvals_lists_each_waiting_call_and_approves_or_rejects_it_through_the_agent(console):
+    with (
+        ScriptedModelServer() as model,
+        ThreadedServer(mcp_app("calc", [add]), name="calc", lifespan="on") as calc,
+        served_agent(
+            model, "assistant", TOOL_APPROVAL_REQUIRED="calc/add", MCP_SERVERS="calc", MCP_SERVER_CALC_URL=calc.root_url
+        ) as agent,
+    ):
+        write_run(
+            console.state_dir, [workload("Agent", "assistant", agent.url)], {("Agent", "assistant"): OPERATOR_TOKEN}
+        )
+        page = console.get("/approvals").text
+        assert 'href="/approvals" aria-current="page">Approvals</a>' in page
+        assert "No tool call waits for approval" in page
+
+        def paused_call(thread: str) -> str:
+            body = {"threadId": thread, "runId": "r", "messages": [{"id": "m", "role": "user", "content": "add"}]}
+            assert httpx.post(f"{agent.url}/ag-ui", json=body, timeout=60).status_code == 200
+            page = console.get("/approvals").text
+            assert '<strong class="tool">add</strong>' in page
+            assert f">{thread}</a>" in page
+            assert '"a": 1' in page
+            (approval,) = httpx.get(f"{agent.url}/approvals", headers=OPERATOR, timeout=30).json()["approvals"]
+            assert f'value="{approval["id"]}"' in page
+            return str(approval["id"])
+
+        def decide(form: dict[str, str], site: str | None = "same-origin") -> httpx.Response:
+            headers = {"Sec-Fetch-Site": site} if site else {}
+            return httpx.post(f"{console.url}/approvals/decide", data=form, headers=headers, timeout=60)
+
+        model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "The sum is 3.")
+        approved = paused_call("console-approve")
+        form = {"agent": "default/assistant", "id": approved, "decision": "approve"}
+        # Another site, or a client that is no browser while no access token is set, decides nothing.
+        assert decide(form, "cross-site").status_code == 403
+        assert decide(form, None).status_code == 403
+        assert decide({**form, "decision": "maybe"}).status_code == 400
+        assert f'value="{approved}"' in console.get("/approvals").text
+        answer = decide(form)
+        assert answer.status_code == 303
+        after = httpx.get(console.url + answer.headers["location"], timeout=30).text
+        assert f"Approved the call {approved} of default/assistant: the turn went on and ended" in after
+        assert "No tool call waits for approval" in after
+        assert "The sum is 3." in console.get("/sessions/default/assistant/console-approve").text
+        again = decide(form)
+        assert again.status_code == 502
+        assert f"The call {approved} was not decided: Agent/assistant answered 409" in again.text
+
+        model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "I was not allowed to add.")
+        rejected = paused_call("console-reject")
+        answer = decide({"agent": "default/assistant", "id": rejected, "decision": "reject", "reason": "not today"})
+        assert answer.status_code == 303
+        assert f"Rejected the call {rejected}" in httpx.get(console.url + answer.headers["location"], timeout=30).text
+        assert "not today" in json.dumps(model.requests[-1])
+        assert "I was not allowed to add." in console.get("/sessions/default/assistant/console-reject").text
+
+
+def test_approvals_of_an_agent_that_does_not_answer_say_what_to_do(console):
+    write_run(console.state_dir, [workload("Agent", "gone", "http://127.0.0.1:9")], {("Agent", "gone"): "t"})
+    page = console.get("/approvals").text
+    assert 'role="alert"' in page
+    assert "Agent/gone did not answer" in page
+    assert "kora logs gone" in page
+
+
 async def test_memory_shows_facts_per_user_and_erases_a_user_after_confirmation(console, memory_db):
     async with memory_service(service_env(memory_db)) as store_url:
         async with httpx.AsyncClient(base_url=store_url, headers=ADMIN, timeout=30) as store:
@@ -196,7 +267,9 @@ def _basic(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
-@pytest.mark.parametrize("path", ["/", "/api/state", "/chat", "/sessions", "/memory", "/assets/console.js"])
+@pytest.mark.parametrize(
+    "path", ["/", "/api/state", "/chat", "/sessions", "/approvals", "/memory", "/assets/console.js"]
+)
 def test_with_an_access_token_every_page_asks_for_it_and_shows_nothing_without_it(guarded: str, path: str):
     refused = httpx.get(f"{guarded}{path}", timeout=30)
     assert refused.status_code == 401
@@ -214,6 +287,12 @@ def test_the_probes_answer_without_the_access_token(guarded: str):
 def test_an_erasure_without_the_access_token_is_refused_before_anything_is_read(guarded: str):
     answer = httpx.post(f"{guarded}/memory/erase", data={"store": "default/mem", "user": "ana"}, timeout=30)
     assert answer.status_code == 401
+
+
+def test_a_decision_without_the_access_token_is_refused_before_anything_is_read(guarded: str):
+    form = {"agent": "default/assistant", "id": "appr_x", "decision": "approve"}
+    headers = {"Sec-Fetch-Site": "same-origin"}
+    assert httpx.post(f"{guarded}/approvals/decide", data=form, headers=headers, timeout=30).status_code == 401
 
 
 def test_with_the_access_token_a_client_that_is_no_browser_may_erase(guarded: str):

@@ -104,6 +104,9 @@ function chat(section) {
             line.append(el("strong", {}, approval.tool), " ", el("code", {}, approval.id));
             body.append(line);
           }
+          const decide = el("div", { class: "follow" });
+          decide.append(el("a", { href: "/approvals" }, "Approve or reject on the Approvals page"));
+          body.append(decide);
           status.textContent = "Waiting for approval.";
         } else {
           status.textContent = pending && pending.length ? "Waiting for a frontend tool." : "Done.";
