@@ -256,7 +256,11 @@ def test_a_waiting_agent_shows_its_phase_and_why_on_the_graph_and_in_the_chat(tm
         shot(page, "console-graph-waiting")
 
         page.get_by_role("link", name="Chat").click()
-        expect(page.get_by_role("alert")).to_contain_text("assistant is Waiting: waiting for MCPServer/tools (Failed).")
+        # The Chat page says it once, as it is when rendered: kora up restarts a failed tool server, so it reads
+        # Failed or, during a restart, Waiting.
+        expect(page.get_by_role("alert")).to_contain_text(
+            re.compile(r"assistant is Waiting: waiting for MCPServer/tools \((Failed|Waiting)\)\.")
+        )
     finally:
         stop(up)
 
