@@ -18,8 +18,7 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
-#: Exit code after Ctrl-C (128 + SIGINT, the shells' convention).
-EXIT_INTERRUPTED = 130
+from kora.core.command import EXIT_INTERRUPTED
 
 # command -> ("module", "function", one-line help). The function takes the argument list and returns an exit code.
 COMMANDS: dict[str, tuple[str, str, str]] = {

@@ -19,7 +19,10 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
-__all__ = ["run_command", "serve_until_stopped", "survive_uvicorn_stop_signal"]
+__all__ = ["EXIT_INTERRUPTED", "run_command", "serve_until_stopped", "survive_uvicorn_stop_signal"]
+
+#: Exit code after Ctrl-C (128 + SIGINT, the shells' convention).
+EXIT_INTERRUPTED = 130
 
 
 def run_command(command: Callable[..., int], argv: Sequence[str], prog_name: str) -> int:

@@ -22,7 +22,7 @@ State dir layout: ``state.json`` (:mod:`kora.local.state`), ``logs/<namespace>-<
 ``work/<namespace>-<kind>-<name>/`` (each workload's working directory), ``memory/<namespace>/<name>/``
 (a local-storage MemoryStore's data, ``MEMORY_SERVICE_DATA_DIR``; kept across runs). Exit codes: 0 after a clean stop,
 2 for bad options, invalid manifests, an unresolvable Secret, a taken gateway port or another ``kora up``
-using the same state dir.
+using the same state dir, 130 for a Ctrl-C (or SIGTERM) before any workload started.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -42,6 +42,7 @@ import typer
 import uvicorn
 
 from kora.core import env as names
+from kora.core.command import EXIT_INTERRUPTED
 from kora.core.net import bind_socket, free_port
 from kora.core.settings_errors import SettingsError
 from kora.core.telemetry import Telemetry, instrument_app, setup_telemetry
@@ -228,10 +229,12 @@ class _LocalRun:
     def _gateway_url_of(gateway_sock: socket.socket) -> str:
         return f"http://127.0.0.1:{gateway_sock.getsockname()[1]}"
 
-    async def run(self, grace: float) -> int:
-        """Serve until stopped; returns 0, or 2 after saying which Secret reference cannot be resolved.
+    async def run(self, grace: float, early_stops: Sequence[int] = ()) -> int:
+        """Serve until stopped; returns 0, 2 after saying which Secret reference cannot be resolved, or 130
+        (:data:`~kora.core.command.EXIT_INTERRUPTED`) when a stop signal came before anything started.
 
-        ``grace``: seconds between a workload's SIGTERM and its SIGKILL."""
+        ``grace``: seconds between a workload's SIGTERM and its SIGKILL. ``early_stops``: the stop signals
+        received so far (read once this run's own handlers are installed)."""
         try:
             environments = self._environments(self._graph, self._plans)
         except LookupError as error:
@@ -258,6 +261,9 @@ class _LocalRun:
 
         for stop_signal in _stop_signals():
             loop.add_signal_handler(stop_signal, stop)
+        if early_stops:
+            print("kora up: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
         console_task = asyncio.create_task(console.run()) if console is not None else None
         # Routes are updated in place by a reload; the body limit is the one of the workloads at start.
         app = create_gateway_app(
@@ -562,6 +568,14 @@ def up(
         print(f"kora up: {error}", file=sys.stderr)
         return 2
     watching = ManifestWatch.of(Path(path)) if watch else None
+    # From here kora up owns its stop signals. One that comes before the loop's handlers are installed is
+    # remembered, not raised: asyncio.Runner would otherwise turn Ctrl-C into a cancellation of the run, which
+    # could land mid-start-up (a traceback, or lost, leaving kora up running).
+    early_stops: list[int] = []
+    previous_handlers = {
+        stop_signal: signal.signal(stop_signal, lambda signum, frame: early_stops.append(signum))
+        for stop_signal in _stop_signals()
+    }
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
             run = _LocalRun(
@@ -576,8 +590,10 @@ def up(
                 secrets,
                 console,
             )
-            return runner.run(run.run(grace))
+            return runner.run(run.run(grace, early_stops))
     finally:
+        for stop_signal, handler in previous_handlers.items():
+            signal.signal(stop_signal, handler)
         telemetry.shutdown()
 
 
