@@ -284,6 +284,7 @@ class _LocalRun:
             print(f"kora up: watching {self._watch.path} for changes", flush=True)
             reload = asyncio.create_task(self._watch.run(lambda: self._reload(supervisor), stop_watching))
         await supervisor.run()
+        await asyncio.to_thread(self._stop_unheld_databases)
         if console is not None and console_task is not None:
             console.stop()
             await console_task
@@ -298,6 +299,14 @@ class _LocalRun:
         write_state(self._state_dir, self._state)
         print("kora up: stopped every workload", flush=True)
         return 0
+
+    def _stop_unheld_databases(self) -> None:
+        """Stop each local-storage MemoryStore's embedded Postgres that outlived its memory service (one killed
+        after the grace period cannot let go of it), so ``kora down`` leaves no server running."""
+        from kora.memory.service.embedded import PGDATA, stop_unheld
+
+        for pgdata in sorted((self._state_dir / MEMORY_DIR).glob(f"*/*/{PGDATA}")):
+            stop_unheld(pgdata)
 
     def _console_supervisor(self, grace: float) -> Supervisor | None:
         """The web console's supervisor (restarts, readiness, its log ``logs/console.log``), kept apart from the

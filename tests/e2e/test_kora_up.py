@@ -569,6 +569,23 @@ def test_a_memory_store_killed_with_its_postgres_comes_back_with_its_data(tmp_pa
         stop(up)
 
 
+def test_a_memory_store_killed_at_the_stop_leaves_no_postgres_running(tmp_path: Path):
+    # A memory service that cannot stop within the grace period is killed and never lets go of its embedded
+    # Postgres (a session of its own): kora up stops that server itself.
+    up = start_up("examples/memory", tmp_path, "--grace", "1")
+    try:
+        up.all_ready()
+        pgdata = up.state_dir / MEMORY_DIR / "default" / "memory" / "pgdata"
+        assert servers_of(pgdata), f"no embedded Postgres runs in {pgdata}"
+        memory = up.state().workload("memory").pid
+        assert memory is not None
+        os.kill(memory, signal.SIGSTOP)  # deaf to SIGTERM until SIGKILL ends it
+    finally:
+        stop(up)
+    assert up.process.returncode == 0, up.output()
+    wait_until(lambda: not servers_of(pgdata), within=60, message="the embedded Postgres stopped")
+
+
 def test_a_kora_up_killed_with_sigkill_leaves_no_workload_running(quickstart: Up):
     # Linux: the kernel sends each workload SIGTERM when kora up dies (PR_SET_PDEATHSIG); it stops as on kora down.
     state = quickstart.state()

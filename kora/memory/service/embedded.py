@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -90,6 +91,37 @@ def is_postmaster_of(pid: int, pgdata: Path) -> bool:
         return False
     except psutil.AccessDenied:
         return True
+
+
+def stop_unheld(pgdata: Path, timeout: float = 30.0) -> bool:
+    """Stop the embedded Postgres of ``pgdata`` when it still runs although no live process holds it; True when
+    it stopped one.
+
+    pgserver stops the server as its last holder exits cleanly; a holder killed before that (SIGKILL after a
+    stop's grace period) leaves it running with nobody to stop it. Sends SIGINT (Postgres's fast shutdown: open
+    sessions are ended, committed data is kept) and waits up to ``timeout`` seconds for it to exit. A server some
+    live process still holds, or none at all, is left alone.
+    """
+    forget_dead_holders(pgdata)
+    try:
+        if json.loads((pgdata / ".handle_pids.json").read_text() or "[]"):
+            return False
+    except (OSError, ValueError):
+        pass
+    pid = _lock_pid(pgdata / POSTMASTER_PID)
+    if pid is None or pid <= 0 or not is_postmaster_of(pid, pgdata):
+        return False
+    log.warning("the embedded Postgres of %s runs with no holder left: stopping it (pid %d)", pgdata, pid)
+    try:
+        server = psutil.Process(pid)
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout)
+    except psutil.NoSuchProcess:
+        pass
+    except psutil.TimeoutExpired:
+        log.warning("the embedded Postgres of %s did not stop within %.0f s of SIGINT", pgdata, timeout)
+        return False
+    return True
 
 
 def _lock_pid(path: Path) -> int | None:
