@@ -286,3 +286,64 @@ def test_a_chat_run_paused_for_approval_names_each_waiting_call(tmp_path: Path, 
         shot(page, "console-chat-approval")
     finally:
         stop(up)
+
+
+def test_approvals_page_lists_a_paused_deletion_and_approving_or_rejecting_it_lets_the_turn_finish(
+    tmp_path: Path, page
+):
+    from playwright.sync_api import expect
+
+    up: Up = start_up("examples/approvals", tmp_path)
+    try:
+        up.all_ready()
+        page.goto(f"{up.gateway}/approvals")
+        janitor = page.locator("section.agent-approvals", has=page.get_by_role("heading", name="janitor"))
+        expect(janitor).to_contain_text("No tool call waits for approval.")
+
+        # The chat's turn pauses before the deletion runs; its "Waiting for approval" entry leads to the page.
+        page.goto(f"{up.gateway}/chat?agent=default/janitor")
+        page.get_by_label("Message").fill("delete notes.txt")
+        page.get_by_role("button", name="Send").click()
+        expect(page.get_by_role("status")).to_have_text("Waiting for approval.")
+        thread = page.locator("#thread").inner_text()
+        approval_id = page.locator("#transcript .turn.approval .approval code").inner_text()
+        page.get_by_role("link", name="Approve or reject on the Approvals page").click()
+
+        call = page.locator(f'li.approval[id="{approval_id}"]')
+        expect(call.locator(".tool")).to_have_text("delete_file")
+        expect(call).to_contain_text("files/delete_file")
+        expect(call.locator("pre")).to_contain_text('"name": "notes.txt"')
+        expect(call.get_by_role("link", name=thread)).to_be_visible()
+        shot(page, "console-approvals")
+
+        call.get_by_role("button", name="Approve").click()
+        expect(page.get_by_role("status")).to_have_text(
+            f"Approved the call {approval_id} of default/janitor: the turn went on and ended (stop)."
+        )
+        expect(janitor).to_contain_text("No tool call waits for approval.")
+        page.goto(f"{up.gateway}/sessions/default/janitor/{thread}")
+        timeline = page.locator(".timeline")
+        expect(timeline.locator(".event-agent_response").last).to_contain_text("About notes.txt: deleted notes.txt")
+
+        # Rejected with a reason: the deletion does not run and the model is told why.
+        page.goto(f"{up.gateway}/chat?agent=default/janitor")
+        page.get_by_label("Message").fill("delete todo.txt")
+        page.get_by_role("button", name="Send").click()
+        expect(page.get_by_role("status")).to_have_text("Waiting for approval.")
+        rejected_id = page.locator("#transcript .turn.approval .approval code").last.inner_text()
+        page.goto(f"{up.gateway}/approvals")
+        call = page.locator(f'li.approval[id="{rejected_id}"]')
+        expect(call.locator("pre")).to_contain_text('"name": "todo.txt"')
+        call.get_by_label("Reason (optional, for a rejection)").fill("keep it until Friday")
+        call.get_by_role("button", name="Reject").click()
+        expect(page.get_by_role("status")).to_have_text(
+            f"Rejected the call {rejected_id} of default/janitor: the turn went on and ended (stop)."
+        )
+        page.goto(f"{up.gateway}/sessions/default/janitor/{thread}")
+        expect(timeline.locator(".event-agent_response").last).to_contain_text(
+            "About todo.txt: Error: the call was rejected by a person: keep it until Friday"
+        )
+        expect(timeline.locator(".event-tool_result").last).to_contain_text("rejected by a person: keep it")
+        expect(timeline.get_by_text("deleted todo.txt")).to_have_count(0)
+    finally:
+        stop(up)
