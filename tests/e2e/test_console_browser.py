@@ -167,7 +167,8 @@ def test_multi_agent_graph_shows_delegations_and_the_chat_follows_one_into_the_p
 ):
     from playwright.sync_api import expect
 
-    up: Up = start_up("examples/multi-agent", tmp_path, "--otel-endpoint", receiver.endpoint)
+    viewer = "http://traces.example/trace/{trace_id}"
+    up: Up = start_up("examples/multi-agent", tmp_path, "--otel-endpoint", receiver.endpoint, "--trace-url", viewer)
     try:
         up.all_ready()
         page.goto(f"{up.gateway}/")
@@ -192,6 +193,13 @@ def test_multi_agent_graph_shows_delegations_and_the_chat_follows_one_into_the_p
         expect(transcript.locator(".turn.assistant .body")).to_have_text("The math specialist says: 4 plus 5 is 9.")
         expect(page.get_by_role("status")).to_have_text("Done.")
         thread = page.locator("#thread").inner_text()
+        # After the run, its trace id, linked to the trace viewer (--trace-url).
+        chat_trace = transcript.locator(".turn-trace a")
+        expect(chat_trace).to_have_text(re.compile(r"^[0-9a-f]{32}$"))
+        chat_trace_id = chat_trace.inner_text()
+        expect(chat_trace).to_have_attribute("href", viewer.replace("{trace_id}", chat_trace_id))
+        expect(chat_trace).to_have_attribute("target", "_blank")
+        expect(chat_trace).to_have_attribute("rel", "noopener")
         shot(page, "console-chat-delegation")
 
         # Followed into the peer: math's session the delegated task ran in, with the task and math's own tool call.
@@ -219,9 +227,14 @@ def test_multi_agent_graph_shows_delegations_and_the_chat_follows_one_into_the_p
             ),
             timeout=60,
         )
+        assert chat_trace_id == delegated.trace_id
         expect(page.locator(".turn-trace code")).to_have_text([delegated.trace_id])
         page.goto(f"{up.gateway}/sessions/default/coordinator/{thread}")
         expect(page.locator(".turn-trace code")).to_have_text([delegated.trace_id])
+        link = page.locator(".turn-trace a")
+        expect(link).to_have_attribute("href", viewer.replace("{trace_id}", delegated.trace_id))
+        expect(link).to_have_attribute("target", "_blank")
+        expect(link).to_have_attribute("rel", "noopener")
         shot(page, "console-session-trace")
     finally:
         stop(up)

@@ -116,6 +116,30 @@ function chat(section) {
     }
   }
 
+  // The trace id of the turn just run (the session's last one), linked to the trace viewer when one is set.
+  async function showTrace() {
+    try {
+      const answer = await fetch(`/api${section.dataset.sessions}${encodeURIComponent(thread)}/trace`, {
+        cache: "no-store",
+      });
+      if (!answer.ok) return;
+      const { trace_id: traceId, url } = await answer.json();
+      if (!traceId) return;
+      const line = el("li", { class: "turn-trace" }, "Trace of this turn: ");
+      const code = el("code", { class: "trace-id" }, traceId);
+      if (url) {
+        const link = el("a", { href: url, target: "_blank", rel: "noopener" });
+        link.append(code);
+        line.append(link);
+      } else {
+        line.append(code);
+      }
+      transcript.append(line);
+    } catch (error) {
+      // No trace id to show: the console is going away.
+    }
+  }
+
   async function run(text) {
     const body = {
       threadId: thread,
@@ -165,6 +189,7 @@ function chat(section) {
     status.textContent = "The agent is answering…";
     try {
       await run(text);
+      await showTrace();
     } catch (error) {
       add("error", "Error", `The agent could not be reached: ${error}. Is kora up still running?`);
       status.textContent = "";
