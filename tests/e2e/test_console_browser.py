@@ -307,6 +307,9 @@ def test_approvals_page_lists_a_paused_deletion_and_approving_or_rejecting_it_le
     from playwright.sync_api import expect
 
     up: Up = start_up("examples/approvals", tmp_path)
+    # Every request the pages make, to show that nothing is fetched from another host.
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
     try:
         up.all_ready()
         page.goto(f"{up.gateway}/approvals")
@@ -338,17 +341,31 @@ def test_approvals_page_lists_a_paused_deletion_and_approving_or_rejecting_it_le
         timeline = page.locator(".timeline")
         expect(timeline.locator(".event-agent_response").last).to_contain_text("About notes.txt: deleted notes.txt")
 
-        # Rejected with a reason: the deletion does not run and the model is told why.
+        # Rejected with a reason, on a phone's width with the keyboard alone: the deletion does not run and the
+        # model is told why.
+        page.set_viewport_size({"width": 390, "height": 844})
         page.goto(f"{up.gateway}/chat?agent=default/janitor")
         page.get_by_label("Message").fill("delete todo.txt")
         page.get_by_role("button", name="Send").click()
         expect(page.get_by_role("status")).to_have_text("Waiting for approval.")
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
         rejected_id = page.locator("#transcript .turn.approval .approval code").last.inner_text()
         page.goto(f"{up.gateway}/approvals")
         call = page.locator(f'li.approval[id="{rejected_id}"]')
         expect(call.locator("pre")).to_contain_text('"name": "todo.txt"')
-        call.get_by_label("Reason (optional, for a rejection)").fill("keep it until Friday")
-        call.get_by_role("button", name="Reject").click()
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        reason = call.get_by_label("Reason (optional, for a rejection)")
+        for _ in range(20):  # the skip link, the navigation, the session link, then the reason
+            page.keyboard.press("Tab")
+            if reason.evaluate("field => field === document.activeElement"):
+                break
+        expect(reason).to_be_focused()
+        page.keyboard.type("keep it until Friday")
+        page.keyboard.press("Tab")
+        expect(call.get_by_role("button", name="Approve")).to_be_focused()
+        page.keyboard.press("Tab")
+        expect(call.get_by_role("button", name="Reject")).to_be_focused()
+        page.keyboard.press("Enter")
         expect(page.get_by_role("status")).to_have_text(
             f"Rejected the call {rejected_id} of default/janitor: the turn went on and ended (stop)."
         )
@@ -358,5 +375,11 @@ def test_approvals_page_lists_a_paused_deletion_and_approving_or_rejecting_it_le
         )
         expect(timeline.locator(".event-tool_result").last).to_contain_text("rejected by a person: keep it")
         expect(timeline.get_by_text("deleted todo.txt")).to_have_count(0)
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        page.goto(f"{up.gateway}/sessions?agent=default/janitor")
+        expect(page.get_by_role("link", name=thread)).to_be_visible()
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        assert requested
+        assert [url for url in requested if not url.startswith(f"{up.gateway}/")] == []
     finally:
         stop(up)
