@@ -147,8 +147,14 @@ def test_memory_example_fact_shows_and_is_gone_after_erasing_its_user(tmp_path: 
         expect(page.get_by_role("heading", name="ana")).to_be_visible()
         shot(page, "console-memory")
 
+        # On a phone's width: the facts and the confirmation fit it.
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.reload()
+        expect(page.get_by_text("I live in Lisbon.")).to_be_visible()
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
         page.get_by_role("link", name="Erase user ana").click()
         expect(page.get_by_text("This cannot be undone")).to_be_visible()
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
         page.get_by_role("button", name="Erase ana").click()
         expect(page.get_by_role("status")).to_have_text("Erased every memory of user ana.")
         expect(page.get_by_text("I live in Lisbon.")).to_have_count(0)
