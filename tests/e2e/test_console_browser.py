@@ -147,6 +147,21 @@ def test_memory_example_fact_shows_and_is_gone_after_erasing_its_user(tmp_path: 
         expect(page.get_by_role("heading", name="ana")).to_be_visible()
         shot(page, "console-memory")
 
+        # Ana asks in the chat (as an authenticating proxy would name her): memory's recall shows inline before
+        # the answer, then the search_memory tool call with what it found.
+        page.context.set_extra_http_headers({"X-Forwarded-User": "ana"})
+        page.goto(f"{up.gateway}/chat?agent=default/assistant")
+        page.get_by_label("Message").fill("where do I live?")
+        page.get_by_role("button", name="Send").click()
+        transcript = page.locator("#transcript")
+        expect(page.get_by_role("status")).to_have_text("Done.")
+        expect(transcript.locator(".turn.recall li")).to_have_text(["I live in Lisbon."])
+        expect(transcript.locator(".turn.tool")).to_contain_text("search_memory")
+        expect(transcript.locator(".turn.tool .result")).to_contain_text("I live in Lisbon.")
+        expect(transcript.locator(".turn.assistant .body")).to_contain_text("From my memory:")
+        shot(page, "console-chat-memory")
+        page.goto(f"{up.gateway}/memory")
+
         # On a phone's width: the facts and the confirmation fit it.
         page.set_viewport_size({"width": 390, "height": 844})
         page.reload()

@@ -90,6 +90,20 @@ function chat(section) {
         }
         break;
       }
+      case "CUSTOM":
+        // What memory recalled for the turn before the model was asked (Kora's kora.memory_recall event).
+        if (event.name === "kora.memory_recall") {
+          const { facts = [], summary = false } = event.value || {};
+          const body = add("recall", "Memory recall", "");
+          if (facts.length) {
+            body.append(el("div", {}, "Facts added to the instructions:"));
+            const list = el("ul", { class: "facts-recalled" });
+            for (const fact of facts) list.append(el("li", {}, fact));
+            body.append(list);
+          }
+          if (summary) body.append(el("div", {}, "A summary of this conversation's earlier turns."));
+        }
+        break;
       case "RUN_ERROR":
         add("error", "Error", `${event.message}${event.code ? ` (${event.code})` : ""}`);
         break;
