@@ -22,11 +22,13 @@ What a ``RunAgentInput`` may ask, field by field (each honoured or refused with 
 * ``state``, ``forwardedProps`` and ``resume`` are refused unless empty: a Kora agent keeps no AG-UI state, reads
   no application properties and never interrupts a run. Any other field is refused.
 
-The answer: ``RUN_STARTED``; the text as ``TEXT_MESSAGE_START`` / ``CONTENT`` / ``END`` (one message per stretch
-of text between tool calls); each call of the agent's own tools (MCP, memory, and delegation, whose tool
-``delegate_to_<peer>`` names the peer) as ``TOOL_CALL_START`` / ``ARGS`` / ``END`` as it starts and
-``TOOL_CALL_RESULT`` when it returns; then ``RUN_FINISHED`` with the run's token usage, or ``RUN_ERROR`` (the
-error's message and Kora code) when the turn fails after the stream started.
+The answer: ``RUN_STARTED``; when memory recalled anything for the turn (long-term facts, a rolling summary), a
+``CUSTOM`` event named ``kora.memory_recall`` whose value is ``{"facts": [text, ...], "summary": bool}``; the text
+as ``TEXT_MESSAGE_START`` / ``CONTENT`` / ``END`` (one message per stretch of text between tool calls); each call of
+the agent's own tools (MCP, memory, and delegation, whose tool ``delegate_to_<peer>`` names the peer) as
+``TOOL_CALL_START`` / ``ARGS`` / ``END`` as it starts and ``TOOL_CALL_RESULT`` when it returns; then
+``RUN_FINISHED`` with the run's token usage, or ``RUN_ERROR`` (the error's message and Kora code) when the turn
+fails after the stream started.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from ag_ui.core import (
     ActivityMessage,
     AssistantMessage,
     BaseEvent,
+    CustomEvent,
     DataSource,
     DeveloperMessage,
     ImagePart,
@@ -70,7 +73,7 @@ from ag_ui.encoder import EventEncoder
 from pydantic import BaseModel, JsonValue, ValidationError
 
 from kora.agent.openai_api import ParsedChat, decode_body, parse_chat_body
-from kora.agent.turn import ToolCalled, ToolReturned, ToolStep, TurnOutcome
+from kora.agent.turn import Recalled, ToolCalled, ToolReturned, ToolStep, TurnOutcome
 from kora.core.errors import KoraError, RequestError
 from kora.core.openai_wire import invalid_request_message
 from kora.core.protocol import check_session_id
@@ -277,6 +280,10 @@ def ag_ui_params() -> Iterator[None]:
         yield
 
 
+#: The ``CUSTOM`` event's name for what memory recalled before the turn's first model request.
+MEMORY_RECALL: Final = "kora.memory_recall"
+
+
 class EventWriter:
     """Turns the runtime's stream (:meth:`~kora.agent.runtime.AgentRuntime.stream_steps`) into AG-UI events for
     one run (see the module docstring)."""
@@ -312,6 +319,8 @@ class EventWriter:
             yield ToolCallResultEvent(
                 message_id=_new_id("tool"), tool_call_id=item.tool_call_id, content=item.content, role="tool"
             )
+        elif isinstance(item, Recalled):
+            yield CustomEvent(name=MEMORY_RECALL, value={"facts": list(item.facts), "summary": item.summary})
         else:
             yield from self._end_text()
             for call in item.tool_calls:

@@ -63,7 +63,7 @@ from kora.agent.telemetry import (
     record_budget_exhausted,
     record_turn_spend,
 )
-from kora.agent.turn import ClientCall, ToolStep, TurnOutcome, TurnRequest
+from kora.agent.turn import ClientCall, Recalled, ToolStep, TurnOutcome, TurnRequest
 from kora.agent.turn_log import log_turn
 from kora.core.errors import (
     ApprovalConflict,
@@ -209,7 +209,7 @@ class AgentRuntime:
                 self.check_not_waiting(turn.session_id)
             progress = _Progress(budget=self.budget(turn))
             try:
-                turn, messages, prompt_at = await self._opened(turn, resume)
+                turn, messages, prompt_at, _ = await self._opened(turn, resume)
                 progress.messages = messages[prompt_at:]
                 if resume is None and self._direct and turn.direct_first:
                     parameters = self.loop.request_parameters(turn)
@@ -302,7 +302,9 @@ class AgentRuntime:
             recorded = False
             progress = _Progress(budget=self.budget(turn))
             try:
-                turn, messages, prompt_at = await self._opened(turn, resume)
+                turn, messages, prompt_at, recalled = await self._opened(turn, resume)
+                if tool_steps and recalled is not None:
+                    yield recalled
                 if prepared is not None:
                     await prepared()
                 progress.messages = messages[prompt_at:]
@@ -404,12 +406,12 @@ class AgentRuntime:
 
     async def _opened(
         self, turn: TurnRequest, resume: PausedTurn | None
-    ) -> tuple[TurnRequest, list[ModelMessage], int]:
+    ) -> tuple[TurnRequest, list[ModelMessage], int, Recalled | None]:
         """:meth:`_prepare`, or for a paused turn that resumes: its turn as it ran and every message of it so far
-        (stored already: the resumed turn stores what follows)."""
+        (stored already: the resumed turn stores what follows), having recalled nothing anew."""
         if resume is None:
             return await self._prepare(turn)
-        return resume.turn, list(resume.messages), len(resume.messages)
+        return resume.turn, list(resume.messages), len(resume.messages), None
 
     def _pause(self, turn: TurnRequest, messages: list[ModelMessage], result: LoopResult) -> PausedTurn | None:
         """A paused turn for a loop result whose calls wait for approval (None: the turn did not pause)."""
@@ -566,25 +568,27 @@ class AgentRuntime:
                 log.exception("a resumed turn in session %s failed", paused.turn.session_id)
             return None
 
-    async def _prepare(self, turn: TurnRequest) -> tuple[TurnRequest, list[ModelMessage], int]:
+    async def _prepare(self, turn: TurnRequest) -> tuple[TurnRequest, list[ModelMessage], int, Recalled | None]:
         """The turn with what memory recalls (rolling summary, long-term facts) added to its instructions, its first
         request (what the model is shown before the turn: the session's window, else the history the client sent;
-        then the turn's opening, :meth:`_opening`) and where the turn's own messages start in it (what the turn
-        stores)."""
+        then the turn's opening, :meth:`_opening`), where the turn's own messages start in it (what the turn
+        stores) and what was recalled (None: nothing)."""
         limit = self.settings.memory_context_limit
         with self.tracing.memory("recall", turn.session_id):
             context = await self.memory.turn_context(turn.session_id, turn.prompt, limit, turn.user_id)
+        recalled = None
         if note := memory_instructions(context):
             turn = replace(turn, system=f"{turn.system}\n\n{note}" if turn.system else note)
+            recalled = Recalled(tuple(hit.text for hit in context.facts), bool(context.summary))
         history = self._history(turn, context.events, limit)
         if not turn.tool_results or turn.answered is None:
-            return turn, [*history, prompt_request(turn)], len(history)
+            return turn, [*history, prompt_request(turn)], len(history), recalled
         # A turn that continues client tool calls opens with the assistant message holding them and the client's
         # results. The calls are stored by this turn unless the session already holds them (the turn that made
         # them stored them; their replay leaves them out, as calls without results, so they are shown again here).
         opening = replay_to_messages([turn.answered, Request(list(turn.tool_results), turn.started)])
         held = await self._holds_calls(turn, context.events)
-        return turn, [*history, *opening], len(history) + (1 if held else 0)
+        return turn, [*history, *opening], len(history) + (1 if held else 0), recalled
 
     async def _holds_calls(self, turn: TurnRequest, window: list[MemoryEvent]) -> bool:
         """Whether the session already stores the calls ``turn`` answers: looked up in the replay ``window``,

@@ -173,8 +173,18 @@ class ToolReturned:
     failed: bool = False
 
 
+@dataclass(frozen=True)
+class Recalled:
+    """What memory recalled for a turn before its first model request, when it recalled anything: the long-term
+    ``facts`` added to the turn's instructions (their text, best first) and whether a rolling ``summary`` of the
+    session's earlier turns was added. Streamed by :meth:`~kora.agent.runtime.AgentRuntime.stream_steps` only."""
+
+    facts: tuple[str, ...]
+    summary: bool
+
+
 #: A step of a turn made visible while it streams.
-ToolStep = ToolCalled | ToolReturned
+ToolStep = ToolCalled | ToolReturned | Recalled
 
 
 @dataclass(frozen=True)

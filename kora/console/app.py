@@ -9,8 +9,11 @@ timeline, each delegation linking to the peer's session it ran in:
 ``GET /memory?store=ns/name`` (facts per user) with ``GET /memory/erase`` (the confirmation) and
 ``POST /memory/erase``, ``GET /approvals`` (every agent's tool calls waiting for a person's approval) with
 ``POST /approvals/decide`` (approve or reject one, as the agent's operator). ``GET /api/state`` is the graph as
-JSON; ``GET /health`` and ``GET /ready`` are the probes. Assets are served from ``/assets``: nothing is fetched
-from another host.
+JSON; ``GET /api/sessions/{namespace}/{agent}/{session_id}/trace`` the trace id of the session's last turn,
+``{"trace_id", "url"}`` (``trace_id`` None without tracing; ``url`` the trace viewer's page of it with
+``CONSOLE_TRACE_URL``, else None), which the chat shows after each run; ``GET /health`` and ``GET /ready`` are the
+probes. Assets are served from ``/assets``: nothing is fetched from another host. With ``CONSOLE_TRACE_URL`` set,
+every trace id shown links to the trace viewer (a new tab).
 
 With ``CONSOLE_ACCESS_TOKEN`` set, every route but the probes asks for it (:mod:`kora.console.access`).
 
@@ -44,6 +47,7 @@ from kora.console.sources import ConsoleResource, LocalSources, Sources
 from kora.core.errors import SourceError
 from kora.core.protocol import child_session_id
 from kora.core.serving import Readiness, Status, probe_routes
+from kora.core.trace_links import fill_trace_url
 from kora.resources.models import Kind
 
 HERE = Path(__file__).parent
@@ -61,6 +65,12 @@ def create_app(settings: ConsoleSettings) -> Starlette:
     """The console for the ``kora up`` run of ``settings.console_state_dir``."""
     templates = Jinja2Templates(directory=HERE / "templates")
     templates.env.globals["peer_session_path"] = peer_session_path
+
+    def trace_link(trace_id: str) -> str | None:
+        """The configured trace viewer's page of ``trace_id`` (None without ``CONSOLE_TRACE_URL``)."""
+        return fill_trace_url(settings.console_trace_url, trace_id) if settings.console_trace_url else None
+
+    templates.env.globals["trace_url"] = trace_link
     holder: dict[str, Sources] = {}
 
     @asynccontextmanager
@@ -139,6 +149,18 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         except SourceError as failure:
             error = str(failure)
         return page(request, "session.html", agent=agent, session_id=session_id, events=events, error=error)
+
+    async def session_trace(request: Request) -> Response:
+        namespace, name = request.path_params["namespace"], request.path_params["agent"]
+        try:
+            agent = await holder["sources"].find(Kind.AGENT, f"{namespace}/{name}")
+            events = await holder["sources"].events(agent, request.path_params["session_id"])
+        except SourceError as failure:
+            return JSONResponse({"detail": str(failure)}, status_code=502)
+        trace_ids = [str(e["metadata"]["trace_id"]) for e in events if (e.get("metadata") or {}).get("trace_id")]
+        trace_id = trace_ids[-1] if trace_ids else None
+        url = trace_link(trace_id) if trace_id else None
+        return JSONResponse({"trace_id": trace_id, "url": url})
 
     async def delegated(request: Request) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["agent"]
@@ -241,6 +263,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             Route("/sessions", sessions),
             Route("/sessions/{namespace}/{agent}/{session_id}", session),
             Route("/sessions/{namespace}/{agent}/{session_id}/delegated/{peer}", delegated),
+            Route("/api/sessions/{namespace}/{agent}/{session_id}/trace", session_trace),
             Route("/approvals", approvals, methods=["GET"]),
             Route("/approvals/decide", decide, methods=["POST"]),
             Route("/memory", memory),

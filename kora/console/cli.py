@@ -21,7 +21,7 @@ def cli(argv: list[str]) -> int:
     if argv and argv[0] in {"-h", "--help"}:
         print(
             "usage: kora console\n\nServe the web console; settings from CONSOLE_HOST, CONSOLE_PORT, CONSOLE_SOURCE, "
-            "CONSOLE_STATE_DIR, CONSOLE_NAMESPACES, CONSOLE_ACCESS_TOKEN (docs/configuration.md)."
+            "CONSOLE_STATE_DIR, CONSOLE_NAMESPACES, CONSOLE_ACCESS_TOKEN, CONSOLE_TRACE_URL (docs/configuration.md)."
         )
         return 0
     if argv:

@@ -1,5 +1,6 @@
 """Settings of the web console, read from the environment (``CONSOLE_HOST``, ``CONSOLE_PORT``,
-``CONSOLE_SOURCE``, ``CONSOLE_STATE_DIR``, ``CONSOLE_NAMESPACES``, ``CONSOLE_ACCESS_TOKEN``).
+``CONSOLE_SOURCE``, ``CONSOLE_STATE_DIR``, ``CONSOLE_NAMESPACES``, ``CONSOLE_ACCESS_TOKEN``,
+``CONSOLE_TRACE_URL``).
 :func:`load_console_settings` raises :class:`~kora.core.settings_errors.SettingsError` naming every bad
 variable."""
 
@@ -9,10 +10,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kora.core.serving.settings import load_settings
+from kora.core.trace_links import check_trace_url
 
 COMPONENT = "kora console"
 
@@ -53,6 +55,18 @@ class ConsoleSettings(BaseSettings):
         "session (`kora up`'s loopback gateway, `kubectl port-forward`). The Helm chart sets it from a Secret and "
         "requires it before it routes the console on the Gateway.",
     )
+
+    console_trace_url: str | None = Field(
+        default=None,
+        description="A trace viewer's URL for one trace, with `{trace_id}` where the trace id goes (e.g. "
+        "`http://localhost:16686/trace/{trace_id}` for Jaeger): each turn's trace id the console shows links there "
+        "(in a new tab). An http(s) URL; unset: trace ids are plain text. `kora up --trace-url` sets it.",
+    )
+
+    @field_validator("console_trace_url")
+    @classmethod
+    def _trace_url(cls, value: str | None) -> str | None:
+        return None if value is None else check_trace_url(value)
 
     @property
     def namespaces(self) -> list[str]:

@@ -2,7 +2,7 @@
 
     kora up examples/quickstart [--port 8080] [--state-dir .kora] [--grace 5] [--watch]
                                 [--pass-env NAME] [--secret-env [NAMESPACE/]NAME/KEY=VARIABLE]
-                                [--no-console]
+                                [--no-console] [--trace-url URL]
 
 Steps: load and validate the manifests (:func:`kora.resources.load_path`; on errors print the loader's
 message and exit 2), give each workload a free loopback port, plan with :class:`Loopback` (workloads reach
@@ -46,6 +46,7 @@ from kora.core.command import EXIT_INTERRUPTED
 from kora.core.net import bind_socket, free_port
 from kora.core.settings_errors import SettingsError
 from kora.core.telemetry import Telemetry, instrument_app, setup_telemetry
+from kora.core.trace_links import check_trace_url
 from kora.local.backends import BackendWatch, proxy_backends
 from kora.local.credentials import Credentials
 from kora.local.gateway import create_gateway_app, gateway_body_limit, routes_from_plans
@@ -123,15 +124,17 @@ def plan_local(
 CONSOLE_REF = ResourceRef("Console", "kora", "console")
 
 
-def console_plan(state_dir: Path, gateway_url: str) -> WorkloadPlan:
+def console_plan(state_dir: Path, gateway_url: str, trace_url: str | None = None) -> WorkloadPlan:
     """``kora console`` on a free loopback port, showing the run of ``state_dir`` (its state and the operator
-    tokens kora up generated, which it reads from there), served at ``gateway_url``'s root."""
+    tokens kora up generated, which it reads from there), served at ``gateway_url``'s root; ``trace_url`` is its
+    ``CONSOLE_TRACE_URL`` (a trace viewer's URL template, checked by the caller)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = (
         EnvEntry(names.CONSOLE_HOST, "127.0.0.1"),
         EnvEntry(names.CONSOLE_PORT, str(port)),
         EnvEntry(names.CONSOLE_STATE_DIR, str(state_dir)),
+        *((EnvEntry(names.CONSOLE_TRACE_URL, trace_url),) if trace_url else ()),
     )
     return WorkloadPlan(
         ref=CONSOLE_REF,
@@ -204,8 +207,9 @@ class _LocalRun:
         watch: ManifestWatch | None = None,
         secrets: SecretSource | None = None,
         console: bool = True,
+        trace_url: str | None = None,
     ) -> None:
-        self._console = console_plan(state_dir, self._gateway_url_of(gateway_sock)) if console else None
+        self._console = console_plan(state_dir, self._gateway_url_of(gateway_sock), trace_url) if console else None
         self._graph = graph
         self._secrets = secrets or SecretSource()
         self._watch = watch
@@ -509,6 +513,17 @@ def up(
             help="Serve the web console (kora console) at the gateway's root (docs/console.md).",
         ),
     ] = True,
+    trace_url: Annotated[
+        str | None,
+        typer.Option(
+            "--trace-url",
+            envvar=names.CONSOLE_TRACE_URL,
+            metavar="URL",
+            help="Your trace viewer's URL for one trace, with {trace_id} where the trace id goes (e.g. "
+            "http://localhost:16686/trace/{trace_id} for Jaeger): the console links each turn's trace id there. "
+            "See docs/telemetry.md.",
+        ),
+    ] = None,
     secret_env: Annotated[
         list[str] | None,
         typer.Option(
@@ -542,6 +557,13 @@ def up(
                 "kora up runs this installation's kora as a local process",
                 file=sys.stderr,
             )
+    trace_url = (trace_url or "").strip() or None
+    if trace_url is not None:
+        try:
+            check_trace_url(trace_url)
+        except ValueError as error:
+            print(f"kora up: --trace-url ({names.CONSOLE_TRACE_URL}): {error}", file=sys.stderr)
+            return 2
     state_dir = state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     otel_endpoint = (otel_endpoint or "").strip() or None
@@ -598,6 +620,7 @@ def up(
                 watching,
                 secrets,
                 console,
+                trace_url,
             )
             return runner.run(run.run(grace, early_stops))
     finally:

@@ -147,8 +147,29 @@ def test_memory_example_fact_shows_and_is_gone_after_erasing_its_user(tmp_path: 
         expect(page.get_by_role("heading", name="ana")).to_be_visible()
         shot(page, "console-memory")
 
+        # Ana asks in the chat (as an authenticating proxy would name her): memory's recall shows inline before
+        # the answer, then the search_memory tool call with what it found.
+        page.context.set_extra_http_headers({"X-Forwarded-User": "ana"})
+        page.goto(f"{up.gateway}/chat?agent=default/assistant")
+        page.get_by_label("Message").fill("where do I live?")
+        page.get_by_role("button", name="Send").click()
+        transcript = page.locator("#transcript")
+        expect(page.get_by_role("status")).to_have_text("Done.")
+        expect(transcript.locator(".turn.recall li")).to_have_text(["I live in Lisbon."])
+        expect(transcript.locator(".turn.tool")).to_contain_text("search_memory")
+        expect(transcript.locator(".turn.tool .result")).to_contain_text("I live in Lisbon.")
+        expect(transcript.locator(".turn.assistant .body")).to_contain_text("From my memory:")
+        shot(page, "console-chat-memory")
+        page.goto(f"{up.gateway}/memory")
+
+        # On a phone's width: the facts and the confirmation fit it.
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.reload()
+        expect(page.get_by_text("I live in Lisbon.")).to_be_visible()
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
         page.get_by_role("link", name="Erase user ana").click()
         expect(page.get_by_text("This cannot be undone")).to_be_visible()
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
         page.get_by_role("button", name="Erase ana").click()
         expect(page.get_by_role("status")).to_have_text("Erased every memory of user ana.")
         expect(page.get_by_text("I live in Lisbon.")).to_have_count(0)
@@ -167,7 +188,8 @@ def test_multi_agent_graph_shows_delegations_and_the_chat_follows_one_into_the_p
 ):
     from playwright.sync_api import expect
 
-    up: Up = start_up("examples/multi-agent", tmp_path, "--otel-endpoint", receiver.endpoint)
+    viewer = "http://traces.example/trace/{trace_id}"
+    up: Up = start_up("examples/multi-agent", tmp_path, "--otel-endpoint", receiver.endpoint, "--trace-url", viewer)
     try:
         up.all_ready()
         page.goto(f"{up.gateway}/")
@@ -192,6 +214,13 @@ def test_multi_agent_graph_shows_delegations_and_the_chat_follows_one_into_the_p
         expect(transcript.locator(".turn.assistant .body")).to_have_text("The math specialist says: 4 plus 5 is 9.")
         expect(page.get_by_role("status")).to_have_text("Done.")
         thread = page.locator("#thread").inner_text()
+        # After the run, its trace id, linked to the trace viewer (--trace-url).
+        chat_trace = transcript.locator(".turn-trace a")
+        expect(chat_trace).to_have_text(re.compile(r"^[0-9a-f]{32}$"))
+        chat_trace_id = chat_trace.inner_text()
+        expect(chat_trace).to_have_attribute("href", viewer.replace("{trace_id}", chat_trace_id))
+        expect(chat_trace).to_have_attribute("target", "_blank")
+        expect(chat_trace).to_have_attribute("rel", "noopener")
         shot(page, "console-chat-delegation")
 
         # Followed into the peer: math's session the delegated task ran in, with the task and math's own tool call.
@@ -219,9 +248,14 @@ def test_multi_agent_graph_shows_delegations_and_the_chat_follows_one_into_the_p
             ),
             timeout=60,
         )
+        assert chat_trace_id == delegated.trace_id
         expect(page.locator(".turn-trace code")).to_have_text([delegated.trace_id])
         page.goto(f"{up.gateway}/sessions/default/coordinator/{thread}")
         expect(page.locator(".turn-trace code")).to_have_text([delegated.trace_id])
+        link = page.locator(".turn-trace a")
+        expect(link).to_have_attribute("href", viewer.replace("{trace_id}", delegated.trace_id))
+        expect(link).to_have_attribute("target", "_blank")
+        expect(link).to_have_attribute("rel", "noopener")
         shot(page, "console-session-trace")
     finally:
         stop(up)
@@ -284,5 +318,89 @@ def test_a_chat_run_paused_for_approval_names_each_waiting_call(tmp_path: Path, 
         expect(waiting.locator(".approval strong")).to_have_text("add")
         expect(waiting.locator(".approval code")).to_have_text(re.compile(r"^appr_[0-9a-f]{32}$"))
         shot(page, "console-chat-approval")
+    finally:
+        stop(up)
+
+
+def test_approvals_page_lists_a_paused_deletion_and_approving_or_rejecting_it_lets_the_turn_finish(
+    tmp_path: Path, page
+):
+    from playwright.sync_api import expect
+
+    up: Up = start_up("examples/approvals", tmp_path)
+    # Every request the pages make, to show that nothing is fetched from another host.
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+    try:
+        up.all_ready()
+        page.goto(f"{up.gateway}/approvals")
+        janitor = page.locator("section.agent-approvals", has=page.get_by_role("heading", name="janitor"))
+        expect(janitor).to_contain_text("No tool call waits for approval.")
+
+        # The chat's turn pauses before the deletion runs; its "Waiting for approval" entry leads to the page.
+        page.goto(f"{up.gateway}/chat?agent=default/janitor")
+        page.get_by_label("Message").fill("delete notes.txt")
+        page.get_by_role("button", name="Send").click()
+        expect(page.get_by_role("status")).to_have_text("Waiting for approval.")
+        thread = page.locator("#thread").inner_text()
+        approval_id = page.locator("#transcript .turn.approval .approval code").inner_text()
+        page.get_by_role("link", name="Approve or reject on the Approvals page").click()
+
+        call = page.locator(f'li.approval[id="{approval_id}"]')
+        expect(call.locator(".tool")).to_have_text("delete_file")
+        expect(call).to_contain_text("files/delete_file")
+        expect(call.locator("pre")).to_contain_text('"name": "notes.txt"')
+        expect(call.get_by_role("link", name=thread)).to_be_visible()
+        shot(page, "console-approvals")
+
+        call.get_by_role("button", name="Approve").click()
+        expect(page.get_by_role("status")).to_have_text(
+            f"Approved the call {approval_id} of default/janitor: the turn went on and ended (stop)."
+        )
+        expect(janitor).to_contain_text("No tool call waits for approval.")
+        page.goto(f"{up.gateway}/sessions/default/janitor/{thread}")
+        timeline = page.locator(".timeline")
+        expect(timeline.locator(".event-agent_response").last).to_contain_text("About notes.txt: deleted notes.txt")
+
+        # Rejected with a reason, on a phone's width with the keyboard alone: the deletion does not run and the
+        # model is told why.
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.goto(f"{up.gateway}/chat?agent=default/janitor")
+        page.get_by_label("Message").fill("delete todo.txt")
+        page.get_by_role("button", name="Send").click()
+        expect(page.get_by_role("status")).to_have_text("Waiting for approval.")
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        rejected_id = page.locator("#transcript .turn.approval .approval code").last.inner_text()
+        page.goto(f"{up.gateway}/approvals")
+        call = page.locator(f'li.approval[id="{rejected_id}"]')
+        expect(call.locator("pre")).to_contain_text('"name": "todo.txt"')
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        reason = call.get_by_label("Reason (optional, for a rejection)")
+        for _ in range(20):  # the skip link, the navigation, the session link, then the reason
+            page.keyboard.press("Tab")
+            if reason.evaluate("field => field === document.activeElement"):
+                break
+        expect(reason).to_be_focused()
+        page.keyboard.type("keep it until Friday")
+        page.keyboard.press("Tab")
+        expect(call.get_by_role("button", name="Approve")).to_be_focused()
+        page.keyboard.press("Tab")
+        expect(call.get_by_role("button", name="Reject")).to_be_focused()
+        page.keyboard.press("Enter")
+        expect(page.get_by_role("status")).to_have_text(
+            f"Rejected the call {rejected_id} of default/janitor: the turn went on and ended (stop)."
+        )
+        page.goto(f"{up.gateway}/sessions/default/janitor/{thread}")
+        expect(timeline.locator(".event-agent_response").last).to_contain_text(
+            "About todo.txt: Error: the call was rejected by a person: keep it until Friday"
+        )
+        expect(timeline.locator(".event-tool_result").last).to_contain_text("rejected by a person: keep it")
+        expect(timeline.get_by_text("deleted todo.txt")).to_have_count(0)
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        page.goto(f"{up.gateway}/sessions?agent=default/janitor")
+        expect(page.get_by_role("link", name=thread)).to_be_visible()
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        assert requested
+        assert [url for url in requested if not url.startswith(f"{up.gateway}/")] == []
     finally:
         stop(up)

@@ -284,6 +284,38 @@ def test_the_thread_of_another_user_is_forbidden():
         assert agent.event_types(body["threadId"]) == ["user_message", "agent_response"]
 
 
+def test_memory_tools_stream_as_tool_calls_with_their_results():
+    rules = [
+        Rule(
+            Match(user_matches=r"remember (?P<fact>.+)", tool_available="save_memory", after_tool=False),
+            ToolCallReply([ToolCall("save_memory", {"content": "{fact}"})]),
+        ),
+        Rule(
+            Match(user_matches=r"what do I like", tool_available="search_memory", after_tool=False),
+            ToolCallReply([ToolCall("search_memory", {"query": "tea"})]),
+        ),
+    ]
+    with ScriptedModelServer() as model, served_agent(model, "rememberer", MEMORY_TOOLS="all") as agent:
+        model.load_script(rules)
+        thread = f"t-{uuid.uuid4().hex}"
+        setup = Setup(model, agent)
+        saved = setup.run(run_input("remember I like green tea", thread))
+        recalled = setup.run(run_input("what do I like?", thread))
+    for events, name in ((saved, "save_memory"), (recalled, "search_memory")):
+        assert types(events)[:5] == [
+            "RUN_STARTED",
+            "TOOL_CALL_START",
+            "TOOL_CALL_ARGS",
+            "TOOL_CALL_END",
+            "TOOL_CALL_RESULT",
+        ]
+        start, result = events[1], events[4]
+        assert start.tool_call_name == name
+        assert result.tool_call_id == start.tool_call_id
+    assert saved[4].content.startswith("Saved (")
+    assert "I like green tea" in recalled[4].content
+
+
 # -- hypothesis: the body, hostile ------------------------------------------------------------------------------------
 
 names = st.sampled_from(["get_weather", "add", "x", ""])

@@ -131,6 +131,10 @@ def test_chat_sessions_and_a_session_timeline_of_a_real_agent(console):
         assert "hello console" in timeline
         assert "agent_response" in timeline
         assert "You said: hello console" in timeline
+        # Without tracing no turn has a trace id: none is shown, and the chat's question says so.
+        assert "Trace of this turn" not in timeline
+        trace = console.get(f"/api/sessions/default/assistant/{thread}/trace")
+        assert trace.json() == {"trace_id": None, "url": None}
 
 
 def test_an_agent_that_does_not_answer_or_refuses_the_token_is_an_error_saying_what_to_do(console):
@@ -139,6 +143,9 @@ def test_an_agent_that_does_not_answer_or_refuses_the_token_is_an_error_saying_w
     assert 'role="alert"' in page
     assert "Agent/gone did not answer" in page
     assert "kora logs gone" in page
+    trace = console.get("/api/sessions/default/gone/s-1/trace")
+    assert trace.status_code == 502
+    assert "Agent/gone did not answer" in trace.json()["detail"]
     with ScriptedModelServer() as model, served_agent(model, "assistant") as agent:
         write_run(console.state_dir, [workload("Agent", "assistant", agent.url)], {("Agent", "assistant"): "wrong"})
         assert "Agent/assistant answered 401" in console.get("/sessions").text

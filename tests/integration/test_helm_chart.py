@@ -673,6 +673,7 @@ def test_the_console_without_a_route_still_asks_for_its_token_and_follows_the_wa
     assert env["CONSOLE_ACCESS_TOKEN"]["valueFrom"] == {"secretKeyRef": {"name": "team-token", "key": "token"}}
     plain = {name: e["value"] for name, e in env.items() if e.get("value")}
     assert load_console_settings(plain).namespaces == ["team-a", "team-b"]
+    assert "CONSOLE_TRACE_URL" not in env
     bindings = [o for o in objects if o["kind"] == "RoleBinding" and o["metadata"]["name"] == "kora-console"]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
     assert not [o for o in objects if o["kind"] == "ClusterRoleBinding" and o["metadata"]["name"] == "kora-console"]
@@ -701,12 +702,22 @@ def test_the_console_without_a_route_still_asks_for_its_token_and_follows_the_wa
         ({"console.enabled": "yes"}, "console.enabled: Invalid type. Expected: boolean"),
         ({"console.accessTokenSecret": "Not A Name"}, "console.accessTokenSecret: Does not match pattern"),
         ({"console.route": True}, "console: Additional property route is not allowed"),
+        ({"console.traceUrl": "http://jaeger/trace"}, "console.traceUrl: Does not match pattern"),
+        ({"console.traceUrl": "ftp://jaeger/{trace_id}"}, "console.traceUrl: Does not match pattern"),
     ],
 )
 def test_helm_template_refuses_a_console_exposed_without_a_credential(values: dict[str, object], message: str):
     result = render_text(values, check=False)
     assert result.returncode != 0
     assert message in result.stderr, result.stderr
+
+
+def test_the_consoles_trace_url_is_its_trace_viewer_setting():
+    template = "http://jaeger.example/trace/{trace_id}"
+    objects = render({**SCENARIOS["console"], "console.traceUrl": template})
+    plain = {e["name"]: e["value"] for e in console_container(objects)["env"] if "value" in e}
+    assert plain["CONSOLE_TRACE_URL"] == template
+    assert load_console_settings(plain).console_trace_url == template
 
 
 @pytest.mark.slow

@@ -90,6 +90,20 @@ function chat(section) {
         }
         break;
       }
+      case "CUSTOM":
+        // What memory recalled for the turn before the model was asked (Kora's kora.memory_recall event).
+        if (event.name === "kora.memory_recall") {
+          const { facts = [], summary = false } = event.value || {};
+          const body = add("recall", "Memory recall", "");
+          if (facts.length) {
+            body.append(el("div", {}, "Facts added to the instructions:"));
+            const list = el("ul", { class: "facts-recalled" });
+            for (const fact of facts) list.append(el("li", {}, fact));
+            body.append(list);
+          }
+          if (summary) body.append(el("div", {}, "A summary of this conversation's earlier turns."));
+        }
+        break;
       case "RUN_ERROR":
         add("error", "Error", `${event.message}${event.code ? ` (${event.code})` : ""}`);
         break;
@@ -113,6 +127,30 @@ function chat(section) {
         }
         break;
       }
+    }
+  }
+
+  // The trace id of the turn just run (the session's last one), linked to the trace viewer when one is set.
+  async function showTrace() {
+    try {
+      const answer = await fetch(`/api${section.dataset.sessions}${encodeURIComponent(thread)}/trace`, {
+        cache: "no-store",
+      });
+      if (!answer.ok) return;
+      const { trace_id: traceId, url } = await answer.json();
+      if (!traceId) return;
+      const line = el("li", { class: "turn-trace" }, "Trace of this turn: ");
+      const code = el("code", { class: "trace-id" }, traceId);
+      if (url) {
+        const link = el("a", { href: url, target: "_blank", rel: "noopener" });
+        link.append(code);
+        line.append(link);
+      } else {
+        line.append(code);
+      }
+      transcript.append(line);
+    } catch (error) {
+      // No trace id to show: the console is going away.
     }
   }
 
@@ -165,6 +203,7 @@ function chat(section) {
     status.textContent = "The agent is answering…";
     try {
       await run(text);
+      await showTrace();
     } catch (error) {
       add("error", "Error", `The agent could not be reached: ${error}. Is kora up still running?`);
       status.textContent = "";
