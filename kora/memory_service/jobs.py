@@ -46,16 +46,16 @@ from pydantic import AfterValidator, BaseModel, Field, JsonValue
 
 from kora.core.errors import InvalidAnswer, JobFailed, JobRetry, ModelUnreachable
 from kora.core.events import EventType, MemoryEvent
-from kora.memory.service import facts, schema, store
-from kora.memory.service.database import Conn, Database
-from kora.memory.service.models import MemoryModelClient
-from kora.memory.service.settings import MemoryServiceSettings
 from kora.memory.text import event_text
 from kora.memory.wire import MAX_TEXT_CHARS, check_storable_json, strip_unstorable
+from kora.memory_service import facts, schema, store
+from kora.memory_service.database import Conn, Database
+from kora.memory_service.models import MemoryModelClient
+from kora.memory_service.settings import MemoryServiceSettings
 
 
 class JobHost(Protocol):
-    """What a job needs of the service that runs it (:class:`kora.memory.service.service.MemoryService`, which
+    """What a job needs of the service that runs it (:class:`kora.memory_service.service.MemoryService`, which
     starts the workers): stated here so that this module does not import the service that imports it."""
 
     settings: MemoryServiceSettings
@@ -393,7 +393,7 @@ async def embed(service: JobHost, job: Job) -> Commit | None:
 
 async def reconcile(service: JobHost, job: Job) -> Commit | None:
     """Ask the summary model which older facts a new fact contradicts; the commit supersedes them. Without a
-    candidate (:func:`~kora.memory.service.facts.conflict_candidates`) no model request is made."""
+    candidate (:func:`~kora.memory_service.facts.conflict_candidates`) no model request is made."""
     assert service.db.pool is not None
     fact_id = str(job.payload["fact_id"])
     async with service.db.pool.connection() as conn:

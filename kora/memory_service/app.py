@@ -19,12 +19,12 @@ Routes (all JSON; the OpenAPI document is at ``/openapi.json``):
 ``GET /v1/facts/{id}/history``        what happened to a fact: ``created``, ``superseded`` (old/new text, why)
 ``POST /v1/forget``                   erase a user or a session across every tier (and log it for the agents)
 ``GET /v1/erasures``                  the erasure log after ``after`` (every response names its newest, see
-                                      :mod:`kora.memory.service.erasures`)
+                                      :mod:`kora.memory_service.erasures`)
 ``GET /v1/jobs``                      background jobs (``status=failed``: what extraction could not do); admin
 ``GET /health``, ``GET /ready``       the probes (:mod:`kora.core.serving.probes`; 503 while the database is unusable)
 ====================================  ================================================================
 
-Every ``/v1`` route needs a bearer credential (:mod:`kora.memory.service.auth`): the agent credential
+Every ``/v1`` route needs a bearer credential (:mod:`kora.memory_service.auth`): the agent credential
 (``MEMORY_SERVICE_AGENT_TOKEN``) for one agent's sessions (routes naming an ``app_name``), recall, fact writes,
 ``forget`` (an erasure the agent forwards) and the erasure log; the admin credential
 (``MEMORY_SERVICE_ADMIN_TOKEN``) for everything, including what spans agents or users: listing sessions or events
@@ -67,11 +67,6 @@ from kora.core.limits import RequestLimits
 from kora.core.serving import add_probe_routes
 from kora.core.serving.errors import error_response, install_error_handlers
 from kora.memory.base import SessionInfo
-from kora.memory.service import erasures, facts, jobs, recall, store
-from kora.memory.service.auth import Role, require
-from kora.memory.service.database import Conn
-from kora.memory.service.service import MemoryService
-from kora.memory.service.settings import MemoryServiceSettings
 from kora.memory.wire import (
     MAX_LIMIT,
     ContextRequest,
@@ -96,6 +91,11 @@ from kora.memory.wire import (
     SessionMetadata,
     SessionMetadataWrite,
 )
+from kora.memory_service import erasures, facts, jobs, recall, store
+from kora.memory_service.auth import Role, require
+from kora.memory_service.database import Conn
+from kora.memory_service.service import MemoryService
+from kora.memory_service.settings import MemoryServiceSettings
 
 log = logging.getLogger("kora.memory")
 
@@ -380,7 +380,7 @@ def _add_recall_routes(router: APIRouter, service: MemoryService) -> None:
         async with _connection(service) as conn:
             return FactList(facts=await facts.list_facts(conn, condition, params, include_invalid, limit))
 
-    # An agent forwards the erasures its operator or the user asked of it (kora.memory.service.auth).
+    # An agent forwards the erasures its operator or the user asked of it (kora.memory_service.auth).
     @router.post("/v1/forget")
     async def forget(body: ForgetRequest) -> ForgetResult:
         async with _connection(service) as conn, conn.transaction():
