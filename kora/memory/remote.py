@@ -66,9 +66,11 @@ from kora.memory.wire import (
     SCOPES,
     USER_SCOPES,
     ContextRequest,
+    Deleted,
     ErasureList,
     EventList,
     EventsWrite,
+    EventsWritten,
     FactCreate,
     FactWritten,
     ForgetRequest,
@@ -430,7 +432,7 @@ class RemoteMemory(Memory):
         await self._local.delete_session(session_id)
         try:
             answer = await self._call(
-                "DELETE", f"/v1/sessions/{session_id}", _Deleted, params={"app_name": self.app_name}
+                "DELETE", f"/v1/sessions/{session_id}", Deleted, params={"app_name": self.app_name}
             )
         except (StoreUnreachable, StoreRefused) as error:
             raise self._unavailable(error) from error
@@ -544,7 +546,7 @@ class RemoteMemory(Memory):
             erasures_seen=batch.erasures_seen,
         )
         try:
-            await self._call("POST", f"/v1/sessions/{batch.session_id}/events", _Written, write)
+            await self._call("POST", f"/v1/sessions/{batch.session_id}/events", EventsWritten, write)
         except StoreUnreachable:
             return False
         except StoreRefused as refused:
@@ -715,14 +717,6 @@ class RemoteMemory(Memory):
         except StoreUnreachable as error:
             raise ValueError(f"The memory store is unavailable now ({error}); nothing was saved.") from error
         return written.fact_id
-
-
-class _Deleted(BaseModel):
-    deleted: bool
-
-
-class _Written(BaseModel):
-    added: int
 
 
 class _Health(BaseModel):

@@ -175,6 +175,12 @@ class Mark:
         return cls(store_id, int(seq)) if store_id and seq.isdigit() else None
 
 
+class Deleted(BaseModel):
+    """``DELETE /v1/sessions/{id}``: whether the delete removed something."""
+
+    deleted: bool
+
+
 class EventsWritten(BaseModel):
     """How many events were appended (events whose id the session already holds are skipped, so a retried write
     stores nothing twice)."""
