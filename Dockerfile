@@ -32,7 +32,7 @@ ARG VERSION=0.1.0
 ARG REVISION=unknown
 
 # Layer 1: Debian. Documentation, manuals and translations are not installed (licences are). libnss-wrapper gives
-# the embedded Postgres a user name when the uid has none (kora.memory.service.passwd).
+# the embedded Postgres a user name when the uid has none (kora.memory_service.passwd).
 RUN printf '%s\n' 'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' 'path-exclude=/usr/share/locale/*' \
       'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' 'path-exclude=/usr/share/lintian/*' \
       > /etc/dpkg/dpkg.cfg.d/kora-nodoc \

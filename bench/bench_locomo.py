@@ -14,7 +14,7 @@ Then each question is recalled at ``user`` scope, top 10:
 
 * **hybrid**: ``POST /v1/recall`` over HTTP, end to end (the service embeds the question, then vector and full-text
   candidates are blended): its latency p50 / p95 is the one an agent sees;
-* **full text only**: :func:`kora.memory.service.recall.recall_facts` in this process on the same database, with
+* **full text only**: :func:`kora.memory_service.recall.recall_facts` in this process on the same database, with
   no query embedding (the service's path without an embedding model);
 * **vector only**: the nearest facts by cosine (pgvector, exact), the question embedded by the same model;
 * **rank fusion**: reciprocal rank fusion (k = 60) of the top 20 of those two lists, a candidate for the service.
@@ -47,9 +47,9 @@ from bench_memory_service import (  # this directory, first on sys.path
     service_env,
 )
 
-from kora.memory.service import recall
-from kora.memory.service.database import Database
-from kora.memory.service.settings import load_memory_service_settings
+from kora.memory_service import recall
+from kora.memory_service.database import Database
+from kora.memory_service.settings import load_memory_service_settings
 
 APP = "locomo"
 TOP_K = 10

@@ -13,7 +13,7 @@ temporary directory, ``kora memory`` and ``kora model`` (the scripted model) as 
    each; then the HNSW and full-text indexes are built. Each query is made from a stored fact (3 of its words, its
    vector plus noise) and recalls within that fact's user (scope ``user``), top 5; each user group is measured
    apart, since a user's share of the facts decides how the nearest ones are best found (exactly or through the
-   HNSW index: :mod:`kora.memory.service.vectors`; the table says which). Timed, sequentially, after a warm-up:
+   HNSW index: :mod:`kora.memory_service.vectors`; the table says which). Timed, sequentially, after a warm-up:
 
    * ``recall_facts`` with an embedding (vector and full-text candidates, blended scores): the service's read
      path when an embedding model is configured, called in this process on the service's own pool settings;
@@ -61,10 +61,10 @@ import psycopg
 
 from kora.core.net import free_port
 from kora.core.tokens import bearer_header, new_token
-from kora.memory.service import recall, vectors
-from kora.memory.service.database import Conn, Database
-from kora.memory.service.schema import create_vector_index, ensure_embedding_model, index_expression
-from kora.memory.service.settings import load_memory_service_settings
+from kora.memory_service import recall, vectors
+from kora.memory_service.database import Conn, Database
+from kora.memory_service.schema import create_vector_index, ensure_embedding_model, index_expression
+from kora.memory_service.settings import load_memory_service_settings
 
 HOST = "127.0.0.1"
 ROOT = Path(__file__).resolve().parent.parent
@@ -305,7 +305,7 @@ INDEX_KINDS = {"facts_embedding": "HNSW", "facts_user": "btree(user)"}
 
 
 async def vector_plans(conn: Conn, query: Query) -> dict[str, str]:
-    """How the nearest facts are found: recall's own choice (:mod:`kora.memory.service.vectors`) and the indexes
+    """How the nearest facts are found: recall's own choice (:mod:`kora.memory_service.vectors`) and the indexes
     in the planner's plan of the bare k-NN query."""
     where = recall.scope_filter("user", APP, query.user, None, "user")
     condition, params = where.sql("f")
@@ -479,8 +479,8 @@ async def extraction_bench(admin_uri: str, model_url: str, turns: int) -> dict[s
 
 async def extraction_baseline(admin_uri: str, model_url: str, turns: int) -> dict[str, float]:
     """The floor: the same extraction requests, 2 at a time, answers inserted with a plain INSERT."""
-    from kora.memory.service.jobs import EXTRACTED_FACTS_SCHEMA, EXTRACTION_SYSTEM, ExtractedFacts
-    from kora.memory.service.models import MemoryModelClient
+    from kora.memory_service.jobs import EXTRACTED_FACTS_SCHEMA, EXTRACTION_SYSTEM, ExtractedFacts
+    from kora.memory_service.models import MemoryModelClient
 
     database_url = new_database(admin_uri, "bench_floor")
     with psycopg.connect(database_url, autocommit=True) as conn:

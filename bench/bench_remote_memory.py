@@ -239,7 +239,7 @@ def group_of(filename: str) -> str:
 
 
 PROFILE_GROUPS = [
-    ("kora.memory.service", ("kora/memory/service/",)),
+    ("kora.memory_service", ("kora/memory_service/",)),
     ("kora.memory (client)", ("kora/memory/",)),
     ("kora.agent / kora.core", ("kora/agent/", "kora/core/")),
     ("psycopg / psycopg_pool / pgvector", ("psycopg", "pgvector")),

@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "agent": ("kora.agent.cli", "cli", "Run the agent server (configured from the environment)."),
     "model": ("kora.scripted.cli", "cli", "Run the scripted OpenAI-compatible model server (tests, offline demo)."),
     "mcp": ("kora.mcp.cli", "cli", "Run the python-runtime MCP tool server."),
-    "memory": ("kora.memory.service.cli", "cli", "Run the memory service (the MemoryStore workload)."),
+    "memory": ("kora.memory_service.cli", "cli", "Run the memory service (the MemoryStore workload)."),
     "model-proxy": ("kora.proxy.cli", "cli", "Run a ModelAPI in Proxy mode (forwards /v1 to a backend)."),
     "model-hosted": ("kora.hosted.cli", "cli", "Run a ModelAPI in Hosted mode (all-MiniLM-L6-v2 embeddings)."),
     "operator": ("kora.operator.cli", "cli", "Reconcile Kora's resources on a Kubernetes cluster (kopf)."),

@@ -33,8 +33,8 @@ from kora.console.settings import ConsoleSettings
 from kora.core.env import VariableDoc
 from kora.hosted.cli import VARIABLES as HOSTED_VARIABLES
 from kora.mcp.settings import McpSettings
-from kora.memory.service.settings import ENV_PREFIX as MEMORY_PREFIX
-from kora.memory.service.settings import MemoryServiceSettings
+from kora.memory_service.settings import ENV_PREFIX as MEMORY_PREFIX
+from kora.memory_service.settings import MemoryServiceSettings
 from kora.operator.settings import VARIABLES as OPERATOR_VARIABLES
 from kora.operator.settings import OperatorSettings
 from kora.proxy.model_proxy import VARIABLES as PROXY_VARIABLES

@@ -313,32 +313,32 @@ class StoreRefused(Exception):
 
 
 class JobRetry(Exception):
-    """A memory service job (:mod:`kora.memory.service.jobs`) cannot run now (a model API is unreachable, a fold of the
+    """A memory service job (:mod:`kora.memory_service.jobs`) cannot run now (a model API is unreachable, a fold of the
     session is running): try again later."""
 
 
 class JobFailed(Exception):
-    """A memory service job (:mod:`kora.memory.service.jobs`) cannot succeed (answers stayed invalid): record it as
+    """A memory service job (:mod:`kora.memory_service.jobs`) cannot succeed (answers stayed invalid): record it as
     failed."""
 
 
 class ModelUnreachable(Exception):
-    """The memory service's model client (:mod:`kora.memory.service.models`): a model API could not be reached, timed
+    """The memory service's model client (:mod:`kora.memory_service.models`): a model API could not be reached, timed
     out, or answered an error status."""
 
 
 class InvalidAnswer(Exception):
-    """The memory service's model client (:mod:`kora.memory.service.models`): a chat answer is not JSON of the requested
+    """The memory service's model client (:mod:`kora.memory_service.models`): a chat answer is not JSON of the requested
     shape."""
 
 
 class MissingUserError(RuntimeError):
-    """The embedded Postgres (:mod:`kora.memory.service.passwd`): the uid has no user name and libnss-wrapper, which
+    """The embedded Postgres (:mod:`kora.memory_service.passwd`): the uid has no user name and libnss-wrapper, which
     would give it one, is not installed."""
 
 
 class SchemaTooNew(RuntimeError):
-    """The memory service's schema (:mod:`kora.memory.service.schema`): the database was migrated by a newer Kora than
+    """The memory service's schema (:mod:`kora.memory_service.schema`): the database was migrated by a newer Kora than
     this one; refusing to run against it."""
 
 

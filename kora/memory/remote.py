@@ -27,6 +27,11 @@ who started the sessions this agent served), and by the store on the turn's cont
 A store that refuses the session (HTTP 403, code ``session_forbidden``) is not a store that is down: in either
 failure mode the turn is refused with :class:`~kora.core.errors.Forbidden` (403), nothing is read from the local
 window, and the window forgets what it held under that id.
+
+RemoteMemory composes three parts: :class:`~kora.memory.remote_client.MemoryStoreClient` (the typed HTTP client),
+:class:`~kora.memory.remote_outbox.Outbox` (the queued writes and their sender) and
+:class:`~kora.memory.remote_fallback.LocalFallback` (the local window, who each session belongs to, and the
+degraded state); this class decides, per operation, which of them answers.
 """
 
 from __future__ import annotations
@@ -34,21 +39,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import OrderedDict, deque
-from collections.abc import Coroutine, Sequence
-from dataclasses import dataclass
-from typing import Literal, TypeVar
+from collections.abc import Sequence
+from typing import Literal
 
 import httpx2
-from httpx_aiohttp.httpx2 import Httpx2AiohttpClient
-from pydantic import BaseModel, JsonValue, ValidationError
+from pydantic import JsonValue
 
 from kora.core.errors import Forbidden, RequestError, StoreRefused, StoreUnreachable, Unavailable
 from kora.core.events import EventType, MemoryEvent
-from kora.core.net import POOL_KEEPALIVE_SECONDS
-from kora.core.openai_wire import parse_error_body
-from kora.core.telemetry import instrument_http_client
-from kora.core.tokens import bearer_header
 from kora.memory.base import (
     SESSION_FORBIDDEN,
     Memory,
@@ -60,50 +58,24 @@ from kora.memory.base import (
     new_session_id,
     session_forbidden,
 )
-from kora.memory.local import ANONYMOUS_USER, LocalMemory
+from kora.memory.local import ANONYMOUS_USER
+from kora.memory.remote_client import MemoryStoreClient
+from kora.memory.remote_fallback import LocalFallback
+from kora.memory.remote_outbox import Batch, Outbox
 from kora.memory.wire import (
-    ERASURE_HEADER,
     SCOPES,
     USER_SCOPES,
     ContextRequest,
-    ErasureList,
-    EventList,
     EventsWrite,
     FactCreate,
-    FactWritten,
     ForgetRequest,
-    ForgetResult,
     Mark,
-    MemoryContext,
     RecallHit,
     RecallRequest,
-    RecallResult,
-    SessionList,
-    SessionMetadata,
-    SessionMetadataWrite,
     scope_rank,
 )
 
 log = logging.getLogger("kora.memory")
-
-BodyT = TypeVar("BodyT", bound=BaseModel)
-ResultT = TypeVar("ResultT")
-
-#: Seconds to wait for the memory service on a read (a turn's context) before treating it as unreachable.
-READ_TIMEOUT_SECONDS = 5.0
-#: Seconds between probes of an unreachable store, and the longest pause between replays of queued writes.
-RETRY_SECONDS = 1.0
-
-
-@dataclass
-class _Batch:
-    session_id: str
-    user_id: str | None
-    events: list[MemoryEvent]
-    #: The store's erasure mark when the batch was queued (None: none seen yet); the store drops the batch when an
-    #: erasure of its session or user came after it.
-    erasures_seen: str | None = None
-
 
 #: Erasures read per request while catching up with the store's log.
 ERASURES_PAGE = 1000
@@ -111,13 +83,14 @@ ERASURES_PAGE = 1000
 
 class RemoteMemory(Memory):
     """A client of the memory service at ``endpoint`` for agent ``app_name``. Create, ``await start()``, use,
-        ``await close()``.
+    ``await close()``.
 
-        ``max_read_scope`` bounds automatic recall and ``search_memory`` (``session``, ``agent`` or ``user``);
-        ``failure_mode`` is ``soft`` or ``strict`` (module docstring); ``rolling_summary`` asks the store for the
-        medium-term tier; ``token_budget`` bounds (in tokens) what the window may take of the model's context; ``token``
-    is the bearer token the store knows its bound agents by (``MEMORY_STORE_TOKEN``);
-        ``local_sessions`` and ``local_session_events`` bound the local window.
+    ``max_read_scope`` bounds automatic recall and ``search_memory`` (``session``, ``agent`` or ``user``);
+    ``failure_mode`` is ``soft`` or ``strict`` (module docstring); ``rolling_summary`` asks the store for the
+    medium-term tier; ``token_budget`` bounds (in tokens) what the window may take of the model's context; ``token``
+    is the bearer token the store knows its bound agents by (``MEMORY_STORE_TOKEN``); ``local_sessions`` and
+    ``local_session_events`` bound the local window, ``outbox_limit`` (batches) the writes queued while the store
+    is away.
     """
 
     remote = True
@@ -137,112 +110,72 @@ class RemoteMemory(Memory):
         outbox_limit: int = 10_000,
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
-        self.endpoint = endpoint.rstrip("/")
         self.app_name = app_name
         self.max_read_scope = max_read_scope
-        self.failure_mode = failure_mode
         self.rolling_summary = rolling_summary
         self.token_budget = token_budget
-        # httpx2 over aiohttp, the agent's model transport: a request costs the agent ~0.2 ms of CPU against ~0.6 ms
-        # over httpx's own transport, and a remote turn makes two (its context, then its write).
-        self._client: httpx2.AsyncClient = Httpx2AiohttpClient(
-            base_url=self.endpoint,
-            timeout=httpx2.Timeout(READ_TIMEOUT_SECONDS),
+        self._outbox = Outbox(outbox_limit)
+        self._fallback = LocalFallback(app_name, failure_mode, local_sessions, local_session_events, self._outbox)
+        self._local = self._fallback.window
+        self._store = MemoryStoreClient(
+            endpoint,
+            app_name,
+            token=token,
             transport=transport,
-            headers=bearer_header(token),
-            # Idle connections expire before the memory service's server closes them (see POOL_KEEPALIVE_SECONDS).
-            limits=httpx2.Limits(keepalive_expiry=POOL_KEEPALIVE_SECONDS),
+            on_reachable=self._fallback.store_reachable,
+            on_unreachable=self._fallback.store_unreachable,
+            on_mark=self._catch_up,
         )
-        instrument_http_client(self._client)  # client spans and trace context on memory calls, when tracing
-        self._local = LocalMemory(local_sessions, local_session_events, app_name)
+        self.endpoint = self._store.endpoint
         #: The window of the last turn's context request (events, tokens), sent with writes: the store folds what
         #: leaves this window into the rolling summary.
         self._window: tuple[int | None, int] = (None, token_budget)
-        self._users: OrderedDict[str, str | None] = OrderedDict()
-        self._users_limit = local_sessions
-        self._outbox: deque[_Batch] = deque()
-        self._outbox_limit = outbox_limit
-        self._pending = asyncio.Event()
-        # The background sender and close() both send: one at a time, so a batch is popped once and in order.
-        self._sending = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
-        #: Why the store is unusable now, or None while it answers.
-        self.degraded: str | None = None
-        #: Batches of events dropped because the outbox was full while the store was unreachable.
-        self.dropped_writes = 0
         #: The store's erasure mark this agent has applied (module docstring, "Erasure"); None: none yet.
         self.erasure_mark: Mark | None = None
         self._catching_up = False
+
+    @property
+    def failure_mode(self) -> Literal["soft", "strict"]:
+        """``soft`` or ``strict`` (module docstring)."""
+        return self._fallback.failure_mode
+
+    @property
+    def degraded(self) -> str | None:
+        """Why the store is unusable now, or None while it answers."""
+        return self._fallback.degraded
+
+    @property
+    def dropped_writes(self) -> int:
+        """Batches of events dropped because the outbox was full while the store was unreachable."""
+        return self._outbox.dropped
 
     # -- life cycle -------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Start the background sender of queued writes (which also probes an unreachable store)."""
         if self._task is None:
-            self._task = asyncio.create_task(self._send_forever(), name="remote-memory-outbox")
+            self._task = asyncio.create_task(
+                self._outbox.drain_forever(self._send, self._fallback.away), name="remote-memory-outbox"
+            )
 
     async def close(self) -> None:
         """Send what is queued (for up to 5 s while the store answers), then stop and close the connections."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(5.0):
                 while self._outbox and self.degraded is None:
-                    await self._send_next()
+                    await self._outbox.send_next(self._send)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         if self._outbox:
             log.warning("memory store: %d queued writes not sent at shutdown", len(self._outbox))
-        await self._client.aclose()
+        await self._store.aclose()
 
     def status(self) -> MemoryStatus:
         """``memory: degraded`` (soft) or a problem (strict) while the store is unreachable; dropped writes."""
-        details: dict[str, str] = {}
-        if self.dropped_writes:
-            details["memory_dropped_writes"] = str(self.dropped_writes)
-        if self.degraded is None:
-            return MemoryStatus(details=details)
-        if self.failure_mode == "strict":
-            return MemoryStatus(problems=[f"memory store unreachable: {self.degraded}"], details=details)
-        details["memory"] = (
-            f"degraded: {self.degraded}; serving the short-term window, {len(self._outbox)} writes queued"
-        )
-        return MemoryStatus(details=details)
-
-    # -- HTTP ---------------------------------------------------------------------------------------------------
-
-    async def _call(
-        self,
-        method: str,
-        path: str,
-        answer: type[BodyT],
-        body: BaseModel | None = None,
-        params: dict[str, str | int | list[str]] | None = None,
-    ) -> BodyT:
-        """One request to the store; marks it reachable or degraded. Raises :class:`StoreUnreachable` or
-        :class:`StoreRefused`."""
-        content = None if body is None else body.model_dump_json(exclude_none=True)
-        try:
-            response = await self._client.request(
-                method, path, content=content, params=params, headers={"content-type": "application/json"}
-            )
-        except httpx2.HTTPError as error:
-            self._mark_degraded(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__)
-            raise StoreUnreachable(self.degraded) from error
-        if response.status_code >= 500:
-            self._mark_degraded(f"the memory service answered {response.status_code}")
-            raise StoreUnreachable(self.degraded)
-        if response.status_code == 401:  # a store this agent cannot use, as if it were down; /ready says why
-            self._mark_degraded("the memory service refused this agent's credential (MEMORY_STORE_TOKEN)")
-            raise StoreUnreachable(self.degraded)
-        self._mark_reachable()
-        await self._catch_up(response.headers.get(ERASURE_HEADER))
-        if response.status_code >= 400:
-            raise StoreRefused(*_error_message(response), status=response.status_code)
-        try:
-            return answer.model_validate_json(response.content)
-        except ValidationError as error:
-            raise StoreUnreachable(f"unexpected answer from the memory service: {error}") from error
+        return self._fallback.status()
 
     async def _catch_up(self, header: str | None) -> None:
         """Apply the store's erasures this agent has not applied yet (the answer's mark names a newer one), to the
@@ -263,16 +196,12 @@ class RemoteMemory(Memory):
         try:
             while True:
                 try:
-                    response = await self._client.get("/v1/erasures", params={"after": after, "limit": ERASURES_PAGE})
-                    page = ErasureList.model_validate_json(response.content) if response.status_code == 200 else None
-                except (httpx2.HTTPError, ValidationError) as error:
+                    page = await self._store.erasure_page(after, ERASURES_PAGE)
+                except StoreUnreachable as error:
                     log.warning("memory store: cannot read its erasure log now: %s", error)
                     return
-                if page is None:
-                    log.warning("memory store: its erasure log answered %d", response.status_code)
-                    return
                 for erasure in page.erasures:
-                    removed = await self._forget_locally(erasure.session_id, erasure.user_id)
+                    removed = await self._fallback.forget(erasure.session_id, erasure.user_id)
                     if any(removed.values()):
                         log.info("applied the store's erasure %d here: %s", erasure.seq, removed)
                     after = erasure.seq
@@ -282,28 +211,7 @@ class RemoteMemory(Memory):
         finally:
             self._catching_up = False
 
-    def _mark_degraded(self, reason: str) -> None:
-        if self.degraded is None:
-            log.warning("memory store unreachable (%s mode): %s", self.failure_mode, reason)
-        self.degraded = reason
-        self._pending.set()  # the sender doubles as the probe that notices recovery
-
-    def _mark_reachable(self) -> None:
-        if self.degraded is not None:
-            log.info("memory store reachable again; replaying %d queued writes", len(self._outbox))
-            self.degraded = None
-            self._pending.set()
-
-    def _unavailable(self, error: Exception) -> Unavailable:
-        return Unavailable(f"The memory store is unavailable: {error}", code="memory_unavailable")
-
     # -- sessions ---------------------------------------------------------------------------------------------
-
-    def _remember_user(self, session_id: str, user_id: str | None) -> None:
-        self._users[session_id] = user_id
-        self._users.move_to_end(session_id)
-        while len(self._users) > self._users_limit:
-            self._users.popitem(last=False)
 
     async def create_session(self, app_name: str, user_id: str | None = None) -> str:
         """A fresh session id (the store creates the session with its first write)."""
@@ -323,16 +231,14 @@ class RemoteMemory(Memory):
         if session_id is not None and not self._local.holds(sid):
             await self._learn_owner(sid, app_name)
         await self._local.get_or_create_session(sid, app_name, user_id)  # refuses before anything is remembered
-        self._remember_user(sid, user_id)
+        self._fallback.remember_user(sid, user_id)
         return sid
 
     async def _learn_owner(self, session_id: str, app_name: str) -> None:
         """Open ``session_id`` in the local window under the owner the store has for it; nothing when the store
         has no such session or does not answer."""
         try:
-            found = await self._call(
-                "GET", f"/v1/sessions/{session_id}", SessionInfo, params={"app_name": self.app_name}
-            )
+            found = await self._store.session(session_id)
         except (StoreUnreachable, StoreRefused):
             return
         # The store's sessions carry None for anonymous ones (never the listing's "default").
@@ -346,13 +252,10 @@ class RemoteMemory(Memory):
     async def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
         """This agent's sessions in the store (with ``user_id``, that user's); soft mode, store unreachable: the
         local window's."""
-        params: dict[str, str | int | list[str]] = {"app_name": self.app_name}
-        if user_id is not None:
-            params["user_id"] = user_id
         try:
-            listed = await self._call("GET", "/v1/sessions", SessionList, params=params)
+            listed = await self._store.sessions(user_id)
         except (StoreUnreachable, StoreRefused) as error:
-            return await self._fallback(error, self._local.list_sessions(user_id))
+            return await self._fallback.fallback(error, self._local.list_sessions(user_id))
         # Listed as LocalMemory lists them: a session started anonymously under the user "default".
         return [
             s if s.user_id is not None else s.model_copy(update={"user_id": ANONYMOUS_USER}) for s in listed.sessions
@@ -365,13 +268,11 @@ class RemoteMemory(Memory):
         if self._local.holds(session_id):
             return await self._local.session_info(session_id)
         try:
-            found = await self._call(
-                "GET", f"/v1/sessions/{session_id}", SessionInfo, params={"app_name": self.app_name}
-            )
+            found = await self._store.session(session_id)
         except StoreRefused:
             return None
         except StoreUnreachable as error:
-            raise self._unavailable(error) from error
+            raise self._fallback.unavailable(error) from error
         return found if found.user_id is not None else found.model_copy(update={"user_id": ANONYMOUS_USER})
 
     #: The store keeps a session's metadata (``/v1/sessions/{id}/metadata``).
@@ -381,13 +282,11 @@ class RemoteMemory(Memory):
         """The metadata the store keeps for the session (``{}`` for a session it does not hold). Raises
         :class:`~kora.core.errors.Unavailable` when the store cannot be reached."""
         try:
-            found = await self._call(
-                "GET", f"/v1/sessions/{session_id}/metadata", SessionMetadata, params={"app_name": self.app_name}
-            )
+            found = await self._store.session_metadata(session_id)
         except StoreRefused:
             return {}
         except StoreUnreachable as error:
-            raise self._unavailable(error) from error
+            raise self._fallback.unavailable(error) from error
         return found.metadata
 
     async def set_session_metadata(self, session_id: str, metadata: dict[str, str], user_id: str | None = None) -> None:
@@ -397,19 +296,18 @@ class RemoteMemory(Memory):
         of another user is :func:`~kora.memory.base.session_forbidden` (403) and any other refusal a
         :class:`~kora.core.errors.Forbidden` (403) or :class:`~kora.core.errors.RequestError` (400) with the
         store's message and code."""
-        body = SessionMetadataWrite(app_name=self.app_name, user_id=user_id, metadata=metadata)
         try:
-            await self._call("PUT", f"/v1/sessions/{session_id}/metadata", SessionMetadata, body=body)
+            await self._store.set_session_metadata(session_id, user_id, metadata)
         except StoreRefused as refused:
             if refused.code == SESSION_FORBIDDEN:
-                await self._refused_session(session_id)
+                await self._fallback.refused(session_id)
                 raise session_forbidden(session_id) from refused
             kind = Forbidden if refused.status == 403 else RequestError
             raise kind(
                 f"The memory store refused the conversation's metadata: {refused}", code=refused.code or None
             ) from refused
         except StoreUnreachable as error:
-            raise self._unavailable(error) from error
+            raise self._fallback.unavailable(error) from error
 
     async def check_reader(self, session_id: str, user_id: str | None) -> None:
         """What the local window knows; for a session it does not hold, the owner the store has (one request).
@@ -418,9 +316,7 @@ class RemoteMemory(Memory):
             self._local.check_access(session_id, user_id)
             return
         try:
-            found = await self._call(
-                "GET", f"/v1/sessions/{session_id}", SessionInfo, params={"app_name": self.app_name}
-            )
+            found = await self._store.session(session_id)
         except (StoreUnreachable, StoreRefused):
             return
         check_owner(session_id, found.user_id, user_id)
@@ -429,51 +325,21 @@ class RemoteMemory(Memory):
         """Remove the session from the store and the local window; True if the store had it."""
         await self._local.delete_session(session_id)
         try:
-            answer = await self._call(
-                "DELETE", f"/v1/sessions/{session_id}", _Deleted, params={"app_name": self.app_name}
-            )
+            return await self._store.delete_session(session_id)
         except (StoreUnreachable, StoreRefused) as error:
-            raise self._unavailable(error) from error
-        return answer.deleted
+            raise self._fallback.unavailable(error) from error
 
     # -- erasure ----------------------------------------------------------------------------------------------
-
-    def _purge(self, sessions: set[str], user_id: str | None) -> dict[str, int]:
-        """Drop from the outbox every queued batch of ``sessions`` or of ``user_id``; the events dropped."""
-        kept: deque[_Batch] = deque()
-        dropped = 0
-        for batch in self._outbox:
-            if batch.session_id in sessions or (user_id is not None and batch.user_id == user_id):
-                dropped += len(batch.events)
-            else:
-                kept.append(batch)
-        self._outbox = kept
-        for session_id in sessions:
-            self._users.pop(session_id, None)
-        if user_id is not None:
-            for session_id in [sid for sid, owner in self._users.items() if owner == user_id]:
-                del self._users[session_id]
-        return {"outbox_events": dropped}
-
-    async def _forget_locally(self, session_id: str | None, user_id: str | None) -> dict[str, int]:
-        """Erase a session or a user from the local window and the outbox; counts (``local_*``, ``outbox_events``)."""
-        if user_id is not None:
-            local = await self._local.erase_user(user_id)
-        else:
-            assert session_id is not None
-            local = await self._local.erase_session(session_id)
-        counts = {f"local_{tier}": count for tier, count in local.items()}
-        return counts | self._purge({session_id} if session_id is not None else set(), user_id)
 
     async def _forget(self, session_id: str | None, user_id: str | None) -> dict[str, int]:
         """Erase locally, then in the store (``POST /v1/forget``); the local counts and the store's per tier.
         Raises :class:`~kora.core.errors.Unavailable` when the store cannot be reached or refuses (the local copies
         are gone already; asking again erases the store's)."""
-        async with self._sending:  # no batch of what is erased is on its way while the outbox is purged
-            counts = await self._forget_locally(session_id, user_id)
+        async with self._outbox.sending:  # no batch of what is erased is on its way while the outbox is purged
+            counts = await self._fallback.forget(session_id, user_id)
         request = ForgetRequest(user_id=user_id, session_id=session_id)
         try:
-            result = await self._call("POST", "/v1/forget", ForgetResult, request)
+            result = await self._store.forget(request)
         except (StoreUnreachable, StoreRefused) as error:
             raise Unavailable(
                 f"The memory store could not erase it now ({error}); this agent's copies are erased. Ask again.",
@@ -501,39 +367,17 @@ class RemoteMemory(Memory):
             return
         await self._local.add_events(session_id, events)
         seen = str(self.erasure_mark) if self.erasure_mark is not None else None
-        self._outbox.append(_Batch(session_id, self._users.get(session_id), list(events), seen))
-        if len(self._outbox) > self._outbox_limit:
-            lost = self._outbox.popleft()
-            self.dropped_writes += 1
-            log.error(
-                "memory outbox full (%d batches): dropped %d events of session %s",
-                self._outbox_limit,
-                len(lost.events),
-                lost.session_id,
-            )
-        self._pending.set()
+        self._outbox.queue(Batch(session_id, self._fallback.user_of(session_id), list(events), seen))
 
-    async def _send_forever(self) -> None:
-        while True:
-            await self._pending.wait()
-            self._pending.clear()
-            while self._outbox or self.degraded is not None:
-                if not await self._send_next():
-                    await asyncio.sleep(RETRY_SECONDS)
-
-    async def _send_next(self) -> bool:
-        """Send the oldest queued batch (or, with none, probe a degraded store); False when the store is away."""
-        async with self._sending:
-            return await self._send_head()
-
-    async def _send_head(self) -> bool:
-        if not self._outbox:
+    async def _send(self, batch: Batch | None) -> bool:
+        """Send ``batch`` (None: nothing queued, probe the store); False when the store is away. A batch the store
+        refuses is dropped: it will never take it (e.g. the session belongs to another user)."""
+        if batch is None:
             try:
-                await self._call("GET", "/health", _Health)
+                await self._store.health()
             except (StoreUnreachable, StoreRefused):
                 return False
             return True
-        batch = self._outbox[0]
         write = EventsWrite(
             app_name=self.app_name,
             user_id=batch.user_id,
@@ -544,18 +388,13 @@ class RemoteMemory(Memory):
             erasures_seen=batch.erasures_seen,
         )
         try:
-            await self._call("POST", f"/v1/sessions/{batch.session_id}/events", _Written, write)
+            await self._store.write_events(batch.session_id, write)
         except StoreUnreachable:
             return False
         except StoreRefused as refused:
-            # The store will never take this batch (e.g. the session belongs to another user): keep going.
             log.error("memory store refused %d events of session %s: %s", len(batch.events), batch.session_id, refused)
-        if self._outbox and self._outbox[0] is batch:  # an erasure applied meanwhile may have dropped it already
-            self._outbox.popleft()
+        self._outbox.sent(batch)
         return True
-
-    def _pending_events(self, session_id: str) -> list[MemoryEvent]:
-        return [event for batch in self._outbox if batch.session_id == session_id for event in batch.events]
 
     async def get_session_events(
         self,
@@ -564,17 +403,12 @@ class RemoteMemory(Memory):
         limit: int | None = None,
     ) -> list[MemoryEvent]:
         """The session's events in the store, oldest first (with the writes not yet sent)."""
-        params: dict[str, str | int | list[str]] = {"app_name": self.app_name}
-        if event_types:
-            params["event_type"] = [str(t) for t in event_types]
-        if limit is not None:
-            params["limit"] = limit
         # Taken before the request: a write that lands while it is answered is in one or the other, never neither.
-        queued = self._pending_events(session_id)
+        queued = self._outbox.pending_events(session_id)
         try:
-            stored = await self._call("GET", f"/v1/sessions/{session_id}/events", EventList, params=params)
+            stored = await self._store.session_events(session_id, event_types, limit)
         except (StoreUnreachable, StoreRefused) as error:
-            return await self._fallback(error, self._local.get_session_events(session_id, event_types, limit))
+            return await self._fallback.fallback(error, self._local.get_session_events(session_id, event_types, limit))
         wanted = {str(t) for t in event_types} if event_types else None
         pending = [e for e in queued if wanted is None or e.event_type in wanted]
         return _merged(stored.events, pending, limit)
@@ -586,35 +420,22 @@ class RemoteMemory(Memory):
         oldest first."""
         if session_id is not None:
             return await self.get_session_events(session_id, None, limit)
-        params: dict[str, str | int | list[str]] = {"app_name": self.app_name}
-        if limit is not None:
-            params["limit"] = limit
-        if user_id is not None:
-            params["user_id"] = user_id
         try:
-            stored = await self._call("GET", "/v1/events", EventList, params=params)
+            stored = await self._store.events(limit, user_id)
         except (StoreUnreachable, StoreRefused) as error:
-            return await self._fallback(error, self._local.list_events(None, limit, user_id))
+            return await self._fallback.fallback(error, self._local.list_events(None, limit, user_id))
         return stored.events
 
     async def count_events(self, session_id: str | None = None, user_id: str | None = None) -> int:
         """How many events the store holds for one session or for this agent (with ``user_id``, that user's)."""
-        path = f"/v1/sessions/{session_id}/events" if session_id is not None else "/v1/events"
-        params: dict[str, str | int | list[str]] = {"app_name": self.app_name, "limit": 0}
-        if user_id is not None and session_id is None:
-            params["user_id"] = user_id
         try:
-            stored = await self._call("GET", path, EventList, params=params)
+            if session_id is not None:
+                stored = await self._store.session_events(session_id, None, 0)
+            else:
+                stored = await self._store.events(0, user_id)
         except (StoreUnreachable, StoreRefused) as error:
-            return await self._fallback(error, self._local.count_events(session_id, user_id))
+            return await self._fallback.fallback(error, self._local.count_events(session_id, user_id))
         return stored.total
-
-    async def _fallback(self, error: Exception, local: Coroutine[None, None, ResultT]) -> ResultT:
-        """Strict mode: :class:`~kora.core.errors.Unavailable`; soft mode: what the local window says."""
-        if self.failure_mode == "strict":
-            local.close()
-            raise self._unavailable(error) from error
-        return await local
 
     # -- turns and recall -------------------------------------------------------------------------------------
 
@@ -624,7 +445,7 @@ class RemoteMemory(Memory):
 
     async def turn_context(self, session_id: str, prompt: str, limit: int, user_id: str | None = None) -> TurnContext:
         """Summary, window and recalled facts from the store in one request (module docstring for failures)."""
-        self._remember_user(session_id, user_id)
+        self._fallback.remember_user(session_id, user_id)
         self._window = (limit, self.token_budget)
         request = ContextRequest(
             app_name=self.app_name,
@@ -635,19 +456,19 @@ class RemoteMemory(Memory):
             token_budget=self.token_budget,
         )
         # Taken before the request: a write that lands while it is answered is in one or the other, never neither.
-        queued = self._pending_events(session_id)
+        queued = self._outbox.pending_events(session_id)
         try:
-            context = await self._call("POST", f"/v1/sessions/{session_id}/context", MemoryContext, request)
+            context = await self._store.context(session_id, request)
         except StoreRefused as refused:
             if refused.code == SESSION_FORBIDDEN:
-                await self._refused_session(session_id)
+                await self._fallback.refused(session_id)
                 raise session_forbidden(session_id) from refused
             if self.failure_mode == "strict":
-                raise self._unavailable(refused) from refused
+                raise self._fallback.unavailable(refused) from refused
             return TurnContext(events=await self._local.get_session_events(session_id, limit=limit))
         except StoreUnreachable as error:
             if self.failure_mode == "strict":
-                raise self._unavailable(error) from error
+                raise self._fallback.unavailable(error) from error
             return TurnContext(events=await self._local.get_session_events(session_id, limit=limit))
         # With a rolling summary the store's window reaches back to what the summary covers: keep all of it.
         return TurnContext(
@@ -655,13 +476,6 @@ class RemoteMemory(Memory):
             events=_merged(context.window, queued, None if self.rolling_summary else limit),
             facts=[_hit(fact) for fact in context.facts],
         )
-
-    async def _refused_session(self, session_id: str) -> None:
-        """The store says ``session_id`` is another user's: the local window forgets what it held under that id
-        (opened by the refused request, or written while the store was away), so it is never served as a fallback.
-        Queued writes stay: the store takes or refuses each by its user."""
-        await self._local.delete_session(session_id)
-        self._users.pop(session_id, None)
 
     async def search(
         self, session_id: str, query: str, scope: str = "session", limit: int = 5, user_id: str | None = None
@@ -684,7 +498,7 @@ class RemoteMemory(Memory):
             include_events=True,
         )
         try:
-            found = await self._call("POST", "/v1/recall", RecallResult, request)
+            found = await self._store.recall(request)
         except StoreRefused as refused:
             raise ValueError(str(refused)) from refused
         except StoreUnreachable as error:
@@ -709,24 +523,12 @@ class RemoteMemory(Memory):
             attribution=attribution if isinstance(attribution, dict) else {},
         )
         try:
-            written = await self._call("POST", "/v1/facts", FactWritten, fact)
+            written = await self._store.save_fact(fact)
         except StoreRefused as refused:
             raise ValueError(str(refused)) from refused
         except StoreUnreachable as error:
             raise ValueError(f"The memory store is unavailable now ({error}); nothing was saved.") from error
         return written.fact_id
-
-
-class _Deleted(BaseModel):
-    deleted: bool
-
-
-class _Written(BaseModel):
-    added: int
-
-
-class _Health(BaseModel):
-    status: str
 
 
 def _hit(hit: RecallHit) -> MemoryHit:
@@ -745,11 +547,3 @@ def _merged(stored: list[MemoryEvent], pending: list[MemoryEvent], limit: int | 
         held = {event.event_id for event in stored}
         stored = [*stored, *(event for event in pending if event.event_id not in held)]
     return stored if limit is None else stored[-limit:] if limit else []
-
-
-def _error_message(response: httpx2.Response) -> tuple[str, str]:
-    """The error body's ``message`` and ``code`` (a generic message and ``""`` when it has none)."""
-    error = parse_error_body(response.content)
-    if error is None:
-        return f"the memory service answered {response.status_code}", ""
-    return error.message, error.code or ""

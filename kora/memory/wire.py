@@ -1,6 +1,6 @@
 """The memory service's HTTP API under ``/v1``: the request and response bodies both sides use.
 
-``kora memory`` (:mod:`kora.memory.service`) serves these bodies and RemoteMemory (:mod:`kora.memory.remote`)
+``kora memory`` (:mod:`kora.memory_service`) serves these bodies and RemoteMemory (:mod:`kora.memory.remote`)
 sends them, so the two cannot drift apart.
 
 Every value that reaches the database is checked here, at the boundary: identifiers (event ids included) are 1-256
@@ -175,6 +175,12 @@ class Mark:
         return cls(store_id, int(seq)) if store_id and seq.isdigit() else None
 
 
+class Deleted(BaseModel):
+    """``DELETE /v1/sessions/{id}``: whether the delete removed something."""
+
+    deleted: bool
+
+
 class EventsWritten(BaseModel):
     """How many events were appended (events whose id the session already holds are skipped, so a retried write
     stores nothing twice)."""
@@ -197,7 +203,7 @@ class RecallHit(BaseModel):
     """One recalled memory: a long-term fact (``source="fact"``) or a stored event (``source="event"``).
 
     ``score`` is in ``[0, 1]``: cosine similarity (when both sides have embeddings) and the share of the query's
-    words blended (see :mod:`kora.memory.service.recall`); age only breaks ties.
+    words blended (see :mod:`kora.memory_service.recall`); age only breaks ties.
     """
 
     id: str

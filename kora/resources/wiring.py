@@ -339,7 +339,7 @@ def embedded_postgres_url(data_dir: Path) -> str:
     """The connection URI of the embedded Postgres of a local-storage MemoryStore whose
     ``MEMORY_SERVICE_DATA_DIR`` is ``data_dir``: the memory service's database ``postgres``, as user ``postgres``
     (no password: the socket is the machine's own, reachable by the user that runs Kora), over the unix socket in
-    ``data_dir/pgdata`` (the ``pgdata`` of :mod:`kora.memory.service.embedded`)."""
+    ``data_dir/pgdata`` (the ``pgdata`` of :mod:`kora.memory_service.embedded`)."""
     return f"postgresql://postgres@/postgres?host={quote(str(data_dir.resolve() / 'pgdata'), safe='/')}"
 
 

@@ -158,7 +158,7 @@ if [ ! -f "$cache/.complete" ]; then
     "$suite" "$rootfs" "${mirrors[@]}" 2>&1 | grep -E '^(E|W):|success' >&2 || true
   [ -x "$rootfs/usr/bin/python3" ] || { log "mmdebstrap did not produce a root filesystem"; exit 1; }
   # The image's default user. Any other non-root uid works as well (a cluster's, OpenShift's random one): the
-  # embedded Postgres gives a uid without a name one through libnss-wrapper (kora.memory.service.passwd).
+  # embedded Postgres gives a uid without a name one through libnss-wrapper (kora.memory_service.passwd).
   echo "kora:x:$uid:$uid:Kora:$home:/usr/sbin/nologin" >> "$rootfs/etc/passwd"
   echo "kora:x:$uid:" >> "$rootfs/etc/group"
   install -d -o "$uid" -g "$uid" -m 0755 "$rootfs$home"

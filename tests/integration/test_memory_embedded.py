@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlparse
 
 import psycopg
 
-from kora.memory.service import embedded
+from kora.memory_service import embedded
 
 
 def _lock_text(pid: int, pgdata: Path, socket_dir: Path) -> str:

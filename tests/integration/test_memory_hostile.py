@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kora.memory.service.app import create_app
-from kora.memory.service.settings import load_memory_service_settings
+from kora.memory_service.app import create_app
+from kora.memory_service.settings import load_memory_service_settings
 from tests.support.hostile import Raw, render
 from tests.support.memory import ADMIN, fresh_database, service_env, wait_until_ready
 from tests.support.threaded import ThreadedServer

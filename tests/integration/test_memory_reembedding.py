@@ -15,7 +15,7 @@ import httpx
 import psycopg
 import pytest
 
-from kora.memory.service.schema import embedding_dimension, embedding_model, ensure_embedding_model
+from kora.memory_service.schema import embedding_dimension, embedding_model, ensure_embedding_model
 from kora.scripted.embedding import embed
 from tests.support.memory import ADMIN, MemoryProcess, eventually, memory_service, service_env
 from tests.support.scripted_server import ScriptedModelServer

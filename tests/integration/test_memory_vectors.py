@@ -15,10 +15,10 @@ from collections.abc import AsyncIterator
 import psycopg
 import pytest
 
-from kora.memory.service import facts, recall, schema, vectors
-from kora.memory.service.database import Conn, Database
-from kora.memory.service.schema import ensure_embedding_model
-from kora.memory.service.settings import load_memory_service_settings
+from kora.memory_service import facts, recall, schema, vectors
+from kora.memory_service.database import Conn, Database
+from kora.memory_service.schema import ensure_embedding_model
+from kora.memory_service.settings import load_memory_service_settings
 from tests.support.memory import service_env
 
 DIMENSION = 8

@@ -25,8 +25,8 @@ import httpx
 import psutil
 import psycopg
 
-from kora.memory.service.app import create_app
-from kora.memory.service.settings import load_memory_service_settings
+from kora.memory_service.app import create_app
+from kora.memory_service.settings import load_memory_service_settings
 from tests.support.threaded import ThreadedServer
 
 T = TypeVar("T")

@@ -112,8 +112,8 @@ def _path_through(graph: dict[str, set[str]], component: set[str]) -> list[str]:
 def test_the_import_graph_covers_the_package():
     graph = import_graph()
     assert len(graph) == len(list(PACKAGE.rglob("*.py")))
-    assert "kora.core.serving" in graph["kora.memory.service.service"]
-    assert "kora.memory.service.jobs" in graph["kora.memory.service.service"]
+    assert "kora.core.serving" in graph["kora.memory_service.runtime"]
+    assert "kora.memory_service.jobs" in graph["kora.memory_service.runtime"]
 
 
 def test_no_import_cycle_in_kora():

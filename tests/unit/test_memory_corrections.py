@@ -1,4 +1,4 @@
-"""kora.memory.service.corrections: what tells two nearly identical facts apart."""
+"""kora.memory_service.corrections: what tells two nearly identical facts apart."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kora.memory.service.corrections import correction
+from kora.memory_service.corrections import correction
 
 
 @pytest.mark.parametrize(

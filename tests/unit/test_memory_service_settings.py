@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from kora.core.settings_errors import SettingsError
-from kora.memory.service.settings import load_memory_service_settings
+from kora.memory_service.settings import load_memory_service_settings
 
 
 def test_defaults_are_local_storage_without_models() -> None:

@@ -1,4 +1,4 @@
-"""A recalled fact's score (kora.memory.service.recall): in [0, 1], never below the fact's own score, and equal
+"""A recalled fact's score (kora.memory_service.recall): in [0, 1], never below the fact's own score, and equal
 to it without neighbours, for any cosine, text share and context."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kora.memory.service.recall import blend, own_score
+from kora.memory_service.recall import blend, own_score
 
 unit = st.floats(min_value=0.0, max_value=1.0)
 cosines = st.none() | st.floats(min_value=-1.0, max_value=1.0)

@@ -108,8 +108,8 @@ def _agent() -> object:
 
 
 def _memory_service() -> object:
-    from kora.memory.service.app import create_app
-    from kora.memory.service.settings import load_memory_service_settings
+    from kora.memory_service.app import create_app
+    from kora.memory_service.settings import load_memory_service_settings
 
     return create_app(load_memory_service_settings({"MEMORY_SERVICE_DATABASE_URL": "postgresql://u@127.0.0.1:9/d"}))
 

@@ -7,7 +7,7 @@ never left without its jobs, even if the service is killed right after answering
 
 The short-term window of a session is its newest events, at most ``max_events`` and within a token budget (the
 smaller of the client's and the store's); events older than the window are the medium tier's input: once
-``compaction_trigger`` of them are not yet summarised, a fold job is queued (:mod:`kora.memory.service.jobs`).
+``compaction_trigger`` of them are not yet summarised, a fold job is queued (:mod:`kora.memory_service.jobs`).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from psycopg.types.json import Jsonb
 from kora.core.errors import NotFound
 from kora.core.events import EventType, MemoryEvent
 from kora.memory.base import SessionInfo, check_owner
-from kora.memory.service.database import Conn
-from kora.memory.service.settings import MemoryServiceSettings
 from kora.memory.text import event_text
 from kora.memory.wire import EventList, Removed
+from kora.memory_service.database import Conn
+from kora.memory_service.settings import MemoryServiceSettings
 
 #: Event types whose text says something about the user: the input of fact extraction.
 CONVERSATION_TYPES = (EventType.USER_MESSAGE, EventType.TASK_DELEGATION_RECEIVED, EventType.AGENT_RESPONSE)
@@ -430,7 +430,7 @@ async def forget(conn: Conn, user_id: str | None, session_id: str | None) -> Rem
     facts with their embeddings, fact history and queued jobs, in one transaction; the counts removed per tier.
 
     Erasure first locks the sessions it removes. A background job commits its results only while holding a share
-    lock on its session and after checking the session still exists (:mod:`kora.memory.service.jobs`): so a job
+    lock on its session and after checking the session still exists (:mod:`kora.memory_service.jobs`): so a job
     that committed first has its writes removed here, and one that commits after finds its session gone and drops
     them. A recall after this returns can never see an erased fact, and erasure never waits for a model request,
     only for a job's short commit.

@@ -10,7 +10,7 @@ enforces it.
 
 Cost model (measured with ``bench/bench_memory_service.py``, 384 dimensions): an exact check costs ~3 µs per
 row of the filter (full precision); an HNSW visit ~45 µs (graph pages, many distances) over the half-precision
-index the service builds (:func:`~kora.memory.service.schema.create_vector_index`), where it was ~70 µs over a
+index the service builds (:func:`~kora.memory_service.schema.create_vector_index`), where it was ~70 µs over a
 full-precision one: the bare k-NN of 5 among the ~900 facts of a user at 100k facts went from 35 to 23 ms (p50).
 With ``n`` rows in the filter out of ``total``, the index visits ~``wanted * total / n`` nodes, so exact search
 is cheaper while ``n**2 <= VISIT_COST * wanted * total``.
@@ -18,8 +18,8 @@ is cheaper while ``n**2 <= VISIT_COST * wanted * total``.
 
 from __future__ import annotations
 
-from kora.memory.service.database import Conn
-from kora.memory.service.schema import HNSW_MAX_DIMENSIONS, index_expression
+from kora.memory_service.database import Conn
+from kora.memory_service.schema import HNSW_MAX_DIMENSIONS, index_expression
 
 #: How many exact distance checks one HNSW graph visit costs (the ratio of the two per-row costs above).
 VISIT_COST = 16
@@ -58,8 +58,8 @@ async def use_index(conn: Conn, condition: str, params: dict[str, object], wante
 def distance_order(column: str, vector: str, dimension: int, indexed: bool) -> str:
     """The ``ORDER BY`` expression by cosine distance of ``column`` to ``vector`` (SQL: a ``vector`` parameter) of
     ``dimension``: when ``indexed``, between their half-precision forms, as the HNSW index holds them
-    (:func:`~kora.memory.service.schema.index_expression`); else at full precision, which the index cannot serve
-    (exact search). Above :data:`~kora.memory.service.schema.HNSW_MAX_DIMENSIONS` there is no index: always exact."""
+    (:func:`~kora.memory_service.schema.index_expression`); else at full precision, which the index cannot serve
+    (exact search). Above :data:`~kora.memory_service.schema.HNSW_MAX_DIMENSIONS` there is no index: always exact."""
     if indexed and dimension <= HNSW_MAX_DIMENSIONS:
         return f"{index_expression(column, dimension)} <=> {index_expression(vector, dimension)}"
     return f"{column} <=> {vector}"

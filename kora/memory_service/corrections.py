@@ -4,7 +4,7 @@ Two facts with nearly the same words can still disagree: "The user is allergic t
 allergic to peanuts", "Alice owes Bob 50 dollars" and "Bob owes Alice 50 dollars", "Emma is 7 years old" and "Emma
 is 8 years old", a meeting "on Monday at 3pm" and "on Tuesday at 3pm". :func:`correction` says what tells two such
 texts apart: a negation, a number, a date or time word among the words only one of them has, or the same words in
-another order (swapped roles). :mod:`kora.memory.service.facts` then stores the newer one as its own fact and, with
+another order (swapped roles). :mod:`kora.memory_service.facts` then stores the newer one as its own fact and, with
 no model to judge the conflict, lets it supersede the older one (with history). Pure functions, no I/O.
 """
 

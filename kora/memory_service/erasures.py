@@ -21,8 +21,8 @@ from datetime import datetime
 from psycopg.rows import dict_row
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kora.memory.service.database import Conn
 from kora.memory.wire import ERASURE_HEADER, Erasure, Mark
+from kora.memory_service.database import Conn
 
 
 async def load_mark(conn: Conn) -> Mark:

@@ -22,7 +22,7 @@ from fastapi import Request
 
 from kora.core.errors import Forbidden, Unauthenticated
 from kora.core.tokens import bearer_token, token_matches
-from kora.memory.service.settings import MemoryServiceSettings
+from kora.memory_service.settings import MemoryServiceSettings
 
 
 class Role(IntEnum):

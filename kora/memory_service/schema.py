@@ -146,7 +146,7 @@ ALTER TABLE jobs ALTER COLUMN sid DROP NOT NULL;
 CREATE INDEX facts_unembedded ON facts (fact_id) WHERE embedding IS NULL AND invalidated_at IS NULL;
 """
 
-#: Version 5: the erasure log (:mod:`kora.memory.service.erasures`): one row per ``forget``, so agents learn what
+#: Version 5: the erasure log (:mod:`kora.memory_service.erasures`): one row per ``forget``, so agents learn what
 #: to drop from their own copies, and ``store_id``, which tells a store whose log started again from another.
 _V5 = """
 CREATE TABLE erasures (
@@ -166,7 +166,7 @@ ALTER TABLE sessions ADD COLUMN metadata jsonb NOT NULL DEFAULT '{}'::jsonb;
 """
 
 #: Version 7: a fact's neighbours, the facts stored just before and after it by the same owner (app, user,
-#: session): recall reads them for every candidate (:mod:`kora.memory.service.recall`), one index probe each.
+#: session): recall reads them for every candidate (:mod:`kora.memory_service.recall`), one index probe each.
 _V7 = """
 CREATE INDEX facts_neighbours ON facts (app_name, coalesce(user_id, ''), coalesce(session_id, ''), created_at, fact_id)
     WHERE invalidated_at IS NULL;
@@ -276,7 +276,7 @@ async def ensure_embedding_model(conn: AsyncConnection[TupleRow], model: str, di
 
     Vectors of two models cannot be compared, whether their dimensions differ or not: when the model changed (its
     name or its dimension) the old embeddings are cleared, those facts are recalled by full text only until the
-    background ``embed`` jobs give them new ones (:mod:`kora.memory.service.jobs`), and the index is rebuilt. A
+    background ``embed`` jobs give them new ones (:mod:`kora.memory_service.jobs`), and the index is rebuilt. A
     store that recorded only a dimension (before model names were) and matches it keeps its vectors and takes
     ``model`` as their name: clearing them would re-embed every fact on upgrade for what is most likely the same
     model. Runs under the migration lock, so replicas agree.

