@@ -307,7 +307,7 @@ class _LocalRun:
     def _stop_unheld_databases(self) -> None:
         """Stop each local-storage MemoryStore's embedded Postgres that outlived its memory service (one killed
         after the grace period cannot let go of it), so ``kora down`` leaves no server running."""
-        from kora.memory.service.embedded import PGDATA, stop_unheld
+        from kora.memory_service.embedded import PGDATA, stop_unheld
 
         for pgdata in sorted((self._state_dir / MEMORY_DIR).glob(f"*/*/{PGDATA}")):
             stop_unheld(pgdata)
