@@ -12,7 +12,7 @@ import sys
 import httpx
 import openai
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kora.scripted import load_script
@@ -188,6 +188,7 @@ def test_hostile_embedding_requests_get_answers_or_4xx_never_5xx(server, body):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(texts=st.lists(hostile_text.filter(bool), min_size=1, max_size=4), model=hostile_text.filter(bool))
+@example(texts=["\ud800"], model="\ud800")  # a lone surrogate: valid JSON, no valid UTF-8
 def test_any_characters_in_valid_requests_get_vectors(server, texts, model):
     """Surrogates, control characters and the like in the texts or the model name: still a 200."""
     body = {"input": texts, "model": model, "encoding_format": "float"}

@@ -56,15 +56,26 @@ class EmbeddingRequest(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    model: str = Field(min_length=1)
+    model: str
     input: str | list[str]
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: StrictInt | None = Field(default=None, ge=1)
 
-    @field_validator("input", mode="before")
+    # Both fields are checked by hand ("plain" validators): pydantic's own str check refuses a lone surrogate
+    # ("\ud800", valid JSON) that a text or a model name may hold, and its message for a failed
+    # ``str | list[str]`` names both union branches.
+    @field_validator("model", mode="plain")
     @classmethod
-    def _strings(cls, value: object) -> object:
-        # Checked by hand: pydantic's own message for a failed ``str | list[str]`` names both union branches.
+    def _model_name(cls, value: object) -> str:
+        if not isinstance(value, str):
+            raise PydanticCustomError("string_type", "Input should be a valid string")
+        if not value:
+            raise PydanticCustomError("string_too_short", "String should have at least 1 character")
+        return value
+
+    @field_validator("input", mode="plain")
+    @classmethod
+    def _strings(cls, value: object) -> str | list[str]:
         texts = [value] if isinstance(value, str) else value
         if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
             raise PydanticCustomError(
@@ -80,7 +91,7 @@ class EmbeddingRequest(BaseModel):
             raise PydanticCustomError(
                 "invalid_input", f"at most {MAX_INPUT_CHARS} characters per string, got {longest}"
             )
-        return value
+        return value if isinstance(value, str) else list(texts)
 
     @field_validator("encoding_format", mode="before")
     @classmethod
