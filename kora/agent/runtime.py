@@ -727,7 +727,8 @@ class AgentRuntime:
         self.tracing.end_step()
         self._account(usage, progress)
         reason = "tool_calls" if calls or paused else "length" if finish == "length" else "stop"
-        await self.recorder.record(turn, messages, tokens=_tokens(usage), finish_reason=reason)
+        marked = paused.approvals if paused is not None else ()
+        await self.recorder.record(turn, messages, tokens=_tokens(usage), finish_reason=reason, approvals=marked)
         log_turn(turn, messages, usage, reason)
         pending: tuple[PendingApproval, ...] = ()
         if paused is not None:

@@ -492,6 +492,8 @@ async def test_responses_a_paused_response_names_the_call_and_a_function_call_ou
         marker = item.model_dump()["kora_approval"]
         assert marker["target"] == "calc/add"
         assert RAN == []
+        # Read back, the paused response is the one answered, its call marked the same.
+        assert client.responses.retrieve(first.id).model_dump() == first.model_dump()
 
         decision = {"type": "function_call_output", "call_id": item.call_id, "output": '{"decision": "approve"}'}
         done = client.responses.create(model="a", previous_response_id=first.id, input=[decision])
@@ -500,6 +502,7 @@ async def test_responses_a_paused_response_names_the_call_and_a_function_call_ou
         assert tool_messages(model.requests[1]) == ["3"]
         # Read back, the resumed response is the one answered.
         assert client.responses.retrieve(done.id).output_text == "The sum is 3."
+        assert client.responses.retrieve(first.id).model_dump() == first.model_dump()
 
         # The same decision again, continuing either response: 409, nothing run.
         for previous in (first.id, done.id):
