@@ -259,6 +259,7 @@ class ApprovalStore:
             raise ApprovalConflict(f"The approval '{approval_id}' is already {approval.status}.")
         approval.decision = decision
         approval.decided_by = by or (user_id or "anonymous")
+        approval.decided_at = time.time()
         return paused
 
     def release(self, paused: PausedTurn) -> None:

@@ -227,6 +227,8 @@ class AgentRuntime:
         if resume is None:
             self.check_not_waiting(turn.session_id)
         with self.tracing.turn(turn.session_id) as span:
+            if span is not None and resume is not None:
+                span.resumed(resume)
             outcome = await self._run(turn, span, resume)
             if span is not None:
                 span.finish(outcome)
@@ -294,6 +296,8 @@ class AgentRuntime:
         if resume is None:
             self.check_not_waiting(turn.session_id)
         with self.tracing.turn(turn.session_id) as span:
+            if span is not None and resume is not None:
+                span.resumed(resume)
             async with aclosing(self._stream(turn, span, prepared, resume, tool_steps=False)) as items:
                 async for item in items:
                     if isinstance(item, TurnOutcome):
@@ -312,6 +316,8 @@ class AgentRuntime:
         if resume is None:
             self.check_not_waiting(turn.session_id)
         with self.tracing.turn(turn.session_id) as span:
+            if span is not None and resume is not None:
+                span.resumed(resume)
             async with aclosing(self._stream(turn, span, None, resume, tool_steps=True)) as items:
                 async for item in items:
                     if span is not None and isinstance(item, TurnOutcome):
@@ -784,6 +790,7 @@ class AgentRuntime:
                 spent.output_tokens,
                 spent.requests,
                 spent=progress.budget.spent(spent),
+                exhausted=failure.budget if isinstance(failure, BudgetExhausted) else None,
             )
         if not isinstance(error, KoraError):
             # internal_error logged the exception under the reference its message names.
