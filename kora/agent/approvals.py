@@ -32,7 +32,7 @@ import re
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
@@ -176,8 +176,11 @@ class ApprovalJournal(Protocol):
     async def take(self, key: str) -> bool:
         """Remove a paused turn; True when this call removed it (False: another process took it first)."""
 
-    async def load(self) -> list[bytes]:
-        """Every paused turn's record, oldest first."""
+    async def load(self, skip: Collection[str] = ()) -> list[bytes]:
+        """The records of the paused turns kept, oldest first, but those whose key is in ``skip``."""
+
+    async def keys(self) -> set[str]:
+        """The keys of the paused turns kept."""
 
 
 def check_decider(approval: PendingApproval, user_id: str | None) -> None:
@@ -284,6 +287,10 @@ class ApprovalStore:
         being erased: nothing of it may be listed, nor written into it afterwards). Cancels the turn's expiry.
         Returns the paused turns dropped (for the journal to drop too)."""
         return self._forget(lambda approval: approval.session_id == session_id)
+
+    def drop(self, paused: PausedTurn) -> None:
+        """Forget ``paused`` without resuming it here (another process resumed it), its expiry cancelled."""
+        self._forget(lambda approval: approval.id == paused.key)
 
     def forget_user(self, user_id: str) -> list[PausedTurn]:
         """Drop every approval of ``user_id``'s turns, as :meth:`forget_session` (the user is being erased)."""

@@ -182,7 +182,7 @@ class AgentRuntime:
         if journal is None:
             return 0
         found = []
-        for record in await journal.load():
+        for record in await journal.load(skip={p.key for p in self.approvals.paused_turns()}):
             try:
                 paused = paused_from_record(record)
             except ValidationError as error:
@@ -195,6 +195,19 @@ class AgentRuntime:
             if paused.decided:  # every call was decided before the process that held it stopped
                 self._expire(paused)
         return len(found)
+
+    async def sync_paused(self) -> None:
+        """Bring the paused turns kept here in line with the approval journal, which every replica shares: forget
+        those another process resumed (no longer in the journal) and take up those another process paused. One
+        query, two when there are new ones; nothing without a journal."""
+        journal = self.approvals.journal
+        if journal is None:
+            return
+        kept = await journal.keys()
+        for paused in self.approvals.paused_turns():
+            if paused.key not in kept:
+                self.approvals.drop(paused)
+        await self.load_paused()
 
     async def close(self) -> None:
         """Close tool-server sessions and HTTP clients; stop waiting for approvals."""
@@ -481,10 +494,10 @@ class AgentRuntime:
     async def _keep(self, paused: PausedTurn) -> None:
         """Keep ``paused`` until its calls are decided (in the journal too, when there is one), rejecting those
         still waiting when it expires."""
-        self._watch(paused)
         record_approvals_requested(self.settings.agent_name, len(paused.approvals))
-        if self.approvals.journal is not None:
+        if self.approvals.journal is not None:  # written first: a sync meanwhile would forget a turn not written yet
             await self.approvals.journal.put(paused.key, paused.turn.session_id, paused_record(paused))
+        self._watch(paused)
 
     def _watch(self, paused: PausedTurn) -> None:
         """Keep ``paused`` in the process, its expiry timed."""

@@ -22,6 +22,7 @@ import openai
 import pytest
 from a2a.helpers.proto_helpers import new_data_part
 from a2a.types.a2a_pb2 import GetTaskRequest, Message, Role, SendMessageRequest, Task, TaskState
+from a2a.utils.errors import A2AError
 
 from kora.core.net import free_port
 from kora.scripted import ToolCall, ToolCallReply
@@ -240,3 +241,35 @@ async def test_chat_an_agent_killed_while_a_call_waits_takes_the_decision_once_r
                 chat.chat.completions.create(model="keeper", messages=conversation, extra_headers=headers)
             assert RAN == [{"a": 1, "b": 2}]
             assert pending(second, "alice") == []
+
+
+async def test_a_call_paused_on_one_replica_is_listed_and_decided_on_another_once(model, memory_db):
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "The sum is 3.")
+    async with (
+        ThreadedServer(mcp_app("calc", [add]), name="calc", lifespan="on") as calc,
+        httpx.AsyncClient(timeout=60, headers={USER_HEADER: "alice"}) as http,
+    ):
+        with (
+            agent(model, memory_db, calc.root_url) as (one, _),
+            agent(model, memory_db, calc.root_url) as (two, _),
+        ):
+            task = await paused_task(one, http, "ctx-replicas")
+            [waiting] = pending(one, "alice")
+            assert pending(two, "alice") == [waiting]
+            decided = httpx.post(
+                f"{two}/approvals/{waiting['id']}",
+                json={"decision": "approve"},
+                headers={USER_HEADER: "alice"},
+                timeout=60,
+            )
+            assert decided.status_code == 200, decided.text
+            assert decided.json()["turn"]["text"] == "The sum is 3."
+            done = await wait_state(one, http, task, TaskState.TASK_STATE_COMPLETED)
+            assert done.artifacts[0].parts[0].text == "The sum is 3."
+            # The replica that paused it no longer lists it, and cannot resume it a second time.
+            assert pending(one, "alice") == []
+            client = await sdk_client(one, http=http, version="1.0")
+            with pytest.raises(A2AError):
+                await send(client, decision_message(task, {"decision": "approve"}))
+    assert RAN == [{"a": 1, "b": 2}]
+    assert len(model.requests) == 2

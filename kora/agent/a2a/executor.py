@@ -205,9 +205,13 @@ class KoraAgentExecutor(AgentExecutor):
     def paused(self, task_id: str) -> PausedTurn | None:
         """The paused turn a task waits on (None: the task waits for nothing)."""
         held = self._paused.get(task_id)
+        runtime = self.runtime
         if held is not None:
-            return held[0]
-        return self.runtime.approvals.of_task(task_id) if self.runtime is not None else None
+            paused = held[0]
+            if runtime is None or paused.decided or runtime.approvals.paused_turn(paused.key) is paused:
+                return paused
+            del self._paused[task_id]  # resumed by another replica (the shared task store)
+        return runtime.approvals.of_task(task_id) if runtime is not None else None
 
     def resumer_of(self, paused: PausedTurn) -> Callable[[PausedTurn], Awaitable[TurnOutcome | None]]:
         """How a paused turn loaded from the journal goes on in its task once decided elsewhere: as
@@ -266,6 +270,8 @@ class KoraAgentExecutor(AgentExecutor):
         resume: PausedTurn | None = None
         secret = ""
         if current is not None and current.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            if self.paused(task_id) is None:
+                await runtime.sync_paused()  # the shared task store: a turn another replica paused
             try:
                 resume, secret = self._decide(runtime, task_id, context, identity)
             except KoraError as refusal:

@@ -10,6 +10,7 @@ user is erased.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -58,13 +59,23 @@ class PausedTurnRows:
 
         return await self._shared.run(delete)
 
-    async def load(self) -> list[bytes]:
-        """The agent's paused turns' records, oldest first."""
+    async def load(self, skip: Collection[str] = ()) -> list[bytes]:
+        """The agent's paused turns' records, oldest first, but those whose id is in ``skip``."""
 
         async def read(connection: AsyncConnection[TupleRow]) -> list[bytes]:
             cursor = await connection.execute(
-                "SELECT record::text FROM paused_turns WHERE agent = %s ORDER BY paused_at, id", (self._agent,)
+                "SELECT record::text FROM paused_turns WHERE agent = %s AND NOT (id = ANY(%s)) ORDER BY paused_at, id",
+                (self._agent, list(skip)),
             )
             return [str(row[0]).encode() for row in await cursor.fetchall()]
+
+        return await self._shared.run(read)
+
+    async def keys(self) -> set[str]:
+        """The ids of the agent's paused turns."""
+
+        async def read(connection: AsyncConnection[TupleRow]) -> set[str]:
+            cursor = await connection.execute("SELECT id FROM paused_turns WHERE agent = %s", (self._agent,))
+            return {str(row[0]) for row in await cursor.fetchall()}
 
         return await self._shared.run(read)
