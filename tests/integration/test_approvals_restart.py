@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import openai
+import psycopg
 import pytest
 from a2a.helpers.proto_helpers import new_data_part
 from a2a.types.a2a_pb2 import GetTaskRequest, Message, Role, SendMessageRequest, Task, TaskState
@@ -254,6 +255,10 @@ async def test_a_call_paused_on_one_replica_is_listed_and_decided_on_another_onc
             agent(model, memory_db, calc.root_url) as (two, _),
         ):
             task = await paused_task(one, http, "ctx-replicas")
+            # Waiting, the task runs nowhere: it holds no lease, so no replica ends it failed as abandoned.
+            with psycopg.connect(memory_db) as connection:
+                leases = connection.execute("SELECT count(*) FROM kora_a2a.task_leases WHERE task_id = %s", (task.id,))
+                assert leases.fetchone() == (0,)
             [waiting] = pending(one, "alice")
             assert pending(two, "alice") == [waiting]
             decided = httpx.post(
