@@ -83,6 +83,7 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
             check_session=state.memory.check_access,
             check_memory=state.check_memory,
         )
+        state.attach = server.attach
         # The HTTP+JSON binding's routes are the SDK's, so they join the route table once it has loaded (before
         # /ready answers), after every other route: matching a chat request never tries a dozen REST patterns.
         server.add_rest_routes(app.router)

@@ -72,7 +72,8 @@ class PendingApproval:
     anonymous), the model's ``tool_call_id``, ``tool_name`` (as the model called it), ``target``
     (``<server>/<tool>`` as patterns name it), ``arguments`` (the JSON text the model sent), ``requested_at`` and
     ``expires_at`` (seconds since the epoch). ``decision`` is None while it waits; ``decided_by`` then says who
-    decided: the user's id, ``anonymous``, ``operator``, or :data:`EXPIRED`."""
+    decided: the user's id, ``anonymous``, ``operator``, or :data:`EXPIRED`; ``decided_at`` when (seconds since the
+    epoch)."""
 
     id: str
     session_id: str
@@ -85,6 +86,7 @@ class PendingApproval:
     expires_at: float
     decision: Decision | None = None
     decided_by: str = ""
+    decided_at: float | None = None
 
     def to_json(self) -> dict[str, JsonValue]:
         """The approval as ``GET /approvals`` lists it: ``{id, session_id, tool_call_id, tool, target, arguments

@@ -15,6 +15,14 @@ renaming), ``agents/<peer>`` for the delegation to a peer; ``*`` matches any cha
 
 The calls and decisions themselves are :mod:`kora.agent.approval_calls` (records that the turn's outcome carries).
 
+Durability (:class:`ApprovalJournal`): with the shared task store (``TASK_STORE_TYPE=postgres``) every paused turn is
+also written to the store's database (:mod:`kora.agent.a2a.paused_rows`) as one JSON record
+(:mod:`kora.agent.approval_records`): the turn as it ran, its messages, its calls and their
+decisions, the A2A task it waits in and the budget it spent. An agent that starts loads the turns still waiting
+there, so a restart (or another replica) lists, decides and expires them as the process that paused them would. A
+turn resumes only after its record is taken from the journal (:meth:`ApprovalJournal.take`), so two processes never
+both resume it. Without a journal (the ``local`` and ``null`` stores) paused turns live in the process only.
+
 This module imports no pydantic-ai at run time (the A2A endpoint and the routes read decisions before it loads).
 """
 
@@ -24,12 +32,13 @@ import re
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kora.agent.approval_calls import Decision, PendingApproval
+from kora.agent.budget import Limits, Spend
 from kora.core.errors import ApprovalConflict, Forbidden, NotFound
 
 if TYPE_CHECKING:
@@ -83,6 +92,27 @@ class ApprovalPolicy:
         return self._regex.fullmatch(f"{source}/{tool}") is not None
 
 
+@dataclass(frozen=True)
+class TaskRef:
+    """The A2A task a paused turn waits in: its ``task_id``, ``context_id`` and ``owner`` (as the task store files
+    it)."""
+
+    task_id: str
+    context_id: str
+    owner: str
+
+
+@dataclass(frozen=True)
+class CarriedBudget:
+    """What a paused turn spent of its budget, so the resumed turn goes on within the same one: its ``limits``
+    (without the deadline), everything it ``spent`` (its delegations included) and the ``seconds_left`` of its time
+    budget when it paused (None: no time budget; the time a call waits for a person does not count)."""
+
+    limits: Limits
+    spent: Spend
+    seconds_left: float | None = None
+
+
 @dataclass
 class PausedTurn:
     """A turn that stopped at calls needing approval: the ``turn`` as it ran (its instructions, tools and
@@ -91,13 +121,16 @@ class PausedTurn:
 
     ``resumer``: set by the surface that ran the turn when the turn must go on its own way after a decision the
     surface did not receive itself (an expiry, ``POST /approvals/{id}``): it resumes the decided turn and returns its
-    outcome (None: it failed). ``timer`` rejects the waiting calls when they expire."""
+    outcome (None: it failed). ``timer`` rejects the waiting calls when they expire. ``task``: the A2A task the
+    turn waits in (None: asked over another surface); ``budget``: what the turn spent of its budget."""
 
     turn: TurnRequest
     messages: list[ModelMessage]
     approvals: list[PendingApproval]
     resumer: Callable[[PausedTurn], Awaitable[TurnOutcome | None]] | None = None
     timer: asyncio.TimerHandle | None = None
+    task: TaskRef | None = None
+    budget: CarriedBudget | None = None
 
     @classmethod
     def of(
@@ -127,6 +160,28 @@ class PausedTurn:
         """True once every call has its decision."""
         return all(a.decision is not None for a in self.approvals)
 
+    @property
+    def key(self) -> str:
+        """The paused turn's id in a journal: its first call's approval id."""
+        return self.approvals[0].id
+
+
+class ApprovalJournal(Protocol):
+    """Where paused turns are kept beyond the process (the shared task store's database), as JSON records
+    (:mod:`kora.agent.approval_records`) keyed by :attr:`PausedTurn.key`."""
+
+    async def put(self, key: str, session_id: str, record: bytes) -> None:
+        """Write a paused turn's ``record`` (again: its decisions so far)."""
+
+    async def take(self, key: str) -> bool:
+        """Remove a paused turn; True when this call removed it (False: another process took it first)."""
+
+    async def load(self, skip: Collection[str] = ()) -> list[bytes]:
+        """The records of the paused turns kept, oldest first, but those whose key is in ``skip``."""
+
+    async def keys(self) -> set[str]:
+        """The keys of the paused turns kept."""
+
 
 def check_decider(approval: PendingApproval, user_id: str | None) -> None:
     """Raise :class:`~kora.core.errors.Forbidden` unless ``user_id`` may decide ``approval``: its turn's user, or
@@ -144,6 +199,8 @@ class ApprovalStore:
     """The agent's paused turns, in its process (the local store): by approval id and by session; and the latest
     :data:`DECIDED_KEPT` decided approvals of turns that resumed."""
 
+    #: Where paused turns are kept beyond the process (None: in the process only).
+    journal: ApprovalJournal | None = None
     _turns: dict[str, PausedTurn] = field(default_factory=dict)
     _decided: OrderedDict[str, PendingApproval] = field(default_factory=OrderedDict)
     # (session id, tool call id) -> approval id, of the decided approvals kept.
@@ -156,6 +213,14 @@ class ApprovalStore:
         for approval in paused.approvals:
             self._turns[approval.id] = paused
         self._sessions[paused.turn.session_id] = paused
+
+    def of_task(self, task_id: str) -> PausedTurn | None:
+        """The paused turn waiting in A2A task ``task_id``, if any."""
+        return next((p for p in self.paused_turns() if p.task is not None and p.task.task_id == task_id), None)
+
+    def knows(self, paused: PausedTurn) -> bool:
+        """True when one of ``paused``'s calls is kept already (waiting, or decided and kept)."""
+        return any(a.id in self._turns or a.id in self._decided for a in paused.approvals)
 
     def paused_turns(self) -> list[PausedTurn]:
         """Every paused turn kept."""
@@ -197,6 +262,7 @@ class ApprovalStore:
             raise ApprovalConflict(f"The approval '{approval_id}' is already {approval.status}.")
         approval.decision = decision
         approval.decided_by = by or (user_id or "anonymous")
+        approval.decided_at = time.time()
         return paused
 
     def release(self, paused: PausedTurn) -> None:
@@ -216,18 +282,25 @@ class ApprovalStore:
         approval_id = self._decided_calls.get((session_id, tool_call_id))
         return self._decided.get(approval_id) if approval_id is not None else None
 
-    def forget_session(self, session_id: str) -> None:
+    def forget_session(self, session_id: str) -> list[PausedTurn]:
         """Drop every approval of ``session_id``, waiting or decided, without resuming its turn (the session is
-        being erased: nothing of it may be listed, nor written into it afterwards). Cancels the turn's expiry."""
-        self._forget(lambda approval: approval.session_id == session_id)
+        being erased: nothing of it may be listed, nor written into it afterwards). Cancels the turn's expiry.
+        Returns the paused turns dropped (for the journal to drop too)."""
+        return self._forget(lambda approval: approval.session_id == session_id)
 
-    def forget_user(self, user_id: str) -> None:
+    def drop(self, paused: PausedTurn) -> None:
+        """Forget ``paused`` without resuming it here (another process resumed it), its expiry cancelled."""
+        self._forget(lambda approval: approval.id == paused.key)
+
+    def forget_user(self, user_id: str) -> list[PausedTurn]:
         """Drop every approval of ``user_id``'s turns, as :meth:`forget_session` (the user is being erased)."""
-        self._forget(lambda approval: approval.user_id == user_id)
+        return self._forget(lambda approval: approval.user_id == user_id)
 
-    def _forget(self, chosen: Callable[[PendingApproval], bool]) -> None:
+    def _forget(self, chosen: Callable[[PendingApproval], bool]) -> list[PausedTurn]:
+        dropped = []
         for paused in self.paused_turns():
             if any(chosen(a) for a in paused.approvals):
+                dropped.append(paused)
                 if paused.timer is not None:
                     paused.timer.cancel()
                     paused.timer = None
@@ -239,3 +312,4 @@ class ApprovalStore:
             if chosen(approval):
                 del self._decided[approval_id]
                 self._decided_calls.pop((approval.session_id, approval.tool_call_id), None)
+        return dropped

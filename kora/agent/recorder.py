@@ -7,23 +7,28 @@ whose ``error_type`` is the error's code (:mod:`kora.core.errors`). The prompt i
 or ``task_delegation_received`` (metadata ``from_agent``) when a parent agent delegated the turn. With tracing on,
 every event's metadata carries the turn's ``trace_id`` and ``span_id``, so a stored turn links to its trace. A turn
 of the Responses API is stamped as :class:`~kora.agent.turn.ResponseRecord` says, or not stored at all
-(``store: false``).
+(``store: false``). The ``tool_call`` event of a call that waits for approval carries the call's ``kora_approval``
+marker in its metadata (``{"id", "target", "expires_at"}``), so a response read back names it as the answer did.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue
 from pydantic_ai.messages import ImageUrl, ModelMessage, ModelRequest, UserContent, UserPromptPart
 
+from kora.agent.approvals import APPROVAL_FIELD
 from kora.agent.history import messages_to_events
 from kora.agent.telemetry import AgentTracing
 from kora.agent.turn import ResponseRecord, TurnRequest
 from kora.core.errors import KoraError
 from kora.core.events import EventType, MemoryEvent
 from kora.memory import Memory
+
+if TYPE_CHECKING:
+    from kora.agent.approval_calls import PendingApproval
 
 
 def prompt_request(turn: TurnRequest) -> ModelRequest:
@@ -62,14 +67,18 @@ class TurnRecorder:
         *,
         tokens: tuple[int, int] = (0, 0),
         finish_reason: str | None = None,
+        approvals: Sequence[PendingApproval] = (),
     ) -> None:
         """Store the events of ``turn``: those of ``messages`` (which start with the prompt request; the prompt
         alone when empty), then an ``error`` event for ``error``. ``tokens`` (input, output) and ``finish_reason``
-        (None for a failed turn) are what a response of the Responses API keeps with its events."""
+        (None for a failed turn) are what a response of the Responses API keeps with its events; ``approvals``
+        the calls the turn paused at (their ``tool_call`` events marked)."""
         if turn.response is not None and not turn.response.store:
             return
         messages = messages or [prompt_request(turn)]
         events = self._events(turn, messages)
+        if approvals:
+            events = _marked(events, {a.tool_call_id: a.marker() for a in approvals})
         if error is not None:
             events.append(
                 self.memory.create_event(EventType.ERROR, {"error_type": error.code, "message": error.message})
@@ -92,6 +101,18 @@ class TurnRecorder:
             prompt_metadata={"from_agent": turn.delegated_by} if turn.delegated_by else None,
             delegation_agents=self._delegation_agents,
         )
+
+
+def _marked(events: list[MemoryEvent], markers: Mapping[str, JsonValue]) -> list[MemoryEvent]:
+    """``events`` with each ``tool_call`` event of a call in ``markers`` (tool call id -> marker) carrying its marker
+    in its metadata (:data:`~kora.agent.approvals.APPROVAL_FIELD`)."""
+    marked = []
+    for event in events:
+        call_id = event.content.get("tool_call_id") if isinstance(event.content, dict) else None
+        if event.event_type == EventType.TOOL_CALL and isinstance(call_id, str) and call_id in markers:
+            event = event.model_copy(update={"metadata": {**event.metadata, APPROVAL_FIELD: markers[call_id]}})
+        marked.append(event)
+    return marked
 
 
 def _stamped(

@@ -589,7 +589,7 @@ def stored_response(response_id: str, events: Sequence[MemoryEvent]) -> dict[str
     )
     events_of = ResponseEvents(fields)
     if isinstance(finish, str):
-        return events_of.body(outcome)
+        return _marked(events_of.body(outcome), own)
     code = failure.get("error_type") if isinstance(failure, dict) else None
     if code == "cancelled":
         return events_of.body(outcome, "cancelled")
@@ -641,6 +641,22 @@ def item_page(items: Sequence[dict[str, JsonValue]], after: str | None, limit: i
         "last_id": page[-1]["id"] if page else None,
         "has_more": start + limit < len(ordered),
     }
+
+
+def _marked(body: dict[str, JsonValue], events: Sequence[MemoryEvent]) -> dict[str, JsonValue]:
+    """A stored response's ``body`` with the ``kora_approval`` marker of each ``function_call`` item whose call
+    waited for approval (kept in its ``tool_call`` event's metadata), as the answer had it."""
+    markers = {
+        _call_id(e): e.metadata[APPROVAL_FIELD]
+        for e in events
+        if e.event_type == EventType.TOOL_CALL and APPROVAL_FIELD in e.metadata
+    }
+    output = body.get("output")
+    if markers and isinstance(output, list):
+        for item in output:
+            if isinstance(item, dict) and item.get("type") == "function_call" and item.get("call_id") in markers:
+                item[APPROVAL_FIELD] = markers[item.get("call_id")]
+    return body
 
 
 def _call_id(event: MemoryEvent) -> object:

@@ -41,12 +41,14 @@ from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pydantic import ValidationError
 from pydantic_ai import DeferredToolResults, ModelMessage, ModelResponse, ToolApproved, ToolDenied
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage
 
 from kora.agent.approval_calls import EXPIRED, Decision, PendingApproval
-from kora.agent.approvals import ApprovalStore, PausedTurn, check_decider
+from kora.agent.approval_records import paused_from_record, paused_record
+from kora.agent.approvals import ApprovalStore, CarriedBudget, PausedTurn, TaskRef, check_decider
 from kora.agent.budget import Prices, TurnBudget, own_limits
 from kora.agent.chat_model import KoraChatModel
 from kora.agent.history import events_to_messages, memory_instructions, replay_to_messages
@@ -161,11 +163,51 @@ class AgentRuntime:
         )
         self._locks = SessionLocks()
         self.approvals = ApprovalStore()
+        #: How a paused turn that waits in an A2A task goes on in it once decided (set by the A2A server): given
+        #: the turn, its :attr:`PausedTurn.resumer`. Used for the turns loaded from the journal.
+        self.task_resumer: Callable[[PausedTurn], Callable[[PausedTurn], Awaitable[TurnOutcome | None]]] | None = None
         self._expiries: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
-        """Connect the tool servers (each tried once; failures are retried in the background)."""
+        """Connect the tool servers (each tried once; failures are retried in the background), then take up the
+        paused turns the approval journal keeps (their calls listed and decided here, expiring on time)."""
         await self.loop.start()
+        await self.load_paused()
+
+    async def load_paused(self) -> int:
+        """Keep the paused turns of the approval journal this process does not know yet (an agent that restarted,
+        or another replica's turns); the number taken up. Their expiry is timed here too: a turn expired meanwhile
+        is rejected at once. Without a journal: 0."""
+        journal = self.approvals.journal
+        if journal is None:
+            return 0
+        found = []
+        for record in await journal.load(skip={p.key for p in self.approvals.paused_turns()}):
+            try:
+                paused = paused_from_record(record)
+            except ValidationError as error:
+                log.error("a paused turn of the approval journal cannot be read back, skipped: %s", error)
+                continue
+            if not self.approvals.knows(paused):
+                found.append(paused)
+        for paused in found:
+            self._watch(paused)
+            if paused.decided:  # every call was decided before the process that held it stopped
+                self._expire(paused)
+        return len(found)
+
+    async def sync_paused(self) -> None:
+        """Bring the paused turns kept here in line with the approval journal, which every replica shares: forget
+        those another process resumed (no longer in the journal) and take up those another process paused. One
+        query, two when there are new ones; nothing without a journal."""
+        journal = self.approvals.journal
+        if journal is None:
+            return
+        kept = await journal.keys()
+        for paused in self.approvals.paused_turns():
+            if paused.key not in kept:
+                self.approvals.drop(paused)
+        await self.load_paused()
 
     async def close(self) -> None:
         """Close tool-server sessions and HTTP clients; stop waiting for approvals."""
@@ -198,6 +240,8 @@ class AgentRuntime:
         if resume is None:
             self.check_not_waiting(turn.session_id)
         with self.tracing.turn(turn.session_id) as span:
+            if span is not None and resume is not None:
+                span.resumed(resume)
             outcome = await self._run(turn, span, resume)
             if span is not None:
                 span.finish(outcome)
@@ -207,7 +251,9 @@ class AgentRuntime:
         async with self._locks.hold(turn.session_id):
             if resume is None:  # again: a turn that waited for the lock may have paused meanwhile
                 self.check_not_waiting(turn.session_id)
-            progress = _Progress(budget=self.budget(turn))
+            else:
+                await self._take(resume)
+            progress = _Progress(budget=self.budget(turn, resume))
             try:
                 turn, messages, prompt_at, _ = await self._opened(turn, resume)
                 progress.messages = messages[prompt_at:]
@@ -241,7 +287,7 @@ class AgentRuntime:
                     progress,
                     result.finish_reason,
                     result.calls,
-                    paused=self._pause(turn, [*messages, *result.new_messages], result),
+                    paused=self._pause(turn, [*messages, *result.new_messages], result, progress),
                 )
             except (Exception, asyncio.CancelledError) as error:
                 return await self._failed(turn, error, progress)
@@ -263,6 +309,8 @@ class AgentRuntime:
         if resume is None:
             self.check_not_waiting(turn.session_id)
         with self.tracing.turn(turn.session_id) as span:
+            if span is not None and resume is not None:
+                span.resumed(resume)
             async with aclosing(self._stream(turn, span, prepared, resume, tool_steps=False)) as items:
                 async for item in items:
                     if isinstance(item, TurnOutcome):
@@ -281,6 +329,8 @@ class AgentRuntime:
         if resume is None:
             self.check_not_waiting(turn.session_id)
         with self.tracing.turn(turn.session_id) as span:
+            if span is not None and resume is not None:
+                span.resumed(resume)
             async with aclosing(self._stream(turn, span, None, resume, tool_steps=True)) as items:
                 async for item in items:
                     if span is not None and isinstance(item, TurnOutcome):
@@ -299,8 +349,10 @@ class AgentRuntime:
         async with self._locks.hold(turn.session_id):
             if resume is None:  # again: a turn that waited for the lock may have paused meanwhile
                 self.check_not_waiting(turn.session_id)
+            else:
+                await self._take(resume)
             recorded = False
-            progress = _Progress(budget=self.budget(turn))
+            progress = _Progress(budget=self.budget(turn, resume))
             try:
                 turn, messages, prompt_at, recalled = await self._opened(turn, resume)
                 if tool_steps and recalled is not None:
@@ -360,7 +412,7 @@ class AgentRuntime:
                                 progress,
                                 item.finish_reason,
                                 item.calls,
-                                paused=self._pause(turn, [*messages, *item.new_messages], item),
+                                paused=self._pause(turn, [*messages, *item.new_messages], item, progress),
                             )
                             recorded = True
                             yield outcome
@@ -389,11 +441,18 @@ class AgentRuntime:
         cost = prices.cost(usage.input_tokens, usage.output_tokens) if prices is not None else None
         record_turn_spend(self.settings.agent_name, usage.input_tokens, usage.output_tokens, cost)
 
-    def budget(self, turn: TurnRequest) -> TurnBudget:
+    def budget(self, turn: TurnRequest, resume: PausedTurn | None = None) -> TurnBudget:
         """A budget for ``turn``, starting now: the agent's own ``BUDGET_MAX_*``, or the smaller one a delegating
-        agent gave (:attr:`~kora.agent.turn.TurnRequest.budget`), priced at the model's prices when known."""
+        agent gave (:attr:`~kora.agent.turn.TurnRequest.budget`), priced at the model's prices when known. For a
+        paused turn that resumes (``resume``), what is left of the budget it paused with: its spend so far is
+        charged to the new one, and its time budget goes on from what was left when it paused."""
         settings = self.settings
         started = time.time()
+        carried = resume.budget if resume is not None else None
+        if carried is not None:
+            left = carried.seconds_left
+            limits = replace(carried.limits, deadline=None if left is None else started + left)
+            return TurnBudget(limits, self._prices, started, charged=carried.spent)
         limits = own_limits(
             settings.budget_max_tool_calls,
             settings.budget_max_model_requests,
@@ -413,22 +472,74 @@ class AgentRuntime:
             return await self._prepare(turn)
         return resume.turn, list(resume.messages), len(resume.messages), None
 
-    def _pause(self, turn: TurnRequest, messages: list[ModelMessage], result: LoopResult) -> PausedTurn | None:
-        """A paused turn for a loop result whose calls wait for approval (None: the turn did not pause)."""
+    def _pause(
+        self, turn: TurnRequest, messages: list[ModelMessage], result: LoopResult, progress: _Progress
+    ) -> PausedTurn | None:
+        """A paused turn for a loop result whose calls wait for approval (None: the turn did not pause), carrying
+        what the turn spent of its budget (``progress.budget``, with the loop's usage ``result.usage``)."""
         if not result.approvals:
             return None
         calls = [
             (call.tool_call_id, call.name, self.loop.approval_target(call.name), call.arguments)
             for call in result.approvals
         ]
-        return PausedTurn.of(turn, messages, calls, self.settings.tool_approval_timeout_seconds)
+        paused = PausedTurn.of(turn, messages, calls, self.settings.tool_approval_timeout_seconds)
+        budget = progress.budget
+        deadline = budget.limits.deadline
+        paused.budget = CarriedBudget(
+            replace(budget.limits, deadline=None),
+            budget.spent(result.usage),
+            None if deadline is None else max(deadline - time.time(), 0.0),
+        )
+        return paused
 
-    def _keep(self, paused: PausedTurn) -> None:
-        """Keep ``paused`` until its calls are decided, rejecting those still waiting when it expires."""
-        self.approvals.add(paused)
+    async def _keep(self, paused: PausedTurn) -> None:
+        """Keep ``paused`` until its calls are decided (in the journal too, when there is one), rejecting those
+        still waiting when it expires."""
         record_approvals_requested(self.settings.agent_name, len(paused.approvals))
+        if self.approvals.journal is not None:  # written first: a sync meanwhile would forget a turn not written yet
+            await self.approvals.journal.put(paused.key, paused.turn.session_id, paused_record(paused))
+        self._watch(paused)
+
+    def _watch(self, paused: PausedTurn) -> None:
+        """Keep ``paused`` in the process, its expiry timed."""
+        self.approvals.add(paused)
         delay = max(min(a.expires_at for a in paused.approvals) - time.time(), 0.0)
         paused.timer = asyncio.get_running_loop().call_later(delay, self._expire, paused)
+
+    async def _take(self, paused: PausedTurn) -> None:
+        """Take a decided paused turn from the journal before it resumes. Raises :class:`ApprovalConflict` when
+        another process took it first (it resumes there), with nothing run here."""
+        journal = self.approvals.journal
+        if journal is not None and not await journal.take(paused.key):
+            raise ApprovalConflict("The paused turn was resumed by another replica of the agent.")
+
+    async def held_in(self, paused: PausedTurn, task: TaskRef) -> None:
+        """Note the A2A ``task`` a paused turn waits in (written to the journal, so the turn resumes in its task
+        after a restart)."""
+        paused.task = task
+        if self.approvals.journal is not None:
+            await self.approvals.journal.put(paused.key, paused.turn.session_id, paused_record(paused))
+
+    async def forget(self, dropped: list[PausedTurn]) -> None:
+        """Drop paused turns :meth:`ApprovalStore.forget_session` / ``forget_user`` dropped from the journal too."""
+        journal = self.approvals.journal
+        if journal is not None:
+            for paused in dropped:
+                await journal.take(paused.key)
+
+    def _persist(self, paused: PausedTurn) -> None:
+        """Write a paused turn's decisions so far to the journal, in the background (its last decision resumes it
+        instead, which takes it from the journal)."""
+        journal = self.approvals.journal
+        if journal is None:
+            return
+        record = paused_record(paused)
+        task = asyncio.create_task(
+            journal.put(paused.key, paused.turn.session_id, record), name="kora-approval-journal"
+        )
+        self._expiries.add(task)
+        task.add_done_callback(self._expiries.discard)
 
     def _expire(self, paused: PausedTurn) -> None:
         task = asyncio.create_task(self._expired(paused), name="kora-approval-expired")
@@ -462,6 +573,8 @@ class AgentRuntime:
             if paused.timer is not None:
                 paused.timer.cancel()
                 paused.timer = None
+        else:
+            self._persist(paused)
         return paused
 
     def check_not_waiting(self, session_id: str) -> None:
@@ -557,6 +670,8 @@ class AgentRuntime:
         if not paused.decided:
             raise RuntimeError("resume() needs every call of the paused turn decided")
         self.approvals.release(paused)
+        if paused.resumer is None and paused.task is not None and self.task_resumer is not None:
+            paused.resumer = self.task_resumer(paused)  # a turn of an A2A task, loaded from the journal
         try:
             if paused.resumer is not None:
                 return await paused.resumer(paused)
@@ -635,12 +750,13 @@ class AgentRuntime:
         self.tracing.end_step()
         self._account(usage, progress)
         reason = "tool_calls" if calls or paused else "length" if finish == "length" else "stop"
-        await self.recorder.record(turn, messages, tokens=_tokens(usage), finish_reason=reason)
+        marked = paused.approvals if paused is not None else ()
+        await self.recorder.record(turn, messages, tokens=_tokens(usage), finish_reason=reason, approvals=marked)
         log_turn(turn, messages, usage, reason)
         pending: tuple[PendingApproval, ...] = ()
         if paused is not None:
             # Kept once stored: a decision resumes from what the session holds.
-            self._keep(paused)
+            await self._keep(paused)
             pending = tuple(paused.approvals)
             calls = ()  # the client's calls of the same answer come back once the approvals are decided
         return TurnOutcome(
@@ -691,6 +807,7 @@ class AgentRuntime:
                 spent.output_tokens,
                 spent.requests,
                 spent=progress.budget.spent(spent),
+                exhausted=failure.budget if isinstance(failure, BudgetExhausted) else None,
             )
         if not isinstance(error, KoraError):
             # internal_error logged the exception under the reference its message names.

@@ -61,6 +61,8 @@ class AgentState:
         #: The background responses (``POST /v1/responses`` with ``background: true``) running in this process.
         self.background = BackgroundResponses(memory)
         self._before: Callable[[], Awaitable[None]] | None = None
+        #: Called with the runtime before it starts (the A2A server attaches its approval journal and task resumer).
+        self.attach: Callable[[AgentRuntime], None] | None = None
         self.lifecycle = Lifecycle(self._start, STARTUP_TEXT)
 
     @property
@@ -79,6 +81,8 @@ class AgentState:
             await self._before()
         module = await asyncio.to_thread(import_without, "kora.agent.runtime", unused_packages(self.settings))
         runtime: AgentRuntime = module.AgentRuntime(self.settings, self.memory)
+        if self.attach is not None:
+            self.attach(runtime)
         await runtime.start()
         self.runtime = runtime
         # What start-up built (pydantic-ai, schemas, toolsets) lives as long as the process. Frozen, it is no
@@ -133,14 +137,14 @@ class AgentState:
         waiting for approval without resuming their turn (nothing of it is written afterwards)."""
         await self.background.cancel_session(session_id)
         if self.runtime is not None:
-            self.runtime.approvals.forget_session(session_id)
+            await self.runtime.forget(self.runtime.approvals.forget_session(session_id))
 
     async def forget_user(self, user_id: str) -> None:
         """Before ``user_id`` is erased: cancel their background responses running here, then drop their calls
         waiting for approval without resuming their turns."""
         await self.background.cancel_user(user_id)
         if self.runtime is not None:
-            self.runtime.approvals.forget_user(user_id)
+            await self.runtime.forget(self.runtime.approvals.forget_user(user_id))
 
     async def close(self) -> None:
         """Wait for the start-up to end, stop the runtime if it started, then close the memory (server

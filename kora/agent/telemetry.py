@@ -82,6 +82,7 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import ToolDefinition
 
 from kora.agent.approval_calls import PendingApproval
+from kora.agent.approvals import PausedTurn
 from kora.agent.turn import TurnOutcome
 from kora.core.errors import KoraError
 from kora.core.openai_wire import JSONObject
@@ -313,12 +314,39 @@ class TurnSpan:
                 {
                     "kora.turn.tool_calls": outcome.spent.tool_calls,
                     "kora.turn.spent_model_requests": outcome.spent.model_requests,
+                    "kora.turn.spent_input_tokens": outcome.spent.input_tokens,
+                    "kora.turn.spent_output_tokens": outcome.spent.output_tokens,
                 }
             )
             if outcome.spent.cost_usd is not None:
                 self.span.set_attribute("kora.turn.cost_usd", outcome.spent.cost_usd)
+        if outcome.exhausted is not None:
+            self.span.set_attribute("kora.budget.exhausted", outcome.exhausted)
+        if outcome.approvals:
+            # The turn paused at calls that wait for a person's decision.
+            self.span.set_attributes(
+                {
+                    "kora.approval.requested": len(outcome.approvals),
+                    "kora.approval.ids": [a.id for a in outcome.approvals],
+                    "kora.approval.targets": [a.target for a in outcome.approvals],
+                }
+            )
         if outcome.finish_reason != "stop":
             self.span.set_status(Status(StatusCode.ERROR, outcome.text))
+
+    def resumed(self, paused: PausedTurn) -> None:
+        """Record on the span of a turn that resumes a paused one how its calls were decided: their ids, their
+        statuses (``approved``, ``rejected``, ``expired``) and the seconds each waited for its decision."""
+        approvals = paused.approvals
+        self.span.set_attributes(
+            {
+                "kora.approval.ids": [a.id for a in approvals],
+                "kora.approval.statuses": [a.status for a in approvals],
+                "kora.approval.waited_seconds": [
+                    max((a.decided_at or time.time()) - a.requested_at, 0.0) for a in approvals
+                ],
+            }
+        )
 
 
 @dataclass

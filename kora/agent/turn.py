@@ -194,7 +194,8 @@ class TurnOutcome:
     client to run) and the token usage summed over the turn's model requests, as the model reported it.
     ``spent`` is everything the turn spent, its delegations included (:class:`~kora.agent.budget.Spend`), which an
     A2A task reports to the agent that delegated it. ``approvals``: the turn paused at calls of the agent's own
-    tools that wait for a person's decision (``finish_reason`` ``tool_calls``; :mod:`kora.agent.approvals`)."""
+    tools that wait for a person's decision (``finish_reason`` ``tool_calls``; :mod:`kora.agent.approvals`).
+    ``exhausted``: the name of the budget that ended the turn (``finish_reason`` ``length``), if one did."""
 
     text: str
     finish_reason: str
@@ -204,3 +205,4 @@ class TurnOutcome:
     tool_calls: tuple[ClientCall, ...] = ()
     spent: Spend | None = None
     approvals: tuple[PendingApproval, ...] = ()
+    exhausted: str | None = None

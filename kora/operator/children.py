@@ -303,6 +303,7 @@ def plan_for(
         data_root=MEMORY_DATA_ROOT,
         model_api=model_api,
         budget_defaults=settings.budget_defaults,
+        approval_defaults=settings.approval_defaults,
         memory_store=memory_store,
     )
 

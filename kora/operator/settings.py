@@ -33,7 +33,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from kora.core import env as names
 from kora.core.net import is_http_url
 from kora.core.serving.settings import load_settings
-from kora.resources.models import AgentBudget, DnsLabel
+from kora.resources.models import APPROVAL_PATTERN, AgentBudget, DnsLabel, ToolApproval
 from kora.resources.urls import ClusterDNS, GatewayRouted, UrlStrategy
 from kora.resources.wiring import DEFAULT_ROUTE_TIMEOUTS, RouteTimeouts
 
@@ -152,6 +152,18 @@ class OperatorSettings(BaseSettings):
         description="Default `spec.config.budget.maxCostUsd` of Agents that leave it unset (an Agent whose ModelAPI "
         "declares no `spec.pricing` then fails to start, naming the missing prices).",
     )
+    # Defaults of every Agent's spec.config.toolApproval (the chart's agentDefaults.toolApproval).
+    default_tool_approval_required: str = Field(
+        default="",
+        description="Default `spec.config.toolApproval.required` of Agents that name no pattern: comma-separated "
+        "`<server>/<tool>` patterns (`*` wildcards, `agents/<peer>` for a delegation); empty: none.",
+    )
+    default_tool_approval_timeout_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="Default `spec.config.toolApproval.timeoutSeconds` of Agents that leave it unset (unset: the "
+        "agent's own default).",
+    )
     agent_memory_probe_seconds: float = Field(
         default=15.0,
         gt=0,
@@ -194,6 +206,20 @@ class OperatorSettings(BaseSettings):
         if value and (len(value) > 253 or not _SUBDOMAIN.match(value)):
             raise ValueError("must be a Kubernetes object name (lower-case letters, digits, '-' and '.')")
         return value
+
+    @field_validator("default_tool_approval_required")
+    @classmethod
+    def _approval_patterns(cls, value: str) -> str:
+        for item in (item.strip() for item in value.split(",")):
+            if item and not re.fullmatch(APPROVAL_PATTERN, item):
+                raise ValueError(f"{item!r} is no '<server>/<tool>' pattern (e.g. 'files/delete_*', 'agents/*')")
+        return value
+
+    @property
+    def approval_defaults(self) -> ToolApproval:
+        """The chart's default tool approval of every Agent (``agentDefaults.toolApproval``)."""
+        required = [item.strip() for item in self.default_tool_approval_required.split(",") if item.strip()]
+        return ToolApproval(required=required, timeout_seconds=self.default_tool_approval_timeout_seconds)
 
     @property
     def budget_defaults(self) -> AgentBudget:

@@ -84,6 +84,7 @@ from kora.resources.models import (
     ModelAPI,
     ModelAPIMode,
     SecretValue,
+    ToolApproval,
     parse_duration,
 )
 from kora.resources.urls import GatewayRouted, UrlStrategy, service_name
@@ -310,14 +311,19 @@ def _budget_env(agent: Agent, model_api: ModelAPI | None, defaults: AgentBudget 
     return [EnvEntry(name, _number(value)) for name, value in values if value is not None]
 
 
-def _approval_env(agent: Agent) -> list[EnvEntry]:
-    """``TOOL_APPROVAL_*`` of ``spec.config.toolApproval`` (nothing when unset: no call waits)."""
+def _approval_env(agent: Agent, defaults: ToolApproval | None) -> list[EnvEntry]:
+    """``TOOL_APPROVAL_*`` of ``spec.config.toolApproval`` (nothing when unset: no call waits); ``defaults`` (the
+    chart's) give the patterns of an Agent that names none and the timeout of one that sets none."""
     approval = agent.spec.config.tool_approval
+    required = approval.required or (defaults.required if defaults is not None else [])
+    timeout = approval.timeout_seconds
+    if timeout is None and defaults is not None:
+        timeout = defaults.timeout_seconds
     env = []
-    if approval.required:
-        env.append(EnvEntry(names.TOOL_APPROVAL_REQUIRED, ",".join(approval.required)))
-    if approval.timeout_seconds is not None:
-        env.append(EnvEntry(names.TOOL_APPROVAL_TIMEOUT_SECONDS, _number(approval.timeout_seconds)))
+    if required:
+        env.append(EnvEntry(names.TOOL_APPROVAL_REQUIRED, ",".join(required)))
+    if timeout is not None:
+        env.append(EnvEntry(names.TOOL_APPROVAL_TIMEOUT_SECONDS, _number(timeout)))
     return env
 
 
@@ -407,6 +413,7 @@ def _agent_env(
     model_api: ModelAPI | None = None,
     budget_defaults: AgentBudget | None = None,
     task_store_env: list[EnvEntry] | None = None,
+    approval_defaults: ToolApproval | None = None,
 ) -> list[EnvEntry]:
     spec, namespace = agent.spec, agent.metadata.namespace
     loop, memory = spec.config.agentic_loop, spec.config.memory
@@ -427,7 +434,7 @@ def _agent_env(
         EnvEntry(names.TASK_STORE_TYPE, spec.config.task_store_type),
         *(task_store_env or []),
         *_budget_env(agent, model_api, budget_defaults),
-        *_approval_env(agent),
+        *_approval_env(agent, approval_defaults),
     ]
     if loop.enable_tools and spec.mcp_servers:
         env.append(EnvEntry(names.MCP_SERVERS, ",".join(spec.mcp_servers)))
@@ -587,10 +594,12 @@ def plan_workload(
     budget_defaults: AgentBudget | None = None,
     memory_store: MemoryStore | None = None,
     embedded_postgres: bool = False,
+    approval_defaults: ToolApproval | None = None,
 ) -> WorkloadPlan:
     """The plan of one resource. URLs of the resources it names come from ``strategy``; an Agent's ``model_api``
     (when known) gives its prices (``spec.pricing``), and ``budget_defaults`` (the chart's
-    ``agentDefaults.budget``) the budgets its ``spec.config.budget`` leaves unset.
+    ``agentDefaults.budget``) the budgets its ``spec.config.budget`` leaves unset; ``approval_defaults`` (the chart's
+    ``agentDefaults.toolApproval``) the approval patterns and timeout its ``spec.config.toolApproval`` leaves unset.
 
     ``public`` gives the URL clients are told (``AGENT_PUBLIC_URL``, ``status.endpoint``); default
     ``strategy``. ``data_root`` is where a runner that keeps data on this machine (``kora up``) wants
@@ -612,7 +621,9 @@ def plan_workload(
     if isinstance(resource, Agent):
         task_store_env = _task_store_env(resource, memory_store, embedded_postgres, data_root)
         args = ["agent"]
-        env = _agent_env(resource, strategy, public_url, host, port, model_api, budget_defaults, task_store_env)
+        env = _agent_env(
+            resource, strategy, public_url, host, port, model_api, budget_defaults, task_store_env, approval_defaults
+        )
         replicas = resource.spec.replicas
         credentials[credentials_secret(ref)] = (ADMIN_TOKEN_KEY,)
     elif isinstance(resource, MCPServer):

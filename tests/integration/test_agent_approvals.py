@@ -492,6 +492,8 @@ async def test_responses_a_paused_response_names_the_call_and_a_function_call_ou
         marker = item.model_dump()["kora_approval"]
         assert marker["target"] == "calc/add"
         assert RAN == []
+        # Read back, the paused response is the one answered, its call marked the same.
+        assert client.responses.retrieve(first.id).model_dump() == first.model_dump()
 
         decision = {"type": "function_call_output", "call_id": item.call_id, "output": '{"decision": "approve"}'}
         done = client.responses.create(model="a", previous_response_id=first.id, input=[decision])
@@ -500,6 +502,7 @@ async def test_responses_a_paused_response_names_the_call_and_a_function_call_ou
         assert tool_messages(model.requests[1]) == ["3"]
         # Read back, the resumed response is the one answered.
         assert client.responses.retrieve(done.id).output_text == "The sum is 3."
+        assert client.responses.retrieve(first.id).model_dump() == first.model_dump()
 
         # The same decision again, continuing either response: 409, nothing run.
         for previous in (first.id, done.id):
@@ -765,3 +768,24 @@ async def test_a_conversation_waiting_for_a_decision_takes_no_new_items(model):
         assert agent.event_types(conversation.id) == ["user_message", "tool_call"]
         [approval] = pending(agent, session_id=conversation.id)
         assert decide(agent, approval["id"], {"decision": "approve"}).json()["turn"]["text"] == "Done."
+
+
+async def test_a_resumed_turn_goes_on_within_the_budget_it_paused_with(model):
+    # Two model requests in all: the first calls lookup, the second add (which waits); once add is approved and
+    # runs, the turn has no request left, so the third answer is never asked for.
+    model.enqueue(
+        ToolCallReply([ToolCall("lookup", {"key": "k"})]),
+        ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]),
+        "Never asked for.",
+    )
+    async with calc_agent(model, BUDGET_MAX_MODEL_REQUESTS="2") as agent:
+        assert ask(agent, "b").choices[0].finish_reason == "tool_calls"
+        [approval] = pending(agent, session_id="b")
+        decided = decide(agent, approval["id"], {"decision": "approve"})
+        assert decided.status_code == 200, decided.text
+        turn = decided.json()["turn"]
+        assert turn["finish_reason"] == "length"
+        assert turn["text"].startswith("budget_exhausted: model_requests")
+        assert RAN == [{"a": 1, "b": 2}]
+        assert len(model.requests) == 2
+        assert agent.event_types("b")[-1] == "error"

@@ -144,6 +144,61 @@ async def test_an_unreadable_budget_is_refused_before_the_task_exists(model, bud
         assert agent.event_types("bad") == []
 
 
+@pytest.mark.parametrize(
+    ("budget", "env", "requests"),
+    [
+        # a delegates (1 of its 2 tool calls), b gets 1 and delegates, c gets none and fails; b's and then a's
+        # next calls find the loop's 2 spent.
+        ("tool_calls", {"BUDGET_MAX_TOOL_CALLS": "2"}, 7),
+        # The scripted model counts words: 40 tokens last a's, b's and c's first requests.
+        ("tokens", {"BUDGET_MAX_TOKENS": "40"}, 5),
+        # c's answer takes 8 s of a's 5: c's call, then b's and a's next requests find the time spent (fewer
+        # requests on a machine so loaded that the time runs out before c is asked).
+        ("seconds", {"BUDGET_MAX_SECONDS": "5"}, 3),
+        (
+            "cost_usd",
+            {
+                "BUDGET_MAX_COST_USD": "40",
+                "MODEL_PRICE_INPUT_PER_MILLION": "1000000",
+                "MODEL_PRICE_OUTPUT_PER_MILLION": "1000000",
+            },
+            5,
+        ),
+    ],
+)
+async def test_each_budget_kind_ends_a_delegation_loop_across_three_agents(model, budget, env, requests):
+    """a -> b -> c -> a -> ...: the first agent's budget of each kind, passed on with every delegation and charged
+    back, ends the loop across the agents: b was delegated to, the loop stopped long before the script ran out,
+    and the first agent's answer names the budget. (``model_requests``: the test below, step by step.)"""
+    servers: dict[str, ThreadedServer] = {}
+    for name in "abc":
+        servers[name] = ThreadedServer(None, name=f"agent-{name}", lifespan="on")  # type: ignore[arg-type]
+        servers[name].port = free_port()
+    after = {"a": "b", "b": "c", "c": "a"}
+    for name, server in servers.items():
+        peer = after[name]
+        settings = {"AGENT_SUB_AGENTS": f"{peer}:http://127.0.0.1:{servers[peer].port}"}
+        if name == "a":
+            settings |= env
+        elif budget == "cost_usd":  # the peers price their own tokens the same
+            settings |= {k: v for k, v in env.items() if k.startswith("MODEL_PRICE_")}
+        server.app = create_app(agent_settings(model, name, **settings))
+    replies = [ToolCallReply([ToolCall(f"delegate_to_{after[n]}", {"task": "go on"})]) for n in "abc" * 6]
+    if budget == "seconds":
+        replies[2] = ToolCallReply(replies[2].calls, delay_seconds=8)
+    model.enqueue(*replies)
+    async with servers["a"] as sa, servers["b"] as sb, servers["c"] as sc:
+        a, b = RunningAgent(sa, "a"), RunningAgent(sb, "b")
+        for agent in (a, b, RunningAgent(sc, "c")):
+            wait_until(lambda agent=agent: agent.get("/ready").status_code == 200, message=f"{agent.name} ready")
+        answer = chat(a, "loop")
+        assert answer.choices[0].finish_reason == "length"
+        assert answer.choices[0].message.content.startswith(f"budget_exhausted: {budget}")
+        assert b.event_types("loop.a")[0] == "task_delegation_received"
+        # Of the 18 the script holds.
+        assert len(model.requests) == requests if budget != "seconds" else len(model.requests) <= requests
+
+
 async def test_a_delegation_loop_across_three_agents_ends_within_the_first_agents_budget(model):
     """a -> b -> c -> a -> ...: each model answer delegates to the next agent. Without budgets the loop would go
     on while the script lasts; with three model requests for ``a``'s turn, the whole loop makes three."""

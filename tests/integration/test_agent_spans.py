@@ -15,14 +15,16 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+from kora.agent.approval_calls import Decision
 from kora.agent.runtime import AgentRuntime
 from kora.agent.telemetry import AgentTracing, ToolMetrics
 from kora.agent.turn import TurnOutcome, TurnRequest
 from kora.memory import LocalMemory, Memory
 from kora.memory.remote import RemoteMemory
 from kora.scripted import ErrorReply, TextReply, ToolCall, ToolCallReply
-from tests.support.agent import agent_settings
+from tests.support.agent import agent_settings, mcp_app
 from tests.support.memory import AGENT_TOKEN, memory_service, service_env
+from tests.support.threaded import ThreadedServer
 
 pytestmark = pytest.mark.usefixtures("turn_path")
 
@@ -230,3 +232,48 @@ async def test_with_tracing_off_a_turn_makes_no_spans_and_stores_no_trace_ids(mo
     assert [type(capability) for capability in tracing.capabilities()] == [ToolMetrics]
     assert events
     assert all("trace_id" not in event.metadata for event in events)
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+async def test_a_paused_turn_and_its_resumption_carry_the_approvals_on_their_spans(model, exporter):
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "The sum is 3.")
+    async with ThreadedServer(mcp_app("calc", [add]), name="calc", lifespan="on") as calc:
+        runtime = traced_runtime(
+            model, exporter, MCP_SERVERS="calc", MCP_SERVER_CALC_URL=calc.root_url, TOOL_APPROVAL_REQUIRED="calc/add"
+        )
+        await runtime.start()
+        try:
+            paused = await runtime.run(TurnRequest(session_id="s", prompt="add them"))
+            [approval] = paused.approvals
+            turn = runtime.decide(approval.id, Decision(True), None)
+            assert (await runtime.resume(turn)) is not None
+        finally:
+            await runtime.close()
+    first, second = named(exporter.get_finished_spans(), "invoke_agent")
+    assert first.attributes["kora.approval.requested"] == 1
+    assert list(first.attributes["kora.approval.ids"]) == [approval.id]
+    assert list(first.attributes["kora.approval.targets"]) == ["calc/add"]
+    assert list(second.attributes["kora.approval.ids"]) == [approval.id]
+    assert list(second.attributes["kora.approval.statuses"]) == ["approved"]
+    [waited] = second.attributes["kora.approval.waited_seconds"]
+    assert waited >= 0
+    assert "kora.approval.requested" not in second.attributes
+
+
+async def test_a_turn_ended_by_its_budget_names_it_on_its_span_with_its_spend(model, exporter):
+    model.enqueue(ToolCallReply([ToolCall("nothing", {})]), "Never asked for.")
+    runtime = traced_runtime(model, exporter, BUDGET_MAX_MODEL_REQUESTS="1")
+    try:
+        outcome = await runtime.run(TurnRequest(session_id="s", prompt="go"))
+    finally:
+        await runtime.close()
+    assert outcome.text.startswith("budget_exhausted: model_requests")
+    [span] = named(exporter.get_finished_spans(), "invoke_agent")
+    assert span.attributes["kora.budget.exhausted"] == "model_requests"
+    assert span.attributes["kora.turn.spent_model_requests"] == 1
+    assert span.attributes["kora.turn.spent_input_tokens"] == outcome.input_tokens > 0
+    assert span.attributes["kora.turn.spent_output_tokens"] == outcome.output_tokens

@@ -102,6 +102,8 @@ SCENARIOS: dict[str, dict[str, object]] = {
         "agentDefaults.budget.maxToolCalls": 0,
         "agentDefaults.budget.maxTokens": 2000000,
         "agentDefaults.budget.maxCostUsd": 0.5,
+        "agentDefaults.toolApproval.required": ["files/delete_*", "agents/*"],
+        "agentDefaults.toolApproval.timeoutSeconds": 600,
     },
     "console": {
         "gatewayAPI.enabled": True,
@@ -272,9 +274,12 @@ def test_the_rendered_environment_is_settings_the_operator_accepts(scenario: str
         budget = settings.budget_defaults
         assert (budget.max_tool_calls, budget.max_tokens, budget.max_cost_usd) == (0, 2000000, 0.5)
         assert (budget.max_model_requests, budget.max_seconds) == (None, None)
+        approval = settings.approval_defaults
+        assert (approval.required, approval.timeout_seconds) == (["files/delete_*", "agents/*"], 600)
     else:
-        # null (the default): no DEFAULT_BUDGET_* variable, no limit.
-        assert not [name for name in env if name.startswith("DEFAULT_BUDGET_")]
+        # null (the default): no DEFAULT_BUDGET_* variable, no limit; no default approval.
+        assert not [name for name in env if name.startswith(("DEFAULT_BUDGET_", "DEFAULT_TOOL_APPROVAL_"))]
+        assert settings.approval_defaults.required == []
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))

@@ -24,6 +24,7 @@ from lightkube.resources.core_v1 import ConfigMap, PersistentVolumeClaim, Servic
 from lightkube.resources.networking_v1 import NetworkPolicy
 from pydantic import ValidationError
 
+from kora.core.errors import SettingsError
 from kora.operator.children import (
     CHILD_KINDS,
     DEFAULT_MEMORY_STORAGE_SIZE,
@@ -1064,6 +1065,53 @@ spec: {modelAPI: llm, model: scripted, config: {budget: {maxToolCalls: 7}}}
         "MODEL_PRICE_INPUT_PER_MILLION": "1",
         "MODEL_PRICE_OUTPUT_PER_MILLION": "4",
     }
+
+
+def test_the_charts_default_tool_approval_fills_what_an_agent_leaves_unset():
+    graph = load_text(
+        """
+apiVersion: kora.dev/v1alpha1
+kind: ModelAPI
+metadata: {name: llm, namespace: team}
+spec: {mode: Scripted}
+---
+apiVersion: kora.dev/v1alpha1
+kind: Agent
+metadata: {name: plain, namespace: team}
+spec: {modelAPI: llm, model: scripted}
+---
+apiVersion: kora.dev/v1alpha1
+kind: Agent
+metadata: {name: own, namespace: team}
+spec: {modelAPI: llm, model: scripted, config: {toolApproval: {required: [files/rm], timeoutSeconds: 30}}}
+"""
+    )
+    settings = load_operator_settings(
+        {
+            "KORA_IMAGE": "kora:test",
+            "DEFAULT_TOOL_APPROVAL_REQUIRED": "*/delete_*,agents/payments",
+            "DEFAULT_TOOL_APPROVAL_TIMEOUT_SECONDS": "600",
+        }
+    )
+
+    def approval_env(name: str) -> dict[str, str]:
+        plan = plan_for(graph.agent(name, "team"), settings, graph.model_api("llm", "team"))
+        return {e.name: str(e.value) for e in plan.env if e.name.startswith("TOOL_APPROVAL_")}
+
+    assert approval_env("plain") == {
+        "TOOL_APPROVAL_REQUIRED": "*/delete_*,agents/payments",  # the chart's default
+        "TOOL_APPROVAL_TIMEOUT_SECONDS": "600",
+    }
+    assert approval_env("own") == {"TOOL_APPROVAL_REQUIRED": "files/rm", "TOOL_APPROVAL_TIMEOUT_SECONDS": "30"}
+    # Without defaults nothing is written: no call waits.
+    bare = load_operator_settings({"KORA_IMAGE": "kora:test"})
+    assert not [e.name for e in plan_for(graph.agent("plain", "team"), bare).env if e.name.startswith("TOOL_APP")]
+
+
+@pytest.mark.parametrize("patterns", ["files", "a/b/c", "x/y,bad pattern/z"])
+def test_a_default_tool_approval_pattern_that_is_no_server_tool_pair_stops_the_operator(patterns):
+    with pytest.raises(SettingsError, match=r"DEFAULT_TOOL_APPROVAL_REQUIRED: .* is no '<server>/<tool>' pattern"):
+        load_operator_settings({"KORA_IMAGE": "kora:test", "DEFAULT_TOOL_APPROVAL_REQUIRED": patterns})
 
 
 def test_each_resource_may_name_its_own_image_and_hosted_models_get_the_embeddings_variant():

@@ -27,7 +27,9 @@ turn that stopped short of an answer (``finish_reason`` other than ``stop``: the
   and the task goes on (``working``, then ``completed``, ``failed`` or ``input-required`` again). A decision made
   elsewhere (``POST /approvals/{id}``) or an expiry resumes the turn on its task too, through the SDK's request
   handler: a message on the task (data part ``{"decisions": [...]}``, metadata ``kora.resume``) that only the
-  agent itself can send.
+  agent itself can send. With the shared task store the paused turn is kept in the store's database with its task
+  (:class:`~kora.agent.approvals.TaskRef`), so an agent that restarted, or another replica, takes the decision and
+  resumes the turn in its task the same way.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from a2a.helpers.proto_helpers import new_data_part, new_task, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
+from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.request_handlers import RequestHandler
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import Message, Role, SendMessageRequest, TaskState
@@ -51,7 +54,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
 from kora.agent.approval_calls import Decision
-from kora.agent.approvals import PausedTurn
+from kora.agent.approvals import PausedTurn, TaskRef
 from kora.agent.budget import BUDGET_METADATA, SPENT_METADATA, Limits
 from kora.agent.identity import ANONYMOUS, Identity, open_session
 from kora.agent.turn import TurnOutcome, TurnRequest
@@ -71,6 +74,16 @@ _tracer = trace.get_tracer("kora.agent.a2a")
 
 #: Key of the request's :class:`~kora.agent.identity.Identity` in the SDK call context's ``state``.
 IDENTITY_STATE = "kora.identity"
+#: Key of the task's owner in a call context's ``state``, for writes no request makes (an expired lease, a turn
+#: resumed after a restart).
+OWNER_STATE = "kora.a2a.owner"
+
+
+def owner_of(context: ServerCallContext) -> str:
+    """The owner tasks are filed under: the call context's user (the SDK's rule), or the owner a background write
+    names in ``state[OWNER_STATE]``."""
+    owner = context.state.get(OWNER_STATE)
+    return owner if isinstance(owner, str) else resolve_user_scope(context)
 
 
 def delegated_by(context: RequestContext) -> str | None:
@@ -179,11 +192,37 @@ class KoraAgentExecutor(AgentExecutor):
         self._paused: dict[str, tuple[PausedTurn, str]] = {}
         # What the turns resumed through the handler ended with, by that secret, for the decision's caller.
         self._resumed: dict[str, TurnOutcome | None] = {}
+        #: The runtime once it has started (:meth:`attach`): its approval store knows the paused turns loaded from
+        #: the journal, which this executor did not pause itself.
+        self.runtime: AgentRuntime | None = None
+
+    def attach(self, runtime: AgentRuntime) -> None:
+        """Resume the runtime's paused turns of A2A tasks that this executor did not pause (loaded from the
+        journal) in their tasks (:meth:`resumer_of`)."""
+        self.runtime = runtime
+        runtime.task_resumer = self.resumer_of
 
     def paused(self, task_id: str) -> PausedTurn | None:
         """The paused turn a task waits on (None: the task waits for nothing)."""
         held = self._paused.get(task_id)
-        return held[0] if held is not None else None
+        runtime = self.runtime
+        if held is not None:
+            paused = held[0]
+            if runtime is None or paused.decided or runtime.approvals.paused_turn(paused.key) is paused:
+                return paused
+            del self._paused[task_id]  # resumed by another replica (the shared task store)
+        return runtime.approvals.of_task(task_id) if runtime is not None else None
+
+    def resumer_of(self, paused: PausedTurn) -> Callable[[PausedTurn], Awaitable[TurnOutcome | None]]:
+        """How a paused turn loaded from the journal goes on in its task once decided elsewhere: as
+        :meth:`_resume_in_task`, as the task's owner and the turn's user."""
+        assert paused.task is not None
+        task = paused.task
+        secret = uuid.uuid4().hex
+        self._paused[task.task_id] = (paused, secret)
+        identity = Identity(user_id=paused.turn.user_id)
+        call_context = ServerCallContext(state={OWNER_STATE: task.owner, IDENTITY_STATE: identity})
+        return self._resume_in_task(task.task_id, task.context_id, call_context, secret)
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Run the task's turn: ``working``, then ``completed`` (artifact ``answer``) or ``failed``.
@@ -231,6 +270,8 @@ class KoraAgentExecutor(AgentExecutor):
         resume: PausedTurn | None = None
         secret = ""
         if current is not None and current.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            if self.paused(task_id) is None:
+                await runtime.sync_paused()  # the shared task store: a turn another replica paused
             try:
                 resume, secret = self._decide(runtime, task_id, context, identity)
             except KoraError as refusal:
@@ -291,9 +332,11 @@ class KoraAgentExecutor(AgentExecutor):
         that refuses it (nothing changed): no decision in the message, the task waits for no decision now (decided
         or expired meanwhile: 409), another user's call (403)."""
         paused, secret = self._paused.get(task_id, (None, ""))
+        if paused is None:  # loaded from the journal: paused by a process that stopped since
+            paused = runtime.approvals.of_task(task_id)
         metadata = context.message.metadata if context.message is not None else None
         if metadata is not None and RESUME_METADATA in metadata:
-            if paused is not None and metadata[RESUME_METADATA] == secret and paused.decided:
+            if paused is not None and secret and metadata[RESUME_METADATA] == secret and paused.decided:
                 self._paused.pop(task_id, None)
                 return paused, secret
             raise RequestError(f"Invalid params: '{RESUME_METADATA}' is the agent's own.", code="invalid_decision")
@@ -321,6 +364,7 @@ class KoraAgentExecutor(AgentExecutor):
             if paused is not None:
                 secret = uuid.uuid4().hex
                 self._paused[updater.task_id] = (paused, secret)
+                await runtime.held_in(paused, TaskRef(updater.task_id, updater.context_id, owner_of(call_context)))
                 paused.resumer = self._resume_in_task(updater.task_id, updater.context_id, call_context, secret)
                 await updater.requires_input(approval_message(updater, paused))
                 _entered(span, "input-required")

@@ -295,6 +295,15 @@ class A2AServer:
         if identity.user_id is None:
             raise AuthenticationRequired("The extended agent card is served to verified users only")
 
+    def attach(self, runtime: AgentRuntime) -> None:
+        """Before ``runtime`` starts: with the shared task store, keep its paused turns in the store's database (the
+        approval journal, :mod:`.paused_rows`), and resume those of A2A tasks in their tasks (the executor's)."""
+        if self.shared:
+            from kora.agent.a2a.paused_rows import PausedTurnRows
+
+            runtime.approvals.journal = PausedTurnRows(self.shared, self.settings.agent_name)
+        self.executor.attach(runtime)
+
     async def start(self) -> None:
         """Start the shared task store's background work, if any (server start-up)."""
         if self.shared:

@@ -47,7 +47,6 @@ from a2a.server.cluster import (
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event, EventQueue
 from a2a.server.models import Base, PushNotificationConfigModel, TaskEventModel, TaskModel, TaskVersionModel
-from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.tasks.database_push_notification_config_store import DatabasePushNotificationConfigStore
 from a2a.types.a2a_pb2 import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
@@ -57,6 +56,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from kora.agent.a2a import task_rows
+from kora.agent.a2a.executor import OWNER_STATE, owner_of
+from kora.agent.a2a.paused_rows import PAUSED_TABLE
 from kora.agent.a2a.push import BackgroundPushSender
 from kora.agent.a2a.store import FINISHED_STATES, is_finished
 from kora.core import env as envnames
@@ -77,8 +78,6 @@ _T = TypeVar("_T")
 SCHEMA = "kora_a2a"
 #: The notification channel a ``canceled`` write is announced on (payload: the task id).
 CANCEL_CHANNEL = "kora_a2a_cancel"
-#: Key of the task's owner in a call context's ``state``, for writes no request makes (an expired lease).
-OWNER_STATE = "kora.a2a.owner"
 #: Seconds to wait for the database when connecting.
 CONNECT_TIMEOUT_SECONDS = 10
 #: Generated task ids not stored yet that a store remembers at most (SharedTaskStore.new_id).
@@ -166,14 +165,8 @@ def _create_tables(connection: Connection) -> None:
     for table, column in _ID_COLUMNS:
         connection.execute(text(f"ALTER TABLE {SCHEMA}.{table} ALTER COLUMN {column} TYPE text"))
     connection.execute(text(_LEASES))
+    connection.execute(text(PAUSED_TABLE))
     connection.execute(text(f"CREATE INDEX IF NOT EXISTS tasks_last_updated ON {SCHEMA}.tasks (last_updated)"))
-
-
-def owner_of(context: ServerCallContext) -> str:
-    """The owner tasks are filed under: the call context's user (the SDK's rule), or the owner a background write
-    names in ``state[OWNER_STATE]``."""
-    owner = context.state.get(OWNER_STATE)
-    return owner if isinstance(owner, str) else resolve_user_scope(context)
 
 
 class SharedTaskStore(VersionedDatabaseTaskStore):
@@ -233,7 +226,9 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
             return await self._save_cancel(task, event=event, prev=prev, prev_version=prev_version, context=context)
         owner = owner_of(context)
         previous = task_rows.number(prev_version)
-        finished = is_finished(task)
+        # A task that waits for its user (input-required: a tool call waiting for approval) runs nowhere until the
+        # next message: it holds no lease, so no replica ends it failed while it waits.
+        finished = is_finished(task) or task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         saved = await self._shared.run(
             lambda connection: task_rows.save(
                 connection,
@@ -522,7 +517,8 @@ class SharedTasks:
         context = ServerCallContext(state={OWNER_STATE: owner})
         for _ in range(3):
             stored = await self.store.get(task_id, context)
-            if stored is None or is_finished(stored.task):
+            waiting = stored is not None and stored.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            if stored is None or is_finished(stored.task) or waiting:
                 return
             failed = Task()
             failed.CopyFrom(stored.task)

@@ -57,6 +57,7 @@ def add_approval_routes(router: APIRouter, state: AgentState) -> None:
             check_session_id(session_id, "'session_id'")
         reader = await state.identity.memory_reader(request.headers)
         runtime = await state.wait_runtime()
+        await runtime.sync_paused()  # the shared task store: other replicas' calls too
         pending = [a for a in runtime.approvals.pending(session_id) if _visible(reader, a, session_id)]
         return {"agent": agent_name, "approvals": [a.to_json() for a in pending], "total": len(pending)}
 
@@ -65,6 +66,8 @@ def add_approval_routes(router: APIRouter, state: AgentState) -> None:
         reader = await state.identity.memory_reader(request.headers)
         decision = Decision.parse(decode_body(await request.body()), "the request body")
         runtime = await state.wait_runtime()
+        if runtime.approvals.paused_turn(approval_id) is None:
+            await runtime.sync_paused()  # the shared task store: a call another replica paused
         paused = runtime.decide(approval_id, decision, reader.user_id, by="operator" if reader.operator else "")
         approval = next(a for a in paused.approvals if a.id == approval_id)
         answer: dict[str, Any] = {"approval": approval.to_json(), "turn": None}

@@ -1,0 +1,81 @@
+"""Paused turns in the shared task store's database (``TASK_STORE_TYPE=postgres``): the approval journal
+(:class:`~kora.agent.approvals.ApprovalJournal`) of every replica of an agent.
+
+Table ``kora_a2a.paused_turns``: one row per paused turn (``id``: its first call's approval id), with the agent's
+name, the session, and the turn as JSON (:func:`~kora.agent.approvals.paused_record`). A turn is written when it
+pauses and after each decision that leaves calls waiting; it is deleted by the process that resumes it (the
+``DELETE`` that finds the row wins, so a turn resumes once however many replicas hold it) or when its session or
+user is erased.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+    from psycopg.rows import TupleRow
+
+    from kora.agent.a2a.shared import SharedTasks
+
+#: The table, created with the task store's (schema ``kora_a2a``, on the connections' search path).
+PAUSED_TABLE = """CREATE TABLE IF NOT EXISTS kora_a2a.paused_turns (
+    id text PRIMARY KEY,
+    agent text NOT NULL,
+    session_id text NOT NULL,
+    record jsonb NOT NULL,
+    paused_at timestamptz NOT NULL DEFAULT now()
+)"""
+
+
+class PausedTurnRows:
+    """The approval journal of agent ``agent`` in the shared task store ``shared``."""
+
+    def __init__(self, shared: SharedTasks, agent: str) -> None:
+        self._shared = shared
+        self._agent = agent
+
+    async def put(self, key: str, session_id: str, record: bytes) -> None:
+        """Write a paused turn's ``record`` (insert, or replace it with the decisions made so far)."""
+
+        async def write(connection: AsyncConnection[TupleRow]) -> None:
+            await connection.execute(
+                "INSERT INTO paused_turns (id, agent, session_id, record) VALUES (%s, %s, %s, %s::jsonb) "
+                "ON CONFLICT (id) DO UPDATE SET record = excluded.record",
+                (key, self._agent, session_id, record.decode()),
+            )
+
+        await self._shared.run(write)
+
+    async def take(self, key: str) -> bool:
+        """Delete a paused turn's row; True when this call deleted it."""
+
+        async def delete(connection: AsyncConnection[TupleRow]) -> bool:
+            cursor = await connection.execute(
+                "DELETE FROM paused_turns WHERE id = %s AND agent = %s RETURNING id", (key, self._agent)
+            )
+            return await cursor.fetchone() is not None
+
+        return await self._shared.run(delete)
+
+    async def load(self, skip: Collection[str] = ()) -> list[bytes]:
+        """The agent's paused turns' records, oldest first, but those whose id is in ``skip``."""
+
+        async def read(connection: AsyncConnection[TupleRow]) -> list[bytes]:
+            cursor = await connection.execute(
+                "SELECT record::text FROM paused_turns WHERE agent = %s AND NOT (id = ANY(%s)) ORDER BY paused_at, id",
+                (self._agent, list(skip)),
+            )
+            return [str(row[0]).encode() for row in await cursor.fetchall()]
+
+        return await self._shared.run(read)
+
+    async def keys(self) -> set[str]:
+        """The ids of the agent's paused turns."""
+
+        async def read(connection: AsyncConnection[TupleRow]) -> set[str]:
+            cursor = await connection.execute("SELECT id FROM paused_turns WHERE agent = %s", (self._agent,))
+            return {str(row[0]) for row in await cursor.fetchall()}
+
+        return await self._shared.run(read)
