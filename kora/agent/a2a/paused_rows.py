@@ -1,11 +1,11 @@
 """Paused turns in the shared task store's database (``TASK_STORE_TYPE=postgres``): the approval journal
 (:class:`~kora.agent.approvals.ApprovalJournal`) of every replica of an agent.
 
-Table ``kora_a2a.paused_turns``: one row per paused turn (``id``: its first call's approval id), with the agent's
-name, the session, and the turn as JSON (:func:`~kora.agent.approvals.paused_record`). A turn is written when it
-pauses and after each decision that leaves calls waiting; it is deleted by the process that resumes it (the
-``DELETE`` that finds the row wins, so a turn resumes once however many replicas hold it) or when its session or
-user is erased.
+Table ``kora_a2a.paused_turns`` (:data:`~kora.agent.a2a.shared.PAUSED_TABLE`): one row per paused turn (``id``: its
+first call's approval id), with the agent's name, the session, and the turn as JSON
+(:func:`~kora.agent.approval_records.paused_record`). A turn is written when it pauses and after each decision
+that leaves calls waiting; it is deleted by the process that resumes it (the ``DELETE`` that finds the row wins,
+so a turn resumes once however many replicas hold it) or when its session or user is erased.
 """
 
 from __future__ import annotations
@@ -18,15 +18,6 @@ if TYPE_CHECKING:
     from psycopg.rows import TupleRow
 
     from kora.agent.a2a.shared import SharedTasks
-
-#: The table, created with the task store's (schema ``kora_a2a``, on the connections' search path).
-PAUSED_TABLE = """CREATE TABLE IF NOT EXISTS kora_a2a.paused_turns (
-    id text PRIMARY KEY,
-    agent text NOT NULL,
-    session_id text NOT NULL,
-    record jsonb NOT NULL,
-    paused_at timestamptz NOT NULL DEFAULT now()
-)"""
 
 
 class PausedTurnRows:

@@ -57,7 +57,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from kora.agent.a2a import task_rows
 from kora.agent.a2a.executor import OWNER_STATE, owner_of
-from kora.agent.a2a.paused_rows import PAUSED_TABLE
 from kora.agent.a2a.push import BackgroundPushSender
 from kora.agent.a2a.store import FINISHED_STATES, is_finished
 from kora.core import env as envnames
@@ -76,6 +75,14 @@ _T = TypeVar("_T")
 
 #: The Postgres schema holding the task store's tables (apart from the memory service's, in the same database).
 SCHEMA = "kora_a2a"
+#: The paused turns' table (:mod:`kora.agent.a2a.paused_rows`), created with the task store's.
+PAUSED_TABLE = """CREATE TABLE IF NOT EXISTS kora_a2a.paused_turns (
+    id text PRIMARY KEY,
+    agent text NOT NULL,
+    session_id text NOT NULL,
+    record jsonb NOT NULL,
+    paused_at timestamptz NOT NULL DEFAULT now()
+)"""
 #: The notification channel a ``canceled`` write is announced on (payload: the task id).
 CANCEL_CHANNEL = "kora_a2a_cancel"
 #: Seconds to wait for the database when connecting.
