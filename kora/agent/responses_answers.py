@@ -22,7 +22,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from functools import lru_cache
+from typing import Final, Literal, cast
 
 from openai import BaseModel
 from openai.types.responses import (
@@ -50,7 +51,7 @@ from openai.types.responses import (
     ResponseTextDoneEvent,
     ResponseUsage,
 )
-from openai.types.responses.response import IncompleteDetails
+from openai.types.responses.response import Conversation, IncompleteDetails
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 from pydantic import JsonValue, ValidationError
 
@@ -125,13 +126,27 @@ def response_error(code: str | None, message: str | None) -> ResponseError:
     return ResponseError(code="server_error", message=f"{code}: {message}" if code else message or "")
 
 
-def _started(fields: Mapping[str, JsonValue]) -> Response:
-    """The in-progress ``response`` of ``fields`` (:func:`kora.agent.responses_api.response_fields`), validated:
-    the echoed request fields are typed here once. Raises :class:`~kora.core.errors.RequestError` (400,
-    ``invalid_value``, ``param`` the field) for an echoed field the type refuses."""
+#: The fields of a response that differ between responses with the same request: set on a copy of the validated
+#: echo (:func:`_echo`), so that requests asking alike share one validation.
+_OWN_FIELDS: Final = ("id", "created_at", "conversation")
+
+
+#: Longest echo (JSON characters) kept in :func:`_echo`'s cache: 256 of them hold at most ~2 MB, however large the
+#: requests' tool schemas are (a longer one is validated each time).
+_CACHED_ECHO_CHARS: Final = 8192
+
+
+@lru_cache(maxsize=256)
+def _echo(echoed: str) -> Response:
+    """The in-progress ``response`` of the echoed request fields ``echoed`` (JSON), validated, with placeholders
+    for :data:`_OWN_FIELDS`. Raises :class:`~kora.core.errors.RequestError` (400, ``invalid_value``, ``param`` the
+    field) for an echoed field the type refuses."""
     body = {
         "object": "response",
-        **fields,
+        **json.loads(echoed),
+        "id": "",
+        "created_at": 0,
+        "conversation": None,
         "status": "in_progress",
         "output": [],
         "usage": None,
@@ -144,6 +159,25 @@ def _started(fields: Mapping[str, JsonValue]) -> Response:
         error = invalid.errors()[0]
         param = ".".join(str(part) for part in error["loc"])
         raise RequestError(f"Invalid value for '{param}': {error['msg']}.", code="invalid_value", param=param) from None
+
+
+def _started(fields: Mapping[str, JsonValue]) -> Response:
+    """The in-progress ``response`` of ``fields`` (:func:`kora.agent.responses_api.response_fields`): the echoed
+    request fields are validated once per distinct request (a typical turn's ~40 us of validation becomes a cached
+    look-up), the response's own fields set on a copy. Raises what :func:`_echo` raises."""
+    echoed = json.dumps(
+        {name: value for name, value in fields.items() if name not in _OWN_FIELDS},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    conversation = fields.get("conversation")
+    own = {
+        "id": fields["id"],
+        "created_at": float(cast(float, fields["created_at"])),
+        "conversation": Conversation(id=str(conversation["id"])) if isinstance(conversation, dict) else None,
+    }
+    validated = _echo(echoed) if len(echoed) <= _CACHED_ECHO_CHARS else _echo.__wrapped__(echoed)
+    return validated.model_copy(update=own)
 
 
 class ResponseEvents:
