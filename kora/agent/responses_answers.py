@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Final, Literal, cast
 
 from openai import BaseModel
@@ -161,10 +161,11 @@ def _echo(echoed: str) -> Response:
         raise RequestError(f"Invalid value for '{param}': {error['msg']}.", code="invalid_value", param=param) from None
 
 
-def _started(fields: Mapping[str, JsonValue]) -> Response:
-    """The in-progress ``response`` of ``fields`` (:func:`kora.agent.responses_api.response_fields`): the echoed
-    request fields are validated once per distinct request (a typical turn's ~40 us of validation becomes a cached
-    look-up), the response's own fields set on a copy. Raises what :func:`_echo` raises."""
+def _validated(fields: Mapping[str, JsonValue]) -> tuple[Response, dict[str, object]]:
+    """The in-progress ``response`` of ``fields`` (:func:`kora.agent.responses_api.response_fields`) without its
+    own fields, and those (:data:`_OWN_FIELDS`, typed) to set on a copy: the echoed request fields are validated
+    once per distinct request (a typical turn's ~40 us of validation becomes a cached look-up). Raises what
+    :func:`_echo` raises."""
     echoed = json.dumps(
         {name: value for name, value in fields.items() if name not in _OWN_FIELDS},
         sort_keys=True,
@@ -177,7 +178,7 @@ def _started(fields: Mapping[str, JsonValue]) -> Response:
         "conversation": Conversation(id=str(conversation["id"])) if isinstance(conversation, dict) else None,
     }
     validated = _echo(echoed) if len(echoed) <= _CACHED_ECHO_CHARS else _echo.__wrapped__(echoed)
-    return validated.model_copy(update=own)
+    return validated, own
 
 
 class ResponseEvents:
@@ -189,7 +190,7 @@ class ResponseEvents:
     def __init__(self, fields: Mapping[str, JsonValue]) -> None:
         self.fields = dict(fields)
         self.id = str(fields["id"])
-        self._started = _started(fields)
+        self._echo, self._own = _validated(fields)
         self._sequence = 0
         self._message_id = f"msg_{self.id.removeprefix('resp_')}"
         self._text: list[str] = []
@@ -204,20 +205,26 @@ class ResponseEvents:
         if outcome is None:
             if status == "in_progress" and error is None:
                 return self._started
-            return self._started.model_copy(update={"status": status, "error": error})
+            return self._echo.model_copy(update={**self._own, "status": status, "error": error})
         output: list[ResponseOutputMessage | ResponseFunctionToolCall] = []
         if outcome.text:
             output.append(message_item(self._message_id, outcome.text))
         output += [call_item(call, marker=marker) for call, marker in output_calls(outcome)]
         incomplete = IncompleteDetails(reason="max_output_tokens") if outcome.finish_reason == "length" else None
         update = {
+            **self._own,
             "status": "incomplete" if incomplete is not None and status == "completed" else status,
             "output": output,
             "usage": _usage(outcome),
             "error": error,
             "incomplete_details": incomplete,
         }
-        return self._started.model_copy(update=update)
+        return self._echo.model_copy(update=update)  # one copy of the validated echo per answer, no validation
+
+    @cached_property
+    def _started(self) -> Response:
+        """The in-progress ``response`` (made when first asked for: a whole answer never needs it)."""
+        return self._echo.model_copy(update=self._own)
 
     def _next(self) -> int:
         self._sequence += 1
