@@ -70,8 +70,10 @@ _ERROR_CODES: Final = frozenset({"server_error", "rate_limit_exceeded"})
 
 
 def to_json(model: BaseModel) -> bytes:
-    """``model`` as the API sends it: compact JSON, API field names, fields never set left out."""
-    return model.to_json(indent=None).encode()
+    """``model`` as the API sends it: compact JSON, API field names, fields never set left out (what the SDK's
+    ``to_json(indent=None)`` gives, by the model's own serializer without the two Python layers around it and the
+    re-encoding of its text: ~1 us less per event)."""
+    return model.__pydantic_serializer__.to_json(model, by_alias=True, exclude_unset=True)
 
 
 def _sse(event: BaseModel, type_: str) -> bytes:
