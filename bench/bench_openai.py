@@ -1,7 +1,8 @@
 """CPU per turn of the agent's OpenAI surfaces, measured in one run against one agent (``MEMORY_TOOLS=all``):
 
 * a Chat Completions text turn and a Responses text turn (the Responses path translates its request to the chat
-  one and renders its own answer: the two should cost about the same), and a Responses turn that continues its
+  one and renders its answer with the ``openai`` package's types: the two should cost about the same), the same
+  two streamed (the Responses stream is its typed events, each an SDK object), and a Responses turn that continues its
   conversation with ``previous_response_id`` (8 conversations growing to the session bound, whose stored events
   are read to check it is their latest response);
 * a streamed Chat Completions text turn against an AG-UI text run (both streamed through the runtime), and an
@@ -10,7 +11,8 @@
   carrying its result (two model requests, both through pydantic-ai's Agent), against a server-tool turn (one
   request: the model calls ``save_memory``, the agent runs it and the model answers; two model requests).
 
-Run: ``python bench/bench_openai.py [--turns N] [--rounds R]`` (about 1 minute on 2 cores). The phases run in
+Run: ``python bench/bench_openai.py [--turns N] [--rounds R] [--phases chat,responses,...]`` (about 1 minute on 2
+cores; ``--phases`` runs the phases whose names contain one of the given words). The phases run in
 ``R`` interleaved rounds so that a busy neighbour slows them alike; each figure is the median over the rounds of
 the agent process's utime+stime (``/proc``) per turn. The load comes from this process (httpx, 8 concurrent
 requests), whose CPU is not counted.
@@ -102,6 +104,12 @@ async def chat_stream(client: httpx.AsyncClient, n: int) -> None:
     assert answer.endswith("data: [DONE]\n\n"), answer
 
 
+async def responses_stream(client: httpx.AsyncClient, n: int) -> None:
+    body = {"model": "bench", "input": f"hello number {n}", "session_id": f"rs-{n % 200}", "stream": True}
+    answer = (await client.post("/v1/responses", json=body)).text
+    assert "event: response.completed" in answer, answer
+
+
 def _run_input(prompt: str, thread: str) -> dict[str, object]:
     return {"threadId": thread, "runId": "r", "messages": [{"id": "u", "role": "user", "content": prompt}]}
 
@@ -123,6 +131,7 @@ PHASES: dict[str, Callable[[httpx.AsyncClient, int], Awaitable[None]]] = {
     "chat text turn, streamed": chat_stream,
     "AG-UI text run": ag_ui_text,
     "responses text turn": responses_text,
+    "responses text turn, streamed": responses_stream,
     "responses turn with previous_response_id": responses_chained,
     "client-tool round trip (2 requests)": client_tool_round_trip,
     "server-tool turn (1 request)": server_tool_turn,
@@ -148,7 +157,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--phases", help="comma-separated words: run only the phases whose names contain one")
     args = parser.parse_args()
+    words = args.phases.split(",") if args.phases else [""]
+    phases = {name: phase for name, phase in PHASES.items() if any(word in name for word in words)}
     py = sys.executable
     model_port, agent_port = free_port(), free_port()
     model = Server(
@@ -159,11 +171,11 @@ def main() -> None:
     try:
         model.start()
         agent.start()
-        figures: dict[str, list[float]] = {name: [] for name in PHASES}
-        for phase in PHASES.values():  # warm-up
+        figures: dict[str, list[float]] = {name: [] for name in phases}
+        for phase in phases.values():  # warm-up
             asyncio.run(drive(agent_port, phase, 50, agent.pid))
         for _ in range(args.rounds):
-            for name, phase in PHASES.items():
+            for name, phase in phases.items():
                 figures[name].append(asyncio.run(drive(agent_port, phase, args.turns, agent.pid)))
     finally:
         agent.stop()
@@ -171,10 +183,13 @@ def main() -> None:
     print(f"\nAgent CPU per turn, ms (median of {args.rounds} interleaved rounds of {args.turns} turns; all rounds)")
     for name, values in figures.items():
         print(f"  {name:40s} {statistics.median(values):6.2f}   {' '.join(f'{v:.2f}' for v in values)}")
-    chat, responses = (statistics.median(figures[k]) for k in ("chat text turn", "responses text turn"))
-    print(f"  responses / chat: {responses / chat:.2f}")
-    streamed, ag_ui = (statistics.median(figures[k]) for k in ("chat text turn, streamed", "AG-UI text run"))
-    print(f"  AG-UI / streamed chat: {ag_ui / streamed:.2f}")
+    for label, base, other in (
+        ("responses / chat", "chat text turn", "responses text turn"),
+        ("streamed responses / streamed chat", "chat text turn, streamed", "responses text turn, streamed"),
+        ("AG-UI / streamed chat", "chat text turn, streamed", "AG-UI text run"),
+    ):
+        if base in figures and other in figures:
+            print(f"  {label}: {statistics.median(figures[other]) / statistics.median(figures[base]):.2f}")
 
 
 if __name__ == "__main__":

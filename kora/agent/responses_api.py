@@ -1,6 +1,8 @@
 """OpenAI's Responses API (``POST /v1/responses``) over Kora turns: requests translated to the Chat Completions
-request they mean (:func:`chat_body`, then the same rules as :mod:`kora.agent.openai_api`), and answers rendered
-as a ``response`` object or its stream of typed events (:class:`ResponseEvents`).
+request they mean (:func:`chat_body`, then the same rules as :mod:`kora.agent.openai_api`), and what an answer is
+made of (:func:`response_fields`, :func:`output_calls`); the answers themselves are built from the ``openai``
+package's types by :mod:`kora.agent.responses_answers`, loaded on the first Responses request (this module
+imports no ``openai``: it serves requests before that package has loaded).
 
 Sessions: a response's ``id`` names the session its turn ran in (``resp_<session id, hex>_<random>``), so
 ``previous_response_id`` continues that session; its stored events are the conversation, nothing else is kept.
@@ -8,8 +10,8 @@ A ``conversation`` (an id, or ``{"id": ...}``) is a session named by the client:
 (:func:`conversation_of`), and the response echoes it as ``{"id": ...}``.
 ``function_call_output`` items answer the calls of the previous response: the calls are read back from the
 session (:func:`pending_calls`). A stored response is its turn's events, stamped as
-:class:`~kora.agent.turn.ResponseRecord` says, and is read back from them (:func:`stored_response`). Pure functions
-and data, no I/O.
+:class:`~kora.agent.turn.ResponseRecord` says (its request fields under :data:`REQUEST_FIELDS`), and is read back
+from them (:func:`kora.agent.responses_answers.stored_response`). Pure functions and data, no I/O.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from typing import Any, Final, cast
 
 from pydantic import JsonValue
 
-from kora.agent.approvals import APPROVAL_FIELD
 from kora.agent.turn import ClientCall, TurnOutcome
 from kora.core.errors import NotFound, RequestError
 from kora.core.events import EventType, MemoryEvent
@@ -49,7 +50,8 @@ _OWN: Final = frozenset(
 )
 #: Metadata keys of the events a Responses turn stores (:class:`~kora.agent.turn.ResponseRecord`).
 RESPONSE_ID: Final = "response_id"
-_REQUEST: Final = "response"
+#: Metadata key of a Responses turn's first event: the response's own fields (:func:`response_fields`).
+REQUEST_FIELDS: Final = "response"
 
 
 def _refuse(message: str, param: str, code: str) -> RequestError:
@@ -340,50 +342,13 @@ def pending_calls(events: Iterable[MemoryEvent]) -> list[ClientCall]:
         if not isinstance(call_id, str):
             continue
         if event.event_type == EventType.TOOL_CALL:
-            calls[call_id] = _client_call(event)
+            calls[call_id] = client_call(event)
         elif event.event_type == EventType.TOOL_RESULT:
             calls.pop(call_id, None)
     return list(calls.values())
 
 
 # -- answers ----------------------------------------------------------------------------------------------------
-
-
-def _usage(outcome: TurnOutcome | None) -> JsonValue:
-    if outcome is None:
-        return None
-    return {
-        "input_tokens": outcome.input_tokens,
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
-        "output_tokens": outcome.output_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": outcome.input_tokens + outcome.output_tokens,
-    }
-
-
-def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, JsonValue]:
-    """An assistant ``message`` output item with one ``output_text`` part (none while it starts)."""
-    content: list[JsonValue] = (
-        [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" else []
-    )
-    return {"type": "message", "id": item_id, "status": status, "role": "assistant", "content": content}
-
-
-def call_item(
-    call: ClientCall, arguments: str | None = None, status: str = "completed", marker: JsonValue = None
-) -> dict[str, JsonValue]:
-    """A ``function_call`` output item; ``marker``: Kora's ``kora_approval`` of a call waiting for approval."""
-    item: dict[str, JsonValue] = {
-        "type": "function_call",
-        "id": f"fc_{call.tool_call_id}",
-        "call_id": call.tool_call_id,
-        "name": call.name,
-        "arguments": call.arguments if arguments is None else arguments,
-        "status": status,
-    }
-    if marker is not None:
-        item[APPROVAL_FIELD] = marker
-    return item
 
 
 def output_calls(outcome: TurnOutcome) -> list[tuple[ClientCall, JsonValue]]:
@@ -425,208 +390,6 @@ def response_fields(
     return fields
 
 
-class ResponseEvents:
-    """One response: its object (:meth:`body`) and, streamed, its typed events as SSE bytes, each with its
-    ``type`` and a ``sequence_number``. ``fields``: :func:`response_fields` (also what its turn stores, so a
-    response read back later is the one answered)."""
-
-    def __init__(self, fields: Mapping[str, JsonValue]) -> None:
-        self.fields = dict(fields)
-        self.id = str(fields["id"])
-        self._sequence = 0
-        self._message_id = f"msg_{self.id.removeprefix('resp_')}"
-        self._text: list[str] = []
-        self._open = False
-
-    def body(
-        self, outcome: TurnOutcome | None, status: str = "completed", error: JsonValue = None
-    ) -> dict[str, JsonValue]:
-        """The ``response`` object: ``output`` holds the answer's message (when it has text) and one
-        ``function_call`` item per client call; ``usage`` the turn's tokens; ``error`` a failed turn's
-        ``{"code", "message"}``."""
-        output: list[JsonValue] = []
-        if outcome is not None:
-            if outcome.text:
-                output.append(message_item(self._message_id, outcome.text))
-            output += [call_item(call, marker=marker) for call, marker in output_calls(outcome)]
-        incomplete = (
-            {"reason": "max_output_tokens"} if outcome is not None and outcome.finish_reason == "length" else None
-        )
-        return {
-            "object": "response",
-            **self.fields,
-            "status": "incomplete" if incomplete and status == "completed" else status,
-            "output": output,
-            "output_text": outcome.text if outcome is not None else "",
-            "usage": _usage(outcome),
-            "error": error,
-            "incomplete_details": cast(JsonValue, incomplete),
-        }
-
-    def event(self, type_: str, **fields: JsonValue) -> bytes:
-        """One SSE event ``event: <type>`` with ``{"type", "sequence_number", **fields}``."""
-        payload = {"type": type_, "sequence_number": self._sequence, **fields}
-        self._sequence += 1
-        return f"event: {type_}\ndata: ".encode() + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
-
-    def started(self) -> list[bytes]:
-        """``response.created`` and ``response.in_progress``."""
-        body = self.body(None, "in_progress")
-        return [self.event("response.created", response=body), self.event("response.in_progress", response=body)]
-
-    def text(self, delta: str) -> list[bytes]:
-        """A text delta (the message item and its part are opened before the first)."""
-        events = []
-        if not self._open:
-            self._open = True
-            item = message_item(self._message_id, "", "in_progress")
-            events.append(self.event("response.output_item.added", output_index=0, item=item))
-            part: JsonValue = {"type": "output_text", "text": "", "annotations": []}
-            events.append(
-                self.event(
-                    "response.content_part.added", item_id=self._message_id, output_index=0, content_index=0, part=part
-                )
-            )
-        self._text.append(delta)
-        events.append(
-            self.event(
-                "response.output_text.delta",
-                item_id=self._message_id,
-                output_index=0,
-                content_index=0,
-                delta=delta,
-                logprobs=[],
-            )
-        )
-        return events
-
-    def finished(self, outcome: TurnOutcome) -> list[bytes]:
-        """The end: the message's ``done`` events, one ``function_call`` item per call (its arguments as one
-        delta), then ``response.completed`` (``response.incomplete`` when a token limit cut the answer)."""
-        events = [] if self._open or not outcome.text else self.text(outcome.text)
-        index = 0
-        if self._open:
-            text = "".join(self._text)
-            ids: dict[str, JsonValue] = {"item_id": self._message_id, "output_index": 0, "content_index": 0}
-            part: JsonValue = {"type": "output_text", "text": text, "annotations": []}
-            events.append(self.event("response.output_text.done", **ids, text=text, logprobs=[]))
-            events.append(self.event("response.content_part.done", **ids, part=part))
-            item = message_item(self._message_id, text)
-            events.append(self.event("response.output_item.done", output_index=0, item=item))
-            index = 1
-        for offset, (call, marker) in enumerate(output_calls(outcome)):
-            at = index + offset
-            item_id = f"fc_{call.tool_call_id}"
-            added = call_item(call, "", "in_progress", marker)
-            events.append(self.event("response.output_item.added", output_index=at, item=added))
-            events.append(
-                self.event(
-                    "response.function_call_arguments.delta", item_id=item_id, output_index=at, delta=call.arguments
-                )
-            )
-            events.append(
-                self.event(
-                    "response.function_call_arguments.done", item_id=item_id, output_index=at, arguments=call.arguments
-                )
-            )
-            events.append(self.event("response.output_item.done", output_index=at, item=call_item(call, marker=marker)))
-        body = self.body(outcome)
-        kind = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
-        events.append(self.event(kind, response=body))
-        return events
-
-    def failed(self, code: str, message: str) -> list[bytes]:
-        """``response.failed`` with the error."""
-        body = self.body(None, "failed", response_error(code, message))
-        return [self.event("response.failed", response=body)]
-
-
-#: The codes a response's ``error`` may have (OpenAI's ``ResponseError.code``) that Kora's errors can be.
-_ERROR_CODES: Final = frozenset({"server_error", "rate_limit_exceeded"})
-
-
-def response_error(code: str | None, message: str | None) -> dict[str, JsonValue]:
-    """A failed response's ``error``: Kora's error ``code`` is named at the start of the ``message``, as the
-    ``code`` field takes only OpenAI's codes (``server_error`` for every failure of the turn)."""
-    if code in _ERROR_CODES:
-        return {"code": code, "message": message or ""}
-    return {"code": "server_error", "message": f"{code}: {message}" if code else message or ""}
-
-
-# -- stored responses -------------------------------------------------------------------------------------------
-
-
-def stored_response(response_id: str, events: Sequence[MemoryEvent]) -> dict[str, JsonValue] | None:
-    """The response object ``response_id`` as its turn stored it (``events``: the session's events), or None when
-    the session does not hold it. Its output: the turn's answer and the calls it handed to the client (its
-    ``tool_call`` events that no result of the same turn answers); its status: ``failed`` or ``cancelled`` with
-    the turn's ``error`` event, ``incomplete`` when a limit cut it (its text then the limit's message when a step
-    budget or another budget ended the turn), else ``completed``."""
-    own = turn_events(events, response_id)
-    if not own:
-        return None
-    fields = own[0].metadata.get(_REQUEST)
-    if not isinstance(fields, dict):
-        return None  # the turn's first events were evicted from a full session: the response is gone
-    closing = own[-1].metadata
-    usage = closing.get("usage")
-    usage = usage if isinstance(usage, dict) else {}
-    answered = {_call_id(e) for e in own if e.event_type == EventType.TOOL_RESULT}
-    calls = tuple(_client_call(e) for e in own if e.event_type == EventType.TOOL_CALL and _call_id(e) not in answered)
-    texts = [e.content for e in own if e.event_type == EventType.AGENT_RESPONSE and isinstance(e.content, str)]
-    finish = closing.get("finish_reason")
-    failure = next((e.content for e in own if e.event_type == EventType.ERROR and isinstance(e.content, dict)), {})
-    message = failure.get("message") if isinstance(failure, dict) else None
-    if finish == "length" and isinstance(message, str):
-        texts.append(message)  # a spent step budget or another budget: its message was the answer
-    outcome = TurnOutcome(
-        texts[-1] if texts else "",
-        finish if isinstance(finish, str) else "stop",
-        _int(usage.get("input_tokens")),
-        _int(usage.get("output_tokens")),
-        0,
-        calls,
-    )
-    events_of = ResponseEvents(fields)
-    if isinstance(finish, str):
-        return _marked(events_of.body(outcome), own)
-    code = failure.get("error_type") if isinstance(failure, dict) else None
-    if code == "cancelled":
-        return events_of.body(outcome, "cancelled")
-    return events_of.body(outcome, "failed", response_error(str(code) if code else None, str(message or "")))
-
-
-def input_items(events: Sequence[MemoryEvent]) -> list[dict[str, JsonValue]]:
-    """The input items of a stored response, oldest first (``events``: its turn's, :func:`turn_events`): the
-    prompt as a user ``message`` (its text: memory keeps no images), the client's ``function_call_output`` s and
-    the ``function_call`` s they answer when the turn stored those (a client that resent them)."""
-    items: list[dict[str, JsonValue]] = []
-    for event in events:
-        if event.metadata.get("input") is not True:
-            continue
-        key = event.event_id.removeprefix("evt_")
-        content = event.content if isinstance(event.content, dict) else {}
-        if event.event_type in (EventType.USER_MESSAGE, EventType.TASK_DELEGATION_RECEIVED):
-            text: JsonValue = [{"type": "input_text", "text": str(event.content)}]
-            items.append(
-                {"type": "message", "id": f"msg_{key}", "role": "user", "status": "completed", "content": text}
-            )
-        elif event.event_type == EventType.TOOL_CALL:
-            items.append(call_item(_client_call(event)))
-        elif event.event_type == EventType.TOOL_RESULT:
-            output = content.get("content")
-            items.append(
-                {
-                    "type": "function_call_output",
-                    "id": f"fco_{key}",
-                    "call_id": str(content.get("tool_call_id") or ""),
-                    "output": output if isinstance(output, str) else json.dumps(output),
-                    "status": "completed",
-                }
-            )
-    return items
-
-
 def item_page(items: Sequence[dict[str, JsonValue]], after: str | None, limit: int, order: str) -> dict[str, JsonValue]:
     """One page of ``items`` in OpenAI's list shape: in ``order`` (``asc``: oldest first, ``desc``), those after
     the item ``after`` (from the start when None or not an item's id), at most ``limit``."""
@@ -643,31 +406,7 @@ def item_page(items: Sequence[dict[str, JsonValue]], after: str | None, limit: i
     }
 
 
-def _marked(body: dict[str, JsonValue], events: Sequence[MemoryEvent]) -> dict[str, JsonValue]:
-    """A stored response's ``body`` with the ``kora_approval`` marker of each ``function_call`` item whose call
-    waited for approval (kept in its ``tool_call`` event's metadata), as the answer had it."""
-    markers = {
-        _call_id(e): e.metadata[APPROVAL_FIELD]
-        for e in events
-        if e.event_type == EventType.TOOL_CALL and APPROVAL_FIELD in e.metadata
-    }
-    output = body.get("output")
-    if markers and isinstance(output, list):
-        for item in output:
-            if isinstance(item, dict) and item.get("type") == "function_call" and item.get("call_id") in markers:
-                item[APPROVAL_FIELD] = markers[item.get("call_id")]
-    return body
-
-
-def _call_id(event: MemoryEvent) -> object:
-    return event.content.get("tool_call_id") if isinstance(event.content, dict) else None
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) else 0
-
-
-def _client_call(event: MemoryEvent) -> ClientCall:
+def client_call(event: MemoryEvent) -> ClientCall:
     """A stored ``tool_call`` event as the call it was."""
     content = event.content if isinstance(event.content, dict) else {}
     args = content.get("args")

@@ -6,10 +6,14 @@ another part cannot avoid: the a2a-sdk imports its gRPC handler (``grpc``, ~15 M
 httpx its command-line client (``rich``, ``pygments``, ~2 MB) from ``httpx``. Each library already handles the
 extra being absent (a placeholder that raises when used, or no command-line client), so a process that does not
 use an extra imports the module with the extra made unimportable for the duration, and never holds it.
+
+:class:`DeferredImport` imports a module on its first use, off the event loop: a server that must answer before a
+heavy package loads names the module that brings it, and only a request that needs it waits for it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import sys
 import threading
@@ -18,7 +22,7 @@ from importlib.abc import MetaPathFinder
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
-__all__ = ["import_without"]
+__all__ = ["DeferredImport", "import_without"]
 
 
 class _Absent(MetaPathFinder):
@@ -52,3 +56,20 @@ def import_without(module: str, absent: Iterable[str]) -> ModuleType:
         return importlib.import_module(module)
     finally:
         sys.meta_path.remove(finder)
+
+
+class DeferredImport:
+    """The module named ``name``, imported on the first :meth:`load` (by name, so no import graph holds the
+    importer to it)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._module: ModuleType | None = None
+
+    async def load(self) -> ModuleType:
+        """The module, imported in a worker thread the first time so that the event loop goes on serving
+        meanwhile (callers that come while it imports wait for the same import: Python's import lock). Raises
+        what the import raises."""
+        if self._module is None:
+            self._module = await asyncio.to_thread(importlib.import_module, self.name)
+        return self._module

@@ -1,5 +1,6 @@
 """Start-up order of the agent server: ``/health`` needs only the app, so the a2a-sdk and the runtime
-(pydantic-ai) are imported after it answers; the A2A routes and ``/ready`` wait for them. Once loaded, the agent
+(pydantic-ai) are imported after it answers; the A2A routes and ``/ready`` wait for them. ``openai`` (the Responses
+answers' types) is imported by the first Responses request only. Once loaded, the agent
 holds none of the optional packages its libraries import whenever installed and it never uses (gRPC, SQLAlchemy
 without the shared task store, httpx's command-line client).
 """
@@ -21,7 +22,7 @@ from tests.support.processes import clean_env, kora_process
 from tests.support.threaded import ThreadedServer
 
 #: Top-level packages the app must not import before it serves (each costs ~0.3-1 s of start-up).
-DEFERRED = ("a2a", "pydantic_ai", "google.protobuf")
+DEFERRED = ("a2a", "pydantic_ai", "google.protobuf", "openai")
 
 BUILD_APP = """
 import sys
@@ -65,7 +66,55 @@ def test_a_loaded_agent_holds_no_optional_package_it_does_not_use() -> None:
     assert held == [], held
 
 
-def test_the_app_that_answers_health_imports_neither_the_a2a_sdk_nor_the_runtime() -> None:
+RESPONSES_LOAD_OPENAI = """
+import asyncio
+import sys
+
+import httpx
+
+from kora.agent.app import create_app
+from kora.agent.settings import AgentSettings
+from kora.scripted.model import ScriptedModel, create_app as model_app
+from tests.support.threaded import ThreadedServer
+
+
+async def main() -> None:
+    async with ThreadedServer(model_app(ScriptedModel()), name="scripted-model", lifespan="off") as model:
+        settings = AgentSettings(agent_name="a", model_api_url=model.root_url + "/v1", model_name="scripted")
+        app = create_app(settings)
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://agent", timeout=60) as client,
+        ):
+            answers = [await client.get("/health")]
+            held = ["openai" in sys.modules]
+            await app.state.kora.wait_runtime()
+            chat = {"messages": [{"role": "user", "content": "hi"}]}
+            answers.append(await client.post("/v1/chat/completions", json=chat))
+            held.append("openai" in sys.modules)
+            answers.append(await client.post("/v1/responses", json={"input": "hello"}))
+            held.append("openai" in sys.modules)
+            print(" ".join(str(answer.status_code) for answer in answers))
+            print(answers[-1].json()["output"][0]["content"][0]["text"])
+            print(held)
+
+
+asyncio.run(main())
+"""
+
+
+def test_openai_is_imported_by_the_first_responses_request_only() -> None:
+    # Not by the app that answers /health, the loaded runtime or a chat turn: by the Responses route, for its answer.
+    done = subprocess.run(
+        [sys.executable, "-c", RESPONSES_LOAD_OPENAI], capture_output=True, text=True, timeout=120, check=True
+    )
+    statuses, text, held = done.stdout.splitlines()[:3]
+    assert statuses == "200 200 200", done.stdout + done.stderr
+    assert text == "You said: hello", done.stdout
+    assert held == "[False, False, True]", done.stdout
+
+
+def test_the_app_that_answers_health_imports_neither_the_a2a_sdk_nor_the_runtime_nor_openai() -> None:
     script = BUILD_APP.format(deferred=DEFERRED)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.split() == [], done.stdout

@@ -546,7 +546,30 @@ responses_bodies = st.fixed_dictionaries(
         "tools": field(
             st.lists(st.fixed_dictionaries({"type": field(st.just("function")), "name": field(names)}), max_size=2)
         ),
-        "text": hostile_values,
+        "text": st.one_of(
+            hostile_values,
+            st.fixed_dictionaries(
+                {
+                    "format": st.one_of(
+                        st.fixed_dictionaries({"type": st.sampled_from(["text", "json_object", "xml"])}),
+                        st.fixed_dictionaries(
+                            {"type": st.just("json_schema"), "name": field(names)},
+                            optional={"schema": field(schemas), "strict": field(st.booleans())},
+                        ),
+                    )
+                }
+            ),
+        ),
+        "tool_choice": st.one_of(
+            st.sampled_from(["auto", "none", "required", "sometimes"]),
+            st.fixed_dictionaries({"type": st.just("function"), "name": names}),
+            hostile_values,
+        ),
+        "metadata": field(
+            st.dictionaries(st.text(max_size=5), st.one_of(st.text(max_size=5), st.integers()), max_size=2)
+        ),
+        "temperature": field(st.floats(-1, 3)),
+        "parallel_tool_calls": field(st.booleans()),
         "previous_response_id": field(st.text(max_size=20)),
         "max_output_tokens": field(st.integers(0, 20)),
         "stream": field(st.booleans()),
@@ -579,6 +602,8 @@ def test_fuzz_the_responses_api(setup, body):
         assert setup.agent.events(session) == []
     else:
         assert response.status_code == 200, response.text
+        if not body.get("stream"):  # every answer is the SDK's response object, whatever the request echoed
+            openai.types.responses.Response.model_validate(response.json())
         if body.get("store") is False:  # a response not stored leaves nothing
             assert setup.agent.events(session) == []
 

@@ -1,14 +1,17 @@
-"""kora.core.imports.import_without: a module imported as if an optional package were not installed."""
+"""kora.core.imports: a module imported as if an optional package were not installed (``import_without``), and a
+module imported on its first use (``DeferredImport``)."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from kora.core.imports import import_without
+from kora.core.imports import DeferredImport, import_without
 
 USER = """
 try:
@@ -55,3 +58,15 @@ def test_other_threads_import_the_package_meanwhile(packages: Path) -> None:
     )
     user = import_without("kora_test_user", ["kora_test_extra"])
     assert user.found == [1]
+
+
+def test_a_deferred_module_is_imported_by_its_first_load_only(packages: Path) -> None:
+    deferred = DeferredImport("kora_test_extra")
+    assert "kora_test_extra" not in sys.modules
+
+    async def load_twice() -> list[ModuleType]:
+        return list(await asyncio.gather(deferred.load(), deferred.load()))
+
+    first, second = asyncio.run(load_twice())
+    assert first is second is sys.modules["kora_test_extra"]
+    assert first.VALUE == 1

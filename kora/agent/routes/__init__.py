@@ -13,5 +13,7 @@ the endpoints close over ``state``: no per-request dependency resolves it. The a
 because FastAPI's ``include_router`` keeps each included router as a nested branch that is matched again on
 every request (with FastAPI 0.165, 13-19 us more per request than the flat table).
 
-Like ``kora.agent.app``, nothing here imports pydantic-ai, ``mcp`` or ``openai`` (an import-linter contract).
+Like ``kora.agent.app``, nothing here imports pydantic-ai, ``mcp`` or ``openai`` (an import-linter contract): the
+Responses routes load their answers (:mod:`kora.agent.responses_answers`, built from ``openai``'s types) by name on
+their first request.
 """

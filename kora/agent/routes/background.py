@@ -16,14 +16,15 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pydantic import JsonValue
-
-from kora.agent.responses_api import ResponseEvents, turn_events
+from kora.agent.responses_api import turn_events
 from kora.agent.turn import TurnRequest
 from kora.core.errors import KoraError, TurnCancelled
 from kora.memory.base import Memory
 
 if TYPE_CHECKING:
+    from openai.types.responses import Response
+
+    from kora.agent.responses_answers import ResponseEvents
     from kora.agent.runtime import AgentRuntime
 
 log = logging.getLogger("kora.agent")
@@ -47,14 +48,14 @@ class BackgroundResponses:
         self._memory = memory
         self._running: dict[str, _Running] = {}
 
-    def start(self, runtime: AgentRuntime, turn: TurnRequest, events: ResponseEvents) -> dict[str, JsonValue]:
+    def start(self, runtime: AgentRuntime, turn: TurnRequest, events: ResponseEvents) -> Response:
         """Start ``turn`` as a task and return the response object as it is now (``queued``)."""
         task = asyncio.create_task(self._run(runtime, turn, events.id), name=f"kora-response-{events.id}")
         self._running[events.id] = _Running(task, events, runtime, turn)
         task.add_done_callback(lambda _: self._running.pop(events.id, None))
         return events.body(None, "queued")
 
-    def running(self, response_id: str) -> dict[str, JsonValue] | None:
+    def running(self, response_id: str) -> Response | None:
         """The response object of ``response_id`` while its turn runs here (``in_progress``); None otherwise."""
         running = self._running.get(response_id)
         return running.events.body(None, "in_progress") if running is not None else None

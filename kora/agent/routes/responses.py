@@ -38,7 +38,7 @@ import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -47,11 +47,9 @@ from kora.agent.approvals import PausedTurn
 from kora.agent.identity import open_session
 from kora.agent.openai_api import decode_body, parse_chat_body
 from kora.agent.responses_api import (
-    ResponseEvents,
     chat_body,
     check_previous,
     conversation_of,
-    input_items,
     latest_response,
     pending_calls,
     response_fields,
@@ -59,7 +57,6 @@ from kora.agent.responses_api import (
     response_not_found,
     session_in,
     session_of,
-    stored_response,
     turn_events,
 )
 from kora.agent.routes.chat import chat_turn, event_stream, requested_session, run_or_resume
@@ -68,12 +65,30 @@ from kora.agent.state import AgentState
 from kora.agent.turn import ResponseRecord, TurnOutcome, TurnRequest
 from kora.core.errors import KoraError, RequestError
 from kora.core.events import MemoryEvent
+from kora.core.imports import DeferredImport
 from kora.core.protocol import SESSION_HEADER
 from kora.core.serving.errors import error_response
 from kora.memory.base import new_session_id
 
 if TYPE_CHECKING:
+    from openai import BaseModel
+
+    from kora.agent.responses_answers import Answers, ResponseEvents
     from kora.agent.runtime import AgentRuntime
+
+#: The answers, built from the ``openai`` package's types: imported on the first request that needs them, after
+#: ``/health`` answers (an agent that serves no Responses request never loads ``openai``).
+_ANSWERS: Final = DeferredImport("kora.agent.responses_answers")
+
+
+async def load_answers() -> Answers:
+    """:data:`kora.agent.responses_answers.ANSWERS`, imported the first time (~0.6 s, in a worker thread)."""
+    return cast("Answers", (await _ANSWERS.load()).ANSWERS)
+
+
+def json_answer(answers: Answers, body: BaseModel, headers: dict[str, str] | None = None) -> Response:
+    """``body`` (an SDK object) as a JSON answer, serialized once by the SDK's own method."""
+    return Response(answers.to_json(body), media_type="application/json", headers=headers)
 
 
 def add_responses_routes(router: APIRouter, state: AgentState) -> None:
@@ -123,7 +138,8 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
                 session_id = new_session_id()
         fields = response_fields(response_id(session_id), parsed.request.model or agent_name, body, conversation)
         fields["store"] = store and state.memory.enabled  # a disabled memory keeps nothing: the answer says so
-        events = ResponseEvents(fields)
+        answers = await load_answers()
+        events = answers.events(fields)
         turn = replace(turn, session_id=session_id, response=ResponseRecord(events.id, fields, store))
         headers = {SESSION_HEADER: session_id}
         if turn.tool_results and runtime.approvals.in_session(session_id) is None:
@@ -140,7 +156,7 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
                 )
             # Decisions on calls waiting for approval are taken in the foreground: a 409 while the session waits.
             runtime.check_not_waiting(session_id)
-            return JSONResponse(background.start(runtime, turn, events), headers=headers)
+            return json_answer(answers, background.start(runtime, turn, events), headers)
         paused = runtime.take_decisions(turn)
         if paused is None:  # refused before a stream starts: a 409, not an error inside a 200 stream
             runtime.check_not_waiting(session_id)
@@ -156,7 +172,7 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
             return error_response(failure, headers)
         if parsed.request.stream:
             return event_stream(_whole(events, outcome), headers)
-        return JSONResponse(events.body(outcome), headers=headers)
+        return json_answer(answers, events.body(outcome), headers)
 
     async def held(request: Request, id_: str, served: frozenset[str] = frozenset()) -> tuple[str, list[MemoryEvent]]:
         """The session of response ``id_`` and its events, once the caller may read it (a session of another
@@ -172,23 +188,26 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
     @router.get("/v1/responses/{response_id}")
     async def retrieve_response(request: Request, response_id: str) -> Response:
         _, stored = await held(request, response_id)
-        body = background.running(response_id) or stored_response(response_id, stored)
+        answers = await load_answers()
+        body = background.running(response_id) or answers.stored_response(response_id, stored)
         if body is None:
             raise response_not_found(response_id)
-        return JSONResponse(body)
+        return json_answer(answers, body)
 
     @router.get("/v1/responses/{response_id}/input_items")
     async def list_input_items(request: Request, response_id: str) -> Response:
         _, stored = await held(request, response_id, PAGE_PARAMS)
         own = turn_events(stored, response_id)
-        if stored_response(response_id, own) is None:
+        answers = await load_answers()
+        if answers.stored_response(response_id, own) is None:
             raise response_not_found(response_id)
-        return JSONResponse(page(request, input_items(own)))
+        return JSONResponse(page(request, answers.input_items(own)))
 
     @router.delete("/v1/responses/{response_id}")
     async def delete_response(request: Request, response_id: str) -> Response:
         session_id, stored = await held(request, response_id)
-        if (background.running(response_id) or stored_response(response_id, stored)) is None:
+        answers = await load_answers()
+        if (background.running(response_id) or answers.stored_response(response_id, stored)) is None:
             raise response_not_found(response_id)
         await state.forget_session(session_id)  # a turn still running would store into the erased session
         # A response is a turn of its session, and a session's events are erased together: deleting it erases
@@ -203,16 +222,17 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         session_id, stored = await held(request, response_id)
         if await background.cancel(response_id):
             stored = await state.memory.get_session_events(session_id)
-        body = stored_response(response_id, stored)
+        answers = await load_answers()
+        body = answers.stored_response(response_id, stored)
         if body is None:
             raise response_not_found(response_id)
-        if body.get("background") is not True:
+        if body.background is not True:
             raise RequestError(
                 f"Cannot cancel response '{response_id}': only a response created with background=true can be "
                 "cancelled (every other response has ended when it is answered).",
                 code="unsupported_value",
             )
-        return JSONResponse(body)  # cancelled, or as it ended when it ended before the cancel
+        return json_answer(answers, body)  # cancelled, or as it ended when it ended before the cancel
 
 
 def output_call_ids(body: dict[str, Any]) -> list[str]:
