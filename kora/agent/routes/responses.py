@@ -16,7 +16,7 @@ goes on, stored as the new response (refusals as on the chat endpoint: 400, 409 
 false`` runs the turn without storing anything (no session is created; one named is read, not written).
 
 Stored responses: ``GET /v1/responses/{id}`` answers one as it was answered, read back from its turn's events
-(:func:`kora.agent.responses_api.stored_response`); ``DELETE`` erases its session (a session's events are erased
+(:func:`kora.agent.responses_answers.stored_response`); ``DELETE`` erases its session (a session's events are erased
 together); ``GET .../input_items`` lists its input (``after``, ``limit``, ``order``). ``background: true``
 runs the turn as a task and answers at once (``queued``); ``GET`` shows it ``in_progress`` until it ends and
 ``POST .../cancel`` cancels it (:mod:`kora.agent.routes.background`); cancelling any other response is a 400.
