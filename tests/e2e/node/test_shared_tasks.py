@@ -32,6 +32,7 @@ from a2a.types.a2a_pb2 import (
 
 from kora.operator.status import CONDITION_SESSIONS_SPLIT, CONDITION_TASKS_SPLIT
 from tests.support.a2a import user_message
+from tests.support.kube import KubectlError
 from tests.support.node import IMAGE_REPOSITORY, KoraOnNode, wait_for
 from tests.support.processes import prometheus
 
@@ -54,7 +55,7 @@ POSTGRES_SCRIPT = textwrap.dedent(
                     "--auth-host=scram-sha-256", "--pwfile", str(root / "password")], check=True)
     with open(data / "pg_hba.conf", "a") as hba:
         hba.write("host all all 0.0.0.0/0 scram-sha-256\\n")
-    os.execv(str(bin / "postgres"), ["postgres", "-D", str(data), "-h", "*", "-k", str(root)])
+    os.execv(str(bin / "postgres"), [str(bin / "postgres"), "-D", str(data), "-h", "*", "-k", str(root)])
     """
 )
 
@@ -222,6 +223,21 @@ def fresh_connections() -> httpx.AsyncClient:
     return httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_keepalive_connections=0))
 
 
+def pods_report(kora: KoraOnNode, namespace: str) -> str:
+    """Each pod of ``namespace``: its phase and its containers' last log lines (the current run's, else the
+    previous one's), for a failure to say why a workload is not Ready."""
+    lines = []
+    for pod in json.loads(kora.kubectl("get", "pods", "-n", namespace, "-o", "json"))["items"]:
+        name = pod["metadata"]["name"]
+        lines.append(f"--- pod {name}: {pod['status'].get('phase')} {pod['status'].get('containerStatuses')}")
+        for previous in ((), ("--previous",)):
+            try:
+                lines.append(kora.kubectl("logs", "-n", namespace, name, "--tail=40", *previous))
+            except KubectlError as error:
+                lines.append(error.stderr.strip())
+    return "\n".join(lines)
+
+
 @pytest.fixture(scope="module")
 def shared_agent(kora: KoraOnNode) -> SharedAgent:
     namespace = kora.namespace("shared-tasks")
@@ -230,7 +246,10 @@ def shared_agent(kora: KoraOnNode) -> SharedAgent:
     kora.kubectl(
         "apply", "-n", namespace, "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": documents})
     )
-    kora.wait_all_ready(documents, namespace)
+    try:
+        kora.wait_all_ready(documents, namespace)
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{pods_report(kora, namespace)}") from None
     agent = SharedAgent(kora, namespace)
     wait_for(lambda: len(agent.pod_urls()) == 2, "both agent pods Ready")
     return agent
