@@ -243,9 +243,23 @@ def shared_agent(kora: KoraOnNode) -> SharedAgent:
     namespace = kora.namespace("shared-tasks")
     image = f"{IMAGE_REPOSITORY}:{kora.image_tag}"
     documents = manifests(image, namespace)
-    kora.kubectl(
-        "apply", "-n", namespace, "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": documents})
+    postgres = [d for d in documents if not d["apiVersion"].startswith("kora.dev/")]
+    kora_resources = [d for d in documents if d["apiVersion"].startswith("kora.dev/")]
+
+    def apply(items: list[dict[str, Any]]) -> None:
+        kora.kubectl(
+            "apply", "-n", namespace, "-f", "-", stdin=json.dumps({"kind": "List", "apiVersion": "v1", "items": items})
+        )
+
+    # The database first, until its Service routes to it: the memory service connects once, at its start.
+    apply(postgres)
+    wait_for(
+        lambda: kora.kubectl(
+            "get", "endpoints", "tasks-postgres", "-n", namespace, "-o", "jsonpath={.subsets[*].addresses[*].ip}"
+        ).strip(),
+        "the Postgres Service routing to its ready pod",
     )
+    apply(kora_resources)
     try:
         kora.wait_all_ready(documents, namespace)
     except AssertionError as error:
