@@ -215,7 +215,7 @@ async def client_at(url: str, http: httpx.AsyncClient) -> Client:
     kept = [i for i in card.supported_interfaces if i.protocol_version.startswith("1.0")]
     del card.supported_interfaces[:]
     card.supported_interfaces.extend(kept)
-    return ClientFactory(ClientConfig(httpx_client=http)).create(card)
+    return ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
 
 
 def fresh_connections() -> httpx.AsyncClient:
