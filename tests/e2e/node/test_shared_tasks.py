@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import json
 import textwrap
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -29,6 +30,7 @@ from a2a.types.a2a_pb2 import (
     Task,
     TaskState,
 )
+from a2a.utils.errors import A2AError
 
 from kora.operator.status import CONDITION_SESSIONS_SPLIT, CONDITION_TASKS_SPLIT
 from tests.support.a2a import user_message
@@ -37,6 +39,8 @@ from tests.support.node import IMAGE_REPOSITORY, KoraOnNode, wait_for
 from tests.support.processes import prometheus
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
+
+T = TypeVar("T")
 
 PASSWORD = "tasks-e2e-password"
 #: The image's own user (named in its /etc/passwd, which initdb needs).
@@ -232,7 +236,7 @@ def pods_report(kora: KoraOnNode, namespace: str) -> str:
         lines.append(f"--- pod {name}: {pod['status'].get('phase')} {pod['status'].get('containerStatuses')}")
         for previous in ((), ("--previous",)):
             try:
-                lines.append(kora.kubectl("logs", "-n", namespace, name, "--tail=40", *previous))
+                lines.append(kora.kubectl("logs", "-n", namespace, name, "--tail=60", *previous))
             except KubectlError as error:
                 lines.append(error.stderr.strip())
     return "\n".join(lines)
@@ -312,7 +316,15 @@ def test_a_task_made_through_the_service_is_read_by_both_pods(shared_agent: Shar
                 listed = await on_pod.list_tasks(ListTasksRequest(context_id=task.context_id))
                 assert [t.id for t in listed.tasks] == [task.id], name
 
-    asyncio.run(run())
+    run_reporting(shared_agent, run())
+
+
+def run_reporting(agent: SharedAgent, work: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(work)``; an error raised by a pod (an A2A error answer) fails with each pod's log tail."""
+    try:
+        return asyncio.run(work)
+    except A2AError as error:
+        raise AssertionError(f"{type(error).__name__}: {error}\n{pods_report(agent.kora, agent.namespace)}") from None
 
 
 def assert_same(fetched: Task, task: Task, where: str = "") -> None:
@@ -352,7 +364,7 @@ def test_a_task_running_on_one_pod_is_canceled_from_the_other(shared_agent: Shar
             assert stored.status.state == TaskState.TASK_STATE_CANCELED
             return task_id
 
-    task_id = asyncio.run(run())
+    task_id = run_reporting(shared_agent, run())
     # The pod running the turn stopped it on the other pod's signal, not when its model answer came.
     stopped = f"task {task_id} canceled on another replica"
     wait_for(
