@@ -32,11 +32,12 @@ ARG VERSION=0.1.0
 ARG REVISION=unknown
 
 # Layer 1: Debian. Documentation, manuals and translations are not installed (licences are). libnss-wrapper gives
-# the embedded Postgres a user name when the uid has none (kora.memory_service.passwd).
+# the embedded Postgres a user name when the uid has none (kora.memory_service.passwd); libstdc++6 loads greenlet's
+# C++ extension, which SQLAlchemy's asyncio (the shared A2A task store) needs.
 RUN printf '%s\n' 'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' 'path-exclude=/usr/share/locale/*' \
       'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' 'path-exclude=/usr/share/lintian/*' \
       > /etc/dpkg/dpkg.cfg.d/kora-nodoc \
-    && apt-get update && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates libnss-wrapper \
+    && apt-get update && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates libnss-wrapper libstdc++6 \
     && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/* \
     && echo 'kora:x:65532:65532:Kora:/home/kora:/usr/sbin/nologin' >> /etc/passwd \
     && echo 'kora:x:65532:' >> /etc/group \

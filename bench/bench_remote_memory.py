@@ -56,11 +56,18 @@ PIDS: dict[str, int] = {}
 
 
 @contextmanager
-def kora(args: list[str], env: dict[str, str], ready_path: str = "/ready", profile: str | None = None) -> Iterator[str]:
+def kora(
+    args: list[str],
+    env: dict[str, str],
+    ready_path: str = "/ready",
+    profile: str | None = None,
+    root: Path = ROOT,
+) -> Iterator[str]:
     """``python -m kora.cli ARGS`` on a free port until ``ready_path`` answers 200; yields its base URL and stops
-    it with SIGTERM afterwards. ``profile``: run it under cProfile, stats written to that file at exit."""
+    it with SIGTERM afterwards. ``profile``: run it under cProfile, stats written to that file at exit; ``root``:
+    the tree whose ``kora`` package runs (another checkout, to compare two versions in one run)."""
     port = free_port()
-    full_env = {**os.environ, **env, "PYTHONPATH": str(ROOT)}
+    full_env = {**os.environ, **env, "PYTHONPATH": str(root)}
     if args[0] == "agent":  # the agent takes its address from its settings only
         full_env |= {"AGENT_HOST": HOST, "AGENT_PORT": str(port)}
     else:
@@ -69,7 +76,8 @@ def kora(args: list[str], env: dict[str, str], ready_path: str = "/ready", profi
         command = [sys.executable, __file__, "--serve-profiled", profile, "--", *args]
     else:
         command = [sys.executable, "-m", "kora.cli", *args]
-    process = subprocess.Popen(command, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # cwd: `python -m` puts the working directory first on sys.path, ahead of PYTHONPATH.
+    process = subprocess.Popen(command, env=full_env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://{HOST}:{port}"
     PIDS[url] = process.pid
     try:

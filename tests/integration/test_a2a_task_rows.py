@@ -5,6 +5,7 @@ compare-and-swap rules, so a stale or second first write loses."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 
@@ -17,6 +18,7 @@ from a2a.server.cluster import (
     VersionedEvent,
 )
 from a2a.server.context import ServerCallContext
+from a2a.server.tasks.database_task_store import DatabaseTaskStore
 from a2a.types.a2a_pb2 import (
     Artifact,
     Message,
@@ -29,6 +31,7 @@ from a2a.types.a2a_pb2 import (
     TaskStatusUpdateEvent,
 )
 from psycopg_pool import PoolClosed
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from kora.agent.a2a import shared as shared_module
 from kora.agent.a2a import task_rows
@@ -209,3 +212,41 @@ async def test_after_close_the_store_refuses_at_once_and_never_reopens_its_pool(
     with pytest.raises(PoolClosed, match="shared task store is closed"):
         await shared.run(one)
     assert shared.pool.closed
+
+
+def test_the_row_codec_writes_the_sdks_columns_and_converts_each_message_once():
+    task = _task("t", TaskState.TASK_STATE_WORKING)
+    task.artifacts.append(Artifact(artifact_id="a1", name="answer", parts=[Part(text="hi")]))
+    task.metadata.update({"kora": {"turn": 1}})
+    # The SDK's own conversion, on a store that never connects.
+    model = DatabaseTaskStore(create_async_engine("postgresql+psycopg://unused@127.0.0.1:1/x"))._to_orm(task, "alice")
+    codec = task_rows.RowCodec(max_chars=10_000)
+    status, artifacts, history, metadata = codec.columns(task)
+    assert json.loads(status) == model.status
+    assert json.loads(artifacts) == model.artifacts
+    assert json.loads(history) == model.history
+    assert metadata is not None
+    assert json.loads(metadata) == model.task_metadata
+    # The history message and the artifact are remembered, the most recent kept within the bound.
+    assert len(codec._known) == 2
+    for n in range(200):
+        codec.item(Message(role=Role.ROLE_USER, message_id=f"m{n}", parts=[Part(text="x" * 100)]))
+    assert codec._chars <= 10_000
+    assert len(codec._known) < 200
+
+
+async def test_a_turns_first_write_takes_its_lease_in_the_same_statement(memory_db):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    try:
+        task_id = str(uuid.uuid4())
+        shared.unclaimed[task_id] = task_rows.Lease(shared.replica, 30.0)
+        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+        await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+        assert task_id not in shared.unclaimed
+        with psycopg.connect(memory_db) as conn:
+            lease = conn.execute(
+                "SELECT owner, replica, expires_at > now() FROM kora_a2a.task_leases WHERE task_id = %s", (task_id,)
+            ).fetchone()
+        assert lease == ("alice", shared.replica, True)
+    finally:
+        await shared.close()

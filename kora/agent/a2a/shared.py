@@ -13,10 +13,11 @@ the SDK's request handler writes ``canceled`` for a task another replica runs. K
   replica ``LISTEN``\\ s (:meth:`SharedTasks.start`) and cancels the turn it runs for that id at once, instead of
   when the turn next saves (the SDK's own remote cancel). A cancel announced while a replica's listener was
   reconnecting is found in the store by its lease loop, within a third of the lease.
-* **Leases**: the replica running a task holds a lease row (``kora_a2a.task_leases``) for it, renewed every third of
-  ``TASK_LEASE_SECONDS``; a terminal save drops it. Every replica looks for leases that ran out (their replica
-  died) and ends their tasks ``failed`` with the reason in the status message: a turn is not resumed elsewhere,
-  because its model and tool calls may have had effects that a second run would repeat.
+* **Leases**: the replica running a task holds a lease row (``kora_a2a.task_leases``) for it, taken by the turn's
+  first write (in its statement), renewed every third of ``TASK_LEASE_SECONDS``; a terminal save drops it. Every
+  replica looks for leases that ran out (their replica died) and ends their tasks ``failed`` with the reason in the
+  status message: a turn is not resumed elsewhere, because its model and tool calls may have had effects that a
+  second run would repeat.
 * **Retention**: finished tasks are deleted ``TASK_RETENTION_SECONDS`` after their last change, in the background
   (with their versions, events and push configurations), so the store's size is bounded by what a retention period
   brings.
@@ -188,6 +189,8 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
         self._shared = shared
         #: Task ids this replica generated and has not stored yet (oldest first), read as absent without a query.
         self._new: OrderedDict[str, None] = OrderedDict()
+        #: The SDK's row conversion, each history message and artifact converted once.
+        self._codec = task_rows.RowCodec()
 
     def new_id(self, task_id: str) -> None:
         """Note ``task_id``, a UUID4 this replica just generated for a new task: until the task's first write, no
@@ -225,9 +228,9 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
         context: ServerCallContext,
     ) -> TaskVersion:
         """Store ``task`` and ``event`` as the version after ``prev_version`` (see the SDK's store; raises
-        :class:`ConcurrentTaskModificationError` when another writer won); a finished task's lease goes in the same
-        statement. A cancel is the SDK's write, then announced on :data:`CANCEL_CHANNEL` (after it commits, so a
-        listener reads ``canceled``)."""
+        :class:`ConcurrentTaskModificationError` when another writer won); in the same statement, a finished task's
+        lease goes, and the first write of a turn this replica started takes the task's lease. A cancel is the SDK's
+        write, then announced on :data:`CANCEL_CHANNEL` (after it commits, so a listener reads ``canceled``)."""
         self._new.pop(task.id, None)
         if task.status.state == TaskState.TASK_STATE_CANCELED:
             return await self._save_cancel(task, event=event, prev=prev, prev_version=prev_version, context=context)
@@ -236,19 +239,23 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
         # A task that waits for its user (input-required: a tool call waiting for approval) runs nowhere until the
         # next message: it holds no lease, so no replica ends it failed while it waits.
         finished = is_finished(task) or task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        lease = self._shared.unclaimed.pop(task.id, None)
         saved = await self._shared.run(
             lambda connection: task_rows.save(
                 connection,
-                self._db,
+                self._codec,
                 task,
                 owner=owner,
                 event=event,
                 prev_version=previous,
                 finished=finished,
                 durable=task_rows.is_durable(task, event, previous),
+                lease=lease,
             )
         )
         if saved is None:
+            if lease is not None and self._shared.runs(task.id):
+                self._shared.unclaimed[task.id] = lease  # nothing was stored: the next write takes it
             raise ConcurrentTaskModificationError(task.id)
         self._shared.push.note_configs(task.id, saved.has_push_configs)
         return TaskVersion(saved.version)
@@ -288,14 +295,15 @@ class ReplicaExecutor(AgentExecutor):
         self._remote: set[str] = set()
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        """Take the task's lease, then run it with the inner executor."""
+        """Run the task with the inner executor; its lease is taken by the turn's first write (a turn that
+        stores nothing changes nothing another replica would have to end)."""
         assert context.task_id is not None
         task_id = context.task_id
         current = asyncio.current_task()
         assert current is not None
         self.running[task_id] = current
+        self._shared.unclaimed[task_id] = task_rows.Lease(self._shared.replica, self._shared.lease_seconds)
         try:
-            await self._shared.claim(task_id, owner_of(context.call_context))
             await self._inner.execute(context, event_queue)
         except asyncio.CancelledError:
             if task_id not in self._remote:
@@ -306,6 +314,7 @@ class ReplicaExecutor(AgentExecutor):
             await self._inner.cancel(context, event_queue)
         finally:
             self.running.pop(task_id, None)
+            self._shared.unclaimed.pop(task_id, None)
             self._stopped.discard(task_id)
             self._remote.discard(task_id)
 
@@ -360,6 +369,8 @@ class SharedTasks:
         )
         self.push = BackgroundPushSender(self.push_configs)
         self.executor: ReplicaExecutor | None = None
+        #: task id -> the lease the next write of that task takes (a turn started here, not stored since).
+        self.unclaimed: dict[str, task_rows.Lease] = {}
         #: Set while the cancel listener is connected and listening.
         self.listening = asyncio.Event()
         self._background: list[asyncio.Task[None]] = []

@@ -34,19 +34,29 @@ store: they are rare and not on a turn's path.
 
 from __future__ import annotations
 
+import json
+from collections import OrderedDict
 from typing import TYPE_CHECKING, NamedTuple
 
 from a2a.server.cluster import TaskVersion
 from a2a.server.models import TaskModel
 from a2a.types.a2a_pb2 import Task, TaskState, TaskStatusUpdateEvent
 from a2a.utils.proto_utils import to_stream_response
-from psycopg.types.json import Json
+from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 
 if TYPE_CHECKING:
     from a2a.server.events import Event
     from a2a.server.tasks.database_task_store import DatabaseTaskStore
+    from google.protobuf.message import Message as ProtoMessage  # type: ignore[import-untyped]
     from psycopg import AsyncConnection
     from psycopg.rows import TupleRow
+
+
+class Lease(NamedTuple):
+    """A task's lease to take with its change: the replica that runs the task, for ``seconds`` from the commit."""
+
+    replica: str
+    seconds: float
 
 
 class Saved(NamedTuple):
@@ -56,11 +66,60 @@ class Saved(NamedTuple):
     has_push_configs: bool
 
 
+#: Characters of converted history messages and artifacts a :class:`RowCodec` keeps at most (keys and JSON).
+CODEC_MAX_CHARS = 16 * 1024 * 1024
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+class RowCodec:
+    """A task's JSON columns as the SDK stores them (its default conversion,
+    :meth:`~a2a.server.tasks.DatabaseTaskStore._to_orm`: ``MessageToDict`` of the status, of each artifact and of
+    each history message, the metadata's ``MessageToDict`` or NULL), as JSON text, with each history message and
+    artifact converted once: a task's every change stores its whole history and artifacts again, and those do not
+    change once added. They are remembered by their serialized bytes (so an artifact extended by a chunk is
+    converted anew), the most recent first, at most :data:`CODEC_MAX_CHARS` of bytes and text in all."""
+
+    def __init__(self, max_chars: int = CODEC_MAX_CHARS) -> None:
+        self._max_chars = max_chars
+        self._chars = 0
+        #: (message type name, serialized bytes) -> its JSON text, least recently used first.
+        self._known: OrderedDict[tuple[str, bytes], str] = OrderedDict()
+
+    def item(self, message: ProtoMessage) -> str:
+        """``MessageToDict(message)`` as JSON text, converted at most once while remembered."""
+        key = (message.DESCRIPTOR.full_name, message.SerializeToString(deterministic=True))
+        known = self._known.get(key)
+        if known is not None:
+            self._known.move_to_end(key)
+            return known
+        text = _dumps(MessageToDict(message))
+        size = len(key[1]) + len(text)
+        if size <= self._max_chars:
+            self._known[key] = text
+            self._chars += size
+            while self._chars > self._max_chars:
+                (_, old), old_text = self._known.popitem(last=False)
+                self._chars -= len(old) + len(old_text)
+        return text
+
+    def columns(self, task: Task) -> tuple[str, str, str, str | None]:
+        """``task``'s status, artifacts, history and metadata columns (metadata None when it has no fields)."""
+        return (
+            _dumps(MessageToDict(task.status)),
+            "[" + ",".join(self.item(artifact) for artifact in task.artifacts) + "]",
+            "[" + ",".join(self.item(message) for message in task.history) + "]",
+            _dumps(MessageToDict(task.metadata)) if task.metadata.fields else None,
+        )
+
+
 _TAIL = """, stored AS (
     INSERT INTO tasks (id, context_id, kind, owner, last_updated, status, artifacts, history, protocol_version,
                        metadata)
-    SELECT %(id)s::text, %(context_id)s::text, %(kind)s::text, %(owner)s::text, %(last_updated)s::timestamp,
-           %(status)s::json, %(artifacts)s::json, %(history)s::json, %(protocol_version)s::text, %(metadata)s::json
+    SELECT %(id)s::text, %(context_id)s::text, 'task', %(owner)s::text, %(last_updated)s::timestamp,
+           %(status)s::json, %(artifacts)s::json, %(history)s::json, '1.0', %(metadata)s::json
     FROM version
     ON CONFLICT (id) DO UPDATE SET context_id = excluded.context_id, kind = excluded.kind, owner = excluded.owner,
         last_updated = excluded.last_updated, status = excluded.status, artifacts = excluded.artifacts,
@@ -71,6 +130,11 @@ _TAIL = """, stored AS (
     WHERE %(event)s::bytea IS NOT NULL
 ), unleased AS (
     DELETE FROM task_leases WHERE %(finished)s::boolean AND task_id = %(id)s::text AND EXISTS (SELECT FROM version)
+), leased AS (
+    INSERT INTO task_leases (task_id, owner, replica, expires_at)
+    SELECT %(id)s::text, %(owner)s::text, %(replica)s::text, now() + make_interval(secs => %(lease)s::float8)
+    FROM version WHERE %(replica)s::text IS NOT NULL
+    ON CONFLICT (task_id) DO UPDATE SET replica = excluded.replica, expires_at = excluded.expires_at
 )
 SELECT (SELECT version.version FROM version),
        EXISTS (SELECT FROM push_notification_configs WHERE task_id = %(id)s::text),
@@ -104,7 +168,7 @@ WHERE t.id = %(id)s::text AND t.owner = %(owner)s::text"""
 
 async def save(
     connection: AsyncConnection[TupleRow],
-    db: DatabaseTaskStore,
+    codec: RowCodec,
     task: Task,
     *,
     owner: str,
@@ -112,32 +176,35 @@ async def save(
     prev_version: int,
     finished: bool,
     durable: bool = True,
+    lease: Lease | None = None,
 ) -> Saved | None:
     """Store ``task`` of ``owner`` and ``event`` (the change that made it) as the version after ``prev_version``
-    (0: the task's first write), dropping its lease when ``finished``; one statement on ``connection`` (autocommit),
-    its commit waiting for the disk unless ``durable`` is false.
+    (0: the task's first write), dropping its lease when ``finished`` and taking ``lease`` (for its replica, unless
+    ``finished``) otherwise; one statement on ``connection`` (autocommit), its commit waiting for the disk unless
+    ``durable`` is false.
 
-    ``db`` is the SDK's store whose row conversion is used. Returns None when another writer won (the version row
-    exists already, or is no longer at ``prev_version``). Raises what psycopg raises when the statement fails.
+    ``codec`` converts the task to the SDK's rows. Returns None when another writer won (the version row exists
+    already, or is no longer at ``prev_version``): nothing is stored, the lease not taken. Raises what psycopg
+    raises when the statement fails.
     """
-    model = db._to_orm(task, owner)  # the SDK's conversion: the rows are exactly the SDK's own
+    status, artifacts, history, metadata = codec.columns(task)
     params = {
-        "id": model.id,
-        "context_id": model.context_id,
-        "kind": model.kind,
-        "owner": model.owner,
-        "last_updated": model.last_updated,
-        "status": Json(model.status),
-        "artifacts": Json(model.artifacts),
-        "history": Json(model.history),
-        "protocol_version": model.protocol_version,
-        "metadata": None if model.task_metadata is None else Json(model.task_metadata),
+        "id": task.id,
+        "context_id": task.context_id,
+        "owner": owner,
+        "last_updated": task.status.timestamp.ToDatetime() if task.status.HasField("timestamp") else None,
+        "status": status,
+        "artifacts": artifacts,
+        "history": history,
+        "metadata": metadata,
         "event": None if event is None else to_stream_response(event).SerializeToString(),
         "finished": finished,
         "prev": prev_version,
         "commit": "on" if durable else "off",
+        "replica": None if lease is None or finished else lease.replica,
+        "lease": 0.0 if lease is None else lease.seconds,
     }
-    cursor = await connection.execute(_SAVE_FIRST if prev_version == 0 else _SAVE_NEXT, params)
+    cursor = await connection.execute(_SAVE_FIRST if prev_version == 0 else _SAVE_NEXT, params, prepare=True)
     row = await cursor.fetchone()
     if row is None or row[0] is None:
         return None
