@@ -182,6 +182,10 @@ class ApprovalJournal(Protocol):
     async def keys(self) -> set[str]:
         """The keys of the paused turns kept."""
 
+    async def erase(self, *, session_id: str | None = None, user_id: str | None = None) -> int:
+        """Remove every paused turn kept of ``session_id`` or of ``user_id`` (whichever process paused it); how
+        many were removed."""
+
 
 def check_decider(approval: PendingApproval, user_id: str | None) -> None:
     """Raise :class:`~kora.core.errors.Forbidden` unless ``user_id`` may decide ``approval``: its turn's user, or

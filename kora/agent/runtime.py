@@ -521,12 +521,18 @@ class AgentRuntime:
         if self.approvals.journal is not None:
             await self.approvals.journal.put(paused.key, paused.turn.session_id, paused_record(paused))
 
-    async def forget(self, dropped: list[PausedTurn]) -> None:
-        """Drop paused turns :meth:`ApprovalStore.forget_session` / ``forget_user`` dropped from the journal too."""
+    async def forget(
+        self, dropped: list[PausedTurn], *, session_id: str | None = None, user_id: str | None = None
+    ) -> None:
+        """Drop paused turns :meth:`ApprovalStore.forget_session` / ``forget_user`` dropped from the journal too,
+        and every other turn the journal keeps of ``session_id`` / ``user_id`` (paused by another replica, or not
+        loaded here yet): an erasure leaves none of them to be listed or resumed anywhere."""
         journal = self.approvals.journal
         if journal is not None:
             for paused in dropped:
                 await journal.take(paused.key)
+            if session_id is not None or user_id is not None:
+                await journal.erase(session_id=session_id, user_id=user_id)
 
     def _persist(self, paused: PausedTurn) -> None:
         """Write a paused turn's decisions so far to the journal, in the background (its last decision resumes it

@@ -137,14 +137,14 @@ class AgentState:
         waiting for approval without resuming their turn (nothing of it is written afterwards)."""
         await self.background.cancel_session(session_id)
         if self.runtime is not None:
-            await self.runtime.forget(self.runtime.approvals.forget_session(session_id))
+            await self.runtime.forget(self.runtime.approvals.forget_session(session_id), session_id=session_id)
 
     async def forget_user(self, user_id: str) -> None:
         """Before ``user_id`` is erased: cancel their background responses running here, then drop their calls
         waiting for approval without resuming their turns."""
         await self.background.cancel_user(user_id)
         if self.runtime is not None:
-            await self.runtime.forget(self.runtime.approvals.forget_user(user_id))
+            await self.runtime.forget(self.runtime.approvals.forget_user(user_id), user_id=user_id)
 
     async def close(self) -> None:
         """Wait for the start-up to end, stop the runtime if it started, then close the memory (server

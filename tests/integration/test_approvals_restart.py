@@ -278,3 +278,30 @@ async def test_a_call_paused_on_one_replica_is_listed_and_decided_on_another_onc
                 await send(client, decision_message(task, {"decision": "approve"}))
     assert RAN == [{"a": 1, "b": 2}]
     assert len(model.requests) == 2
+
+
+async def test_erasing_a_user_on_one_replica_erases_the_calls_paused_on_another(model, memory_db):
+    # The turn pauses on the first replica; the user is erased through the second, which never held the turn:
+    # its row goes from the shared journal, so no replica lists it again or resumes it.
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "The sum is 3.")
+    token = {"AGENT_ADMIN_TOKEN": "operator-secret"}
+    async with (
+        ThreadedServer(mcp_app("calc", [add]), name="calc", lifespan="on") as calc,
+        httpx.AsyncClient(timeout=60, headers={USER_HEADER: "alice"}) as http,
+    ):
+        with (
+            agent(model, memory_db, calc.root_url, **token) as (one, _),
+            agent(model, memory_db, calc.root_url, **token) as (two, _),
+        ):
+            await paused_task(one, http, "ctx-erased")
+            assert len(pending(one, "alice")) == 1
+            erased = httpx.delete(
+                f"{two}/memory/users/alice", headers={"Authorization": "Bearer operator-secret"}, timeout=60
+            )
+            assert erased.status_code in (200, 204), erased.text
+            with psycopg.connect(memory_db) as connection:
+                rows = connection.execute("SELECT count(*) FROM kora_a2a.paused_turns WHERE agent = 'keeper'")
+                assert rows.fetchone() == (0,)
+            assert pending(two, "alice") == []
+            assert pending(one, "alice") == []
+    assert RAN == []

@@ -70,3 +70,16 @@ class PausedTurnRows:
             return {str(row[0]) for row in await cursor.fetchall()}
 
         return await self._shared.run(read)
+
+    async def erase(self, *, session_id: str | None = None, user_id: str | None = None) -> int:
+        """Delete every paused turn of ``session_id`` or of ``user_id`` (its record's ``turn.user_id``), whichever
+        replica paused it; how many rows were deleted."""
+
+        async def delete(connection: AsyncConnection[TupleRow]) -> int:
+            cursor = await connection.execute(
+                "DELETE FROM paused_turns WHERE agent = %s AND (session_id = %s OR record->'turn'->>'user_id' = %s)",
+                (self._agent, session_id, user_id),
+            )
+            return cursor.rowcount
+
+        return await self._shared.run(delete)
