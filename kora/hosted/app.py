@@ -155,7 +155,10 @@ def create_hosted_app(
                     f"cannot shorten them; omit 'dimensions' or send {dimensions}.",
                     code="invalid_dimensions",
                 )
-            result = await slot.embed(body.texts)
+            # A lone surrogate (valid JSON, no valid UTF-8) reaches the tokenizer as U+FFFD, as a model reads
+            # undecodable bytes; the tokenizer refuses the raw string.
+            texts = [text.encode("utf-16", "surrogatepass").decode("utf-16", "replace") for text in body.texts]
+            result = await slot.embed(texts)
         except KoraError as error:
             return JSONResponse(error_body(error), status_code=error.status)
         return JSONResponse(embedding_response_body(result.vectors, body.model, result.tokens, body.encoding_format))

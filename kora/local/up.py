@@ -310,7 +310,10 @@ class _LocalRun:
         from kora.memory_service.embedded import PGDATA, stop_unheld
 
         for pgdata in sorted((self._state_dir / MEMORY_DIR).glob(f"*/*/{PGDATA}")):
-            stop_unheld(pgdata)
+            try:
+                stop_unheld(pgdata)
+            except OSError as error:  # the holders' list cannot be rewritten: say so, stop the rest
+                print(f"kora up: the embedded Postgres of {pgdata} was left running: {error}", file=sys.stderr)
 
     def _console_supervisor(self, grace: float) -> Supervisor | None:
         """The web console's supervisor (restarts, readiness, its log ``logs/console.log``), kept apart from the

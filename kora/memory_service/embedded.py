@@ -121,6 +121,9 @@ def stop_unheld(pgdata: Path, timeout: float = 30.0) -> bool:
     except psutil.TimeoutExpired:
         log.warning("the embedded Postgres of %s did not stop within %.0f s of SIGINT", pgdata, timeout)
         return False
+    except psutil.Error as error:  # e.g. another user's server: not ours to stop
+        log.warning("the embedded Postgres of %s could not be stopped: %s", pgdata, error)
+        return False
     return True
 
 

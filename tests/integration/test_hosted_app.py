@@ -5,6 +5,7 @@ request checks and error bodies, and the openai client's base64 default."""
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import threading
 import time
@@ -131,6 +132,16 @@ def test_embeddings_in_input_order_with_usage(server: ThreadedServer, embedder: 
     assert {item["object"] for item in body["data"]} == {"embedding"}
     assert body["usage"] == {"prompt_tokens": 6, "total_tokens": 6}
     assert body["model"] == "all-MiniLM-L6-v2"
+
+
+def test_a_lone_surrogate_reaches_the_model_as_a_replacement_character(
+    server: ThreadedServer, embedder: StandInEmbedder
+):
+    # Valid JSON, no valid UTF-8: the tokenizer refuses such a string (a 500 before), a model reads U+FFFD.
+    body = json.dumps({"model": "all-MiniLM-L6-v2", "input": ["a\ud800b"]}).encode()
+    response = httpx.post(server.root_url + "/v1/embeddings", content=body)
+    assert response.status_code == 200, response.text
+    assert embedder.calls[-1] == ["a\ufffdb"]
 
 
 def test_the_openai_client_decodes_its_default_base64_to_the_float_vectors(server: ThreadedServer):
