@@ -178,6 +178,7 @@ function chat(section) {
     const reader = answer.body.getReader();
     const decoder = new TextDecoder();
     let buffered = "";
+    let finished = false;
     for (;;) {
       const { value, done } = await reader.read();
       if (done) break;
@@ -187,10 +188,15 @@ function chat(section) {
         const block = buffered.slice(0, end);
         buffered = buffered.slice(end + 2);
         for (const line of block.split("\n")) {
-          if (line.startsWith("data: ")) handle(JSON.parse(line.slice(6)));
+          if (!line.startsWith("data: ")) continue;
+          const event = JSON.parse(line.slice(6));
+          finished = finished || event.type === "RUN_FINISHED";
+          handle(event);
         }
       }
     }
+    // Only a run that finished stored a turn of its own: a refused or failed one has no trace to show.
+    return finished;
   }
 
   form.addEventListener("submit", async (submitted) => {
@@ -202,8 +208,7 @@ function chat(section) {
     button.disabled = true;
     status.textContent = "The agent is answering…";
     try {
-      await run(text);
-      await showTrace();
+      if (await run(text)) await showTrace();
     } catch (error) {
       add("error", "Error", `The agent could not be reached: ${error}. Is kora up still running?`);
       status.textContent = "";
