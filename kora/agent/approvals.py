@@ -131,6 +131,10 @@ class PausedTurn:
     timer: asyncio.TimerHandle | None = None
     task: TaskRef | None = None
     budget: CarriedBudget | None = None
+    #: Taken from the journal by this process (:meth:`~kora.agent.runtime.AgentRuntime.take`): it resumes here.
+    taken: bool = False
+    #: The last background write of its decisions so far to the journal (each waits for the one before).
+    written: asyncio.Task[None] | None = None
 
     @classmethod
     def of(
@@ -181,6 +185,10 @@ class ApprovalJournal(Protocol):
 
     async def keys(self) -> set[str]:
         """The keys of the paused turns kept."""
+
+    async def update(self, key: str, record: bytes) -> bool:
+        """Replace a kept paused turn's ``record`` (its decisions so far); never adds one: a turn taken meanwhile
+        stays taken. True when it was there."""
 
     async def erase(self, *, session_id: str | None = None, user_id: str | None = None) -> int:
         """Remove every paused turn kept of ``session_id`` or of ``user_id`` (whichever process paused it); how

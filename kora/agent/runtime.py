@@ -252,7 +252,7 @@ class AgentRuntime:
             if resume is None:  # again: a turn that waited for the lock may have paused meanwhile
                 self.check_not_waiting(turn.session_id)
             else:
-                await self._take(resume)
+                await self.take(resume)
             progress = _Progress(budget=self.budget(turn, resume))
             try:
                 turn, messages, prompt_at, _ = await self._opened(turn, resume)
@@ -350,7 +350,7 @@ class AgentRuntime:
             if resume is None:  # again: a turn that waited for the lock may have paused meanwhile
                 self.check_not_waiting(turn.session_id)
             else:
-                await self._take(resume)
+                await self.take(resume)
             recorded = False
             progress = _Progress(budget=self.budget(turn, resume))
             try:
@@ -507,19 +507,25 @@ class AgentRuntime:
         delay = max(min(a.expires_at for a in paused.approvals) - time.time(), 0.0)
         paused.timer = asyncio.get_running_loop().call_later(delay, self._expire, paused)
 
-    async def _take(self, paused: PausedTurn) -> None:
-        """Take a decided paused turn from the journal before it resumes. Raises :class:`ApprovalConflict` when
-        another process took it first (it resumes there), with nothing run here."""
+    async def take(self, paused: PausedTurn) -> None:
+        """Take a decided paused turn from the journal before it resumes (once: a turn taken already is kept).
+        Raises :class:`ApprovalConflict` when another process took it first (it resumes there), with nothing run
+        or announced here; a surface that announces the resumption (A2A's ``working``) takes it first."""
+        if paused.taken:
+            return
         journal = self.approvals.journal
+        if paused.written is not None:
+            await asyncio.shield(paused.written)  # a decision's write lands before the row goes
         if journal is not None and not await journal.take(paused.key):
             raise ApprovalConflict("The paused turn was resumed by another replica of the agent.")
+        paused.taken = True
 
     async def held_in(self, paused: PausedTurn, task: TaskRef) -> None:
         """Note the A2A ``task`` a paused turn waits in (written to the journal, so the turn resumes in its task
         after a restart)."""
         paused.task = task
         if self.approvals.journal is not None:
-            await self.approvals.journal.put(paused.key, paused.turn.session_id, paused_record(paused))
+            await self.approvals.journal.update(paused.key, paused_record(paused))
 
     async def forget(
         self, dropped: list[PausedTurn], *, session_id: str | None = None, user_id: str | None = None
@@ -535,15 +541,22 @@ class AgentRuntime:
                 await journal.erase(session_id=session_id, user_id=user_id)
 
     def _persist(self, paused: PausedTurn) -> None:
-        """Write a paused turn's decisions so far to the journal, in the background (its last decision resumes it
-        instead, which takes it from the journal)."""
+        """Write a paused turn's decisions so far to the journal, in the background, in order, and only over its
+        row (an ``UPDATE``: a turn taken meanwhile is not brought back); its last decision resumes it instead, which
+        takes it from the journal once the writes before have landed."""
         journal = self.approvals.journal
         if journal is None:
             return
         record = paused_record(paused)
-        task = asyncio.create_task(
-            journal.put(paused.key, paused.turn.session_id, record), name="kora-approval-journal"
-        )
+        before = paused.written
+
+        async def write() -> None:
+            if before is not None:
+                await asyncio.gather(before, return_exceptions=True)  # in order: the newest record is the last
+            await journal.update(paused.key, record)
+
+        task = asyncio.create_task(write(), name="kora-approval-journal")
+        paused.written = task
         self._expiries.add(task)
         task.add_done_callback(self._expiries.discard)
 

@@ -283,6 +283,14 @@ class KoraAgentExecutor(AgentExecutor):
                 await updater.requires_input(approval_message(updater, resume))
                 _entered(span, "input-required")
                 return
+            try:
+                # Taken before the task is announced working again: a replica that loses the turn to another
+                # (which resumes it in this task) announces nothing and changes nothing.
+                await runtime.take(resume)
+            except ApprovalConflict as conflict:
+                if refuse_request(conflict):
+                    raise
+                return
             published = True  # the task exists: it goes back to working
             await updater.start_work()
             _entered(span, "working")

@@ -39,6 +39,19 @@ class PausedTurnRows:
 
         await self._shared.run(write)
 
+    async def update(self, key: str, record: bytes) -> bool:
+        """Replace a paused turn's ``record`` when its row is still there (an ``UPDATE``, never an insert: a turn
+        another process took meanwhile is not brought back); True when it was."""
+
+        async def write(connection: AsyncConnection[TupleRow]) -> bool:
+            cursor = await connection.execute(
+                "UPDATE paused_turns SET record = %s::jsonb WHERE id = %s AND agent = %s",
+                (record.decode(), key, self._agent),
+            )
+            return cursor.rowcount == 1
+
+        return await self._shared.run(write)
+
     async def take(self, key: str) -> bool:
         """Delete a paused turn's row; True when this call deleted it."""
 
