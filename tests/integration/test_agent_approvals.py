@@ -15,8 +15,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from a2a.helpers.proto_helpers import new_data_part
-from a2a.types.a2a_pb2 import GetTaskRequest, Message, Role, SendMessageRequest, Task, TaskState
+from a2a.types.a2a_pb2 import GetTaskRequest, Task, TaskState
 from a2a.utils.errors import A2AError, InvalidParamsError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 
@@ -27,7 +26,7 @@ from kora.memory import LocalMemory, Memory
 from kora.scripted import TextReply, ToolCall, ToolCallReply
 from kora.scripted.model import ScriptedModel
 from kora.scripted.model import create_app as create_model_app
-from tests.support.a2a import sdk_client, user_message
+from tests.support.a2a import decision_message, sdk_client, send, user_message
 from tests.support.agent import OPERATOR, RunningAgent, agent_runtime, mcp_app, running_agent, wait_until
 from tests.support.processes import clean_env, kora_process, prometheus
 from tests.support.scripted_server import ScriptedModelServer
@@ -217,22 +216,6 @@ async def test_hostile_decisions_are_refused_and_change_nothing(model):
 
         assert decide(agent, approval["id"], {"decision": "approve"}, user="alice").status_code == 200
         assert RAN == [{"a": 1, "b": 2}]
-
-
-def decision_message(task: Task, decision: dict[str, Any]) -> SendMessageRequest:
-    message = Message(
-        role=Role.ROLE_USER,
-        message_id=str(uuid.uuid4()),
-        task_id=task.id,
-        context_id=task.context_id,
-        parts=[new_data_part(decision)],
-    )
-    return SendMessageRequest(message=message)
-
-
-async def send(client: Any, request: SendMessageRequest) -> Task:
-    (response,) = [r async for r in client.send_message(request)]
-    return response.task
 
 
 async def test_a2a_a_paused_task_is_input_required_and_the_next_message_decides(model):

@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,13 +20,12 @@ import httpx
 import openai
 import psycopg
 import pytest
-from a2a.helpers.proto_helpers import new_data_part
-from a2a.types.a2a_pb2 import GetTaskRequest, Message, Role, SendMessageRequest, Task, TaskState
+from a2a.types.a2a_pb2 import GetTaskRequest, Task, TaskState
 from a2a.utils.errors import A2AError
 
 from kora.core.net import free_port
 from kora.scripted import ToolCall, ToolCallReply
-from tests.support.a2a import sdk_client, user_message
+from tests.support.a2a import decision_message, sdk_client, send, user_message
 from tests.support.agent import mcp_app
 from tests.support.processes import kora_process
 from tests.support.scripted_server import ScriptedModelServer
@@ -105,22 +103,6 @@ def pending(url: str, user: str) -> list[dict[str, Any]]:
     response = httpx.get(f"{url}/approvals", headers={USER_HEADER: user}, timeout=30)
     assert response.status_code == 200, response.text
     return list(response.json()["approvals"])
-
-
-def decision_message(task: Task, decision: dict[str, Any]) -> SendMessageRequest:
-    message = Message(
-        role=Role.ROLE_USER,
-        message_id=str(uuid.uuid4()),
-        task_id=task.id,
-        context_id=task.context_id,
-        parts=[new_data_part(decision)],
-    )
-    return SendMessageRequest(message=message)
-
-
-async def send(client: Any, request: SendMessageRequest) -> Task:
-    (response,) = [r async for r in client.send_message(request)]
-    return response.task
 
 
 async def paused_task(url: str, http: httpx.AsyncClient, context_id: str) -> Task:

@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory, create_client
 from a2a.client.client import Client
-from a2a.helpers.proto_helpers import new_text_part
-from a2a.types.a2a_pb2 import Message, Role, SendMessageRequest
+from a2a.helpers.proto_helpers import new_data_part, new_text_part
+from a2a.types.a2a_pb2 import Message, Role, SendMessageRequest, Task
 
 
 async def sdk_client(
@@ -73,3 +73,21 @@ def legacy_params(text: str, session_id: str | None = None, task_id: str | None 
     if task_id:
         params["id"] = task_id
     return params
+
+
+def decision_message(task: Task, decision: dict[str, Any]) -> SendMessageRequest:
+    """The next message on an ``input-required`` ``task``: an approval ``decision`` as a data part."""
+    message = Message(
+        role=Role.ROLE_USER,
+        message_id=str(uuid.uuid4()),
+        task_id=task.id,
+        context_id=task.context_id,
+        parts=[new_data_part(decision)],
+    )
+    return SendMessageRequest(message=message)
+
+
+async def send(client: Client, request: SendMessageRequest) -> Task:
+    """Send ``request`` with the SDK ``client`` (not streaming); the task of its one response."""
+    (response,) = [r async for r in client.send_message(request)]
+    return response.task
