@@ -9,22 +9,9 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../lib/npm-tree.sh
+. "$here/../lib/npm-tree.sh"
 version=1.0.0
-home=${KORA_AG_UI_NODE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/kora/ag-ui-node-$version}
-log() { echo "install-ag-ui-node: $*" >&2; }
-
-installed() {
-  node -e "process.stdout.write(require('$home/node_modules/@ag-ui/client/package.json').version)" 2>/dev/null
-}
-
-if [ "$(installed || true)" = "$version" ]; then
-  echo "$home/node_modules"
-  exit 0
-fi
-command -v npm >/dev/null || { log "npm is not on PATH"; exit 1; }
-mkdir -p "$home"
-cp "$here/package.json" "$here/package-lock.json" "$home/"
-log "installing @ag-ui/client@$version into $home"
-(cd "$home" && npm ci --no-audit --no-fund --ignore-scripts --silent >&2)
-[ "$(installed)" = "$version" ] || { log "@ag-ui/client@$version did not install"; exit 1; }
-echo "$home/node_modules"
+copy_lock() { cp "$here/package.json" "$here/package-lock.json" "$1/"; }
+install_npm_tree install-ag-ui-node @ag-ui/client "$version" \
+  "${KORA_AG_UI_NODE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/kora/ag-ui-node-$version}" copy_lock

@@ -10,21 +10,16 @@ set -euo pipefail
 
 version=6.30.1
 integrity=sha512-5bkK9GoQMd8j4a0TeY95AIC7FtGP38HlfO+YvRq4TkEndHLI1iR8ct9wajmsAMw+G/QcPOZnqzhhsUT2GKUWkA==
-home=${KORA_OPENAI_NODE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/kora/openai-node-$version}
-log() { echo "install-openai-node: $*" >&2; }
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../lib/npm-tree.sh
+. "$here/../lib/npm-tree.sh"
 
-installed() { node -e "process.stdout.write(require('$home/node_modules/openai/package.json').version)" 2>/dev/null; }
-
-if [ "$(installed || true)" = "$version" ]; then
-  echo "$home/node_modules"
-  exit 0
-fi
-command -v npm >/dev/null || { log "npm is not on PATH"; exit 1; }
-mkdir -p "$home"
-cat > "$home/package.json" <<JSON
+# The package has no dependencies, so its lock file is written here rather than kept beside the script.
+write_lock() {
+  cat > "$1/package.json" <<JSON
 {"name": "kora-openai-node-tests", "private": true, "dependencies": {"openai": "$version"}}
 JSON
-cat > "$home/package-lock.json" <<JSON
+  cat > "$1/package-lock.json" <<JSON
 {
   "name": "kora-openai-node-tests", "lockfileVersion": 3, "requires": true,
   "packages": {
@@ -37,7 +32,6 @@ cat > "$home/package-lock.json" <<JSON
   }
 }
 JSON
-log "installing openai@$version into $home"
-(cd "$home" && npm ci --no-audit --no-fund --ignore-scripts --silent >&2)
-[ "$(installed)" = "$version" ] || { log "openai@$version did not install"; exit 1; }
-echo "$home/node_modules"
+}
+install_npm_tree install-openai-node openai "$version" \
+  "${KORA_OPENAI_NODE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/kora/openai-node-$version}" write_lock
