@@ -8,7 +8,6 @@ import hashlib
 import json
 import math
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 
 import httpx
@@ -18,6 +17,7 @@ import pytest
 from kora.hosted.app import Embedder, create_hosted_app
 from kora.hosted.embedder import Embeddings
 from kora.resources.hosted_models import MINILM
+from tests.support.eventually import eventually
 from tests.support.threaded import ThreadedServer
 
 #: Generous bound for a state change that happens within milliseconds; never a measured duration.
@@ -45,13 +45,6 @@ def serve(load: Callable[[], Embedder], **callbacks) -> ThreadedServer:
     return ThreadedServer(create_hosted_app(MINILM, load, **callbacks), name="hosted", lifespan="on")
 
 
-def wait_until(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WITHIN_SECONDS
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-
 @pytest.fixture
 def embedder() -> StandInEmbedder:
     return StandInEmbedder()
@@ -60,7 +53,7 @@ def embedder() -> StandInEmbedder:
 @pytest.fixture
 def server(embedder: StandInEmbedder) -> Iterator[ThreadedServer]:
     with serve(lambda: embedder) as running:
-        wait_until(lambda: httpx.get(running.root_url + "/ready").status_code == 200, "/ready")
+        eventually(lambda: httpx.get(running.root_url + "/ready").status_code == 200, "/ready")
         yield running
 
 
@@ -89,10 +82,10 @@ def test_health_answers_while_the_model_loads_and_ready_waits_for_it(embedder: S
         assert early.json()["error"]["code"] == "model_loading"
         assert embedder.calls == []
         release.set()
-        wait_until(lambda: httpx.get(base + "/ready").status_code == 200, "/ready after the load")
+        eventually(lambda: httpx.get(base + "/ready").status_code == 200, "/ready after the load")
         assert httpx.get(base + "/ready").json() == {"status": "ready", "details": {"model": MINILM.name}}
         assert httpx.post(base + "/v1/embeddings", json={"model": "all-MiniLM-L6-v2", "input": "hi"}).status_code == 200
-        wait_until(lambda: len(loaded) == 1, "the on_loaded call")
+        eventually(lambda: len(loaded) == 1, "the on_loaded call")
         assert loaded[0] >= 0
 
 
@@ -104,7 +97,7 @@ def test_a_failed_load_is_reported_by_ready_requests_and_the_callback():
 
     with serve(broken_load, on_load_failure=failures.append) as running:
         base = running.root_url
-        wait_until(lambda: httpx.get(base + "/ready").json()["status"] == "failed", "the failure")
+        eventually(lambda: httpx.get(base + "/ready").json()["status"] == "failed", "the failure")
         ready = httpx.get(base + "/ready")
         assert ready.status_code == 503
         assert ready.json()["reasons"] == [f"the model {MINILM.name} failed to load: RuntimeError: weights unreadable"]
@@ -113,7 +106,7 @@ def test_a_failed_load_is_reported_by_ready_requests_and_the_callback():
         assert answer.status_code == 503
         assert answer.json()["error"]["code"] == "model_failed"
         assert "RuntimeError: weights unreadable" in answer.json()["error"]["message"]
-        wait_until(lambda: failures == ["RuntimeError: weights unreadable"], "the on_load_failure call")
+        eventually(lambda: failures == ["RuntimeError: weights unreadable"], "the on_load_failure call")
 
 
 def test_models_lists_every_name(server: ThreadedServer):

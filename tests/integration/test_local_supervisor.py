@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -18,9 +17,7 @@ from kora.local.state import FAILED, READY, WAITING, UpState, WorkloadState
 from kora.local.supervisor import LAST_LINE_CHARS, Supervisor
 from kora.local.up import plan_local
 from kora.resources import load_text
-
-#: Bound for processes to start on a slow, shared machine (not a speed assertion: bench/bench_up.py measures).
-WITHIN_SECONDS = 60.0
+from tests.support.eventually import eventually_async
 
 MANIFESTS = """
 apiVersion: kora.dev/v1alpha1
@@ -67,17 +64,10 @@ async def supervised(
         await running
 
 
-async def until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WITHIN_SECONDS
-    while not condition():
-        assert time.monotonic() < deadline, f"never {what}"
-        await asyncio.sleep(0.05)
-
-
 async def test_an_agent_starts_at_once_but_is_not_ready_while_its_model_is_not(tmp_path: Path):
     async with supervised(MANIFESTS % {"model": "m", "spec": NEVER_READY}, tmp_path) as workloads:
         agent, model = workloads["a"], workloads["m"]
-        await until(lambda: agent.pid is not None, "started")
+        await eventually_async(lambda: agent.pid is not None, "started")
         assert model.phase == FAILED
         # Its own readiness probe answers 200 ...
         async with httpx.AsyncClient(trust_env=False) as client:
@@ -88,12 +78,9 @@ async def test_an_agent_starts_at_once_but_is_not_ready_while_its_model_is_not(t
                 except httpx.HTTPError:
                     return False
 
-            deadline = time.monotonic() + WITHIN_SECONDS
-            while not await probe_ok():
-                assert time.monotonic() < deadline, "the agent's /ready never answered 200"
-                await asyncio.sleep(0.05)
+            await eventually_async(probe_ok, "the agent's /ready answering 200")
         # ... yet the agent shows Waiting, naming what it waits for.
-        await until(lambda: agent.message.startswith("waiting for ModelAPI/m"), "waiting for its model")
+        await eventually_async(lambda: agent.message.startswith("waiting for ModelAPI/m"), "waiting for its model")
         assert agent.phase == WAITING
         assert agent.message == "waiting for ModelAPI/m (Failed)"
 
@@ -102,7 +89,7 @@ async def test_a_first_crash_restarts_at_once(tmp_path: Path):
     seen: list[tuple[str, str, str]] = []
     async with supervised(MANIFESTS % {"model": "m", "spec": SCRIPTED}, tmp_path, seen) as workloads:
         agent, model = workloads["a"], workloads["m"]
-        await until(lambda: agent.phase == READY and model.phase == READY, "all Ready")
+        await eventually_async(lambda: agent.phase == READY and model.phase == READY, "all Ready")
         first = model.pid
         assert first is not None
         # Marked as a workload of this state dir (a later kora up stops it should this one die unclean).
@@ -111,12 +98,12 @@ async def test_a_first_crash_restarts_at_once(tmp_path: Path):
         assert is_workload_of(agent.pid, tmp_path)
         assert not is_workload_of(first, tmp_path / "elsewhere")
         os.kill(first, signal.SIGKILL)
-        await until(lambda: model.restarts == 1, "restart counted")
-        await until(lambda: model.phase == READY and model.pid not in (None, first), "Ready again")
+        await eventually_async(lambda: model.restarts == 1, "restart counted")
+        await eventually_async(lambda: model.phase == READY and model.pid not in (None, first), "Ready again")
         assert ("m", FAILED, "exited with code -9; restarting now (see m log)") in seen
         # Its dependant was told while the model was away, and is Ready again with it.
         assert any(name == "a" and phase == WAITING and "ModelAPI/m" in message for name, phase, message in seen)
-        await until(lambda: agent.phase == READY, "agent Ready again")
+        await eventually_async(lambda: agent.phase == READY, "agent Ready again")
 
 
 BROKEN_TOOLS = """
@@ -135,7 +122,7 @@ async def test_a_workload_that_exits_by_itself_is_failed_with_its_log_s_last_lin
     # The reason is in the table (kora status, kora up's own lines), not only in the log.
     async with supervised(BROKEN_TOOLS, tmp_path) as workloads:
         tools = workloads["tools"]
-        await until(lambda: tools.phase == FAILED and tools.restarts >= 1, "Failed")
+        await eventually_async(lambda: tools.phase == FAILED and tools.restarts >= 1, "Failed")
         assert tools.message.startswith("exited with code ")
         reason = tools.message.split(": ", 1)[1].rsplit("; restarting", 1)[0]
         assert "these tools never load" in reason, tools.message
@@ -148,6 +135,10 @@ async def test_an_agent_whose_tool_server_failed_names_it_as_what_it_waits_for(t
     manifests = (MANIFESTS % {"model": "m", "spec": SCRIPTED}).replace("model: x}", "model: x, mcpServers: [tools]}")
     async with supervised(manifests + "---" + BROKEN_TOOLS, tmp_path) as workloads:
         agent, tools = workloads["a"], workloads["tools"]
-        await until(lambda: tools.phase == FAILED and agent.pid is not None, "the tool server Failed, the agent up")
-        await until(lambda: agent.message == "waiting for MCPServer/tools (Failed)", "waiting for its tool server")
+        await eventually_async(
+            lambda: tools.phase == FAILED and agent.pid is not None, "the tool server Failed, the agent up"
+        )
+        await eventually_async(
+            lambda: agent.message == "waiting for MCPServer/tools (Failed)", "waiting for its tool server"
+        )
         assert agent.phase == WAITING

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from kora.agent.app import create_app
 from kora.agent.runtime import AgentRuntime
 from kora.agent.settings import AgentSettings, load_agent_settings
 from kora.memory import LocalMemory, Memory
+from tests.support.eventually import eventually
 from tests.support.memory import AGENT_TOKEN
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
@@ -55,12 +55,8 @@ class RunningAgent:
 
 
 def wait_until(predicate: Callable[[], bool], within: float = 10.0, message: str = "condition") -> None:
-    """Poll ``predicate`` every 20 ms until it is true; ``AssertionError`` naming ``message`` after ``within`` s."""
-    deadline = time.monotonic() + within
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{message} not met within {within} s")
-        time.sleep(0.02)
+    """:func:`~tests.support.eventually.eventually` for an in-process agent: ``predicate`` polled every 20 ms."""
+    eventually(predicate, message, within=within, every=0.02)
 
 
 #: Settings every test agent gets unless a test overrides them; the ``turn_path`` fixture (tests/conftest.py)

@@ -27,6 +27,7 @@ import psycopg
 
 from kora.memory_service.app import create_app
 from kora.memory_service.settings import load_memory_service_settings
+from tests.support.eventually import eventually_async
 from tests.support.threaded import ThreadedServer
 
 T = TypeVar("T")
@@ -166,16 +167,10 @@ def model_env(model_url: str, model_name: str = "scripted", **extra: str) -> dic
 
 
 async def eventually(check: Callable[[], Awaitable[T | None]], what: str, within: float = 60.0) -> T:
-    """Call ``check`` every 50 ms until it returns something truthy, and return that. ``within`` (seconds) only
-    bounds a test that would otherwise hang: past it, ``AssertionError`` names ``what`` and the last value seen."""
-    deadline = time.monotonic() + within
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{what}: not seen within {within} s (last: {last!r})")
+    """:func:`~tests.support.eventually.eventually_async` with the memory tests' argument order."""
+    found = await eventually_async(check, what, within=within)
+    assert found is not None
+    return found
 
 
 def start_memory_cli(port: int, env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:

@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.eventually import eventually
 from tests.support.helm import CHART, helm_binary, set_flags
 from tests.support.kube import KubeCluster, KubectlError, build_control_plane, load_yaml_documents
 
@@ -151,23 +152,15 @@ def load_image(cluster: KubeCluster, archive: Path, repository: str = IMAGE_REPO
     return result.stdout.split()
 
 
+#: What a check against a node may raise while the thing it looks for is still coming up.
+NOT_YET = (KubectlError, httpx.HTTPError, OSError, KeyError, IndexError, ValueError)
+
+
 def wait_for(check: Callable[[], Any], what: str, within: float = 300.0, every: float = 1.0) -> Any:
     """Call ``check`` until it returns something truthy (returned) or ``within`` seconds pass (``AssertionError``
     naming ``what`` and the last exception or value). Bounds are generous: pods start in seconds on a quiet
     machine, and CI's two cores are rarely quiet."""
-    deadline = time.monotonic() + within
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-        except (KubectlError, httpx.HTTPError, OSError, KeyError, IndexError, ValueError) as error:
-            last = error
-        else:
-            if value:
-                return value
-            last = value
-        time.sleep(every)
-    raise AssertionError(f"{what}: not within {within:.0f} s (last: {last!r})")
+    return eventually(check, what, within=within, every=every, tolerate=NOT_YET)
 
 
 @dataclass

@@ -20,6 +20,7 @@ import httpx
 from lightkube import ApiError, Client
 
 from kora.core.net import free_port
+from tests.support.eventually import eventually
 from tests.support.kube import KubeCluster, kora_resource
 
 REPO = Path(__file__).resolve().parents[2]
@@ -150,16 +151,8 @@ def resource_status(client: Client, kind: str, name: str, namespace: str) -> Jso
 
 
 def wait_for(what: str, probe: Callable[[], object], within: float = 60.0) -> object:
-    """Poll ``probe`` every 100 ms until it returns something truthy (returned); ``AssertionError`` naming
-    ``what`` with the last value seen after ``within`` seconds."""
-    deadline = time.monotonic() + within
-    last: object = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not reached within {within} s; last seen: {last!r}")
+    """:func:`~tests.support.eventually.eventually` for the API server: ``probe`` polled every 100 ms."""
+    return eventually(probe, what, within=within, every=0.1)
 
 
 def phase_is(client: Client, kind: str, name: str, namespace: str, phase: str) -> Callable[[], JsonObject | None]:
