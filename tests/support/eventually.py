@@ -68,7 +68,7 @@ async def eventually_async(
             last = error
         else:
             if value:
-                return value  # type: ignore[return-value]
+                return value
             last = value
         if time.monotonic() >= deadline:
             raise AssertionError(f"{what}: not seen within {within:g} s (last: {last!r})")
