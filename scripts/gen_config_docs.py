@@ -12,7 +12,7 @@ type, default, whether it is required and its description:
 - variables that no model declares (per-name families such as ``MCP_SERVER_<NAME>_URL``, variables read by
   hand) come from the :class:`~kora.core.env.VariableDoc` entries next to the code that reads them.
 
-``tests/unit/test_config_docs.py`` fails while the committed document differs from what this writes. This
+``tests/repository/test_config_docs.py`` fails while the committed document differs from what this writes. This
 script imports the workloads' settings modules, so it lives outside the ``kora`` package: nothing on a
 workload's run path imports it.
 """

@@ -13,7 +13,7 @@ ruff check .
 ruff format --check .
 mypy kora
 lint-imports --no-cache
-# What import-linter cannot see is checked by unit tests the pytest run below includes (tests/unit): no import
+# What import-linter cannot see is checked by tests the pytest run below includes (tests/repository): no import
 # cycle counting lazy and TYPE_CHECKING imports (test_import_cycles.py), docs/architecture.md naming the contract's
 # layers (test_architecture_layers.py), no citation of documents outside the repository
 # (test_repository_stands_alone.py), docstring cross-references that name existing objects

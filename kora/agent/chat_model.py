@@ -9,7 +9,7 @@ every model request of a turn: the runtime calls it directly for a turn's first 
 mapping and, later, model spans exist once.
 
 Request mapping (pydantic-ai messages -> OpenAI ``messages``), as pydantic-ai's own ``OpenAIChatModel`` maps
-them for text agents (``tests/integration/test_model_wire_equivalence.py`` compares the two on generated
+them for text agents (``tests/agent/test_model_wire_equivalence.py`` compares the two on generated
 histories):
 
 * one ``system`` message per instruction part, then the history;

@@ -19,7 +19,7 @@ import pytest
 from tests.e2e.test_kora_up import Up, start_up, stop
 from tests.support.otlp import OtlpReceiver
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 CHROMIUM = Path("/usr/bin/chromium")
 #: Offline and as root: no sandbox, no GPU, no network of its own (updates, sync, QUIC probes).

@@ -11,7 +11,7 @@ How a block runs (see tests/support/doc_blocks.py for which blocks count):
   stdin; ``-f`` is stopped with Ctrl-C once it printed). The block holding ``kora down`` runs last.
 - any other ``sh``: as one bash script with ``set -euo pipefail``.
 
-A block marked ``<!-- not-tested: REASON -->`` is left out (tests/unit/test_doc_blocks.py checks that the
+A block marked ``<!-- not-tested: REASON -->`` is left out (tests/repository/test_doc_blocks.py checks that the
 marker gives a reason).
 """
 
@@ -34,12 +34,12 @@ from kora.core.net import free_port
 from kora.local.state import UpState, read_state
 from tests.support.doc_blocks import REPO, Block, blocks, documentation
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 #: Pages whose blocks other tests run: docs/operator.md's need a Kubernetes API server.
 RUN_ELSEWHERE = {
-    "docs/operator.md": "tests/unit/test_operator_docs.py, tests/integration/test_operator_docs.py, "
-    "tests/integration/test_helm_chart.py"
+    "docs/operator.md": "tests/operator/test_operator_docs_commands.py, tests/operator/test_operator_docs.py, "
+    "tests/operator/test_helm_chart.py"
 }
 QUESTION = "what is 2 plus 3\n"
 

@@ -36,7 +36,7 @@ from tests.support.scripted_server import ScriptedModelServer
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 AS_ROOT: list[str] = [] if os.geteuid() == 0 else ["sudo", "-n"]
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 # In a private mount namespace (gone with the process): with read_only=yes, the root filesystem read-only and a
 # tmpfs on /tmp, as a pod with readOnlyRootFilesystem and an emptyDir there runs it; a host directory on the

@@ -29,7 +29,7 @@ from tests.support.memory import servers_of
 from tests.support.processes import SLEEPER, abandoned, group_members, process_gone
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def kora(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,7 @@ import pytest
 from kora.local.state import UpState, process_alive
 from tests.e2e.test_kora_up import Up, group_alive, kora, start_up, stop
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 MODEL = """\
 apiVersion: kora.dev/v1alpha1

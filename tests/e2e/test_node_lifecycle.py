@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.node import require_node, start_node, stop_node, wait_for
 
-pytestmark = [pytest.mark.node, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.node, pytest.mark.slow]
 
 POD = """\
 apiVersion: v1

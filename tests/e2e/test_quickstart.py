@@ -13,6 +13,8 @@ import pytest
 from kora.core.net import free_port
 from tests.support.processes import HeaderRecorder
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -24,7 +24,7 @@ from kora.core.protocol import SESSION_HEADER
 from tests.support.node import REPO, KoraOnNode, host_path_volume, load_documents, wait_for
 from tests.support.processes import prometheus
 
-pytestmark = [pytest.mark.node, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.node, pytest.mark.slow]
 
 MEMORY_EXAMPLE = REPO / "examples" / "memory"
 

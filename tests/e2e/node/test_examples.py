@@ -26,7 +26,7 @@ from tests.support.node import (
     wait_for,
 )
 
-pytestmark = [pytest.mark.node, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.node, pytest.mark.slow]
 
 EXAMPLES = REPO / "examples"
 

@@ -38,7 +38,7 @@ from tests.support.kube import KubectlError
 from tests.support.node import IMAGE_REPOSITORY, KoraOnNode, wait_for
 from tests.support.processes import prometheus
 
-pytestmark = [pytest.mark.node, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.node, pytest.mark.slow]
 
 T = TypeVar("T")
 

@@ -1,0 +1,50 @@
+""":class:`~kora.agent.a2a.lazy.LazyA2A` closes the server it built even when the server failed to start: the
+server may hold the shared task store's pool and engine, which nothing else closes."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import TYPE_CHECKING, cast
+
+import pytest
+
+from kora.agent.a2a.lazy import LazyA2A
+from kora.core.errors import Unavailable
+
+pytestmark = pytest.mark.unit
+
+if TYPE_CHECKING:
+    from kora.agent.a2a.routes import A2AServer
+
+
+class FailingToStart:
+    """The two methods of :class:`~kora.agent.a2a.routes.A2AServer` that :class:`LazyA2A` calls around a start-up:
+    ``start`` fails as the shared task store's would with its database gone, ``close`` is recorded."""
+
+    def __init__(self) -> None:
+        self.closed = 0
+
+    async def start(self) -> None:
+        raise OSError("connection refused")
+
+    async def close(self) -> None:
+        self.closed += 1
+
+
+@pytest.mark.parametrize("built_before_load", [True, False])
+async def test_a_server_that_failed_to_start_is_still_closed(built_before_load: bool) -> None:
+    server = FailingToStart()
+
+    def build(_: ModuleType) -> A2AServer:
+        return cast("A2AServer", server)
+
+    lazy = LazyA2A(build)
+    if built_before_load:
+        lazy.load_now()
+    with pytest.raises(OSError, match="connection refused"):
+        await lazy.load()
+    # Requests see it as failed; the shutdown still closes what it holds, once.
+    with pytest.raises(Unavailable, match="failed to start"):
+        await lazy.wait()
+    await lazy.close()
+    assert server.closed == 1

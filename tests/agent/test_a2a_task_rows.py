@@ -1,0 +1,252 @@
+"""The shared task store's one-statement hot path (:mod:`kora.agent.a2a.task_rows`) against a real Postgres: the
+rows it writes are the SDK's own (the SDK's unmodified store reads them back equal), and it keeps the SDK's
+compare-and-swap rules, so a stale or second first write loses."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+
+import psycopg
+import pytest
+from a2a.server.cluster import (
+    ConcurrentTaskModificationError,
+    TaskVersion,
+    VersionedDatabaseTaskStore,
+    VersionedEvent,
+)
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks.database_task_store import DatabaseTaskStore
+from a2a.types.a2a_pb2 import (
+    Artifact,
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from psycopg_pool import PoolClosed
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from kora.agent.a2a import shared as shared_module
+from kora.agent.a2a import task_rows
+from kora.agent.a2a.shared import OWNER_STATE, SharedTasks, owner_of
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def _context(owner: str = "alice") -> ServerCallContext:
+    return ServerCallContext(state={OWNER_STATE: owner})
+
+
+def _task(task_id: str, state: TaskState) -> Task:
+    task = Task(
+        id=task_id,
+        context_id="context-" + task_id,
+        status=TaskStatus(state=state),
+        history=[Message(role=Role.ROLE_USER, message_id="m-" + task_id, parts=[Part(text="hello")])],
+    )
+    task.status.timestamp.GetCurrentTime()
+    return task
+
+
+def _status(task: Task) -> TaskStatusUpdateEvent:
+    return TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=task.status)
+
+
+async def test_a_task_stored_in_one_statement_reads_back_equal_through_the_sdk_and_its_events_are_logged(memory_db):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    # The SDK's own store on the same tables (search_path kora_a2a), for reading what Kora wrote.
+    sdk = VersionedDatabaseTaskStore(shared.engine, create_table=False, owner_resolver=owner_of)
+    try:
+        await shared.start()
+        task_id = str(uuid.uuid4())
+        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+        v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+        working = _task(task_id, TaskState.TASK_STATE_WORKING)
+        v2 = await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
+        done = _task(task_id, TaskState.TASK_STATE_COMPLETED)
+        done.artifacts.append(Artifact(artifact_id="a1", name="answer", parts=[Part(text="hi")]))
+        done.metadata.update({"kora": {"turn": 1}})
+        artifact = TaskArtifactUpdateEvent(task_id=task_id, context_id=done.context_id, artifact=done.artifacts[0])
+        v3 = await shared.store.save(done, event=artifact, prev_version=v2, context=_context())
+        assert [v1, v2, v3] == [TaskVersion(1), TaskVersion(2), TaskVersion(3)]
+
+        for store in (shared.store, sdk):
+            stored = await store.get(task_id, _context())
+            assert stored is not None
+            assert stored.task == done
+            assert stored.version == v3
+        assert await shared.store.get(task_id, _context("mallory")) is None  # filed per owner
+        assert await sdk.get(task_id, _context("mallory")) is None
+        assert await shared.store.holds(task_id)
+
+        events = [event async for event in _first(shared, task_id, 3)]
+        assert [event.version for event in events] == [v1, v2, v3]
+        assert events[2].event == artifact
+    finally:
+        await shared.close()
+
+
+async def _first(shared: SharedTasks, task_id: str, count: int) -> AsyncIterator[VersionedEvent]:
+    """The first ``count`` events of ``task_id``'s log, through the SDK's event stream."""
+    stream = shared.events.subscribe(task_id, after=TaskVersion.MISSING)
+    try:
+        for _ in range(count):
+            yield await asyncio.wait_for(anext(stream), timeout=60)
+    finally:
+        await stream.aclose()
+
+
+async def test_a_stale_write_and_a_second_first_write_lose_as_in_the_sdk(memory_db):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    try:
+        task_id = str(uuid.uuid4())
+        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+        v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+        with pytest.raises(ConcurrentTaskModificationError):
+            await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+        working = _task(task_id, TaskState.TASK_STATE_WORKING)
+        await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
+        failed = _task(task_id, TaskState.TASK_STATE_FAILED)
+        with pytest.raises(ConcurrentTaskModificationError):  # written from version 1, which is no longer current
+            await shared.store.save(failed, event=_status(failed), prev_version=v1, context=_context())
+        with pytest.raises(ConcurrentTaskModificationError):  # another owner's write never lands
+            await shared.store.save(working, event=_status(working), prev_version=TaskVersion(2), context=_context("m"))
+        stored = await shared.store.get(task_id, _context())
+        assert stored is not None
+        assert stored.task.status.state == TaskState.TASK_STATE_WORKING
+        assert stored.version == TaskVersion(2)
+        with psycopg.connect(memory_db) as conn:
+            logged = conn.execute("SELECT count(*) FROM kora_a2a.task_events WHERE task_id = %s", (task_id,))
+            assert logged.fetchone() == (2,)  # the losers logged nothing
+    finally:
+        await shared.close()
+
+
+async def test_a_finished_write_drops_the_lease_and_notes_the_push_configurations(memory_db):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    try:
+        task_id = str(uuid.uuid4())
+        await shared.claim(task_id, "alice")
+        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+        v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+        assert shared.push._configured == {task_id: False}  # no configuration: its notification reads nothing
+        with psycopg.connect(memory_db, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO kora_a2a.push_notification_configs (task_id, config_id, config_data, owner) "
+                "VALUES (%s, 'c1', '\\x00', 'alice')",
+                (task_id,),
+            )
+            done = _task(task_id, TaskState.TASK_STATE_COMPLETED)
+            await shared.store.save(done, event=_status(done), prev_version=v1, context=_context())
+            assert shared.push._configured == {task_id: True}
+            leases = conn.execute("SELECT count(*) FROM kora_a2a.task_leases WHERE task_id = %s", (task_id,))
+            assert leases.fetchone() == (0,)
+    finally:
+        await shared.close()
+
+
+@pytest.mark.parametrize(
+    ("state", "event_kind", "prev", "durable"),
+    [
+        (TaskState.TASK_STATE_WORKING, "status", 1, False),  # progress: nothing a client keeps
+        (TaskState.TASK_STATE_WORKING, "status", 0, True),  # the task's first write
+        (TaskState.TASK_STATE_WORKING, "artifact", 2, True),
+        (TaskState.TASK_STATE_WORKING, "task", 2, True),  # a history write (a message added)
+        (TaskState.TASK_STATE_INPUT_REQUIRED, "status", 2, True),
+        (TaskState.TASK_STATE_COMPLETED, "status", 3, True),
+        (TaskState.TASK_STATE_FAILED, "status", 3, True),
+    ],
+)
+def test_only_progress_to_working_commits_without_waiting_for_the_disk(state, event_kind, prev, durable):
+    task = _task("t", state)
+    event = {
+        "status": _status(task),
+        "artifact": TaskArtifactUpdateEvent(task_id="t", artifact=Artifact(artifact_id="a")),
+        "task": task,
+    }[event_kind]
+    assert task_rows.is_durable(task, event, prev) is durable
+
+
+async def test_an_id_this_replica_generated_reads_absent_without_a_query_until_its_first_write(memory_db):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    sdk = VersionedDatabaseTaskStore(shared.engine, create_table=False, owner_resolver=owner_of)
+    try:
+        task_id = str(uuid.uuid4())
+        shared.store.new_id(task_id)
+        # Written behind the store's back (no replica could have the id): the note answers, not the database.
+        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+        await sdk.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+        assert await shared.store.get(task_id, _context()) is None
+        # Its first write through the store drops the note (here it loses to the row above, as any second first
+        # write does); from then on reads ask the database.
+        with pytest.raises(ConcurrentTaskModificationError):
+            await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+        stored = await shared.store.get(task_id, _context())
+        assert stored is not None
+        assert stored.task == submitted
+        # The notes are bounded: the oldest go first.
+        for _ in range(shared_module.MAX_NEW_IDS + 1):
+            shared.store.new_id(str(uuid.uuid4()))
+        assert len(shared.store._new) == shared_module.MAX_NEW_IDS
+    finally:
+        await shared.close()
+
+
+async def test_after_close_the_store_refuses_at_once_and_never_reopens_its_pool(memory_db):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+
+    async def one(connection: psycopg.AsyncConnection[tuple[object, ...]]) -> object:
+        row = await (await connection.execute("SELECT 1")).fetchone()
+        return row[0] if row else None
+
+    assert await shared.run(one) == 1  # the first use opens the pool (start() has not run)
+    await shared.close()
+    # A closed psycopg pool cannot be reused: refused once, not retried, and the pool stays closed.
+    with pytest.raises(PoolClosed, match="shared task store is closed"):
+        await shared.run(one)
+    assert shared.pool.closed
+
+
+def test_the_row_codec_writes_the_sdks_columns_and_converts_each_message_once():
+    task = _task("t", TaskState.TASK_STATE_WORKING)
+    task.artifacts.append(Artifact(artifact_id="a1", name="answer", parts=[Part(text="hi")]))
+    task.metadata.update({"kora": {"turn": 1}})
+    # The SDK's own conversion, on a store that never connects.
+    model = DatabaseTaskStore(create_async_engine("postgresql+psycopg://unused@127.0.0.1:1/x"))._to_orm(task, "alice")
+    codec = task_rows.RowCodec(max_chars=10_000)
+    status, artifacts, history, metadata = codec.columns(task)
+    assert json.loads(status) == model.status
+    assert json.loads(artifacts) == model.artifacts
+    assert json.loads(history) == model.history
+    assert metadata is not None
+    assert json.loads(metadata) == model.task_metadata
+    # The history message and the artifact are remembered, the most recent kept within the bound.
+    assert len(codec._known) == 2
+    for n in range(200):
+        codec.item(Message(role=Role.ROLE_USER, message_id=f"m{n}", parts=[Part(text="x" * 100)]))
+    assert codec._chars <= 10_000
+    assert len(codec._known) < 200
+
+
+async def test_a_turns_first_write_takes_its_lease_in_the_same_statement(memory_db):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    try:
+        task_id = str(uuid.uuid4())
+        shared.unclaimed[task_id] = task_rows.Lease(shared.replica, 30.0)
+        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+        await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+        assert task_id not in shared.unclaimed
+        with psycopg.connect(memory_db) as conn:
+            lease = conn.execute(
+                "SELECT owner, replica, expires_at > now() FROM kora_a2a.task_leases WHERE task_id = %s", (task_id,)
+            ).fetchone()
+        assert lease == ("alice", shared.replica, True)
+    finally:
+        await shared.close()

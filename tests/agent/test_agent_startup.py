@@ -1,0 +1,176 @@
+"""Start-up order of the agent server: ``/health`` needs only the app, so the a2a-sdk and the runtime
+(pydantic-ai) are imported after it answers; the A2A routes and ``/ready`` wait for them. ``openai`` (the Responses
+answers' types) is imported by the first Responses request only. Once loaded, the agent
+holds none of the optional packages its libraries import whenever installed and it never uses (gRPC, SQLAlchemy
+without the shared task store, httpx's command-line client).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import pytest
+
+from kora.core.net import free_port
+from kora.scripted.model import ScriptedModel, create_app
+from tests.support.a2a import message_params, rpc_body
+from tests.support.processes import clean_env, kora_process
+from tests.support.threaded import ThreadedServer
+
+pytestmark = pytest.mark.integration
+
+#: Top-level packages the app must not import before it serves (each costs ~0.3-1 s of start-up).
+DEFERRED = ("a2a", "pydantic_ai", "google.protobuf", "openai")
+
+BUILD_APP = """
+import sys
+from kora.agent.cli import cli  # what `kora agent` imports
+from kora.agent.app import create_app
+from kora.agent.settings import AgentSettings
+from kora.core.telemetry import instrument_app, setup_telemetry
+
+app = create_app(AgentSettings(agent_name="a", model_api_url="http://127.0.0.1:9/v1", model_name="m"))
+instrument_app(app, setup_telemetry("Agent", "a"))
+print(" ".join(sorted(name for name in sys.modules if name.startswith({deferred!r}))))
+"""
+
+
+#: Top-level packages a loaded agent (A2A server and runtime built, local task store) must not hold.
+UNUSED = ("grpc", "sqlalchemy", "rich")
+
+LOAD_APP = """
+import asyncio
+import sys
+from kora.agent.app import create_app
+from kora.agent.settings import AgentSettings
+
+async def main() -> None:
+    app = create_app(AgentSettings(agent_name="a", model_api_url="http://127.0.0.1:9/v1", model_name="m"))
+    async with app.router.lifespan_context(app):
+        await app.state.kora.wait_runtime()
+        print(type(app.state.a2a).__name__, type(app.state.kora.runtime).__name__)
+        print(" ".join(sorted(sys.modules)))
+
+asyncio.run(main())
+"""
+
+
+def test_a_loaded_agent_holds_no_optional_package_it_does_not_use() -> None:
+    done = subprocess.run([sys.executable, "-c", LOAD_APP], capture_output=True, text=True, timeout=120, check=True)
+    built, imported = (done.stdout + "\n").split("\n")[:2]
+    assert built == "A2AServer AgentRuntime", done.stdout + done.stderr
+    assert "pydantic_ai" in imported.split(), imported  # the runtime did load
+    held = [name for name in imported.split() if name.partition(".")[0] in UNUSED]
+    assert held == [], held
+
+
+RESPONSES_LOAD_OPENAI = """
+import asyncio
+import sys
+
+import httpx
+
+from kora.agent.app import create_app
+from kora.agent.settings import AgentSettings
+from kora.scripted.model import ScriptedModel, create_app as model_app
+from tests.support.threaded import ThreadedServer
+
+
+async def main() -> None:
+    async with ThreadedServer(model_app(ScriptedModel()), name="scripted-model", lifespan="off") as model:
+        settings = AgentSettings(agent_name="a", model_api_url=model.root_url + "/v1", model_name="scripted")
+        app = create_app(settings)
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://agent", timeout=60) as client,
+        ):
+            answers = [await client.get("/health")]
+            held = ["openai" in sys.modules]
+            await app.state.kora.wait_runtime()
+            chat = {"messages": [{"role": "user", "content": "hi"}]}
+            answers.append(await client.post("/v1/chat/completions", json=chat))
+            held.append("openai" in sys.modules)
+            answers.append(await client.post("/v1/responses", json={"input": "hello"}))
+            held.append("openai" in sys.modules)
+            print(" ".join(str(answer.status_code) for answer in answers))
+            print(answers[-1].json()["output"][0]["content"][0]["text"])
+            print(held)
+
+
+asyncio.run(main())
+"""
+
+
+def test_openai_is_imported_by_the_first_responses_request_only() -> None:
+    # Not by the app that answers /health, the loaded runtime or a chat turn: by the Responses route, for its answer.
+    done = subprocess.run(
+        [sys.executable, "-c", RESPONSES_LOAD_OPENAI], capture_output=True, text=True, timeout=120, check=True
+    )
+    statuses, text, held = done.stdout.splitlines()[:3]
+    assert statuses == "200 200 200", done.stdout + done.stderr
+    assert text == "You said: hello", done.stdout
+    assert held == "[False, False, True]", done.stdout
+
+
+def test_the_app_that_answers_health_imports_neither_the_a2a_sdk_nor_the_runtime_nor_openai() -> None:
+    script = BUILD_APP.format(deferred=DEFERRED)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.split() == [], done.stdout
+
+
+@contextmanager
+def first_health(name: str, headers: dict[str, str] | None = None) -> Iterator[httpx.Client]:
+    """A ``kora agent`` named ``name`` (on the scripted model), and a client for it from the moment its first
+    ``/health`` answers 200."""
+    with ThreadedServer(create_app(ScriptedModel()), name="scripted-model", lifespan="off") as model:
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        env = clean_env(
+            AGENT_NAME=name,
+            AGENT_HOST="127.0.0.1",
+            AGENT_PORT=str(port),
+            MODEL_API_URL=model.root_url + "/v1",
+            MODEL_NAME="scripted",
+        )
+        with (
+            kora_process(["agent"], env, url + "/health"),
+            httpx.Client(base_url=url, timeout=60, headers=headers) as client,
+        ):
+            yield client
+
+
+def test_a2a_and_chat_requests_made_as_soon_as_health_answers_are_served() -> None:
+    # The first 200 of /health: each request below waits for what it needs, none is a 404 or a 503.
+    with first_health("early") as client:
+        card = client.get("/.well-known/agent.json")
+        assert card.status_code == 200, card.text
+        assert card.json()["name"] == "early"
+        sent = client.post("/", json=rpc_body("message/send", message_params("hello early")))
+        assert sent.status_code == 200, sent.text
+        assert sent.json()["result"]["status"]["state"] == "completed", sent.text
+        chat = client.post(
+            "/v1/chat/completions", json={"model": "early", "messages": [{"role": "user", "content": "hi"}]}
+        )
+        assert chat.status_code == 200, chat.text
+        deadline = time.monotonic() + 60
+        while (ready := client.get("/ready")).status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.json() == {"status": "ready"}
+
+
+def test_an_http_json_request_made_as_soon_as_health_answers_waits_for_the_sdk_instead_of_a_404() -> None:
+    # The binding's routes are the SDK's; before it has loaded, its paths wait rather than answer 404.
+    with first_health("early-rest", headers={"A2A-Version": "1.0"}) as client:
+        message = {"role": "ROLE_USER", "messageId": "m-early", "parts": [{"text": "hello over REST"}]}
+        sent = client.post("/message:send", json={"message": message})
+        assert sent.status_code == 200, sent.text
+        assert sent.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED", sent.text
+        listed = client.get("/tasks")
+        assert listed.status_code == 200, listed.text
+        assert [task["id"] for task in listed.json()["tasks"]] == [sent.json()["task"]["id"]]
+        assert client.get("/tasks/no-such-task").status_code == 404  # now the SDK's own answer

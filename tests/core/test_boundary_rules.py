@@ -1,0 +1,89 @@
+"""The boundary's rules as pure functions: JSON limits on raw bytes, session ids, storable text, byte-limit settings."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kora.core.env import byte_limit
+from kora.core.errors import RequestError
+from kora.core.limits import MAX_JSON_DEPTH, MAX_NUMBER_DIGITS, json_problem
+from kora.core.protocol import MAX_SESSION_ID_CHARS, check_session_id, child_session_id, is_session_id
+from kora.core.text import unstorable_location
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        (b"[" * (MAX_JSON_DEPTH + 1) + b"]" * (MAX_JSON_DEPTH + 1), "nests deeper"),
+        (b"[[]" * (MAX_JSON_DEPTH + 1), "nests deeper"),  # depth grows without a long run of openers
+        (b"[" * 10_000, "nests deeper"),  # unclosed
+        (b'{"n":' + b"9" * (MAX_NUMBER_DIGITS + 1) + b"}", "digits"),
+        (b"[1." + b"5" * MAX_NUMBER_DIGITS + b"]", "digits"),
+        (b"[1e400]", "too large"),
+        (b"[-9.9E+308]", "too large"),
+        (b"[NaN]", "not JSON"),
+        (b"[-Infinity]", "not JSON"),
+    ],
+)
+def test_json_beyond_the_limits_is_named(body, fragment):
+    problem = json_problem(body)
+    assert problem is not None
+    assert fragment in problem
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * MAX_JSON_DEPTH + b"]" * MAX_JSON_DEPTH,
+        b'{"text": "[[[[[[ NaN Infinity 1e999 ' + b"9" * 500 + b'"}',  # inside a string: text, not structure
+        b'{"escaped": "\\" [[[[ \\\\"}',
+        b"[1e-999, 1.7e308, 12345678901234567890]",
+        b"not json at all",
+    ],
+)
+def test_json_within_the_limits_passes(body):
+    assert json_problem(body) is None
+
+
+def test_session_id_rule():
+    assert is_session_id("ses_0123abcd")
+    assert is_session_id("a.b:c-d_e")
+    assert is_session_id("x" * MAX_SESSION_ID_CHARS)
+    for bad in ["", "x" * (MAX_SESSION_ID_CHARS + 1), "a b", "a/b", "é", "a\r\nb", "a\x00", "\udc80", 5, None]:
+        assert not is_session_id(bad), bad
+    with pytest.raises(RequestError, match="X-Session-ID must be 1-128 characters") as refused:
+        check_session_id("a\nb", "X-Session-ID")
+    assert refused.value.status == 400
+    assert refused.value.jsonrpc_code == -32602
+
+
+@given(parent=st.from_regex(r"[A-Za-z0-9._:-]{1,128}", fullmatch=True), name=st.text(min_size=1, max_size=80))
+def test_a_delegated_session_id_is_always_valid_and_stable(parent, name):
+    child = child_session_id(parent, name)
+    assert is_session_id(child)
+    assert child == child_session_id(parent, name)
+
+
+def test_a_short_parent_keeps_its_readable_child_id():
+    assert child_session_id("ses_1", "math") == "ses_1.math"
+
+
+def test_unstorable_location_names_the_field():
+    assert unstorable_location({"messages": [{"role": "user", "content": "ok"}]}) is None
+    assert unstorable_location({"messages": [{"content": "a\udc80"}]}) == "messages.0.content"
+    assert unstorable_location({"meta": {"k\x00": 1}}) == "meta.k?"
+    assert unstorable_location("\ud800") == ""
+    deep: object = "\x00"
+    for _ in range(5000):  # iterative: no recursion limit
+        deep = [deep]
+    assert unstorable_location(deep) is not None
+
+
+def test_byte_limit_reads_and_checks_the_variable():
+    assert byte_limit({}, "X_MAX_REQUEST_BYTES", 4096) == 4096
+    assert byte_limit({"X_MAX_REQUEST_BYTES": " 2048 "}, "X_MAX_REQUEST_BYTES", 4096) == 2048
+    for bad in ["12", "-5", "1e6", "lots"]:
+        with pytest.raises(ValueError, match="X_MAX_REQUEST_BYTES"):
+            byte_limit({"X_MAX_REQUEST_BYTES": bad}, "X_MAX_REQUEST_BYTES", 4096)
