@@ -1,4 +1,5 @@
-"""kora.operator.queue.WorkQueue: coalescing, one worker per key, re-run after a change mid-reconcile, retry."""
+"""kora.operator.queue.WorkQueue: coalescing, one worker per key, re-run after a change mid-reconcile, retry with
+back-off (its schedule on virtual loop time)."""
 
 from __future__ import annotations
 
@@ -88,3 +89,58 @@ async def test_a_failed_reconcile_is_retried_with_backoff():
     await _stop(task)
     queue.close()
     assert attempts == 3
+
+
+# The retry schedule with the real defaults, on virtual time (looptime: the loop's clock jumps to the next timer,
+# so a minute of back-off takes no real time and every delay is exact).
+
+
+class Flaky:
+    """A handler that fails while ``failures`` is above zero (one failure used per call), noting the loop time
+    of every call in ``attempts``; ``succeeded`` is set by a call that did not fail."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.attempts: list[float] = []
+        self.succeeded = asyncio.Event()
+
+    async def __call__(self, key: str) -> None:
+        self.attempts.append(asyncio.get_running_loop().time())
+        if self.failures > 0:
+            self.failures -= 1
+            raise RuntimeError("API server away")
+        self.succeeded.set()
+
+    def gaps(self) -> list[float]:
+        """Seconds between consecutive calls."""
+        return [round(later - earlier, 6) for earlier, later in zip(self.attempts, self.attempts[1:], strict=False)]
+
+
+@pytest.mark.looptime
+async def test_retries_back_off_from_half_a_second_doubling_up_to_a_minute():
+    handler = Flaky(failures=9)
+    queue: WorkQueue[str] = WorkQueue(handler)
+    task = await _running(queue)
+    queue.add("a")
+    await asyncio.wait_for(handler.succeeded.wait(), 600)
+    await _stop(task)
+    assert handler.gaps() == [0.5, 1, 2, 4, 8, 16, 32, 60, 60]
+
+
+@pytest.mark.looptime
+async def test_a_success_resets_the_backoff_and_an_add_runs_a_waiting_retry_at_once():
+    handler = Flaky(failures=2)
+    queue: WorkQueue[str] = WorkQueue(handler)
+    task = await _running(queue)
+    queue.add("a")  # t=0 fails, retry due at 0.5
+    await asyncio.sleep(0.1)
+    queue.add("a")  # an event at 0.1: runs now, the retry at 0.5 is dropped; fails, the next waits 1 s
+    await asyncio.wait_for(handler.succeeded.wait(), 600)  # at 1.1: succeeds
+    assert handler.gaps() == [0.1, 1]
+    handler.attempts.clear()
+    handler.succeeded.clear()
+    handler.failures = 1  # a later failure starts from half a second again
+    queue.add("a")
+    await asyncio.wait_for(handler.succeeded.wait(), 600)
+    await _stop(task)
+    assert handler.gaps() == [0.5]

@@ -37,7 +37,9 @@ def test_every_test_module_is_in_a_folder_named_for_what_it_tests() -> None:
     packages = {p.name for p in (REPO / "kora").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     packages |= {p.stem for p in (REPO / "kora").glob("*.py") if p.stem != "__init__"}
     misplaced = [
-        str(m.relative_to(REPO)) for m in modules_under_tests() if m.relative_to(TESTS).parts[0] not in packages | OWN_FOLDERS
+        str(m.relative_to(REPO))
+        for m in modules_under_tests()
+        if m.relative_to(TESTS).parts[0] not in packages | OWN_FOLDERS
     ]
     assert misplaced == []
     folders = {p.name for p in TESTS.iterdir() if p.is_dir()} - SUPPORT_FOLDERS
