@@ -37,7 +37,8 @@ from kora.memory_service.settings import ENV_PREFIX as MEMORY_PREFIX
 from kora.memory_service.settings import MemoryServiceSettings
 from kora.operator.settings import VARIABLES as OPERATOR_VARIABLES
 from kora.operator.settings import OperatorSettings
-from kora.proxy.model_proxy import VARIABLES as PROXY_VARIABLES
+from kora.proxy.model_proxy import ENV_PREFIX as PROXY_PREFIX
+from kora.proxy.model_proxy import ProxySettings
 
 #: The document this script maintains.
 DOC = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
@@ -64,7 +65,7 @@ class Workload:
 WORKLOADS = (
     Workload("agent", AgentSettings, NAMED_VARIABLES),
     Workload("mcp", McpSettings),
-    Workload("model-proxy", None, PROXY_VARIABLES),
+    Workload("model-proxy", ProxySettings, prefix=PROXY_PREFIX),
     Workload("memory", MemoryServiceSettings, prefix=MEMORY_PREFIX),
     Workload("model-hosted", None, HOSTED_VARIABLES),
     Workload("operator", OperatorSettings, OPERATOR_VARIABLES),

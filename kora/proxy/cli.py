@@ -7,12 +7,11 @@ Exit codes: 0 after SIGINT/SIGTERM; 2 for bad settings, an address in use or a b
 """
 
 # No ``from __future__ import annotations`` here: Typer reads the option annotations at run time.
-import os
 import sys
 from typing import Annotated
 
 from kora.core.command import run_command, serve_until_stopped
-from kora.proxy.model_proxy import ProxySettings, create_proxy_app
+from kora.proxy.model_proxy import COMPONENT, create_proxy_app, load_proxy_settings
 
 
 def _serve(host: str, port: int) -> int:
@@ -22,16 +21,16 @@ def _serve(host: str, port: int) -> int:
     from kora.core.telemetry import instrument_app, setup_telemetry
 
     try:
-        settings = ProxySettings.from_env(os.environ)
-        telemetry = setup_telemetry("ModelAPI", component="kora model-proxy")
+        settings = load_proxy_settings()
+        telemetry = setup_telemetry("ModelAPI", component=COMPONENT)
         sock = bind_socket(host, port)
     except SettingsError as error:
         print(error, file=sys.stderr)
         return 2
-    except (ValueError, OSError) as error:
-        print(f"kora model-proxy: {error}", file=sys.stderr)
+    except OSError as error:
+        print(f"{COMPONENT}: {error}", file=sys.stderr)
         return 2
-    print(f"kora model-proxy: forwarding /v1 to {settings.api_base} on port {sock.getsockname()[1]}", flush=True)
+    print(f"{COMPONENT}: forwarding /v1 to {settings.api_base} on port {sock.getsockname()[1]}", flush=True)
     app = create_proxy_app(settings)
     instrument_app(app, telemetry)
     try:

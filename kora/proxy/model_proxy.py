@@ -16,10 +16,9 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Self
 
 import httpx
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -28,69 +27,68 @@ from starlette.routing import Route
 
 from kora.core import env as names
 from kora.core.limits import RequestLimits
-from kora.core.net import POOL_KEEPALIVE_SECONDS
+from kora.core.net import POOL_KEEPALIVE_SECONDS, is_http_url
 from kora.core.openai_wire import model_list_body
 from kora.core.serving import Readiness, Status, probe_routes
+from kora.core.serving.settings import load_settings
 from kora.proxy.forward import HTTP_ERROR_HANDLERS, forward, raw_path
 
-__all__ = ["VARIABLES", "ProxySettings", "create_proxy_app"]
+__all__ = ["COMPONENT", "ENV_PREFIX", "ProxySettings", "create_proxy_app", "load_proxy_settings"]
 
 #: Seconds a backend may take to send response headers, and between two streamed chunks.
 BACKEND_TIMEOUT_SECONDS = 300.0
+#: What start-up errors name; every variable is this prefix + a field's name in upper case.
+COMPONENT = "kora model-proxy"
+ENV_PREFIX = "MODEL_PROXY_"
 
 
-#: The variables :meth:`ProxySettings.from_env` reads, as docs/configuration.md lists them.
-VARIABLES = (
-    names.VariableDoc(
-        names.MODEL_PROXY_API_BASE,
-        "URL",
-        "The backend's OpenAI-compatible base URL, including `/v1` (e.g. `https://api.openai.com/v1`): "
+class ProxySettings(BaseModel):
+    """The ``MODEL_PROXY_*`` settings (docs/configuration.md lists them from these fields). ``api_base`` is kept
+    without a trailing slash."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    api_base: str = Field(
+        description="The backend's OpenAI-compatible base URL, including `/v1` (e.g. `https://api.openai.com/v1`): "
         "`/v1/<rest>` is forwarded to `<base>/<rest>`.",
-        required="yes",
-    ),
-    names.VariableDoc(
-        names.MODEL_PROXY_API_KEY,
-        "string",
-        "Sent to the backend as `Authorization: Bearer <key>`, replacing whatever the client sent (so agents "
-        "never hold the backend's key); unset: no `Authorization` at all.",
-        default="unset",
-    ),
-    names.VariableDoc(
-        names.MODEL_PROXY_MODELS,
-        "string",
-        "Comma-separated model names: `GET /v1/models` lists exactly these; empty: the backend is asked.",
-        default="empty",
-    ),
-    names.VariableDoc(
-        names.MODEL_PROXY_MAX_REQUEST_BYTES,
-        f"int >= {names.MIN_MAX_REQUEST_BYTES}",
-        "Largest request body accepted, in bytes; a larger one is refused with 413 before it is read "
+        json_schema_extra={"format": "uri"},
+    )
+    api_key: str | None = Field(
+        default=None,
+        description="Sent to the backend as `Authorization: Bearer <key>`, replacing whatever the client sent (so "
+        "agents never hold the backend's key); unset: no `Authorization` at all.",
+    )
+    models: str = Field(
+        default="",
+        description="Comma-separated model names: `GET /v1/models` lists exactly these; empty: the backend is asked.",
+    )
+    max_request_bytes: int = Field(
+        default=names.DEFAULT_MAX_LARGE_REQUEST_BYTES,
+        ge=names.MIN_MAX_REQUEST_BYTES,
+        description="Largest request body accepted, in bytes; a larger one is refused with 413 before it is read "
         "(see Request limits).",
-        default=f"`{names.DEFAULT_MAX_LARGE_REQUEST_BYTES}`",
-    ),
-)
+    )
 
-
-@dataclass(frozen=True)
-class ProxySettings:
-    """``api_base`` without a trailing slash; ``api_key`` or None; ``models`` (empty: ask the backend);
-    ``max_request_bytes``: the largest request body accepted (413 beyond it)."""
-
-    api_base: str
-    api_key: str | None = None
-    models: tuple[str, ...] = ()
-    max_request_bytes: int = names.DEFAULT_MAX_LARGE_REQUEST_BYTES
-
+    @field_validator("api_base")
     @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> Self:
-        """Read the ``MODEL_PROXY_*`` variables; ``ValueError`` naming the variable when the base is missing
-        or not http(s), or the body limit is not a whole number of at least 1024 bytes."""
-        base = environ.get(names.MODEL_PROXY_API_BASE, "").strip()
-        if not base.startswith(("http://", "https://")):
-            raise ValueError(f"{names.MODEL_PROXY_API_BASE} must be an http(s) URL, got {base!r}")
-        models = tuple(m.strip() for m in environ.get(names.MODEL_PROXY_MODELS, "").split(",") if m.strip())
-        limit = names.byte_limit(environ, names.MODEL_PROXY_MAX_REQUEST_BYTES, names.DEFAULT_MAX_LARGE_REQUEST_BYTES)
-        return cls(base.rstrip("/"), environ.get(names.MODEL_PROXY_API_KEY) or None, models, limit)
+    def _api_base_is_http(cls, value: str) -> str:
+        if not is_http_url(value):
+            raise ValueError("must be an http(s) URL such as https://api.openai.com/v1")
+        return value.rstrip("/")
+
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        """The names of ``models``, blanks dropped."""
+        return tuple(name.strip() for name in self.models.split(",") if name.strip())
+
+
+def load_proxy_settings(environ: Mapping[str, str] | None = None) -> ProxySettings:
+    """The settings from ``environ`` (default: the process environment).
+
+    Raises :class:`~kora.core.settings_errors.SettingsError` listing every bad or missing ``MODEL_PROXY_*``
+    variable.
+    """
+    return load_settings(ProxySettings, COMPONENT, environ, env_prefix=ENV_PREFIX)
 
 
 def create_proxy_app(settings: ProxySettings) -> Starlette:
@@ -106,9 +104,9 @@ def create_proxy_app(settings: ProxySettings) -> Starlette:
             yield
 
     async def models(request: Request) -> Response:
-        if not settings.models:
+        if not settings.model_names:
             return await v1(request)
-        return JSONResponse(model_list_body(list(settings.models), "kora-proxy", int(time.time())))
+        return JSONResponse(model_list_body(list(settings.model_names), "kora-proxy", int(time.time())))
 
     async def v1(request: Request) -> Response:
         rest = raw_path(request).removeprefix("/v1")

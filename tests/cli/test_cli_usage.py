@@ -96,7 +96,9 @@ def test_kora_up_reports_a_missing_path_with_exit_2(tmp_path: Path, capsys: pyte
 def test_model_proxy_without_a_backend_exits_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
     monkeypatch.delenv("MODEL_PROXY_API_BASE", raising=False)
     assert main(["model-proxy", "--port", "0"]) == 2
-    assert "kora model-proxy: MODEL_PROXY_API_BASE must be an http(s) URL" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "kora model-proxy: invalid configuration" in err
+    assert "MODEL_PROXY_API_BASE: required but not set" in err
 
 
 def test_model_hosted_without_a_model_exits_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):

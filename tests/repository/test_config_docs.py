@@ -11,7 +11,8 @@ from kora.hosted.cli import VARIABLES as HOSTED_VARIABLES
 from kora.mcp.settings import McpSettings
 from kora.operator.settings import VARIABLES as OPERATOR_VARIABLES
 from kora.operator.settings import OperatorSettings
-from kora.proxy.model_proxy import VARIABLES as PROXY_VARIABLES
+from kora.proxy.model_proxy import ENV_PREFIX as PROXY_PREFIX
+from kora.proxy.model_proxy import ProxySettings
 from scripts import gen_config_docs as gen
 
 pytestmark = pytest.mark.unit
@@ -26,7 +27,8 @@ def test_every_variable_of_every_workload_has_a_row():
     doc = gen.DOC.read_text(encoding="utf-8")
     fields = [name for model in (AgentSettings, McpSettings, OperatorSettings) for name in model.model_fields]
     documented = {name.upper() for name in fields} - {"MCP_SERVER_URLS", "SUB_AGENT_URLS", "ROUTE_TIMEOUTS"}
-    documented |= {var.name for var in (*NAMED_VARIABLES, *PROXY_VARIABLES, *HOSTED_VARIABLES, *OPERATOR_VARIABLES)}
+    documented |= {PROXY_PREFIX + name.upper() for name in ProxySettings.model_fields}
+    documented |= {var.name for var in (*NAMED_VARIABLES, *HOSTED_VARIABLES, *OPERATOR_VARIABLES)}
     for name in documented:
         assert f"| `{name}` |" in doc, name
     assert {var.name for var in NAMED_VARIABLES} == {"MCP_SERVER_<NAME>_URL", "PEER_AGENT_<NAME>_CARD_URL"}
