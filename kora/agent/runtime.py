@@ -167,6 +167,8 @@ class AgentRuntime:
         #: the turn, its :attr:`PausedTurn.resumer`. Used for the turns loaded from the journal.
         self.task_resumer: Callable[[PausedTurn], Callable[[PausedTurn], Awaitable[TurnOutcome | None]]] | None = None
         self._expiries: set[asyncio.Task[None]] = set()
+        #: The keys of the turns of this process being written to the journal as they pause (not held here yet).
+        self._pausing: set[str] = set()
 
     async def start(self) -> None:
         """Connect the tool servers (each tried once; failures are retried in the background), then take up the
@@ -182,13 +184,14 @@ class AgentRuntime:
         if journal is None:
             return 0
         found = []
-        for record in await journal.load(skip={p.key for p in self.approvals.paused_turns()}):
+        for record in await journal.load(skip={p.key for p in self.approvals.paused_turns()} | self._pausing):
             try:
                 paused = paused_from_record(record)
             except ValidationError as error:
                 log.error("a paused turn of the approval journal cannot be read back, skipped: %s", error)
                 continue
-            if not self.approvals.knows(paused):
+            # Checked after the query: a turn of this process may have paused (or resumed) meanwhile.
+            if paused.key not in self._pausing and not self.approvals.knows(paused):
                 found.append(paused)
         for paused in found:
             self._watch(paused)
@@ -198,14 +201,20 @@ class AgentRuntime:
 
     async def sync_paused(self) -> None:
         """Bring the paused turns kept here in line with the approval journal, which every replica shares: forget
-        those another process resumed (no longer in the journal) and take up those another process paused. One
-        query, two when there are new ones; nothing without a journal."""
+        those another process resumed (no longer in the journal) and take up those another process paused. Two
+        queries (the keys kept, then the records of the turns not held here); nothing without a journal.
+
+        Only a turn held here before the keys were read is dropped for missing from them: a turn held here is in the
+        journal from before it is held (:meth:`_keep` writes it first), so the query saw it unless another process
+        took it since; a turn that paused here while the query ran may be missing from its answer and is no other
+        process's to resume."""
         journal = self.approvals.journal
         if journal is None:
             return
+        held = {paused.key for paused in self.approvals.paused_turns()}
         kept = await journal.keys()
         for paused in self.approvals.paused_turns():
-            if paused.key not in kept:
+            if paused.key in held and paused.key not in kept:
                 self.approvals.drop(paused)
         await self.load_paused()
 
@@ -497,9 +506,15 @@ class AgentRuntime:
         """Keep ``paused`` until its calls are decided (in the journal too, when there is one), rejecting those
         still waiting when it expires."""
         record_approvals_requested(self.settings.agent_name, len(paused.approvals))
-        if self.approvals.journal is not None:  # written first: a sync meanwhile would forget a turn not written yet
-            await self.approvals.journal.put(paused.key, paused.turn.session_id, paused_record(paused))
-        self._watch(paused)
+        # Written first (a sync drops a turn held here that the journal lacks), and marked pausing meanwhile: a
+        # load that reads the row before the turn is held here leaves it to this process.
+        self._pausing.add(paused.key)
+        try:
+            if self.approvals.journal is not None:
+                await self.approvals.journal.put(paused.key, paused.turn.session_id, paused_record(paused))
+            self._watch(paused)
+        finally:
+            self._pausing.discard(paused.key)
 
     def _watch(self, paused: PausedTurn) -> None:
         """Keep ``paused`` in the process, its expiry timed."""
