@@ -23,7 +23,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from typing import Final, Literal, cast
+from typing import Any, Final, Literal, cast
 
 from openai import BaseModel
 from openai.types.responses import (
@@ -56,7 +56,8 @@ from openai.types.responses.response_usage import InputTokensDetails, OutputToke
 from pydantic import JsonValue, ValidationError
 
 from kora.agent.approvals import APPROVAL_FIELD
-from kora.agent.responses_api import REQUEST_FIELDS, client_call, output_calls, turn_events
+from kora.agent.responses_api import REQUEST_FIELDS, Origin, client_call, output_calls, turn_events
+from kora.agent.responses_input import input_messages
 from kora.agent.turn import ClientCall, TurnOutcome
 from kora.core.errors import RequestError
 from kora.core.events import EventType, MemoryEvent
@@ -472,10 +473,11 @@ class Answers:
     stored_response: Callable[[str, Sequence[MemoryEvent]], Response | None]
     input_items: Callable[[Sequence[MemoryEvent]], list[dict[str, JsonValue]]]
     to_json: Callable[[BaseModel], bytes]
+    input_messages: Callable[[Mapping[str, Any]], tuple[list[dict[str, Any]], list[Origin]]]
 
 
 #: This module's answers, for :class:`~kora.core.imports.DeferredImport` users.
-ANSWERS: Final = Answers(ResponseEvents, stored_response, input_items, to_json)
+ANSWERS: Final = Answers(ResponseEvents, stored_response, input_items, to_json, input_messages)
 
 
 def _build_schemas() -> None:

@@ -35,7 +35,7 @@ validated, as on the chat endpoint.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, cast
@@ -47,9 +47,11 @@ from kora.agent.approvals import PausedTurn
 from kora.agent.identity import open_session
 from kora.agent.openai_api import decode_body, parse_chat_body
 from kora.agent.responses_api import (
+    Origin,
     chat_body,
     check_previous,
     conversation_of,
+    input_param,
     latest_response,
     pending_calls,
     response_fields,
@@ -101,6 +103,8 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
     async def create_response(request: Request) -> Response:
         identity = await state.identity.resolve(request.headers)
         body = decode_body(await request.body())
+        answers = await load_answers()
+        messages, origins = answers.input_messages(body)
         previous = body.get("previous_response_id")
         conversation = conversation_of(body)
         store = body.get("store") is not False
@@ -114,8 +118,8 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
             if previous is not None and latest_response(stored) != previous:  # else the whole session says why
                 check_previous(await state.memory.get_session_events(session_id), previous)
             unanswered = pending_calls(stored)
-            with responses_params():
-                parsed = parse_chat_body(chat_body(body, unanswered))
+            with responses_params(origins):
+                parsed = parse_chat_body(chat_body(body, messages, origins, unanswered))
                 turn = chat_turn(parsed, request, identity)
                 runtime.check(turn)
             if conversation is not None:
@@ -124,8 +128,8 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
                 await open_session(state.memory, session_id, agent_name, identity)
         else:
             unanswered = []
-            with responses_params():
-                parsed = parse_chat_body(chat_body(body))
+            with responses_params(origins):
+                parsed = parse_chat_body(chat_body(body, messages, origins))
                 turn = chat_turn(parsed, request, identity)
                 runtime.check(turn)
             requested = requested_session(request.headers.get(SESSION_HEADER), parsed.request.session_id)
@@ -138,7 +142,6 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
                 session_id = new_session_id()
         fields = response_fields(response_id(session_id), parsed.request.model or agent_name, body, conversation)
         fields["store"] = store and state.memory.enabled  # a disabled memory keeps nothing: the answer says so
-        answers = await load_answers()
         events = answers.events(fields)
         turn = replace(turn, session_id=session_id, response=ResponseRecord(events.id, fields, store))
         headers = {SESSION_HEADER: session_id}
@@ -265,20 +268,22 @@ _PARAMS: Final = (
     (re.compile(r"^max_tokens"), "max_output_tokens"),
     (re.compile(r"^response_format\.json_schema"), "text.format"),
     (re.compile(r"^response_format"), "text.format"),
-    (re.compile(r"^messages.*"), "input"),
     (re.compile(r"^(tools\[\d+\])\.function"), r"\1"),
     (re.compile(r"^tool_choice\.function"), "tool_choice"),
 )
 
 
 @contextmanager
-def responses_params() -> Iterator[None]:
-    """Refusals raised inside name the Responses field (``max_output_tokens``, ``text.format``, ``input``, ...),
-    not the Chat Completions field the request was translated to."""
+def responses_params(origins: Sequence[Origin]) -> Iterator[None]:
+    """Refusals raised inside name the Responses field (``max_output_tokens``, ``text.format``,
+    ``input[2].call_id``, ...), not the Chat Completions field the request was translated to; ``origins``: where
+    each chat message came from (:func:`~kora.agent.responses_api.input_param`)."""
     try:
         yield
     except RequestError as error:
-        if error.param is not None:
+        if error.param is not None and error.param.startswith("messages"):
+            error.param = input_param(error.param, origins)
+        elif error.param is not None:
             for pattern, name in _PARAMS:
                 if pattern.match(error.param):
                     error.param = pattern.sub(name, error.param, count=1)
