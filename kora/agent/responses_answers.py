@@ -33,6 +33,7 @@ from openai.types.responses import (
     ResponseContentPartDoneEvent,
     ResponseCreatedEvent,
     ResponseError,
+    ResponseErrorEvent,
     ResponseFailedEvent,
     ResponseFunctionCallArgumentsDeltaEvent,
     ResponseFunctionCallArgumentsDoneEvent,
@@ -345,6 +346,12 @@ class ResponseEvents:
             events.append(_sse(end, end.type))
         return events
 
+    def error(self, code: str, message: str, param: str | None = None) -> list[bytes]:
+        """The ``error`` event: a request refused after its stream started, before its turn ran (not a failure of
+        the response: see :func:`kora.agent.routes.responses.stream_events`); Kora's error ``code``."""
+        event = ResponseErrorEvent(type="error", sequence_number=self._next(), code=code, message=message, param=param)
+        return [_sse(event, "error")]
+
     def failed(self, code: str, message: str) -> list[bytes]:
         """``response.failed`` with the error."""
         body = self.body(None, "failed", response_error(code, message))
@@ -497,6 +504,7 @@ def _build_schemas() -> None:
     warm.text("h")
     warm.finished(outcome)
     warm.failed("server_error", "x")
+    warm.error("memory_unavailable", "x")
     text = ResponseInputText(type="input_text", text="hi")
     message = ResponseInputMessageItem(type="message", id="m", role="user", status="completed", content=[text])
     call = ResponseFunctionToolCallItem(

@@ -28,7 +28,13 @@ Streamed: ``response.created``, ``response.in_progress``, the message's ``respon
 ``response.content_part.added``, ``response.output_text.delta`` ..., ``.done`` events, each function call's
 ``response.output_item.added``, ``response.function_call_arguments.delta`` / ``.done``,
 ``response.output_item.done``, then ``response.completed`` (``response.incomplete`` when a token limit cut the
-answer); a failure after the stream started is ``response.failed``. A structured answer is streamed once it
+answer). A request refused before its stream starts is an HTTP error (400, 403, 409, 503) in OpenAI's error
+body. Once the stream has started, a failure of the turn itself (a :class:`~kora.core.errors.TurnError`: the model
+failed or timed out, ...; its ``error`` event is stored) is ``response.failed``, and the response reads back as
+failed; any other error (the agent could not serve the request: the session began waiting for an approval while
+this request waited for it, a paused turn another request took, a memory store that went away in strict mode) is
+OpenAI's ``error`` event (``code``: Kora's error code, ``message``, ``param``), which ends the stream: it is no
+failure of a response, and no failed response is stored for it. A structured answer is streamed once it
 validated, as on the chat endpoint.
 """
 
@@ -65,7 +71,7 @@ from kora.agent.routes.chat import chat_turn, event_stream, requested_session, r
 from kora.agent.routes.queries import PAGE_PARAMS, page, refuse_query
 from kora.agent.state import AgentState
 from kora.agent.turn import ResponseRecord, TurnOutcome, TurnRequest
-from kora.core.errors import KoraError, RequestError
+from kora.core.errors import KoraError, RequestError, TurnError
 from kora.core.events import MemoryEvent
 from kora.core.imports import DeferredImport
 from kora.core.protocol import SESSION_HEADER
@@ -299,8 +305,9 @@ async def _whole(events: ResponseEvents, outcome: TurnOutcome) -> AsyncIterator[
 async def stream_events(
     runtime: AgentRuntime, turn: TurnRequest, events: ResponseEvents, resume: PausedTurn | None = None
 ) -> AsyncIterator[bytes]:
-    """The turn's typed events as the model streams it (see the module docstring); ``resume``: a paused turn whose
-    calls this request decided goes on."""
+    """The turn's typed events as the model streams it; ``resume``: a paused turn whose calls this request decided
+    goes on. Ends with ``response.failed`` when the turn fails, with the ``error`` event when another error stops
+    the request (see the module docstring)."""
     for event in events.started():
         yield event
     stream = runtime.stream(turn, resume=resume)
@@ -309,8 +316,11 @@ async def stream_events(
             batch = events.finished(item) if isinstance(item, TurnOutcome) else events.text(item)
             for event in batch:
                 yield event
-    except KoraError as failure:
+    except TurnError as failure:  # the turn ran and failed: its error event is stored, the response failed
         for event in events.failed(failure.code, failure.message):
+            yield event
+    except KoraError as refused:  # refused before its turn ran: no response of its own failed, nothing stored
+        for event in events.error(refused.code, refused.message, refused.param):
             yield event
     finally:
         await stream.aclose()
