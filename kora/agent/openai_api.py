@@ -336,7 +336,9 @@ def _arguments(text: str, param: str) -> dict[str, JsonValue]:
 def _calls(message: wire.AssistantMessage, index: int) -> list[ResponseToolCall]:
     return [
         ResponseToolCall(
-            call.function.name, call.id, _arguments(call.function.arguments, f"messages[{index}].tool_calls[{n}]")
+            call.function.name,
+            call.id,
+            _arguments(call.function.arguments, f"messages[{index}].tool_calls[{n}].function.arguments"),
         )
         for n, call in enumerate(message.tool_calls or [])
     ]

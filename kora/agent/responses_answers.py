@@ -23,7 +23,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from typing import Final, Literal, cast
+from typing import Any, Final, Literal, cast
 
 from openai import BaseModel
 from openai.types.responses import (
@@ -33,6 +33,7 @@ from openai.types.responses import (
     ResponseContentPartDoneEvent,
     ResponseCreatedEvent,
     ResponseError,
+    ResponseErrorEvent,
     ResponseFailedEvent,
     ResponseFunctionCallArgumentsDeltaEvent,
     ResponseFunctionCallArgumentsDoneEvent,
@@ -56,7 +57,8 @@ from openai.types.responses.response_usage import InputTokensDetails, OutputToke
 from pydantic import JsonValue, ValidationError
 
 from kora.agent.approvals import APPROVAL_FIELD
-from kora.agent.responses_api import REQUEST_FIELDS, client_call, output_calls, turn_events
+from kora.agent.responses_api import REQUEST_FIELDS, Origin, client_call, output_calls, turn_events
+from kora.agent.responses_input import input_messages
 from kora.agent.turn import ClientCall, TurnOutcome
 from kora.core.errors import RequestError
 from kora.core.events import EventType, MemoryEvent
@@ -344,6 +346,12 @@ class ResponseEvents:
             events.append(_sse(end, end.type))
         return events
 
+    def error(self, code: str, message: str, param: str | None = None) -> list[bytes]:
+        """The ``error`` event: a request refused after its stream started, before its turn ran (not a failure of
+        the response: see :func:`kora.agent.routes.responses.stream_events`); Kora's error ``code``."""
+        event = ResponseErrorEvent(type="error", sequence_number=self._next(), code=code, message=message, param=param)
+        return [_sse(event, "error")]
+
     def failed(self, code: str, message: str) -> list[bytes]:
         """``response.failed`` with the error."""
         body = self.body(None, "failed", response_error(code, message))
@@ -472,10 +480,11 @@ class Answers:
     stored_response: Callable[[str, Sequence[MemoryEvent]], Response | None]
     input_items: Callable[[Sequence[MemoryEvent]], list[dict[str, JsonValue]]]
     to_json: Callable[[BaseModel], bytes]
+    input_messages: Callable[[Mapping[str, Any]], tuple[list[dict[str, Any]], list[Origin]]]
 
 
 #: This module's answers, for :class:`~kora.core.imports.DeferredImport` users.
-ANSWERS: Final = Answers(ResponseEvents, stored_response, input_items, to_json)
+ANSWERS: Final = Answers(ResponseEvents, stored_response, input_items, to_json, input_messages)
 
 
 def _build_schemas() -> None:
@@ -495,6 +504,7 @@ def _build_schemas() -> None:
     warm.text("h")
     warm.finished(outcome)
     warm.failed("server_error", "x")
+    warm.error("memory_unavailable", "x")
     text = ResponseInputText(type="input_text", text="hi")
     message = ResponseInputMessageItem(type="message", id="m", role="user", status="completed", content=[text])
     call = ResponseFunctionToolCallItem(

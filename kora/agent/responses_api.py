@@ -17,9 +17,11 @@ from them (:func:`kora.agent.responses_answers.stored_response`). Pure functions
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, cast
 
 from pydantic import JsonValue
@@ -173,70 +175,50 @@ def check_previous(events: Sequence[MemoryEvent], previous_response_id: str) -> 
     )
 
 
-def _content(content: object, param: str) -> object:
-    """A message's ``content`` in Chat Completions' terms: ``input_text`` / ``output_text`` parts as text parts,
-    ``input_image`` as ``image_url``; other parts (files, audio) are refused."""
-    if not isinstance(content, list):
-        return content
-    parts: list[object] = []
-    for index, part in enumerate(content):
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind in ("input_text", "output_text"):
-            parts.append({"type": "text", "text": part.get("text")})
-        elif kind == "input_image":
-            image = {"url": part.get("image_url")}
-            if part.get("detail") not in (None, "auto"):
-                image["detail"] = part.get("detail")
-            parts.append({"type": "image_url", "image_url": image})
-        else:
-            raise _refuse(
-                f"Unsupported value: '{kind}' content is not supported by this agent.",
-                f"{param}.content[{index}].type",
-                "unsupported_value",
-            )
-    return parts
+@dataclass(frozen=True)
+class Origin:
+    """Where a Chat Completions message of a translated request came from: ``param``, the Responses field
+    (``input[2]``, ``instructions``); ``calls``, for an assistant message made of ``function_call`` items, the
+    item of each of its ``tool_calls``; ``output``, whether it is a ``function_call_output`` (a ``tool`` message)."""
+
+    param: str
+    calls: tuple[str, ...] = ()
+    output: bool = False
 
 
-def _messages(items: object, instructions: object) -> list[object]:
-    """``input`` (a string or items) and ``instructions`` as Chat Completions ``messages``: consecutive
-    ``function_call`` items become one assistant message with ``tool_calls``, ``function_call_output`` items
-    ``tool`` messages."""
-    messages: list[object] = []
-    if instructions is not None:
-        messages.append({"role": "system", "content": instructions})
-    if isinstance(items, str):
-        return [*messages, {"role": "user", "content": items}]
-    if not isinstance(items, list):
-        raise _refuse("Invalid type: 'input' must be a string or an array of items.", "input", "invalid_type")
-    for index, item in enumerate(items):
-        param = f"input[{index}]"
-        if not isinstance(item, dict):
-            raise _refuse("Invalid type: an input item must be an object.", param, "invalid_type")
-        kind = item.get("type", "message")
-        if kind == "message":
-            messages.append({"role": item.get("role"), "content": _content(item.get("content"), param)})
-        elif kind == "function_call":
-            call = {
-                "id": item.get("call_id"),
-                "type": "function",
-                "function": {"name": item.get("name"), "arguments": item.get("arguments")},
-            }
-            last = messages[-1] if messages else None
-            if isinstance(last, dict) and last.get("role") == "assistant" and "tool_calls" in last:
-                last["tool_calls"].append(call)
-            else:
-                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        elif kind == "function_call_output":
-            output = item.get("output")
-            content = _content(output, param) if isinstance(output, list) else output
-            messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": content})
-        else:
-            raise _refuse(
-                f"Unsupported value: '{kind}' input items are not supported by this agent.",
-                f"{param}.type",
-                "unsupported_value",
-            )
-    return messages
+_MESSAGE: Final = re.compile(r"^messages\[(\d+)\](.*)$")
+_CALL: Final = re.compile(r"^\.tool_calls\[(\d+)\](?:\.function)?(.*)$")
+#: A chat content part's fields as the Responses part's (an image part's URL and detail are its own fields).
+_PART_FIELDS: Final = (
+    (re.compile(r"\.image_url\.url$"), ".image_url"),
+    (re.compile(r"\.image_url\.detail$"), ".detail"),
+)
+
+
+def input_param(param: str, origins: Sequence[Origin]) -> str:
+    """A chat refusal's ``param`` (``messages[3].tool_call_id``) as the Responses field it came from
+    (``input[2].call_id``); ``origins``: the translated request's (:func:`chat_body`). A message that came from no
+    single item is ``input``; a param naming no message is returned as it is."""
+    found = _MESSAGE.match(param)
+    if found is None:
+        return "input" if param == "messages" else param
+    index, rest = int(found[1]), found[2]
+    if index >= len(origins):
+        return "input"
+    origin = origins[index]
+    call = _CALL.match(rest)
+    if call is not None:
+        number, field = int(call[1]), call[2]
+        if number >= len(origin.calls):
+            return origin.param
+        return origin.calls[number] + (".call_id" + field[3:] if field.startswith(".id") else field)
+    if origin.output and rest.startswith(".tool_call_id"):
+        return origin.param + ".call_id"
+    if origin.output and rest.startswith(".content"):
+        return origin.param + ".output" + rest.removeprefix(".content")
+    for pattern, name in _PART_FIELDS:
+        rest = pattern.sub(name, rest)
+    return origin.param + rest
 
 
 def _tools(tools: object) -> object:
@@ -274,11 +256,19 @@ def _response_format(text: object) -> object:
     return {"type": "json_schema", "json_schema": schema}
 
 
-def chat_body(body: Mapping[str, Any], pending: list[ClientCall] | None = None) -> dict[str, Any]:
-    """The Chat Completions body a Responses request means; ``pending``: the calls of the previous response,
-    shown before ``function_call_output`` items that answer them. Fields neither API knows keep their names, so
-    the chat rules refuse them. Raises :class:`~kora.core.errors.RequestError` for items and tools Kora does not
-    serve, and for ``background`` with ``store: false`` or ``stream`` (it is polled from the store)."""
+def chat_body(
+    body: Mapping[str, Any],
+    messages: Sequence[dict[str, Any]],
+    origins: list[Origin],
+    pending: list[ClientCall] | None = None,
+) -> dict[str, Any]:
+    """The Chat Completions body a Responses request means; ``messages`` and ``origins``: its ``input`` and
+    ``instructions`` as chat messages and where each came from
+    (:func:`kora.agent.responses_input.input_messages`); ``pending``: the calls of the previous response, shown
+    before ``function_call_output`` items that answer them (an origin is added for their message). Fields neither
+    API knows keep their names, so the chat rules refuse them. Raises :class:`~kora.core.errors.RequestError` for
+    tools Kora does not serve, and for ``background`` with ``store: false`` or ``stream`` (it is polled from the
+    store)."""
     for name in ("store", "background"):
         if body.get(name) is not None and not isinstance(body.get(name), bool):
             raise _refuse(f"Invalid type for '{name}': expected a boolean.", name, "invalid_type")
@@ -306,17 +296,16 @@ def chat_body(body: Mapping[str, Any], pending: list[ClientCall] | None = None) 
             "include",
             "unsupported_value",
         )
-    if "input" not in body:
-        raise _refuse("Missing required parameter: 'input'.", "input", "invalid_value")
-    messages = _messages(body.get("input"), body.get("instructions"))
+    messages = list(messages)
     if pending:
-        at = next((i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "tool"), None)
+        at = next((i for i, m in enumerate(messages) if m.get("role") == "tool"), None)
         if at is not None:
             calls = [
                 {"id": c.tool_call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
                 for c in pending
             ]
             messages.insert(at, {"role": "assistant", "content": None, "tool_calls": calls})
+            origins.insert(at, Origin("input"))
     chat: dict[str, Any] = {"messages": messages}
     for name, value in body.items():
         if name in _OWN:

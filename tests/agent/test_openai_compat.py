@@ -507,7 +507,7 @@ def test_responses_structured_output_and_refusals(s):
         ({"max_output_tokens": 0}, "max_output_tokens"),
         ({"tools": [{"type": "function", "name": "bad name"}]}, "tools[0].name"),
         ({"text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": 5}}}}, "text.format.schema"),
-        ({"input": [{"role": "user", "content": 5}]}, "input"),
+        ({"input": [{"role": "user", "content": 5}]}, "input[0].content"),
     ):
         response = httpx.post(f"{s.agent.url}/v1/responses", json={"model": "helper", "input": "x", **body}, timeout=30)
         assert response.status_code == 400, response.text

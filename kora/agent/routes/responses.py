@@ -28,14 +28,20 @@ Streamed: ``response.created``, ``response.in_progress``, the message's ``respon
 ``response.content_part.added``, ``response.output_text.delta`` ..., ``.done`` events, each function call's
 ``response.output_item.added``, ``response.function_call_arguments.delta`` / ``.done``,
 ``response.output_item.done``, then ``response.completed`` (``response.incomplete`` when a token limit cut the
-answer); a failure after the stream started is ``response.failed``. A structured answer is streamed once it
+answer). A request refused before its stream starts is an HTTP error (400, 403, 409, 503) in OpenAI's error
+body. Once the stream has started, a failure of the turn itself (a :class:`~kora.core.errors.TurnError`: the model
+failed or timed out, ...; its ``error`` event is stored) is ``response.failed``, and the response reads back as
+failed; any other error (the agent could not serve the request: the session began waiting for an approval while
+this request waited for it, a paused turn another request took, a memory store that went away in strict mode) is
+OpenAI's ``error`` event (``code``: Kora's error code, ``message``, ``param``), which ends the stream: it is no
+failure of a response, and no failed response is stored for it. A structured answer is streamed once it
 validated, as on the chat endpoint.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, cast
@@ -47,9 +53,11 @@ from kora.agent.approvals import PausedTurn
 from kora.agent.identity import open_session
 from kora.agent.openai_api import decode_body, parse_chat_body
 from kora.agent.responses_api import (
+    Origin,
     chat_body,
     check_previous,
     conversation_of,
+    input_param,
     latest_response,
     pending_calls,
     response_fields,
@@ -63,7 +71,7 @@ from kora.agent.routes.chat import chat_turn, event_stream, requested_session, r
 from kora.agent.routes.queries import PAGE_PARAMS, page, refuse_query
 from kora.agent.state import AgentState
 from kora.agent.turn import ResponseRecord, TurnOutcome, TurnRequest
-from kora.core.errors import KoraError, RequestError
+from kora.core.errors import KoraError, RequestError, TurnError
 from kora.core.events import MemoryEvent
 from kora.core.imports import DeferredImport
 from kora.core.protocol import SESSION_HEADER
@@ -101,6 +109,8 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
     async def create_response(request: Request) -> Response:
         identity = await state.identity.resolve(request.headers)
         body = decode_body(await request.body())
+        answers = await load_answers()
+        messages, origins = answers.input_messages(body)
         previous = body.get("previous_response_id")
         conversation = conversation_of(body)
         store = body.get("store") is not False
@@ -114,8 +124,8 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
             if previous is not None and latest_response(stored) != previous:  # else the whole session says why
                 check_previous(await state.memory.get_session_events(session_id), previous)
             unanswered = pending_calls(stored)
-            with responses_params():
-                parsed = parse_chat_body(chat_body(body, unanswered))
+            with responses_params(origins):
+                parsed = parse_chat_body(chat_body(body, messages, origins, unanswered))
                 turn = chat_turn(parsed, request, identity)
                 runtime.check(turn)
             if conversation is not None:
@@ -124,8 +134,8 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
                 await open_session(state.memory, session_id, agent_name, identity)
         else:
             unanswered = []
-            with responses_params():
-                parsed = parse_chat_body(chat_body(body))
+            with responses_params(origins):
+                parsed = parse_chat_body(chat_body(body, messages, origins))
                 turn = chat_turn(parsed, request, identity)
                 runtime.check(turn)
             requested = requested_session(request.headers.get(SESSION_HEADER), parsed.request.session_id)
@@ -138,7 +148,6 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
                 session_id = new_session_id()
         fields = response_fields(response_id(session_id), parsed.request.model or agent_name, body, conversation)
         fields["store"] = store and state.memory.enabled  # a disabled memory keeps nothing: the answer says so
-        answers = await load_answers()
         events = answers.events(fields)
         turn = replace(turn, session_id=session_id, response=ResponseRecord(events.id, fields, store))
         headers = {SESSION_HEADER: session_id}
@@ -265,20 +274,22 @@ _PARAMS: Final = (
     (re.compile(r"^max_tokens"), "max_output_tokens"),
     (re.compile(r"^response_format\.json_schema"), "text.format"),
     (re.compile(r"^response_format"), "text.format"),
-    (re.compile(r"^messages.*"), "input"),
     (re.compile(r"^(tools\[\d+\])\.function"), r"\1"),
     (re.compile(r"^tool_choice\.function"), "tool_choice"),
 )
 
 
 @contextmanager
-def responses_params() -> Iterator[None]:
-    """Refusals raised inside name the Responses field (``max_output_tokens``, ``text.format``, ``input``, ...),
-    not the Chat Completions field the request was translated to."""
+def responses_params(origins: Sequence[Origin]) -> Iterator[None]:
+    """Refusals raised inside name the Responses field (``max_output_tokens``, ``text.format``,
+    ``input[2].call_id``, ...), not the Chat Completions field the request was translated to; ``origins``: where
+    each chat message came from (:func:`~kora.agent.responses_api.input_param`)."""
     try:
         yield
     except RequestError as error:
-        if error.param is not None:
+        if error.param is not None and error.param.startswith("messages"):
+            error.param = input_param(error.param, origins)
+        elif error.param is not None:
             for pattern, name in _PARAMS:
                 if pattern.match(error.param):
                     error.param = pattern.sub(name, error.param, count=1)
@@ -294,8 +305,9 @@ async def _whole(events: ResponseEvents, outcome: TurnOutcome) -> AsyncIterator[
 async def stream_events(
     runtime: AgentRuntime, turn: TurnRequest, events: ResponseEvents, resume: PausedTurn | None = None
 ) -> AsyncIterator[bytes]:
-    """The turn's typed events as the model streams it (see the module docstring); ``resume``: a paused turn whose
-    calls this request decided goes on."""
+    """The turn's typed events as the model streams it; ``resume``: a paused turn whose calls this request decided
+    goes on. Ends with ``response.failed`` when the turn fails, with the ``error`` event when another error stops
+    the request (see the module docstring)."""
     for event in events.started():
         yield event
     stream = runtime.stream(turn, resume=resume)
@@ -304,8 +316,11 @@ async def stream_events(
             batch = events.finished(item) if isinstance(item, TurnOutcome) else events.text(item)
             for event in batch:
                 yield event
-    except KoraError as failure:
+    except TurnError as failure:  # the turn ran and failed: its error event is stored, the response failed
         for event in events.failed(failure.code, failure.message):
+            yield event
+    except KoraError as refused:  # refused before its turn ran: no response of its own failed, nothing stored
+        for event in events.error(refused.code, refused.message, refused.param):
             yield event
     finally:
         await stream.aclose()

@@ -1,0 +1,56 @@
+"""How a streamed Responses turn reports an error, read with the ``openai`` SDK's stream against a real agent:
+the turn's own failure (the model failed) is ``response.failed`` and the response reads back as failed; a request
+the agent could not serve once the stream had started, before its turn ran (here: the memory store went away, in
+strict mode), is the ``error`` event, and its turn never ran."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import openai
+import pytest
+
+from kora.scripted import ErrorReply
+from tests.support.agent import running_agent
+from tests.support.memory import MemoryProcess, service_env
+from tests.support.scripted_server import ScriptedModelServer
+
+pytestmark = pytest.mark.integration
+
+
+async def test_a_turn_that_fails_is_response_failed_and_reads_back_failed(model: ScriptedModelServer) -> None:
+    async with running_agent(model, "helper") as agent:
+        client = agent.async_openai()
+        model.enqueue(ErrorReply(500, "the model broke"))
+        async with client.responses.stream(model="helper", input="fail now") as stream:
+            events = [event async for event in stream]
+        kinds = [event.type for event in events]
+        assert kinds == ["response.created", "response.in_progress", "response.failed"]
+        failed = events[-1].response
+        assert (failed.status, failed.error.code) == ("failed", "server_error")
+        assert "the model broke" in failed.error.message
+        stored = await client.responses.retrieve(failed.id)  # the response's own failure is kept with it
+        assert (stored.status, stored.error) == ("failed", failed.error)
+
+
+async def test_a_request_refused_after_the_stream_started_is_the_error_event(
+    memory_db: str, model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    store = MemoryProcess(service_env(memory_db), tmp_path / "memory.log").start()
+    try:
+        async with running_agent(
+            model, "helper", MEMORY_STORE_ENDPOINT=store.url, MEMORY_FAILURE_MODE="strict"
+        ) as agent:
+            client = agent.async_openai()
+            store.kill()
+            # Not stored and no session named: nothing reads the store before the stream starts; the turn does.
+            async with client.responses.stream(model="helper", input="hello", store=False) as stream:
+                events = [event async for event in stream]
+            assert [event.type for event in events] == ["response.created", "response.in_progress", "error"]
+            error = events[-1]
+            assert isinstance(error, openai.types.responses.ResponseErrorEvent)
+            assert (error.code, error.sequence_number) == ("memory_unavailable", 2)
+            assert "memory store is unavailable" in error.message
+            assert model.requests == []  # the turn never ran
+    finally:
+        store.kill()
