@@ -8,7 +8,7 @@ import asyncio
 from opentelemetry.metrics import CallbackOptions
 
 from kora.agent.runtime import SessionLocks
-from kora.agent.telemetry import _active_sessions
+from kora.agent.telemetry.metrics import _active_sessions
 
 
 def active() -> int | float:
