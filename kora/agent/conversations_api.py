@@ -36,7 +36,16 @@ from typing import Any, Final
 from pydantic import JsonValue
 
 from kora.core.errors import RequestError
-from kora.core.events import EventType, MemoryEvent
+from kora.core.events import (
+    EventType,
+    MemoryEvent,
+    TextEventType,
+    ToolCallContent,
+    ToolResultContent,
+    content_field,
+    new_event,
+    tool_call_id,
+)
 from kora.core.protocol import DELEGATION_TASK_ARG, DELEGATION_TOOL_PREFIX, is_session_id
 from kora.core.text import UNSTORABLE_MESSAGE, unstorable_location
 
@@ -186,14 +195,16 @@ def item_events(
     ids = {item_id(event) for event in stored}
     calls: dict[str, str] = {}  # call id -> tool name, of the calls not answered yet
     for event in stored:
-        call_id = _call_id(event)
+        call_id = tool_call_id(event)
         if call_id is None:
             continue
         if event.event_type in (EventType.TOOL_CALL, EventType.DELEGATION_REQUEST):
             calls[call_id] = _tool_name(event)
         else:
             calls.pop(call_id, None)
-    seen_calls = {_call_id(e) for e in stored if e.event_type in (EventType.TOOL_CALL, EventType.DELEGATION_REQUEST)}
+    seen_calls = {
+        tool_call_id(e) for e in stored if e.event_type in (EventType.TOOL_CALL, EventType.DELEGATION_REQUEST)
+    }
     events: list[MemoryEvent] = []
     for index, item in enumerate(items):
         param = f"items[{index}]"
@@ -252,8 +263,8 @@ def item_events(
                     code,
                 )
             text = _text(item.get("content"), f"{param}.content")
-            event_type = EventType.USER_MESSAGE if role == "user" else EventType.AGENT_RESPONSE
-            events.append(MemoryEvent(event_type=event_type, content=text, **extra))
+            event_type: TextEventType = EventType.USER_MESSAGE if role == "user" else EventType.AGENT_RESPONSE
+            events.append(new_event(event_type, text, **extra))
         elif kind == "function_call":
             call_id = _string(item, "call_id", param)
             name = _string(item, "name", param)
@@ -282,8 +293,8 @@ def item_events(
                 )
             seen_calls.add(call_id)
             calls[call_id] = name
-            content: JsonValue = {"tool_name": name, "args": args, "tool_call_id": call_id}
-            events.append(MemoryEvent(event_type=EventType.TOOL_CALL, content=content, **extra))
+            content: ToolCallContent = {"tool_name": name, "args": args, "tool_call_id": call_id}
+            events.append(new_event(EventType.TOOL_CALL, content, **extra))
         else:
             call_id = _string(item, "call_id", param)
             if call_id not in calls:
@@ -295,25 +306,19 @@ def item_events(
                 )
             output = item.get("output")
             text = output if isinstance(output, str) else _text(output, f"{param}.output")
-            result: JsonValue = {"tool_name": calls.pop(call_id), "tool_call_id": call_id, "content": text}
-            events.append(MemoryEvent(event_type=EventType.TOOL_RESULT, content=result, **extra))
+            result: ToolResultContent = {"tool_name": calls.pop(call_id), "tool_call_id": call_id, "content": text}
+            events.append(new_event(EventType.TOOL_RESULT, result, **extra))
     return events
 
 
 # -- events as items --------------------------------------------------------------------------------------------
 
 
-def _call_id(event: MemoryEvent) -> str | None:
-    value = event.content.get("tool_call_id") if isinstance(event.content, dict) else None
-    return value if isinstance(value, str) else None
-
-
 def _tool_name(event: MemoryEvent) -> str:
-    content = event.content if isinstance(event.content, dict) else {}
-    name = content.get("tool_name")
+    name = content_field(event, "tool_name")
     if isinstance(name, str):
         return name
-    agent = content.get("agent")
+    agent = content_field(event, "agent")
     return f"{DELEGATION_TOOL_PREFIX}{agent}" if isinstance(agent, str) else ""
 
 
@@ -333,20 +338,19 @@ def conversation_item(event: MemoryEvent) -> dict[str, JsonValue] | None:
     """The conversation item ``event`` is (None for an event that is no item: errors, malformed content)."""
     id_ = item_id(event)
     kind = event.event_type
-    content = event.content if isinstance(event.content, dict) else {}
     if kind in (EventType.USER_MESSAGE, EventType.TASK_DELEGATION_RECEIVED):
         part: JsonValue = {"type": "input_text", "text": _as_text(event.content)}
         return {"type": "message", "id": id_, "role": "user", "status": "completed", "content": [part]}
     if kind == EventType.AGENT_RESPONSE:
         part = {"type": "output_text", "text": _as_text(event.content), "annotations": [], "logprobs": []}
         return {"type": "message", "id": id_, "role": "assistant", "status": "completed", "content": [part]}
-    call_id = _call_id(event)
+    call_id = tool_call_id(event)
     if call_id is None:
         return None
     if kind in (EventType.TOOL_CALL, EventType.DELEGATION_REQUEST):
-        args = content.get("args")
+        args = content_field(event, "args")
         if kind == EventType.DELEGATION_REQUEST:
-            args = {DELEGATION_TASK_ARG: content.get("task")}
+            args = {DELEGATION_TASK_ARG: content_field(event, "task")}
         # Compact, as pydantic-ai renders a call's arguments (a store may keep them parsed).
         arguments = args if isinstance(args, str) else json.dumps(args or {}, separators=(",", ":"), ensure_ascii=False)
         return {
@@ -358,7 +362,11 @@ def conversation_item(event: MemoryEvent) -> dict[str, JsonValue] | None:
             "status": "completed",
         }
     if kind in (EventType.TOOL_RESULT, EventType.DELEGATION_RESPONSE):
-        output = content.get("response") if kind == EventType.DELEGATION_RESPONSE else content.get("content")
+        output = (
+            content_field(event, "response")
+            if kind == EventType.DELEGATION_RESPONSE
+            else content_field(event, "content")
+        )
         return {
             "type": "function_call_output",
             "id": id_,

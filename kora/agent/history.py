@@ -49,7 +49,16 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from kora.core.events import EventType, MemoryEvent, utc_now
+from kora.core.events import (
+    DelegationRequestContent,
+    DelegationResponseContent,
+    EventType,
+    MemoryEvent,
+    TextEventType,
+    ToolCallContent,
+    ToolResultContent,
+    new_event,
+)
 from kora.core.protocol import DELEGATION_TASK_ARG, DELEGATION_TOOL_PREFIX
 from kora.memory.base import TurnContext
 from kora.memory.replay import (
@@ -145,6 +154,49 @@ def _is_rejected(messages: Sequence[ModelMessage], index: int) -> bool:
     return isinstance(following, ModelRequest) and any(isinstance(p, RetryFeedbackPart) for p in following.parts)
 
 
+def _return_event(
+    part: ToolReturnPart, common: dict[str, JsonValue], prefix: str, agents: Mapping[str, str] | None
+) -> MemoryEvent:
+    """The ``tool_result`` or ``delegation_response`` event of a tool return (its outcome kept when not success)."""
+    extra = dict(common)
+    if part.outcome != "success":
+        extra["outcome"] = part.outcome
+    agent = _delegated_agent(part.tool_name, prefix, agents)
+    if agent is None:
+        result: ToolResultContent = {
+            "tool_name": part.tool_name,
+            "tool_call_id": part.tool_call_id,
+            "content": _jsonable(part.content),
+        }
+        return new_event(EventType.TOOL_RESULT, result, metadata=extra, timestamp=part.timestamp)
+    extra["tool_name"] = part.tool_name
+    response: DelegationResponseContent = {
+        "agent": agent,
+        "response": as_text(_jsonable(part.content)),
+        "tool_call_id": part.tool_call_id,
+    }
+    return new_event(EventType.DELEGATION_RESPONSE, response, metadata=extra, timestamp=part.timestamp)
+
+
+def _call_event(
+    call: ToolCallPart, when: datetime, common: dict[str, JsonValue], prefix: str, agents: Mapping[str, str] | None
+) -> MemoryEvent:
+    """The ``tool_call`` or ``delegation_request`` event of a call the model made (at ``when``)."""
+    args = cast(dict[str, JsonValue], _jsonable(call.args_as_dict()))
+    agent = _delegated_agent(call.tool_name, prefix, agents)
+    if agent is None:
+        content: ToolCallContent = {"tool_name": call.tool_name, "args": args, "tool_call_id": call.tool_call_id}
+        return new_event(EventType.TOOL_CALL, content, metadata=common, timestamp=when)
+    request: DelegationRequestContent = {
+        "agent": agent,
+        "task": _delegation_task(args),
+        "tool_call_id": call.tool_call_id,
+    }
+    return new_event(
+        EventType.DELEGATION_REQUEST, request, metadata={**common, "tool_name": call.tool_name}, timestamp=when
+    )
+
+
 def messages_to_events(
     messages: Sequence[ModelMessage],
     *,
@@ -165,6 +217,7 @@ def messages_to_events(
     """
     if prompt_event_type not in PROMPT_EVENTS:
         raise ValueError(f"prompt_event_type must be user_message or task_delegation_received, not {prompt_event_type}")
+    prompt_type = cast(TextEventType, prompt_event_type)  # one of PROMPT_EVENTS, checked above
     common: dict[str, JsonValue] = dict(metadata or {})
     prompt_meta = {**common, **(prompt_metadata or {})}
     retried = {
@@ -175,56 +228,29 @@ def messages_to_events(
         if isinstance(p, ToolReturnPart) and p.outcome == "retried"
     }
     events: list[MemoryEvent] = []
-
-    def emit(kind: EventType, content: JsonValue, when: datetime | None, extra: Mapping[str, JsonValue]) -> None:
-        events.append(MemoryEvent(event_type=kind, content=content, metadata=dict(extra), timestamp=when or utc_now()))
-
     for index, message in enumerate(messages):
         if isinstance(message, ModelRequest):
             for part in message.parts:
                 if isinstance(part, UserPromptPart):
                     if (text := _prompt_text(part.content)).strip():
-                        emit(prompt_event_type, text, part.timestamp, prompt_meta)
+                        events.append(new_event(prompt_type, text, metadata=prompt_meta, timestamp=part.timestamp))
                 elif isinstance(part, ToolReturnPart) and part.outcome != "retried":
-                    extra = dict(common)
-                    if part.outcome != "success":
-                        extra["outcome"] = part.outcome
-                    agent = _delegated_agent(part.tool_name, delegation_tool_prefix, delegation_agents)
-                    if agent is None:
-                        content: JsonValue = {
-                            "tool_name": part.tool_name,
-                            "tool_call_id": part.tool_call_id,
-                            "content": _jsonable(part.content),
-                        }
-                        emit(EventType.TOOL_RESULT, content, part.timestamp, extra)
-                    else:
-                        extra["tool_name"] = part.tool_name
-                        response = _jsonable(part.content)
-                        content = {"agent": agent, "response": as_text(response), "tool_call_id": part.tool_call_id}
-                        emit(EventType.DELEGATION_RESPONSE, content, part.timestamp, extra)
+                    events.append(_return_event(part, common, delegation_tool_prefix, delegation_agents))
         else:
             calls = [p for p in message.parts if isinstance(p, ToolCallPart)]
             text = message.text or ""
+            when = message.timestamp
             if text.strip() and not calls and not _is_rejected(messages, index):
-                emit(EventType.AGENT_RESPONSE, text, message.timestamp, common)
+                events.append(new_event(EventType.AGENT_RESPONSE, text, metadata=common, timestamp=when))
             elif text.strip() and calls and include_intermediate_text:
-                emit(EventType.AGENT_RESPONSE, text, message.timestamp, {**common, "intermediate": True})
-            for call in calls:
-                if call.tool_call_id in retried:
-                    continue
-                args = cast(dict[str, JsonValue], _jsonable(call.args_as_dict()))
-                agent = _delegated_agent(call.tool_name, delegation_tool_prefix, delegation_agents)
-                if agent is None:
-                    content = {"tool_name": call.tool_name, "args": args, "tool_call_id": call.tool_call_id}
-                    emit(EventType.TOOL_CALL, content, message.timestamp, common)
-                else:
-                    content = {"agent": agent, "task": _delegation_task(args), "tool_call_id": call.tool_call_id}
-                    emit(
-                        EventType.DELEGATION_REQUEST,
-                        content,
-                        message.timestamp,
-                        {**common, "tool_name": call.tool_name},
-                    )
+                events.append(
+                    new_event(EventType.AGENT_RESPONSE, text, metadata={**common, "intermediate": True}, timestamp=when)
+                )
+            events += [
+                _call_event(call, when, common, delegation_tool_prefix, delegation_agents)
+                for call in calls
+                if call.tool_call_id not in retried
+            ]
     return events
 
 

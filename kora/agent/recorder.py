@@ -24,7 +24,7 @@ from kora.agent.history import messages_to_events
 from kora.agent.telemetry import AgentTracing
 from kora.agent.turn import ResponseRecord, TurnRequest
 from kora.core.errors import KoraError
-from kora.core.events import EventType, MemoryEvent
+from kora.core.events import ErrorContent, EventType, MemoryEvent, new_event, tool_call_id
 from kora.memory import Memory
 
 if TYPE_CHECKING:
@@ -80,9 +80,8 @@ class TurnRecorder:
         if approvals:
             events = _marked(events, {a.tool_call_id: a.marker() for a in approvals})
         if error is not None:
-            events.append(
-                self.memory.create_event(EventType.ERROR, {"error_type": error.code, "message": error.message})
-            )
+            failure: ErrorContent = {"error_type": error.code, "message": error.message}
+            events.append(new_event(EventType.ERROR, failure))
         if trace_ids := self._tracing.event_metadata():
             events = [event.model_copy(update={"metadata": {**event.metadata, **trace_ids}}) for event in events]
         if turn.response is not None:
@@ -108,8 +107,8 @@ def _marked(events: list[MemoryEvent], markers: Mapping[str, JsonValue]) -> list
     in its metadata (:data:`~kora.agent.approvals.APPROVAL_FIELD`)."""
     marked = []
     for event in events:
-        call_id = event.content.get("tool_call_id") if isinstance(event.content, dict) else None
-        if event.event_type == EventType.TOOL_CALL and isinstance(call_id, str) and call_id in markers:
+        call_id = tool_call_id(event)
+        if event.event_type == EventType.TOOL_CALL and call_id is not None and call_id in markers:
             event = event.model_copy(update={"metadata": {**event.metadata, APPROVAL_FIELD: markers[call_id]}})
         marked.append(event)
     return marked

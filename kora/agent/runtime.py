@@ -76,7 +76,7 @@ from kora.core.errors import (
     StepLimitReached,
     TurnCancelled,
 )
-from kora.core.events import EventType, MemoryEvent
+from kora.core.events import EventType, MemoryEvent, tool_call_id
 from kora.memory import Memory
 from kora.memory.base import SESSION_FORBIDDEN
 from kora.memory.replay import Prompt, Request
@@ -746,7 +746,7 @@ class AgentRuntime:
         wanted = {call.tool_call_id for call in turn.answered.calls}
 
         def found(events: list[MemoryEvent]) -> bool:
-            ids = {e.content.get("tool_call_id") for e in events if isinstance(e.content, dict)}
+            ids = {tool_call_id(e) for e in events}
             return wanted <= ids
 
         if found([e for e in window if e.event_type == EventType.TOOL_CALL]):

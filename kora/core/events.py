@@ -4,7 +4,9 @@ An event is one thing that happened in a session: a user message, a tool call, t
 a delegation, an error. Agents store them in memory, replay the recent ones as model history, and
 serve them on ``GET /memory/events``.
 
-Content shapes by type (what Kora writes; ``content`` may be any JSON value):
+Content shapes by type: what Kora writes, typed here so that mypy checks every key written and read. A store
+accepts any JSON value as ``content`` (events written by other clients included), so readers never trust the shape:
+they read through :func:`content_field` and check each value.
 
 ==========================  ==================================================================
 event_type                  content
@@ -12,19 +14,23 @@ event_type                  content
 user_message                ``str``: the user's text
 task_delegation_received    ``str``: the task text a parent agent sent (metadata ``from_agent``)
 agent_response              ``str``: the agent's final text
-tool_call                   ``{"tool_name": str, "args": dict, "tool_call_id": str}``
-tool_result                 ``{"tool_name": str, "tool_call_id": str, "content": JSON}``
-delegation_request          ``{"agent": str, "task": str, "tool_call_id": str}``
-delegation_response         ``{"agent": str, "response": str, "tool_call_id": str}``
-error                       ``{"error_type": str, "message": str}``
+tool_call                   :class:`ToolCallContent`
+tool_result                 :class:`ToolResultContent`
+delegation_request          :class:`DelegationRequestContent`
+delegation_response         :class:`DelegationResponseContent`
+error                       :class:`ErrorContent`
 ==========================  ==================================================================
+
+Events are built by :func:`new_event`, whose overloads pair each event type with its content type.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Literal, TypedDict, cast, overload
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -66,3 +72,152 @@ class MemoryEvent(BaseModel):
     event_type: EventType
     content: JsonValue = None
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+# -- contents -------------------------------------------------------------------------------------------------
+
+
+class ToolCallContent(TypedDict):
+    """``tool_call``: a call the model made to ``tool_name`` with ``args`` (the JSON object of arguments)."""
+
+    tool_name: str
+    args: dict[str, JsonValue]
+    tool_call_id: str
+
+
+class ToolResultContent(TypedDict):
+    """``tool_result``: what tool ``tool_name`` returned to call ``tool_call_id`` (``content``: JSON data)."""
+
+    tool_name: str
+    tool_call_id: str
+    content: JsonValue
+
+
+class DelegationRequestContent(TypedDict):
+    """``delegation_request``: the ``task`` text sent to peer ``agent`` by call ``tool_call_id``."""
+
+    agent: str
+    task: str
+    tool_call_id: str
+
+
+class DelegationResponseContent(TypedDict):
+    """``delegation_response``: peer ``agent``'s answer (as text) to call ``tool_call_id``."""
+
+    agent: str
+    response: str
+    tool_call_id: str
+
+
+class ErrorContent(TypedDict):
+    """``error``: why a turn failed: ``error_type`` is the error's code (:mod:`kora.core.errors`)."""
+
+    error_type: str
+    message: str
+
+
+#: The event types whose content is text (``str``).
+TextEventType = Literal[EventType.USER_MESSAGE, EventType.TASK_DELEGATION_RECEIVED, EventType.AGENT_RESPONSE]
+
+#: Any content Kora writes.
+EventContent = (
+    str | ToolCallContent | ToolResultContent | DelegationRequestContent | DelegationResponseContent | ErrorContent
+)
+
+
+#: The keys of every content type above.
+ContentKey = Literal[
+    "tool_name", "args", "tool_call_id", "content", "agent", "task", "response", "error_type", "message"
+]
+
+
+def content_field(event: MemoryEvent, key: ContentKey) -> JsonValue:
+    """The value of ``key`` in ``event``'s content: any JSON value (a store keeps whatever a client wrote), None when
+    the content is not a JSON object or lacks the key. ``key`` is typed, so mypy checks every key read."""
+    content = event.content
+    return content.get(key) if isinstance(content, dict) else None
+
+
+def tool_call_id(event: MemoryEvent) -> str | None:
+    """The ``tool_call_id`` of a tool or delegation event's content; None when it has none or not a string."""
+    value = content_field(event, "tool_call_id")
+    return value if isinstance(value, str) else None
+
+
+@overload
+def new_event(
+    event_type: TextEventType,
+    content: str,
+    *,
+    metadata: Mapping[str, JsonValue] | None = None,
+    timestamp: datetime | None = None,
+    event_id: str | None = None,
+) -> MemoryEvent: ...
+@overload
+def new_event(
+    event_type: Literal[EventType.TOOL_CALL],
+    content: ToolCallContent,
+    *,
+    metadata: Mapping[str, JsonValue] | None = None,
+    timestamp: datetime | None = None,
+    event_id: str | None = None,
+) -> MemoryEvent: ...
+@overload
+def new_event(
+    event_type: Literal[EventType.TOOL_RESULT],
+    content: ToolResultContent,
+    *,
+    metadata: Mapping[str, JsonValue] | None = None,
+    timestamp: datetime | None = None,
+    event_id: str | None = None,
+) -> MemoryEvent: ...
+@overload
+def new_event(
+    event_type: Literal[EventType.DELEGATION_REQUEST],
+    content: DelegationRequestContent,
+    *,
+    metadata: Mapping[str, JsonValue] | None = None,
+    timestamp: datetime | None = None,
+    event_id: str | None = None,
+) -> MemoryEvent: ...
+@overload
+def new_event(
+    event_type: Literal[EventType.DELEGATION_RESPONSE],
+    content: DelegationResponseContent,
+    *,
+    metadata: Mapping[str, JsonValue] | None = None,
+    timestamp: datetime | None = None,
+    event_id: str | None = None,
+) -> MemoryEvent: ...
+@overload
+def new_event(
+    event_type: Literal[EventType.ERROR],
+    content: ErrorContent,
+    *,
+    metadata: Mapping[str, JsonValue] | None = None,
+    timestamp: datetime | None = None,
+    event_id: str | None = None,
+) -> MemoryEvent: ...
+def new_event(
+    event_type: EventType,
+    content: EventContent,
+    *,
+    metadata: Mapping[str, JsonValue] | None = None,
+    timestamp: datetime | None = None,
+    event_id: str | None = None,
+) -> MemoryEvent:
+    """An event of ``event_type`` with ``content`` of that type's shape (the overloads pair them), ``metadata``,
+    ``timestamp`` (default now, UTC) and ``event_id`` (default a fresh one)."""
+    # A TypedDict is a JSON object at run time; mypy does not see it as one (its keys are fixed).
+    json_content = cast(JsonValue, content)
+    if event_id is None:
+        return MemoryEvent(
+            event_type=event_type, content=json_content, metadata=dict(metadata or {}), timestamp=timestamp or utc_now()
+        )
+    return MemoryEvent(
+        event_id=event_id,
+        event_type=event_type,
+        content=json_content,
+        metadata=dict(metadata or {}),
+        timestamp=timestamp or utc_now(),
+    )

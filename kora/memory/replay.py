@@ -45,7 +45,7 @@ from typing import Literal, cast
 
 from pydantic import JsonValue
 
-from kora.core.events import EventType, MemoryEvent
+from kora.core.events import EventType, MemoryEvent, content_field, tool_call_id
 from kora.core.protocol import DELEGATION_TASK_ARG, DELEGATION_TOOL_PREFIX
 
 PROMPT_EVENTS = frozenset({EventType.USER_MESSAGE, EventType.TASK_DELEGATION_RECEIVED})
@@ -111,12 +111,7 @@ def as_text(value: JsonValue) -> str:
 
 
 def _call_id(event: MemoryEvent) -> str | None:
-    content = event.content
-    if isinstance(content, dict):
-        call_id = content.get("tool_call_id")
-        if isinstance(call_id, str) and call_id:
-            return call_id
-    return None
+    return tool_call_id(event) or None  # an empty id pairs nothing
 
 
 def _delegation_tool(event: MemoryEvent, prefix: str) -> str:
@@ -124,24 +119,25 @@ def _delegation_tool(event: MemoryEvent, prefix: str) -> str:
     recorded = event.metadata.get("tool_name")
     if isinstance(recorded, str) and recorded:
         return recorded
-    content = event.content
-    agent = content.get("agent") if isinstance(content, dict) else None
+    agent = content_field(event, "agent")
     return f"{prefix}{agent if isinstance(agent, str) else ''}"
 
 
 def _call(event: MemoryEvent, call_id: str, prefix: str) -> ResponseToolCall:
-    content = cast(dict[str, JsonValue], event.content)  # _call_id checked it is a dict
     if event.event_type == EventType.DELEGATION_REQUEST:
         return ResponseToolCall(
-            _delegation_tool(event, prefix), call_id, {DELEGATION_TASK_ARG: as_text(content.get("task"))}
+            _delegation_tool(event, prefix), call_id, {DELEGATION_TASK_ARG: as_text(content_field(event, "task"))}
         )
-    args = content.get("args")
-    return ResponseToolCall(as_text(content.get("tool_name")), call_id, args if isinstance(args, dict) else {})
+    args = content_field(event, "args")
+    return ResponseToolCall(as_text(content_field(event, "tool_name")), call_id, args if isinstance(args, dict) else {})
 
 
 def _return(event: MemoryEvent, call_id: str, tool_name: str) -> ToolReturn:
-    content = cast(dict[str, JsonValue], event.content)
-    payload = content.get("response") if event.event_type == EventType.DELEGATION_RESPONSE else content.get("content")
+    payload = (
+        content_field(event, "response")
+        if event.event_type == EventType.DELEGATION_RESPONSE
+        else content_field(event, "content")
+    )
     outcome = event.metadata.get("outcome")
     return ToolReturn(
         tool_name,

@@ -13,7 +13,7 @@ import re
 
 from pydantic import JsonValue
 
-from kora.core.events import EventType, MemoryEvent
+from kora.core.events import EventType, MemoryEvent, content_field
 
 _WORD = re.compile(r"\w+")
 
@@ -62,19 +62,18 @@ def event_text(event: MemoryEvent) -> str:
     tool_result: ``name: content``; delegation_request: ``agent: task``; delegation_response:
     ``agent: response``; error: ``error_type: message``. Content of an unexpected shape is rendered as JSON.
     """
-    content = event.content
-    if not isinstance(content, dict):
-        return json_text(content)
+    if not isinstance(event.content, dict):
+        return json_text(event.content)
     match event.event_type:
         case EventType.TOOL_CALL:
-            return f"{json_text(content.get('tool_name'))} {json_text(content.get('args'))}"
+            return f"{json_text(content_field(event, 'tool_name'))} {json_text(content_field(event, 'args'))}"
         case EventType.TOOL_RESULT:
-            return f"{json_text(content.get('tool_name'))}: {json_text(content.get('content'))}"
+            return f"{json_text(content_field(event, 'tool_name'))}: {json_text(content_field(event, 'content'))}"
         case EventType.DELEGATION_REQUEST:
-            return f"{json_text(content.get('agent'))}: {json_text(content.get('task'))}"
+            return f"{json_text(content_field(event, 'agent'))}: {json_text(content_field(event, 'task'))}"
         case EventType.DELEGATION_RESPONSE:
-            return f"{json_text(content.get('agent'))}: {json_text(content.get('response'))}"
+            return f"{json_text(content_field(event, 'agent'))}: {json_text(content_field(event, 'response'))}"
         case EventType.ERROR:
-            return f"{json_text(content.get('error_type'))}: {json_text(content.get('message'))}"
+            return f"{json_text(content_field(event, 'error_type'))}: {json_text(content_field(event, 'message'))}"
         case _:
-            return json_text(content)
+            return json_text(event.content)

@@ -10,6 +10,10 @@ numbers, though Python's parser reads ``NaN`` and ``1e400``); event timestamps m
 UTC (a naive one is taken as UTC), so that every stored event can be read back. A body that breaks a rule is a 400
 naming the field, and nothing of it is stored.
 
+An event's ``content`` may be any JSON value here, as a memory event's content may be: the shapes Kora writes are the
+content types of :mod:`kora.core.events` (built by :func:`~kora.core.events.new_event`), and whoever reads a content
+back reads it through :func:`~kora.core.events.content_field`, checking each value.
+
 Scopes (narrowest first): ``session`` (this session), ``agent`` (this agent's memories of this user, across
 sessions), ``user`` (this user's memories across every agent bound to the store) and ``store`` (everything;
 for administrators, never offered to a model). ``agent`` and ``user`` need a ``user_id``.

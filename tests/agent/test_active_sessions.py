@@ -9,7 +9,7 @@ import pytest
 from opentelemetry.metrics import CallbackOptions
 
 from kora.agent.runtime import SessionLocks
-from kora.agent.telemetry import _active_sessions
+from kora.agent.telemetry.metrics import _active_sessions
 
 pytestmark = pytest.mark.unit
 

@@ -14,10 +14,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def contract_layers(pyproject: Path = REPO / "pyproject.toml") -> list[frozenset[str]]:
-    """The packages of each layer of the one ``layers`` contract, top layer first."""
+    """The packages of each layer of the one ``layers`` contract over all of ``kora``, top layer first (the layers
+    contracts inside one package name it in ``containers``)."""
     contracts = tomllib.loads(pyproject.read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
-    layered = [contract for contract in contracts if contract["type"] == "layers"]
-    assert len(layered) == 1, f"expected one layers contract in pyproject.toml, found {len(layered)}"
+    layered = [contract for contract in contracts if contract["type"] == "layers" and "containers" not in contract]
+    assert len(layered) == 1, f"expected one layers contract over kora in pyproject.toml, found {len(layered)}"
     return [frozenset(name.strip() for name in layer.split("|")) for layer in layered[0]["layers"]]
 
 

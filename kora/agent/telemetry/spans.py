@@ -1,0 +1,120 @@
+"""The spans of a turn the runtime holds: its ``invoke_agent`` span (:class:`TurnSpan`) and its ``step {n}`` spans
+(:class:`StepSpans`, the current turn's in :data:`current_steps`), and how a span is marked failed (:func:`fail`)
+or named in a stored event (:func:`span_ids`). What each span carries: :mod:`kora.agent.telemetry`."""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from dataclasses import dataclass
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
+
+from kora.agent.approvals import PausedTurn
+from kora.agent.telemetry.conventions import error_type
+from kora.agent.turn import TurnOutcome
+from kora.core.errors import KoraError
+
+
+@dataclass
+class StepSpans:
+    """The loop steps of one turn: the open ``step {n}`` span, if any, and how many steps began."""
+
+    tracer: Tracer
+    count: int = 0
+    open: Span | None = None
+
+    def begin(self) -> Span:
+        """End the open step, if any, and start the next one (not made current: see :func:`trace.use_span`)."""
+        self.end()
+        self.count += 1
+        self.open = self.tracer.start_span(f"step {self.count}", attributes={"kora.turn.step": self.count})
+        return self.open
+
+    def end(self, error: BaseException | None = None) -> None:
+        """End the open step, marking it failed with ``error``."""
+        if self.open is not None:
+            if error is not None:
+                fail(self.open, error)
+            self.open.end()
+            self.open = None
+
+
+#: The steps of the turn running in this context (set by :meth:`AgentTracing.turn`; None with tracing off).
+current_steps: contextvars.ContextVar[StepSpans | None] = contextvars.ContextVar("kora_turn_steps", default=None)
+
+
+@dataclass
+class TurnSpan:
+    """The ``invoke_agent`` span of a running turn; the runtime reports the outcome with :meth:`finish`."""
+
+    span: Span
+    steps: StepSpans
+
+    def finish(self, outcome: TurnOutcome) -> None:
+        """Record the turn's outcome on its span: finish reason, token usage summed over its model requests, and
+        an error status when the turn stopped short of an answer (its step budget ran out)."""
+        self.span.set_attributes(
+            {
+                "gen_ai.response.finish_reasons": [outcome.finish_reason],
+                "gen_ai.usage.input_tokens": outcome.input_tokens,
+                "gen_ai.usage.output_tokens": outcome.output_tokens,
+                "kora.turn.model_requests": outcome.model_requests,
+            }
+        )
+        if outcome.spent is not None:
+            # Everything the turn spent, its delegations included (kora.agent.budget).
+            self.span.set_attributes(
+                {
+                    "kora.turn.tool_calls": outcome.spent.tool_calls,
+                    "kora.turn.spent_model_requests": outcome.spent.model_requests,
+                    "kora.turn.spent_input_tokens": outcome.spent.input_tokens,
+                    "kora.turn.spent_output_tokens": outcome.spent.output_tokens,
+                }
+            )
+            if outcome.spent.cost_usd is not None:
+                self.span.set_attribute("kora.turn.cost_usd", outcome.spent.cost_usd)
+        if outcome.exhausted is not None:
+            self.span.set_attribute("kora.budget.exhausted", outcome.exhausted)
+        if outcome.approvals:
+            # The turn paused at calls that wait for a person's decision.
+            self.span.set_attributes(
+                {
+                    "kora.approval.requested": len(outcome.approvals),
+                    "kora.approval.ids": [a.id for a in outcome.approvals],
+                    "kora.approval.targets": [a.target for a in outcome.approvals],
+                }
+            )
+        if outcome.finish_reason != "stop":
+            self.span.set_status(Status(StatusCode.ERROR, outcome.text))
+
+    def resumed(self, paused: PausedTurn) -> None:
+        """Record on the span of a turn that resumes a paused one how its calls were decided: their ids, their
+        statuses (``approved``, ``rejected``, ``expired``) and the seconds each waited for its decision."""
+        approvals = paused.approvals
+        self.span.set_attributes(
+            {
+                "kora.approval.ids": [a.id for a in approvals],
+                "kora.approval.statuses": [a.status for a in approvals],
+                "kora.approval.waited_seconds": [
+                    max((a.decided_at or time.time()) - a.requested_at, 0.0) for a in approvals
+                ],
+            }
+        )
+
+
+def span_ids(span: Span) -> dict[str, str]:
+    """``{"trace_id": 32 hex digits, "span_id": 16 hex digits}`` of ``span``; empty when it is not valid."""
+    context = span.get_span_context()
+    if not context.is_valid:
+        return {}
+    return {"trace_id": trace.format_trace_id(context.trace_id), "span_id": trace.format_span_id(context.span_id)}
+
+
+def fail(span: Span, error: BaseException) -> None:
+    """Mark ``span`` failed by ``error``: status ERROR with the message, the exception recorded, ``error.type``."""
+    message = error.message if isinstance(error, KoraError) else str(error)
+    span.set_attribute("error.type", error_type(error))
+    span.record_exception(error)
+    span.set_status(Status(StatusCode.ERROR, message or type(error).__name__))
