@@ -31,7 +31,8 @@ from pydantic.json_schema import JsonSchemaValue
 from kora.agent.settings import NAMED_VARIABLES, AgentSettings
 from kora.console.settings import ConsoleSettings
 from kora.core.env import VariableDoc
-from kora.hosted.cli import VARIABLES as HOSTED_VARIABLES
+from kora.hosted.settings import ENV_PREFIX as HOSTED_PREFIX
+from kora.hosted.settings import HostedSettings
 from kora.mcp.settings import McpSettings
 from kora.memory_service.settings import ENV_PREFIX as MEMORY_PREFIX
 from kora.memory_service.settings import MemoryServiceSettings
@@ -67,7 +68,7 @@ WORKLOADS = (
     Workload("mcp", McpSettings),
     Workload("model-proxy", ProxySettings, prefix=PROXY_PREFIX),
     Workload("memory", MemoryServiceSettings, prefix=MEMORY_PREFIX),
-    Workload("model-hosted", None, HOSTED_VARIABLES),
+    Workload("model-hosted", HostedSettings, prefix=HOSTED_PREFIX),
     Workload("operator", OperatorSettings, OPERATOR_VARIABLES),
     Workload("console", ConsoleSettings),
 )

@@ -6,7 +6,6 @@ import the helpers here so the names can never drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 MCP_SERVERS = "MCP_SERVERS"
@@ -229,29 +228,6 @@ def mcp_endpoint(base_url: str) -> str:
     """The Streamable HTTP endpoint of a tool server: its base URL with ``/mcp`` appended once."""
     base = base_url.rstrip("/")
     return base if base.endswith(MCP_PATH) else base + MCP_PATH
-
-
-def byte_limit(environ: Mapping[str, str], name: str, default: int) -> int:
-    """The ``*_MAX_REQUEST_BYTES`` variable ``name`` of ``environ`` (``default`` when unset or blank), for the
-    workloads that read their variables by hand. ``ValueError`` naming the variable when it is not a whole number
-    of at least :data:`MIN_MAX_REQUEST_BYTES`."""
-    raw = environ.get(name, "").strip()
-    if not raw:
-        return default
-    if not raw.isdigit() or int(raw) < MIN_MAX_REQUEST_BYTES:
-        raise ValueError(f"{name} must be a whole number of bytes, at least {MIN_MAX_REQUEST_BYTES}; got {raw!r}")
-    return int(raw)
-
-
-def thread_count(environ: Mapping[str, str], name: str, default: int, maximum: int) -> int:
-    """The thread-count variable ``name`` of ``environ`` (``default`` when unset or blank). ``ValueError`` naming
-    the variable when it is not a whole number from 1 to ``maximum``."""
-    raw = environ.get(name, "").strip()
-    if not raw:
-        return default
-    if not raw.isdigit() or not 1 <= int(raw) <= maximum:
-        raise ValueError(f"{name} must be a whole number of threads from 1 to {maximum}; got {raw!r}")
-    return int(raw)
 
 
 def split_names(value: str) -> list[str]:

@@ -18,75 +18,34 @@ import signal
 import sys
 from typing import Annotated
 
-from kora.core import env as names
 from kora.core.command import run_command, serve_until_stopped
+from kora.hosted.settings import COMPONENT, HostedSettings, load_hosted_settings
 from kora.resources.hosted_models import HostedModel, missing_extra_message, model_path_problem, resolve_hosted_model
 
-__all__ = ["VARIABLES", "cli"]
+__all__ = ["cli"]
 
-#: The variables ``kora model-hosted`` reads, as docs/configuration.md lists them.
-VARIABLES = (
-    names.VariableDoc(
-        names.MODEL_HOSTED_MODEL,
-        "string",
-        "The model to serve: `all-MiniLM-L6-v2` or `sentence-transformers/all-MiniLM-L6-v2` (any case), the "
-        "packaged 384-dimension embedding model (needs `pip install 'kora[embeddings]'`), or the exact name of the "
-        f"sentence-transformers model in `{names.MODEL_HOSTED_MODEL_PATH}`. Another name without a path: exit 3 "
-        "saying Hosted mode does not serve it.",
-        required="yes",
-    ),
-    names.VariableDoc(
-        names.MODEL_HOSTED_MODEL_PATH,
-        "absolute path",
-        f"Directory holding the files of the sentence-transformers model `{names.MODEL_HOSTED_MODEL}` names (as "
-        "`SentenceTransformer(name).save(directory)` writes them), read with no network and served under that "
-        "name only. Not a directory, or no `modules.json`/`config.json` in it: exit 2 naming this setting.",
-        default="unset: the packaged all-MiniLM-L6-v2",
-    ),
-    names.VariableDoc(
-        names.MODEL_HOSTED_THREADS,
-        f"int 1..{names.MAX_HOSTED_THREADS}",
-        "Intra-op threads the model runtime encodes with. One keeps a short query from waiting on every core "
-        "(torch's own default, one per core, is several times slower at p95 on a shared 2-core machine); more "
-        "can speed up large batches on an idle machine with cores to spare.",
-        default=f"`{names.DEFAULT_HOSTED_THREADS}`",
-    ),
-    names.VariableDoc(
-        names.MODEL_HOSTED_MAX_REQUEST_BYTES,
-        f"int >= {names.MIN_MAX_REQUEST_BYTES}",
-        "Largest request body accepted, in bytes; a larger one is refused with 413 before it is read "
-        "(see Request limits).",
-        default=f"`{names.DEFAULT_MAX_LARGE_REQUEST_BYTES}`",
-    ),
-)
-
-_PROG = "kora model-hosted"
+_PROG = COMPONENT
 
 
 def _say(message: str) -> None:
     print(f"{_PROG}: {message}", file=sys.stderr, flush=True)
 
 
-def _serve(model: HostedModel, host: str, port: int) -> int:
+def _serve(model: HostedModel, settings: HostedSettings, host: str, port: int) -> int:
     from kora.core.net import bind_socket
     from kora.core.settings_errors import SettingsError
     from kora.core.telemetry import instrument_app, setup_telemetry
     from kora.hosted.app import create_hosted_app
     from kora.hosted.embedder import MiniLMEmbedder
 
+    threads = settings.threads
     try:
-        limit = names.byte_limit(
-            os.environ, names.MODEL_HOSTED_MAX_REQUEST_BYTES, names.DEFAULT_MAX_LARGE_REQUEST_BYTES
-        )
-        threads = names.thread_count(
-            os.environ, names.MODEL_HOSTED_THREADS, names.DEFAULT_HOSTED_THREADS, names.MAX_HOSTED_THREADS
-        )
         telemetry = setup_telemetry("ModelAPI", component=_PROG)
         sock = bind_socket(host, port)
     except SettingsError as error:
         print(error, file=sys.stderr, flush=True)
         return 2
-    except (ValueError, OSError) as error:
+    except OSError as error:
         _say(str(error))
         return 2
     failures: list[str] = []
@@ -106,7 +65,7 @@ def _serve(model: HostedModel, host: str, port: int) -> int:
         lambda: MiniLMEmbedder.load(threads, model.path),
         on_loaded=loaded,
         on_load_failure=failed,
-        max_request_bytes=limit,
+        max_request_bytes=settings.max_request_bytes,
     )
     instrument_app(app, telemetry)
     print(
@@ -131,11 +90,14 @@ def cli(argv: list[str]) -> int:
     ) -> int:
         """Serve the model named by MODEL_HOSTED_MODEL (a ModelAPI in Hosted mode): all-MiniLM-L6-v2 embeddings,
         or the sentence-transformers model in MODEL_HOSTED_MODEL_PATH."""
-        name = os.environ.get(names.MODEL_HOSTED_MODEL, "").strip()
-        if not name:
-            _say(f"{names.MODEL_HOSTED_MODEL} must name the model to serve (e.g. all-MiniLM-L6-v2)")
+        from kora.core.settings_errors import SettingsError
+
+        try:
+            settings = load_hosted_settings()
+        except SettingsError as error:
+            print(error, file=sys.stderr, flush=True)
             return 2
-        path = os.environ.get(names.MODEL_HOSTED_MODEL_PATH, "").strip() or None
+        name, path = settings.model, settings.model_path
         model = resolve_hosted_model(name, path)
         if isinstance(model, str):
             _say(model)
@@ -149,6 +111,6 @@ def cli(argv: list[str]) -> int:
         if missing is not None:
             _say(missing)
             return 3
-        return _serve(model, host, port)
+        return _serve(model, settings, host, port)
 
     return run_command(model_hosted, argv, _PROG)

@@ -104,7 +104,9 @@ def test_model_proxy_without_a_backend_exits_2(monkeypatch: pytest.MonkeyPatch, 
 def test_model_hosted_without_a_model_exits_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
     monkeypatch.delenv("MODEL_HOSTED_MODEL", raising=False)
     assert main(["model-hosted", "--port", "0"]) == 2
-    assert "kora model-hosted: MODEL_HOSTED_MODEL must name the model to serve" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "kora model-hosted: invalid configuration" in err
+    assert "MODEL_HOSTED_MODEL: required but not set" in err
 
 
 def test_model_hosted_refuses_a_model_kora_does_not_host_with_exit_3(

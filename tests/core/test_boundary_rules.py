@@ -4,7 +4,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kora.core.env import byte_limit
 from kora.core.errors import RequestError
 from kora.core.limits import MAX_JSON_DEPTH, MAX_NUMBER_DIGITS, json_problem
 from kora.core.protocol import MAX_SESSION_ID_CHARS, check_session_id, child_session_id, is_session_id
@@ -79,11 +78,3 @@ def test_unstorable_location_names_the_field():
     for _ in range(5000):  # iterative: no recursion limit
         deep = [deep]
     assert unstorable_location(deep) is not None
-
-
-def test_byte_limit_reads_and_checks_the_variable():
-    assert byte_limit({}, "X_MAX_REQUEST_BYTES", 4096) == 4096
-    assert byte_limit({"X_MAX_REQUEST_BYTES": " 2048 "}, "X_MAX_REQUEST_BYTES", 4096) == 2048
-    for bad in ["12", "-5", "1e6", "lots"]:
-        with pytest.raises(ValueError, match="X_MAX_REQUEST_BYTES"):
-            byte_limit({"X_MAX_REQUEST_BYTES": bad}, "X_MAX_REQUEST_BYTES", 4096)

@@ -7,7 +7,8 @@ from pydantic import BaseModel, Field
 
 from kora.agent.settings import NAMED_VARIABLES, AgentSettings, load_agent_settings
 from kora.core import env
-from kora.hosted.cli import VARIABLES as HOSTED_VARIABLES
+from kora.hosted.settings import ENV_PREFIX as HOSTED_PREFIX
+from kora.hosted.settings import HostedSettings
 from kora.mcp.settings import McpSettings
 from kora.operator.settings import VARIABLES as OPERATOR_VARIABLES
 from kora.operator.settings import OperatorSettings
@@ -28,7 +29,8 @@ def test_every_variable_of_every_workload_has_a_row():
     fields = [name for model in (AgentSettings, McpSettings, OperatorSettings) for name in model.model_fields]
     documented = {name.upper() for name in fields} - {"MCP_SERVER_URLS", "SUB_AGENT_URLS", "ROUTE_TIMEOUTS"}
     documented |= {PROXY_PREFIX + name.upper() for name in ProxySettings.model_fields}
-    documented |= {var.name for var in (*NAMED_VARIABLES, *HOSTED_VARIABLES, *OPERATOR_VARIABLES)}
+    documented |= {HOSTED_PREFIX + name.upper() for name in HostedSettings.model_fields}
+    documented |= {var.name for var in (*NAMED_VARIABLES, *OPERATOR_VARIABLES)}
     for name in documented:
         assert f"| `{name}` |" in doc, name
     assert {var.name for var in NAMED_VARIABLES} == {"MCP_SERVER_<NAME>_URL", "PEER_AGENT_<NAME>_CARD_URL"}
