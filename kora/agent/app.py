@@ -41,7 +41,6 @@ from kora.agent.state import AgentState, unused_packages
 from kora.core.limits import RequestLimits
 from kora.core.serving.errors import install_error_handlers
 from kora.memory import Memory, build_memory
-from kora.memory.factory import RemoteOptions
 
 if TYPE_CHECKING:
     from kora.agent.a2a.routes import A2AServer
@@ -55,24 +54,7 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
     ``ValueError`` when the memory settings cannot be served (e.g. ``MEMORY_STORE_ENDPOINT`` without the
     remote client).
     """
-    state = AgentState(
-        settings,
-        memory
-        or build_memory(
-            enabled=settings.memory_enabled,
-            max_sessions=settings.memory_max_sessions,
-            max_session_events=settings.memory_max_session_events,
-            app_name=settings.agent_name,
-            store_endpoint=settings.memory_store_endpoint,
-            remote=RemoteOptions(
-                max_read_scope=settings.memory_max_read_scope,
-                failure_mode=settings.memory_failure_mode,
-                rolling_summary=settings.memory_rolling_summary,
-                token_budget=settings.memory_client_token_budget,
-                token=settings.memory_store_token,
-            ),
-        ),
-    )
+    state = AgentState(settings, memory or build_memory(settings))
 
     def build_a2a(routes: ModuleType) -> A2AServer:
         server: A2AServer = routes.A2AServer(

@@ -6,52 +6,80 @@ service's client); otherwise LocalMemory, bounded by ``MEMORY_MAX_SESSIONS`` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from kora.memory.base import Memory
 from kora.memory.local import LocalMemory
 from kora.memory.null import NullMemory
 
 
-@dataclass(frozen=True)
-class RemoteOptions:
-    """RemoteMemory's settings: the agent's read scope ceiling, ``MEMORY_FAILURE_MODE``,
-    ``MEMORY_ROLLING_SUMMARY``, ``MEMORY_CLIENT_TOKEN_BUDGET`` and ``MEMORY_STORE_TOKEN``."""
+class MemorySettings(Protocol):
+    """The settings :func:`build_memory` reads, by their agent setting names (``MEMORY_ENABLED``, ...): the
+    agent's settings object satisfies it, so it is passed whole rather than unpacked on the way."""
 
-    max_read_scope: str = "session"
-    failure_mode: Literal["soft", "strict"] = "soft"
-    rolling_summary: bool = False
-    token_budget: int = 2000
-    #: ``MEMORY_STORE_TOKEN``: the bearer token the memory service knows bound agents by.
-    token: str = ""
+    @property
+    def agent_name(self) -> str:
+        """The app name events and sessions are kept under."""
+
+    @property
+    def memory_enabled(self) -> bool:
+        """``false`` selects NullMemory."""
+
+    @property
+    def memory_max_sessions(self) -> int:
+        """LocalMemory's bound on sessions (RemoteMemory's local window too)."""
+
+    @property
+    def memory_max_session_events(self) -> int:
+        """LocalMemory's bound on events per session (RemoteMemory's local window too)."""
+
+    @property
+    def memory_store_endpoint(self) -> str:
+        """The memory service's URL; empty: LocalMemory."""
+
+    @property
+    def memory_store_token(self) -> str:
+        """The bearer token the memory service knows bound agents by."""
+
+    @property
+    def memory_max_read_scope(self) -> str:
+        """The widest scope a request may read: ``session``, ``user`` or ``agent``."""
+
+    @property
+    def memory_failure_mode(self) -> Literal["soft", "strict"]:
+        """What a turn does when the store is unreachable."""
+
+    @property
+    def memory_rolling_summary(self) -> bool:
+        """Whether the store's rolling summary replaces the oldest events in the context."""
+
+    @property
+    def memory_client_token_budget(self) -> int:
+        """Tokens of context RemoteMemory asks the store for."""
 
 
-def build_memory(
-    enabled: bool,
-    max_sessions: int,
-    max_session_events: int,
-    app_name: str,
-    store_endpoint: str = "",
-    remote: RemoteOptions | None = None,
-) -> Memory:
-    """The agent's memory: NullMemory when not ``enabled`` (whatever the endpoint), RemoteMemory when
-    ``store_endpoint`` is set, else LocalMemory. Raises ``ValueError`` when a bound is < 1."""
-    if not enabled:
+def build_memory(settings: MemorySettings) -> Memory:
+    """The agent's memory: NullMemory when not ``memory_enabled`` (whatever the endpoint), RemoteMemory when
+    ``memory_store_endpoint`` is set, else LocalMemory. Raises ``ValueError`` when a bound is < 1."""
+    if not settings.memory_enabled:
         return NullMemory()
-    if store_endpoint.strip():
+    endpoint = settings.memory_store_endpoint.strip()
+    if endpoint:
         from kora.memory.remote import RemoteMemory
 
-        options = remote or RemoteOptions()
         return RemoteMemory(
-            store_endpoint.strip(),
-            app_name,
-            max_read_scope=options.max_read_scope,
-            failure_mode=options.failure_mode,
-            rolling_summary=options.rolling_summary,
-            token_budget=options.token_budget,
-            token=options.token,
-            local_sessions=max_sessions,
-            local_session_events=max_session_events,
+            endpoint,
+            settings.agent_name,
+            max_read_scope=settings.memory_max_read_scope,
+            failure_mode=settings.memory_failure_mode,
+            rolling_summary=settings.memory_rolling_summary,
+            token_budget=settings.memory_client_token_budget,
+            token=settings.memory_store_token,
+            local_sessions=settings.memory_max_sessions,
+            local_session_events=settings.memory_max_session_events,
         )
-    return LocalMemory(max_sessions=max_sessions, max_session_events=max_session_events, app_name=app_name)
+    return LocalMemory(
+        max_sessions=settings.memory_max_sessions,
+        max_session_events=settings.memory_max_session_events,
+        app_name=settings.agent_name,
+    )

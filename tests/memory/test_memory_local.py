@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from kora.agent.settings import load_agent_settings
 from kora.core.errors import Forbidden
 from kora.core.events import EventType, MemoryEvent
-from kora.memory import LocalMemory, build_memory
-from kora.memory.factory import RemoteOptions
+from kora.memory import LocalMemory, Memory, build_memory
 from kora.memory.null import NullMemory
 from kora.memory.remote import RemoteMemory
 
@@ -341,15 +341,25 @@ async def test_saved_facts_are_bounded_and_create_the_session():
 # -- factory ----------------------------------------------------------------------------------------------------
 
 
-def test_build_memory_picks_the_implementation():
-    local = build_memory(True, 10, 20, "bot")
+def test_build_memory_picks_the_implementation_from_the_agents_settings():
+    def memory(**env: str) -> Memory:
+        base = {"AGENT_NAME": "bot", "MODEL_API_URL": "http://m/v1", "MODEL_NAME": "m"}
+        return build_memory(
+            load_agent_settings(base | {"MEMORY_MAX_SESSIONS": "10", "MEMORY_MAX_SESSION_EVENTS": "20"} | env)
+        )
+
+    local = memory()
     assert isinstance(local, LocalMemory)
     assert local.enabled
     assert (local.max_sessions, local.max_session_events, local.app_name) == (10, 20, "bot")
-    assert isinstance(build_memory(False, 10, 20, "bot"), NullMemory)
-    assert isinstance(build_memory(False, 10, 20, "bot", store_endpoint="http://store:8000"), NullMemory)
-    remote = build_memory(
-        True, 10, 20, "bot", store_endpoint="http://store:8000/", remote=RemoteOptions("agent", "strict", True, 300)
+    assert isinstance(memory(MEMORY_ENABLED="false"), NullMemory)
+    assert isinstance(memory(MEMORY_ENABLED="false", MEMORY_STORE_ENDPOINT="http://store:8000"), NullMemory)
+    remote = memory(
+        MEMORY_STORE_ENDPOINT="http://store:8000/",
+        MEMORY_MAX_READ_SCOPE="agent",
+        MEMORY_FAILURE_MODE="strict",
+        MEMORY_ROLLING_SUMMARY="true",
+        MEMORY_CLIENT_TOKEN_BUDGET="300",
     )
     assert isinstance(remote, RemoteMemory)
     assert (remote.endpoint, remote.app_name, remote.max_read_scope) == ("http://store:8000", "bot", "agent")
