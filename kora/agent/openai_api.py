@@ -33,7 +33,6 @@ from kora.agent.turn import ClientTool, ImageRef, OutputFormat
 from kora.core.errors import InvalidJSON, RequestError
 from kora.core.events import utc_now
 from kora.core.openai_wire import chat_request as wire
-from kora.core.openai_wire import invalid_request_message
 from kora.core.text import UNSTORABLE_MESSAGE, unstorable_location
 from kora.memory.replay import Prompt, Request, Response, ResponseToolCall, ToolReturn
 
@@ -139,7 +138,8 @@ def _validation_error(error: ValidationError) -> RequestError:
     )
     if kind == "union_tag_invalid":
         code = "unsupported_value"
-    return _refuse(invalid_request_message([first]), param, code)
+    what = "type" if code == "invalid_type" else "value"
+    return _refuse(f"Invalid {what} for '{param}': {first['msg']}.", param, code)
 
 
 def parse_chat_request(raw: bytes) -> ParsedChat:
@@ -168,7 +168,8 @@ def parse_chat_body(data: dict[str, Any]) -> ParsedChat:
     """:func:`parse_chat_request` for a decoded body (the Responses API translates its requests to one)."""
     bad_text = unstorable_location(data)
     if bad_text is not None:
-        raise RequestError(invalid_request_message([{"loc": bad_text.split("."), "msg": UNSTORABLE_MESSAGE}]))
+        param = "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in bad_text.split("."))[1:]
+        raise _refuse(f"Invalid value for '{param}': {UNSTORABLE_MESSAGE}.", param, "invalid_value")
     if not data.get("messages"):
         raise RequestError(
             "'messages' is required and must be a non-empty array.", code="missing_messages", param="messages"

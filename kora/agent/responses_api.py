@@ -206,13 +206,15 @@ def input_param(param: str, origins: Sequence[Origin]) -> str:
     if index >= len(origins):
         return "input"
     origin = origins[index]
+    if "[" not in origin.param:  # ``instructions`` or a string ``input``: the field itself
+        return origin.param
     call = _CALL.match(rest)
     if call is not None:
         number, field = int(call[1]), call[2]
         if number >= len(origin.calls):
             return origin.param
         return origin.calls[number] + (".call_id" + field[3:] if field.startswith(".id") else field)
-    if origin.output and rest.startswith(".tool_call_id"):
+    if origin.output and rest.startswith((".tool_call_id", ".role")):
         return origin.param + ".call_id"
     if origin.output and rest.startswith(".content"):
         return origin.param + ".output" + rest.removeprefix(".content")

@@ -150,6 +150,11 @@ def _missed(error: ErrorDetails) -> tuple[int | str, ...] | None:
     return None
 
 
+def _missing(param: str) -> RequestError:
+    """The refusal of an item that leaves out ``param``, a field it must have."""
+    return RequestError(f"Missing required parameter: '{param}'.", code="invalid_value", param=param)
+
+
 def _param(base: str, location: Sequence[int | str]) -> str:
     words = [f"[{part}]" if isinstance(part, int) else f".{part}" for part in location if not _is_branch(part)]
     return base + "".join(words)
@@ -173,9 +178,10 @@ def _refusal(errors: list[ErrorDetails], base: str) -> RequestError:
                 param=param,
             )
         if kind == "missing":
-            return RequestError(f"Missing required parameter: '{param}'.", code="invalid_value", param=param)
-        code = "invalid_type" if kind.endswith("_type") else "invalid_value"
-        return RequestError(f"Invalid value for '{param}': {error['msg']}.", code=code, param=param)
+            return _missing(param)
+        if kind.endswith("_type"):
+            return RequestError(f"Invalid type for '{param}': {error['msg']}.", code="invalid_type", param=param)
+        return RequestError(f"Invalid value for '{param}': {error['msg']}.", code="invalid_value", param=param)
     # Every branch of some union missed: the deepest union whose branch is not inside another missed branch.
     tops = [b for b in missed if not any(outer in missed for outer in _branches(b)[:-1])]
     where = max((b[:-1] for b in tops), key=len)
@@ -184,7 +190,7 @@ def _refusal(errors: list[ErrorDetails], base: str) -> RequestError:
     if tags:
         param = _param(base, (*where, "type"))
         if all(e["type"] == "missing" for e in tags):
-            return RequestError(f"Missing required parameter: '{param}'.", code="invalid_value", param=param)
+            return _missing(param)
         expected = sorted({str(e.get("ctx", {}).get("expected")) for e in tags if e["type"] == "literal_error"})
         return RequestError(
             f"Invalid value for '{param}': expected one of {', '.join(expected)}.", code="invalid_value", param=param
@@ -203,6 +209,10 @@ def validated_item(item: object, index: int) -> tuple[str, dict[str, Any]]:
         raise RequestError(f"Invalid type for '{base}': expected an object.", code="invalid_type", param=base)
     cleaned = _no_nulls(item)
     tag = cleaned.get("type")
+    if tag is None and "role" in cleaned:
+        # A message may leave its type out in every form, an echoed answer's included (the SDK's type for that
+        # one requires it).
+        tag = cleaned["type"] = "message"
     if tag is None:
         candidates = _UNTYPED
     elif not isinstance(tag, str):
@@ -218,14 +228,36 @@ def validated_item(item: object, index: int) -> tuple[str, dict[str, Any]]:
             param=f"{base}.type",
         )
     failures: list[list[ErrorDetails]] = []
+    if len(candidates) > 1:
+        # Likely types first (the SDK's order otherwise): a failed try builds pydantic's whole error report,
+        # ~40 us, and clients resend every earlier answer with each turn. Likely: every field given is the type's,
+        # and text parts of an answer (``output_text``) mean an echoed output message.
+        keys = set(cleaned) - {"id", "status"}
+        content = cleaned.get("content")
+        echoed = isinstance(content, list) and any(
+            isinstance(part, dict) and part.get("type") == "output_text" for part in content
+        )
+        candidates = tuple(
+            sorted(
+                candidates,
+                key=lambda member: (
+                    not keys <= _fields(member),
+                    echoed and member.__name__ != "ResponseOutputMessageParam",
+                ),
+            )
+        )
     for member in candidates:
         given = cleaned
         if "role" in cleaned:
-            # A message's id names the item, given or not, in every message form: clients resend the items they
-            # listed with their ids, and the answers they got without.
-            given = {name: value for name, value in cleaned.items() if name != "id"}
-            if "id" in _fields(member):
+            # A message's id and status describe the item, given or not, in every message form: clients resend
+            # the items they listed with their ids, and the answers they got without (or, built by hand from an
+            # answer's output, without a status).
+            given = {name: value for name, value in cleaned.items() if name not in ("id", "status")}
+            fields = _fields(member)
+            if "id" in fields:
                 given["id"] = cleaned.get("id", "")
+            if "status" in fields:
+                given["status"] = cleaned.get("status", "completed")
         try:
             return member.__name__, _adapter(member).validate_python([given])[0]
         except ValidationError as invalid:
@@ -271,9 +303,7 @@ def _part(part: Mapping[str, Any], param: str, images: bool) -> dict[str, Any]:
     if kind == "input_image" and images:
         _refuse_fields(part, ("file_id",), param, "it holds no files: give the image by 'image_url'")
         if "image_url" not in part:
-            raise RequestError(
-                f"Missing required parameter: '{param}.image_url'.", code="invalid_value", param=f"{param}.image_url"
-            )
+            raise _missing(f"{param}.image_url")
         detail = part.get("detail", "auto")
         if detail == "original":
             raise _unsupported(
@@ -284,7 +314,7 @@ def _part(part: Mapping[str, Any], param: str, images: bool) -> dict[str, Any]:
     raise _unsupported(f"Unsupported value: '{kind}' content is not supported by this agent here.", f"{param}.type")
 
 
-def _message(kind: str, item: Mapping[str, Any], base: str) -> dict[str, Any]:
+def _message(item: Mapping[str, Any], base: str) -> dict[str, Any]:
     _refuse_fields(item, ("phase",), base, "its model requests take no message phase")
     content = item["content"]
     if not isinstance(content, str):
@@ -344,16 +374,14 @@ def input_messages(body: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[
         elif kind == "FunctionCallOutput":
             _refuse_fields(item, ("caller", "name", "namespace"), base, "a call is answered by its 'call_id'")
             if "call_id" not in item:
-                raise RequestError(
-                    f"Missing required parameter: '{base}.call_id'.", code="invalid_value", param=f"{base}.call_id"
-                )
+                raise _missing(f"{base}.call_id")
             output = item["output"]
             if not isinstance(output, str):
                 output = [_part(part, f"{base}.output[{j}]", images=False) for j, part in enumerate(output)]
             messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": output})
             origins.append(Origin(base, output=True))
         else:
-            messages.append(_message(kind, item, base))
+            messages.append(_message(item, base))
             origins.append(Origin(base))
     return messages, origins
 

@@ -140,6 +140,14 @@ def test_an_answer_echoed_back_as_input_items_continues_the_conversation(s):
     )
     assert third.output_text == "You said: ok"
     assert s.sent() == [{"role": "assistant", "content": "Tool result: mild"}, {"role": "user", "content": "ok"}]
+    # The same answer built by hand from the output, as langchain-openai sends it: no type, no status, no id.
+    by_hand = {
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "Tool result: mild", "annotations": []}],
+    }
+    fourth = s.client.responses.create(model="helper", input=[by_hand, {"role": "user", "content": "ok"}], store=False)
+    assert fourth.output_text == "You said: ok"
+    assert s.sent() == [{"role": "assistant", "content": "Tool result: mild"}, {"role": "user", "content": "ok"}]
 
 
 def _call(call_id: str = "c1", **extra: object) -> dict[str, object]:
@@ -238,6 +246,17 @@ REFUSED = [
         "unsupported_value",
     ),
     ([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}], "input[1].role", "unsupported_value"),
+    ([{"type": "function_call_output", "call_id": "c1", "output": "x"}], "input[0].call_id", "invalid_value"),
+    # No prompt at all, and text no store can keep.
+    ([], "input", "invalid_value"),
+    ([{"role": "assistant", "content": "b"}], "input", "invalid_value"),
+    ("nul \x00 inside", "input", "invalid_value"),
+    ("lone \ud800", "input", "invalid_value"),
+    (
+        [{"role": "user", "content": [{"type": "input_text", "text": "a\udc80"}]}],
+        "input[0].content[0].text",
+        "invalid_value",
+    ),
 ]
 
 
@@ -250,9 +269,24 @@ def test_items_kora_cannot_take_are_refused_naming_the_item(s, items, param, cod
     assert (error["param"], error["code"], error["type"]) == (param, code, "invalid_request_error"), error
     assert error["code"] in CODES
     assert s.agent.events(session) == []
+    if "\\ud800" in repr(items) or "\\udc80" in repr(items):
+        return  # the SDK cannot encode a lone surrogate to send it
     with pytest.raises(openai.BadRequestError) as refused:  # what the SDK's user sees
         s.client.responses.create(model="helper", input=items, tools=[TOOL])
     assert refused.value.param == param
+
+
+@pytest.mark.parametrize(
+    ("instructions", "code"), [(5, "invalid_type"), (["x"], "invalid_type"), ("be \x00 brief", "invalid_value")]
+)
+def test_bad_instructions_are_refused_naming_instructions(s, instructions, code):
+    session = f"instructions-{uuid.uuid4().hex}"
+    response = s.post({"model": "helper", "input": "hi", "instructions": instructions}, session)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert (error["param"], error["code"]) == ("instructions", code), error
+    assert "messages" not in error["message"], error
+    assert s.agent.events(session) == []
 
 
 # -- hypothesis: items of every defined shape, hostile -----------------------------------------------------------------
@@ -320,7 +354,12 @@ def test_fuzz_input_items(setup, input_items, stream):
         error = response.json()["error"]
         event(f"code {error['code']}")
         assert error["message"]
-        assert error["param"] is None or error["param"].startswith(("input", "tools")), error
+        if error["code"] == "invalid_json":  # the body itself, beyond the JSON limits: no field to name
+            assert error["param"] is None, error
+        else:
+            assert error["code"] in CODES, error
+            assert error["param"] is not None, error
+            assert error["param"].startswith(("input", "tools")), error
         assert setup.agent.events(session) == []
     else:
         assert response.status_code == 200, response.text

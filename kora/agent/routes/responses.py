@@ -279,6 +279,11 @@ _PARAMS: Final = (
 )
 
 
+#: The chat rules' codes for a conversation they cannot take, as the Responses API's: both say ``input`` holds no
+#: prompt (no item at all, or none a turn can answer).
+_CHAT_CODES: Final = {"missing_messages": "invalid_value", "no_user_message": "invalid_value"}
+
+
 @contextmanager
 def responses_params(origins: Sequence[Origin]) -> Iterator[None]:
     """Refusals raised inside name the Responses field (``max_output_tokens``, ``text.format``,
@@ -287,13 +292,19 @@ def responses_params(origins: Sequence[Origin]) -> Iterator[None]:
     try:
         yield
     except RequestError as error:
-        if error.param is not None and error.param.startswith("messages"):
-            error.param = input_param(error.param, origins)
-        elif error.param is not None:
+        chat_param = error.param
+        if chat_param is not None and chat_param.startswith("messages"):
+            error.param = input_param(chat_param, origins)
+        elif chat_param is not None:
             for pattern, name in _PARAMS:
-                if pattern.match(error.param):
-                    error.param = pattern.sub(name, error.param, count=1)
+                if pattern.match(chat_param):
+                    error.param = pattern.sub(name, chat_param, count=1)
                     break
+        if error.param != chat_param:  # the message quotes the field it names
+            error.message = error.message.replace(f"'{chat_param}'", f"'{error.param}'")
+        if error.code in _CHAT_CODES:
+            error.code = _CHAT_CODES[error.code]
+            error.param = "input"
         raise
 
 
