@@ -13,8 +13,12 @@ Cost: a response's echoed request fields are validated once, into the in-progres
 (:class:`ResponseEvents`); each answer is that object copied with its status, output and usage
 (``model_copy``, no validation), and the small objects (items, parts, events) are validated as they are built,
 which in pydantic-core costs less than the SDK's unvalidated ``construct`` (a recursive Python walk). Each object
-is serialized once, with the SDK's ``to_json`` (API field names, fields not set left out). Pure functions and
-data, no I/O.
+is serialized once, with the SDK's ``to_json`` (API field names, fields not set left out). A streamed answer's
+events but its function calls' are rendered from templates (:class:`EventTemplate`): each event type serialized
+once, at import, by its own serializer with sentinel values, and each event then its constant bytes joined with its
+values' JSON (a sequence number, the message id, the text, the response object serialized once for
+``response.created`` and ``response.in_progress``), byte for byte what the event object serializes to, without
+building and serializing ten objects per answer. Pure functions and data, no I/O.
 """
 
 from __future__ import annotations
@@ -55,9 +59,17 @@ from openai.types.responses import (
 from openai.types.responses.response import Conversation, IncompleteDetails
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 from pydantic import JsonValue, ValidationError
+from pydantic_core import to_json as _to_json
 
 from kora.agent.approvals import APPROVAL_FIELD
-from kora.agent.responses_api import REQUEST_FIELDS, Origin, client_call, output_calls, turn_events
+from kora.agent.responses_api import (
+    REQUEST_FIELDS,
+    Origin,
+    client_call,
+    output_calls,
+    response_fields,
+    turn_events,
+)
 from kora.agent.responses_input import input_messages
 from kora.agent.turn import ClientCall, TurnOutcome
 from kora.core.errors import RequestError
@@ -80,6 +92,45 @@ def to_json(model: BaseModel) -> bytes:
 
 def _sse(event: BaseModel, type_: str) -> bytes:
     return b"event: " + type_.encode() + b"\ndata: " + to_json(event) + b"\n\n"
+
+
+def json_text(value: str) -> bytes:
+    """``value`` as a JSON string, escaped as the SDK models' serializer escapes their strings (pydantic-core's)."""
+    return _to_json(value)
+
+
+class EventTemplate:
+    """One streamed event (its SSE frame) of an SDK event type with some values left open, made once from an
+    instance of the type and serialized by its own serializer (:func:`_sse`): the open values are unique sentinels
+    (``holes``: name -> the JSON the sentinel has there), and the frame is kept as the constant bytes between them.
+    :meth:`render` puts each value's JSON in its place, so a frame costs a join instead of building and serializing
+    the event: byte for byte what the event object with those values serializes to (tested). Raises
+    :class:`ValueError` when a sentinel is not found exactly once."""
+
+    def __init__(self, event: BaseModel, type_: str, holes: Mapping[str, bytes]) -> None:
+        frame = _sse(event, type_)
+        places = []
+        for name, sentinel in holes.items():
+            if frame.count(sentinel) != 1:
+                raise ValueError(f"the sentinel of {name!r} is not in the {type_} frame exactly once")
+            places.append((frame.index(sentinel), name, sentinel))
+        self.names: tuple[str, ...] = ()
+        self._parts: list[bytes] = []
+        at = 0
+        for place, name, sentinel in sorted(places):
+            self._parts.append(frame[at:place])
+            self.names += (name,)
+            at = place + len(sentinel)
+        self._parts.append(frame[at:])
+
+    def render(self, values: Mapping[str, bytes]) -> bytes:
+        """The frame with each open value's JSON (``values``: name -> JSON bytes) in its place."""
+        parts = self._parts
+        out = [parts[0]]
+        for index, name in enumerate(self.names, 1):
+            out.append(values[name])
+            out.append(parts[index])
+        return b"".join(out)
 
 
 def _usage(outcome: TurnOutcome) -> ResponseUsage:
@@ -197,6 +248,7 @@ class ResponseEvents:
         self._echo, self._own = _validated(fields)
         self._sequence = 0
         self._message_id = f"msg_{self.id.removeprefix('resp_')}"
+        self._message_json = json_text(self._message_id)
         self._text: list[str] = []
         self._open = False
 
@@ -234,75 +286,38 @@ class ResponseEvents:
         self._sequence += 1
         return self._sequence - 1
 
+    def _seq(self) -> bytes:
+        return str(self._next()).encode()
+
     def started(self) -> list[bytes]:
-        """``response.created`` and ``response.in_progress``."""
-        body = self._started
+        """``response.created`` and ``response.in_progress`` (the response serialized once for both)."""
+        frames, body = _frames(), to_json(self._started)
         return [
-            _sse(
-                ResponseCreatedEvent(type="response.created", sequence_number=self._next(), response=body),
-                "response.created",
-            ),
-            _sse(
-                ResponseInProgressEvent(type="response.in_progress", sequence_number=self._next(), response=body),
-                "response.in_progress",
-            ),
+            frames.created.render({"seq": self._seq(), "response": body}),
+            frames.in_progress.render({"seq": self._seq(), "response": body}),
         ]
 
     def text(self, delta: str) -> list[bytes]:
         """A text delta (the message item and its part are opened before the first)."""
-        events = []
+        frames, events = _frames(), []
         if not self._open:
             self._open = True
-            item = message_item(self._message_id, "", "in_progress")
-            added = ResponseOutputItemAddedEvent(
-                type="response.output_item.added", sequence_number=self._next(), output_index=0, item=item
-            )
-            events.append(_sse(added, added.type))
-            part = ResponseContentPartAddedEvent(
-                type="response.content_part.added",
-                sequence_number=self._next(),
-                item_id=self._message_id,
-                output_index=0,
-                content_index=0,
-                part=_text_part(""),
-            )
-            events.append(_sse(part, part.type))
+            events.append(frames.item_added.render({"seq": self._seq(), "id": self._message_json}))
+            events.append(frames.part_added.render({"seq": self._seq(), "id": self._message_json}))
         self._text.append(delta)
-        event = ResponseTextDeltaEvent(
-            type="response.output_text.delta",
-            sequence_number=self._next(),
-            item_id=self._message_id,
-            output_index=0,
-            content_index=0,
-            delta=delta,
-            logprobs=[],
-        )
-        events.append(_sse(event, event.type))
+        events.append(frames.delta.render({"seq": self._seq(), "id": self._message_json, "text": json_text(delta)}))
         return events
 
     def finished(self, outcome: TurnOutcome) -> list[bytes]:
         """The end: the message's ``done`` events, one ``function_call`` item per call (its arguments as one
         delta), then ``response.completed`` (``response.incomplete`` when a token limit cut the answer)."""
+        frames = _frames()
         events = [] if self._open or not outcome.text else self.text(outcome.text)
         index = 0
         if self._open:
-            text = "".join(self._text)
-            ids = {"item_id": self._message_id, "output_index": 0, "content_index": 0}
-            done = ResponseTextDoneEvent(
-                type="response.output_text.done", sequence_number=self._next(), text=text, logprobs=[], **ids
-            )
-            events.append(_sse(done, done.type))
-            part = ResponseContentPartDoneEvent(
-                type="response.content_part.done", sequence_number=self._next(), part=_text_part(text), **ids
-            )
-            events.append(_sse(part, part.type))
-            item = ResponseOutputItemDoneEvent(
-                type="response.output_item.done",
-                sequence_number=self._next(),
-                output_index=0,
-                item=message_item(self._message_id, text),
-            )
-            events.append(_sse(item, item.type))
+            text = json_text("".join(self._text))
+            for frame in (frames.text_done, frames.part_done, frames.item_done):
+                events.append(frame.render({"seq": self._seq(), "id": self._message_json, "text": text}))
             index = 1
         for offset, (call, marker) in enumerate(output_calls(outcome)):
             at = index + offset
@@ -338,12 +353,8 @@ class ResponseEvents:
             )
             events.append(_sse(item_done, item_done.type))
         body = self.body(outcome)
-        if body.status == "incomplete":
-            cut = ResponseIncompleteEvent(type="response.incomplete", sequence_number=self._next(), response=body)
-            events.append(_sse(cut, cut.type))
-        else:
-            end = ResponseCompletedEvent(type="response.completed", sequence_number=self._next(), response=body)
-            events.append(_sse(end, end.type))
+        end = frames.incomplete if body.status == "incomplete" else frames.completed
+        events.append(end.render({"seq": self._seq(), "response": to_json(body)}))
         return events
 
     def error(self, code: str, message: str, param: str | None = None) -> list[bytes]:
@@ -355,12 +366,98 @@ class ResponseEvents:
     def failed(self, code: str, message: str) -> list[bytes]:
         """``response.failed`` with the error."""
         body = self.body(None, "failed", response_error(code, message))
-        return [
-            _sse(
-                ResponseFailedEvent(type="response.failed", sequence_number=self._next(), response=body),
-                "response.failed",
-            )
-        ]
+        return [_frames().failed.render({"seq": self._seq(), "response": to_json(body)})]
+
+
+@dataclass(frozen=True)
+class _Frames:
+    """The :class:`EventTemplate` of each event a streamed answer is made of but its function calls' (those are
+    built as SDK objects: one answer has few). Open values: ``seq`` (``sequence_number``), ``id`` (the message
+    item's id), ``text`` (a delta, or the message's whole text), ``response`` (a response object's JSON)."""
+
+    created: EventTemplate
+    in_progress: EventTemplate
+    completed: EventTemplate
+    incomplete: EventTemplate
+    failed: EventTemplate
+    item_added: EventTemplate
+    part_added: EventTemplate
+    delta: EventTemplate
+    text_done: EventTemplate
+    part_done: EventTemplate
+    item_done: EventTemplate
+
+
+@lru_cache(maxsize=1)
+def _frames() -> _Frames:
+    """The templates, made the first time (from sentinel values no answer holds; this module's import makes them)."""
+    seq, id_, text = 987654321, "\ue000kora:id\ue000", "\ue000kora:text\ue000"
+    response = ResponseEvents(response_fields("resp_00_frames", "\ue000kora:model\ue000", {})).body(None, "in_progress")
+    holes = {"seq": str(seq).encode(), "id": json_text(id_), "text": json_text(text)}
+    whole = {"seq": holes["seq"], "response": to_json(response)}
+    ids = {"item_id": id_, "output_index": 0, "content_index": 0}
+
+    def of(event: BaseModel, names: tuple[str, ...]) -> EventTemplate:
+        type_ = str(getattr(event, "type"))  # noqa: B009 (every SDK event has its type)
+        return EventTemplate(event, type_, {name: (holes | whole)[name] for name in names})
+
+    return _Frames(
+        created=of(
+            ResponseCreatedEvent(type="response.created", sequence_number=seq, response=response), ("seq", "response")
+        ),
+        in_progress=of(
+            ResponseInProgressEvent(type="response.in_progress", sequence_number=seq, response=response),
+            ("seq", "response"),
+        ),
+        completed=of(
+            ResponseCompletedEvent(type="response.completed", sequence_number=seq, response=response),
+            ("seq", "response"),
+        ),
+        incomplete=of(
+            ResponseIncompleteEvent(type="response.incomplete", sequence_number=seq, response=response),
+            ("seq", "response"),
+        ),
+        failed=of(
+            ResponseFailedEvent(type="response.failed", sequence_number=seq, response=response), ("seq", "response")
+        ),
+        item_added=of(
+            ResponseOutputItemAddedEvent(
+                type="response.output_item.added",
+                sequence_number=seq,
+                output_index=0,
+                item=message_item(id_, "", "in_progress"),
+            ),
+            ("seq", "id"),
+        ),
+        part_added=of(
+            ResponseContentPartAddedEvent(
+                type="response.content_part.added", sequence_number=seq, part=_text_part(""), **ids
+            ),
+            ("seq", "id"),
+        ),
+        delta=of(
+            ResponseTextDeltaEvent(
+                type="response.output_text.delta", sequence_number=seq, delta=text, logprobs=[], **ids
+            ),
+            ("seq", "id", "text"),
+        ),
+        text_done=of(
+            ResponseTextDoneEvent(type="response.output_text.done", sequence_number=seq, text=text, logprobs=[], **ids),
+            ("seq", "id", "text"),
+        ),
+        part_done=of(
+            ResponseContentPartDoneEvent(
+                type="response.content_part.done", sequence_number=seq, part=_text_part(text), **ids
+            ),
+            ("seq", "id", "text"),
+        ),
+        item_done=of(
+            ResponseOutputItemDoneEvent(
+                type="response.output_item.done", sequence_number=seq, output_index=0, item=message_item(id_, text)
+            ),
+            ("seq", "id", "text"),
+        ),
+    )
 
 
 # -- stored responses -------------------------------------------------------------------------------------------

@@ -65,6 +65,7 @@ _SERVED: Final = frozenset(
 #: Names pydantic gives the branches of a union of plain types in error locations (never a field of these types).
 _PLAIN_BRANCHES: Final = frozenset({"str", "int", "float", "bool", "none", "list", "dict"})
 
+#: The TypedDicts :func:`_listed` rebuilt, by the SDK's type.
 _listed_types: dict[object, object] = {}
 
 
