@@ -251,55 +251,10 @@ class AgentRuntime:
         with self.tracing.turn(turn.session_id) as span:
             if span is not None and resume is not None:
                 span.resumed(resume)
-            outcome = await self._run(turn, span, resume)
+            outcome = await _outcome(self._turn(turn, span, None, resume, streaming=False, tool_steps=False))
             if span is not None:
                 span.finish(outcome)
             return outcome
-
-    async def _run(self, turn: TurnRequest, span: TurnSpan | None, resume: PausedTurn | None) -> TurnOutcome:
-        async with self._locks.hold(turn.session_id):
-            if resume is None:  # again: a turn that waited for the lock may have paused meanwhile
-                self.check_not_waiting(turn.session_id)
-            else:
-                await self.take(resume)
-            progress = _Progress(budget=self.budget(turn, resume))
-            try:
-                turn, messages, prompt_at, _ = await self._opened(turn, resume)
-                progress.messages = messages[prompt_at:]
-                if resume is None and self._direct and turn.direct_first:
-                    parameters = self.loop.request_parameters(turn)
-                    # Prepared as the Agent prepares every request (pydantic-ai's notes on framing lookalikes).
-                    sent = self.model.prepare_messages(messages, parameters)
-                    progress.budget.check_before_request(progress.usage)
-                    with self.tracing.first_step(span):
-                        first = await self.model.request(sent, _settings(turn), parameters)
-                    calls = client_calls(turn, first)
-                    if calls or ends_turn(first):
-                        return await self._ended(
-                            turn,
-                            [*messages[prompt_at:], first],
-                            first.text or "",
-                            _usage_of(first),
-                            progress,
-                            first.finish_reason,
-                            calls,
-                        )
-                    messages, progress.usage = _hand_over(messages, first)
-                    progress.messages = messages[prompt_at:]
-                decided = _decisions(resume)
-                result = await self.loop.run(turn, messages, progress.usage, progress.steps, progress.budget, decided)
-                return await self._ended(
-                    turn,
-                    [*messages[prompt_at:], *result.new_messages],
-                    result.text,
-                    result.usage,
-                    progress,
-                    result.finish_reason,
-                    result.calls,
-                    paused=self._pause(turn, [*messages, *result.new_messages], result, progress),
-                )
-            except (Exception, asyncio.CancelledError) as error:
-                return await self._failed(turn, error, progress)
 
     async def stream(
         self,
@@ -320,7 +275,7 @@ class AgentRuntime:
         with self.tracing.turn(turn.session_id) as span:
             if span is not None and resume is not None:
                 span.resumed(resume)
-            async with aclosing(self._stream(turn, span, prepared, resume, tool_steps=False)) as items:
+            async with aclosing(self._turn(turn, span, prepared, resume, streaming=True, tool_steps=False)) as items:
                 async for item in items:
                     if isinstance(item, TurnOutcome):
                         if span is not None:
@@ -340,21 +295,30 @@ class AgentRuntime:
         with self.tracing.turn(turn.session_id) as span:
             if span is not None and resume is not None:
                 span.resumed(resume)
-            async with aclosing(self._stream(turn, span, None, resume, tool_steps=True)) as items:
+            async with aclosing(self._turn(turn, span, None, resume, streaming=True, tool_steps=True)) as items:
                 async for item in items:
                     if span is not None and isinstance(item, TurnOutcome):
                         span.finish(item)
                     yield item
 
-    async def _stream(
+    async def _turn(
         self,
         turn: TurnRequest,
         span: TurnSpan | None,
         prepared: Callable[[], Awaitable[None]] | None,
         resume: PausedTurn | None,
         *,
+        streaming: bool,
         tool_steps: bool,
     ) -> AsyncGenerator[str | ToolStep | TurnOutcome]:
+        """A turn, written once for :meth:`run`, :meth:`stream` and :meth:`stream_steps`: the session's lock held,
+        its two stages (module docstring), its end stored whichever stage ended it, then its outcome yielded last.
+
+        ``streaming``: the model is asked for streamed responses and their text deltas are yielded as they come
+        (a failed turn's message too, before its outcome); else only the outcome is yielded. ``tool_steps``: the
+        recalled memory and each call of the agent's own tools are yielded as well (streaming only). ``prepared``:
+        as :meth:`stream`'s.
+        """
         async with self._locks.hold(turn.session_id):
             if resume is None:  # again: a turn that waited for the lock may have paused meanwhile
                 self.check_not_waiting(turn.session_id)
@@ -372,15 +336,19 @@ class AgentRuntime:
                 said_text = False
                 if resume is None and self._direct and turn.direct_first:
                     parameters = self.loop.request_parameters(turn)
+                    # Prepared as the Agent prepares every request (pydantic-ai's notes on framing lookalikes).
                     sent = self.model.prepare_messages(messages, parameters)
                     progress.budget.check_before_request(progress.usage)
                     with self.tracing.first_step(span):
-                        async with self.model.request_stream(sent, _settings(turn), parameters) as streamed:
-                            async for event in streamed:
-                                if text := text_delta(event):
-                                    said_text = True
-                                    yield text
-                            first = streamed.get()
+                        if streaming:
+                            async with self.model.request_stream(sent, _settings(turn), parameters) as streamed:
+                                async for event in streamed:
+                                    if text := text_delta(event):
+                                        said_text = True
+                                        yield text
+                                first = streamed.get()
+                        else:
+                            first = await self.model.request(sent, _settings(turn), parameters)
                     calls = client_calls(turn, first)
                     if calls or ends_turn(first):
                         outcome = await self._ended(
@@ -397,13 +365,22 @@ class AgentRuntime:
                         return
                     messages, progress.usage = _hand_over(messages, first)
                     progress.messages = messages[prompt_at:]
+                decided = _decisions(resume)
+                if not streaming:
+                    result = await self.loop.run(
+                        turn, messages, progress.usage, progress.steps, progress.budget, decided
+                    )
+                    outcome = await self._loop_ended(turn, messages, prompt_at, result, progress)
+                    recorded = True
+                    yield outcome
+                    return
                 loop_stream = self.loop.stream(
                     turn,
                     messages,
                     progress.usage,
                     progress.steps,
                     progress.budget,
-                    _decisions(resume),
+                    decided,
                     said_text=said_text,
                     tool_steps=tool_steps,
                 )
@@ -412,17 +389,7 @@ class AgentRuntime:
                         if not isinstance(item, LoopResult):
                             yield item
                         else:
-                            turn_messages = [*messages[prompt_at:], *item.new_messages]
-                            outcome = await self._ended(
-                                turn,
-                                turn_messages,
-                                item.text,
-                                item.usage,
-                                progress,
-                                item.finish_reason,
-                                item.calls,
-                                paused=self._pause(turn, [*messages, *item.new_messages], item, progress),
-                            )
+                            outcome = await self._loop_ended(turn, messages, prompt_at, item, progress)
                             recorded = True
                             yield outcome
             except GeneratorExit:
@@ -437,8 +404,25 @@ class AgentRuntime:
                 raise
             except (Exception, asyncio.CancelledError) as error:
                 outcome = await self._failed(turn, error, progress)
-                yield outcome.text
+                if streaming:
+                    yield outcome.text
                 yield outcome
+
+    async def _loop_ended(
+        self, turn: TurnRequest, messages: list[ModelMessage], prompt_at: int, result: LoopResult, progress: _Progress
+    ) -> TurnOutcome:
+        """:meth:`_ended` for a turn the agentic loop ended with ``result`` (``messages``: what the loop continued
+        from, the turn's opening from ``prompt_at`` on); a turn whose calls wait for approval is paused."""
+        return await self._ended(
+            turn,
+            [*messages[prompt_at:], *result.new_messages],
+            result.text,
+            result.usage,
+            progress,
+            result.finish_reason,
+            result.calls,
+            paused=self._pause(turn, [*messages, *result.new_messages], result, progress),
+        )
 
     def _account(self, usage: RunUsage, progress: _Progress) -> None:
         """Add a turn's own model usage to the agent's spend metrics, once per turn (``progress`` remembers it: a
@@ -869,6 +853,18 @@ class _Progress:
     def ran(self) -> list[ModelMessage]:
         """The turn's messages so far, from its prompt request on (empty before it was prepared)."""
         return [*self.messages, *self.steps]
+
+
+async def _outcome(items: AsyncGenerator[str | ToolStep | TurnOutcome]) -> TurnOutcome:
+    """The outcome a whole (not streamed) turn's items end with: the only item :meth:`AgentRuntime._turn` yields
+    then. The items are read to their end, so the turn's lock is released before this returns."""
+    outcome: TurnOutcome | None = None
+    async with aclosing(items):
+        async for item in items:
+            if isinstance(item, TurnOutcome):
+                outcome = item
+    assert outcome is not None, "every path of a turn yields its outcome or raises"
+    return outcome
 
 
 def _hand_over(messages: list[ModelMessage], first: ModelResponse) -> tuple[list[ModelMessage], RunUsage]:

@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Literal, TypedDict, cast, overload
+from typing import Literal, TypedDict, Unpack, cast, overload
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -144,80 +144,48 @@ def tool_call_id(event: MemoryEvent) -> str | None:
     return value if isinstance(value, str) else None
 
 
+class EventFields(TypedDict, total=False):
+    """What else :func:`new_event` may be given: ``metadata``, ``timestamp`` (default now, UTC) and ``event_id``
+    (default a fresh one)."""
+
+    metadata: Mapping[str, JsonValue] | None
+    timestamp: datetime | None
+    event_id: str | None
+
+
+@overload
+def new_event(event_type: TextEventType, content: str, **fields: Unpack[EventFields]) -> MemoryEvent: ...
 @overload
 def new_event(
-    event_type: TextEventType,
-    content: str,
-    *,
-    metadata: Mapping[str, JsonValue] | None = None,
-    timestamp: datetime | None = None,
-    event_id: str | None = None,
+    event_type: Literal[EventType.TOOL_CALL], content: ToolCallContent, **fields: Unpack[EventFields]
 ) -> MemoryEvent: ...
 @overload
 def new_event(
-    event_type: Literal[EventType.TOOL_CALL],
-    content: ToolCallContent,
-    *,
-    metadata: Mapping[str, JsonValue] | None = None,
-    timestamp: datetime | None = None,
-    event_id: str | None = None,
+    event_type: Literal[EventType.TOOL_RESULT], content: ToolResultContent, **fields: Unpack[EventFields]
 ) -> MemoryEvent: ...
 @overload
 def new_event(
-    event_type: Literal[EventType.TOOL_RESULT],
-    content: ToolResultContent,
-    *,
-    metadata: Mapping[str, JsonValue] | None = None,
-    timestamp: datetime | None = None,
-    event_id: str | None = None,
-) -> MemoryEvent: ...
-@overload
-def new_event(
-    event_type: Literal[EventType.DELEGATION_REQUEST],
-    content: DelegationRequestContent,
-    *,
-    metadata: Mapping[str, JsonValue] | None = None,
-    timestamp: datetime | None = None,
-    event_id: str | None = None,
+    event_type: Literal[EventType.DELEGATION_REQUEST], content: DelegationRequestContent, **fields: Unpack[EventFields]
 ) -> MemoryEvent: ...
 @overload
 def new_event(
     event_type: Literal[EventType.DELEGATION_RESPONSE],
     content: DelegationResponseContent,
-    *,
-    metadata: Mapping[str, JsonValue] | None = None,
-    timestamp: datetime | None = None,
-    event_id: str | None = None,
+    **fields: Unpack[EventFields],
 ) -> MemoryEvent: ...
 @overload
 def new_event(
-    event_type: Literal[EventType.ERROR],
-    content: ErrorContent,
-    *,
-    metadata: Mapping[str, JsonValue] | None = None,
-    timestamp: datetime | None = None,
-    event_id: str | None = None,
+    event_type: Literal[EventType.ERROR], content: ErrorContent, **fields: Unpack[EventFields]
 ) -> MemoryEvent: ...
-def new_event(
-    event_type: EventType,
-    content: EventContent,
-    *,
-    metadata: Mapping[str, JsonValue] | None = None,
-    timestamp: datetime | None = None,
-    event_id: str | None = None,
-) -> MemoryEvent:
+def new_event(event_type: EventType, content: EventContent, **fields: Unpack[EventFields]) -> MemoryEvent:
     """An event of ``event_type`` with ``content`` of that type's shape (the overloads pair them), ``metadata``,
     ``timestamp`` (default now, UTC) and ``event_id`` (default a fresh one)."""
     # A TypedDict is a JSON object at run time; mypy does not see it as one (its keys are fixed).
     json_content = cast(JsonValue, content)
-    if event_id is None:
-        return MemoryEvent(
-            event_type=event_type, content=json_content, metadata=dict(metadata or {}), timestamp=timestamp or utc_now()
-        )
+    metadata = dict(fields.get("metadata") or {})
+    timestamp = fields.get("timestamp") or utc_now()
+    if (event_id := fields.get("event_id")) is None:
+        return MemoryEvent(event_type=event_type, content=json_content, metadata=metadata, timestamp=timestamp)
     return MemoryEvent(
-        event_id=event_id,
-        event_type=event_type,
-        content=json_content,
-        metadata=dict(metadata or {}),
-        timestamp=timestamp or utc_now(),
+        event_id=event_id, event_type=event_type, content=json_content, metadata=metadata, timestamp=timestamp
     )
