@@ -75,10 +75,11 @@ from kora.core.errors import (
     RequestError,
     StepLimitReached,
     TurnCancelled,
+    Unavailable,
 )
 from kora.core.events import EventType, MemoryEvent, tool_call_id
 from kora.memory import Memory
-from kora.memory.base import SESSION_FORBIDDEN
+from kora.memory.base import MEMORY_UNAVAILABLE, SESSION_FORBIDDEN
 from kora.memory.replay import Prompt, Request
 
 log = logging.getLogger("kora.agent")
@@ -798,6 +799,11 @@ class AgentRuntime:
         if isinstance(error, Forbidden) and error.code == SESSION_FORBIDDEN:
             # The memory store refused the session as another user's: the turn never started, and writing its
             # error event would write to that user's session.
+            log_turn(turn, [], spent, error.code)
+            raise error
+        if isinstance(error, Unavailable) and error.code == MEMORY_UNAVAILABLE and not progress.ran():
+            # Strict mode, the store unreachable before the turn ran: the request is refused, not a turn that
+            # failed, so nothing of it is kept (the window and the outbox would bring it back as a failed turn).
             log_turn(turn, [], spent, error.code)
             raise error
         if isinstance(error, asyncio.CancelledError):

@@ -21,6 +21,7 @@ from kora.core.errors import Unavailable
 from kora.core.imports import import_without
 from kora.core.serving import Lifecycle, Readiness, StartupText
 from kora.memory import Memory
+from kora.memory.base import MEMORY_UNAVAILABLE
 
 if TYPE_CHECKING:
     from kora.agent.runtime import AgentRuntime
@@ -126,7 +127,7 @@ class AgentState:
         unready: a strict-mode store known to be unreachable, so a turn would be refused anyway."""
         problems = self.memory.status().problems
         if problems:
-            raise Unavailable(f"The memory store is unavailable: {'; '.join(problems)}", code="memory_unavailable")
+            raise Unavailable(f"The memory store is unavailable: {'; '.join(problems)}", code=MEMORY_UNAVAILABLE)
 
     def details(self) -> dict[str, str]:
         """What ``/ready`` reports without failing: e.g. ``memory: degraded`` while a soft-mode store is away."""

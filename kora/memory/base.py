@@ -31,6 +31,8 @@ from kora.core.events import EventType, MemoryEvent
 
 #: The error ``code`` of a refusal by :func:`check_owner` (OpenAI ``code`` on ``/v1``, ``data.type`` on A2A).
 SESSION_FORBIDDEN = "session_forbidden"
+#: The code of the :class:`~kora.core.errors.Unavailable` raised when a strict-mode store cannot be reached.
+MEMORY_UNAVAILABLE = "memory_unavailable"
 
 
 def new_session_id() -> str:

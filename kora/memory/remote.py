@@ -48,6 +48,7 @@ from pydantic import JsonValue
 from kora.core.errors import Forbidden, RequestError, StoreRefused, StoreUnreachable, Unavailable
 from kora.core.events import EventType, MemoryEvent
 from kora.memory.base import (
+    MEMORY_UNAVAILABLE,
     SESSION_FORBIDDEN,
     Memory,
     MemoryHit,
@@ -343,7 +344,7 @@ class RemoteMemory(Memory):
         except (StoreUnreachable, StoreRefused) as error:
             raise Unavailable(
                 f"The memory store could not erase it now ({error}); this agent's copies are erased. Ask again.",
-                code="memory_unavailable",
+                code=MEMORY_UNAVAILABLE,
             ) from error
         return result.removed.model_dump() | counts
 

@@ -14,7 +14,7 @@ from collections.abc import Coroutine
 from typing import Literal, TypeVar
 
 from kora.core.errors import Unavailable
-from kora.memory.base import MemoryStatus
+from kora.memory.base import MEMORY_UNAVAILABLE, MemoryStatus
 from kora.memory.local import LocalMemory
 from kora.memory.remote_outbox import Outbox
 
@@ -79,7 +79,7 @@ class LocalFallback:
 
     def unavailable(self, error: Exception) -> Unavailable:
         """The 503 of a request the store could not serve."""
-        return Unavailable(f"The memory store is unavailable: {error}", code="memory_unavailable")
+        return Unavailable(f"The memory store is unavailable: {error}", code=MEMORY_UNAVAILABLE)
 
     async def fallback(self, error: Exception, local: Coroutine[None, None, ResultT]) -> ResultT:
         """Strict mode: :class:`~kora.core.errors.Unavailable`; soft mode: what the local window says."""

@@ -52,5 +52,13 @@ async def test_a_request_refused_after_the_stream_started_is_the_error_event(
             assert (error.code, error.sequence_number) == ("memory_unavailable", 2)
             assert "memory store is unavailable" in error.message
             assert model.requests == []  # the turn never ran
+            # Stored or not, a refused request leaves nothing behind: no window event, nothing queued for the store
+            # (which would bring it back as a failed response once the store answers again).
+            async with client.responses.stream(model="helper", input="hello again", store=True) as stream:
+                events = [event async for event in stream]
+            assert [event.type for event in events] == ["response.created", "response.in_progress", "error"]
+            memory = agent.server.app.state.kora.memory
+            assert len(memory._outbox) == 0
+            assert await memory._fallback.window.count_events() == 0
     finally:
         store.kill()

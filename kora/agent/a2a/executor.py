@@ -60,6 +60,7 @@ from kora.agent.identity import ANONYMOUS, Identity, open_session
 from kora.agent.turn import TurnOutcome, TurnRequest
 from kora.core.errors import ApprovalConflict, KoraError, RequestError
 from kora.core.protocol import DELEGATED_BY_HEADER, DELEGATED_BY_METADATA
+from kora.memory.base import MEMORY_UNAVAILABLE
 
 if TYPE_CHECKING:
     from kora.agent.runtime import AgentRuntime
@@ -430,9 +431,6 @@ class KoraAgentExecutor(AgentExecutor):
         await updater.cancel(updater.new_agent_message([new_text_part("The task was canceled.")]))
         _entered(trace.get_current_span(), "canceled", task_id=context.task_id)
 
-
-#: The ``code`` of the error a strict-mode memory raises when it cannot be read.
-MEMORY_UNAVAILABLE = "memory_unavailable"
 
 #: Per JSON-RPC request: where the executor leaves the error that refuses it (:func:`refuse_request`); set by
 #: the endpoint around the SDK's dispatch, copied into the task the SDK runs the executor in.
