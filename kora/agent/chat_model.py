@@ -64,7 +64,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from kora.agent.model_client import ModelClient
-from kora.agent.telemetry import ModelRequests
+from kora.agent.telemetry import PROVIDER, ModelRequests
 from kora.core.errors import RequestError
 from kora.core.openai_wire import (
     ChatCompletionChunk,
@@ -83,8 +83,6 @@ FINISH_REASONS: dict[str, FinishReason] = {
     "function_call": "tool_call",
     "content_filter": "content_filter",
 }
-#: The provider name pydantic-ai records on responses of an OpenAI-compatible API.
-PROVIDER = "openai"
 
 
 def finish_reason(value: str | None) -> FinishReason | None:

@@ -41,22 +41,19 @@ exports what the rest of the agent uses.
 
 from __future__ import annotations
 
-from kora.agent.telemetry.capabilities import ToolMetrics, TurnSteps
-from kora.agent.telemetry.conventions import PROVIDER, SCOPE, otel_input_messages, otel_output_message
+from kora.agent.telemetry.capabilities import ToolMetrics
+from kora.agent.telemetry.conventions import PROVIDER, SCOPE
 from kora.agent.telemetry.metrics import (
-    SessionTable,
     observe_memory,
     observe_sessions,
     record_approval_decided,
     record_approvals_requested,
     record_budget_exhausted,
     record_delegation,
-    record_model_request,
-    record_tool_call,
     record_turn_spend,
 )
-from kora.agent.telemetry.model_requests import ModelRequests, RequestRecord
-from kora.agent.telemetry.spans import StepSpans, TurnSpan, span_ids
+from kora.agent.telemetry.model_requests import ModelRequests
+from kora.agent.telemetry.spans import TurnSpan
 from kora.agent.telemetry.tracing import AgentTracing
 
 __all__ = [
@@ -64,22 +61,13 @@ __all__ = [
     "SCOPE",
     "AgentTracing",
     "ModelRequests",
-    "RequestRecord",
-    "SessionTable",
-    "StepSpans",
     "ToolMetrics",
     "TurnSpan",
-    "TurnSteps",
     "observe_memory",
     "observe_sessions",
-    "otel_input_messages",
-    "otel_output_message",
     "record_approval_decided",
     "record_approvals_requested",
     "record_budget_exhausted",
     "record_delegation",
-    "record_model_request",
-    "record_tool_call",
     "record_turn_spend",
-    "span_ids",
 ]

@@ -14,7 +14,8 @@ from kora.core.openai_wire import JSONObject
 
 #: The instrumentation scope of the agent's spans and metrics.
 SCOPE = "kora.agent"
-#: ``gen_ai.provider.name`` of every ModelAPI: an OpenAI-compatible API.
+#: ``gen_ai.provider.name`` of every ModelAPI, and the provider pydantic-ai records on its responses: an
+#: OpenAI-compatible API.
 PROVIDER = "openai"
 
 
