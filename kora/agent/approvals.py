@@ -192,6 +192,9 @@ class ApprovalJournal(Protocol):
     async def keys(self) -> set[str]:
         """The keys of the paused turns kept."""
 
+    async def waiting_in(self, session_id: str) -> bytes | None:
+        """The record of a paused turn kept of ``session_id`` (None: none is), whichever process paused it."""
+
     async def update(self, key: str, record: bytes) -> bool:
         """Replace a kept paused turn's ``record`` (its decisions so far); never adds one: a turn taken meanwhile
         stays taken. True when it was there."""

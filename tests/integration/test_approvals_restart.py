@@ -313,3 +313,38 @@ async def test_with_the_task_database_down_approvals_lists_the_calls_this_agent_
                 assert down.status_code == 200, down.text
                 assert down.json() == {"agent": "keeper", "approvals": [waiting], "total": 1, "local_only": True}
     assert RAN == []
+
+
+async def test_a_new_prompt_on_another_replica_is_refused_at_once_while_a_call_waits(model, memory_db):
+    # The turn pauses on the first replica; the second never loaded it, yet refuses a new turn in the session
+    # as the first does, over Chat Completions and A2A, with nothing asked of the model.
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "The sum is 3.")
+    async with (
+        ThreadedServer(mcp_app("calc", [add]), name="calc", lifespan="on") as calc,
+        httpx.AsyncClient(timeout=60, headers={USER_HEADER: "alice"}) as http,
+    ):
+        with (
+            agent(model, memory_db, calc.root_url) as (one, _),
+            agent(model, memory_db, calc.root_url) as (two, _),
+        ):
+            await paused_task(one, http, "ctx-busy")
+            refusals = []
+            for url in (one, two):
+                chat = openai.OpenAI(base_url=f"{url}/v1", api_key="unused")
+                with pytest.raises(openai.ConflictError) as refused:
+                    chat.chat.completions.create(
+                        model="keeper",
+                        messages=[{"role": "user", "content": "something else"}],
+                        extra_headers={"X-Session-ID": "ctx-busy", USER_HEADER: "alice"},
+                    )
+                assert refused.value.code == "approval_pending"
+                refusals.append(refused.value.body)
+            assert refusals[0] == refusals[1]
+            assert "The session waits for decisions on tool calls: add (appr_" in str(refusals[1])
+
+            client = await sdk_client(two, http=http, version="1.0")
+            failed = await send(client, user_message("something else", context_id="ctx-busy"))
+            assert failed.status.state == TaskState.TASK_STATE_FAILED
+            assert failed.status.message.parts[0].text == refusals[1]["message"]
+    assert len(model.requests) == 1
+    assert RAN == []

@@ -98,6 +98,19 @@ class PausedTurnRows:
 
         return await self._run(read)
 
+    async def waiting_in(self, session_id: str) -> bytes | None:
+        """The record of a paused turn of ``session_id`` (None: none), found by the ``(agent, session_id)`` index."""
+
+        async def read(connection: AsyncConnection[TupleRow]) -> bytes | None:
+            cursor = await connection.execute(
+                "SELECT record::text FROM paused_turns WHERE agent = %s AND session_id = %s LIMIT 1",
+                (self._agent, session_id),
+            )
+            row = await cursor.fetchone()
+            return None if row is None else str(row[0]).encode()
+
+        return await self._run(read)
+
     async def erase(self, *, session_id: str | None = None, user_id: str | None = None) -> int:
         """Delete every paused turn of ``session_id`` or of ``user_id`` (its record's ``turn.user_id``), whichever
         replica paused it; how many rows were deleted."""
