@@ -170,9 +170,15 @@ class PausedTurn:
         return self.approvals[0].id
 
 
+class JournalUnavailable(Exception):
+    """The approval journal cannot be read or written now (its database is down or unreachable); the message says
+    why."""
+
+
 class ApprovalJournal(Protocol):
     """Where paused turns are kept beyond the process (the shared task store's database), as JSON records
-    (:mod:`kora.agent.approval_records`) keyed by :attr:`PausedTurn.key`."""
+    (:mod:`kora.agent.approval_records`) keyed by :attr:`PausedTurn.key`. Each method raises
+    :class:`JournalUnavailable` when the journal cannot be reached."""
 
     async def put(self, key: str, session_id: str, record: bytes) -> None:
         """Write a paused turn's ``record`` (again: its decisions so far)."""
@@ -185,6 +191,9 @@ class ApprovalJournal(Protocol):
 
     async def keys(self) -> set[str]:
         """The keys of the paused turns kept."""
+
+    async def waiting_in(self, session_id: str) -> bytes | None:
+        """The record of a paused turn kept of ``session_id`` (None: none is), whichever process paused it."""
 
     async def update(self, key: str, record: bytes) -> bool:
         """Replace a kept paused turn's ``record`` (its decisions so far); never adds one: a turn taken meanwhile

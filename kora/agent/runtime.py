@@ -48,7 +48,14 @@ from pydantic_ai.usage import RunUsage
 
 from kora.agent.approval_calls import EXPIRED, Decision, PendingApproval
 from kora.agent.approval_records import paused_from_record, paused_record
-from kora.agent.approvals import ApprovalStore, CarriedBudget, PausedTurn, TaskRef, check_decider
+from kora.agent.approvals import (
+    ApprovalStore,
+    CarriedBudget,
+    JournalUnavailable,
+    PausedTurn,
+    TaskRef,
+    check_decider,
+)
 from kora.agent.budget import Prices, TurnBudget, own_limits
 from kora.agent.chat_model import KoraChatModel
 from kora.agent.history import events_to_messages, memory_instructions, replay_to_messages
@@ -242,13 +249,13 @@ class AgentRuntime:
         :meth:`~kora.agent.loop.AgenticLoop.check`). Raises :class:`~kora.core.errors.RequestError` (400)."""
         self.loop.check(turn)
 
-    async def run(self, turn: TurnRequest, resume: PausedTurn | None = None) -> TurnOutcome:
+    async def run(self, turn: TurnRequest, resume: PausedTurn | None = None, *, checked: bool = False) -> TurnOutcome:
         """Run a turn to its end and return the answer (the model is asked for whole responses). With
         ``resume``, a paused turn whose calls are all decided goes on instead (``turn`` is then its turn:
         :meth:`decide`). A new turn in a session whose turn waits for approvals is refused first
-        (:meth:`check_not_waiting`)."""
-        if resume is None:
-            self.check_not_waiting(turn.session_id)
+        (:meth:`refuse_waiting`, unless the caller did: ``checked``)."""
+        if resume is None and not checked:
+            await self.refuse_waiting(turn.session_id)
         with self.tracing.turn(turn.session_id) as span:
             if span is not None and resume is not None:
                 span.resumed(resume)
@@ -262,6 +269,8 @@ class AgentRuntime:
         turn: TurnRequest,
         prepared: Callable[[], Awaitable[None]] | None = None,
         resume: PausedTurn | None = None,
+        *,
+        checked: bool = False,
     ) -> AsyncGenerator[str | TurnOutcome]:
         """Run a turn, yielding answer text deltas as the model streams them, then the :class:`TurnOutcome`.
 
@@ -269,10 +278,10 @@ class AgentRuntime:
         (a client that went away) cancels the model request and tool calls in flight; the steps that ran are
         stored with a ``cancelled`` error event. ``prepared`` is awaited once memory has given the turn its
         context, before the model is asked: a caller that must refuse a turn whose memory cannot be read (A2A in
-        strict mode) publishes nothing before it. ``resume``: as :meth:`run`'s.
+        strict mode) publishes nothing before it. ``resume`` and ``checked``: as :meth:`run`'s.
         """
-        if resume is None:
-            self.check_not_waiting(turn.session_id)
+        if resume is None and not checked:
+            await self.refuse_waiting(turn.session_id)
         with self.tracing.turn(turn.session_id) as span:
             if span is not None and resume is not None:
                 span.resumed(resume)
@@ -292,7 +301,7 @@ class AgentRuntime:
         (:class:`~kora.agent.turn.ToolCalled`) and as it returns (:class:`~kora.agent.turn.ToolReturned`), in the
         order they happen. Client tool calls are not steps: the outcome carries them."""
         if resume is None:
-            self.check_not_waiting(turn.session_id)
+            await self.refuse_waiting(turn.session_id)
         with self.tracing.turn(turn.session_id) as span:
             if span is not None and resume is not None:
                 span.resumed(resume)
@@ -597,15 +606,40 @@ class AgentRuntime:
         return paused
 
     def check_not_waiting(self, session_id: str) -> None:
-        """Raise :class:`ApprovalConflict` (409, code ``approval_pending``) when a turn of ``session_id`` waits for
-        approvals: the session goes on once they are decided (or expire), not with another turn beside them."""
+        """Raise :class:`ApprovalConflict` (409, code ``approval_pending``) when a turn of ``session_id`` held in this
+        process waits for approvals: the session goes on once they are decided (or expire), not with another turn
+        beside them. :meth:`refuse_waiting` also looks in the shared journal."""
         paused = self.approvals.in_session(session_id)
         if paused is not None:
-            waiting = ", ".join(f"{a.tool_name} ({a.id})" for a in paused.approvals if a.decision is None)
-            raise ApprovalConflict(
-                f"The session waits for decisions on tool calls: {waiting}. Decide them first.",
-                code="approval_pending",
+            raise _waiting(paused)
+
+    async def refuse_waiting(self, session_id: str) -> None:
+        """:meth:`check_not_waiting`, then, with the shared journal, the same refusal for a turn of ``session_id``
+        that waits on another replica (or here, not loaded yet): one query by the journal's ``(agent, session_id)``
+        index; none without a journal, nor for an agent whose ``TOOL_APPROVAL_REQUIRED`` names no tool (its turns
+        never pause; turns an earlier configuration paused are loaded at start and checked here). A turn decided
+        here and about to resume (its row not taken yet) is no refusal: the new turn waits for the session behind
+        it. A journal that cannot be reached is logged and the check is this process's alone."""
+        self.check_not_waiting(session_id)
+        journal = self.approvals.journal
+        if journal is None or not self.loop.approval:
+            return
+        try:
+            record = await journal.waiting_in(session_id)
+        except JournalUnavailable as error:
+            log.warning(
+                "a new turn in session %s was checked against this process's paused turns only: %s", session_id, error
             )
+            return
+        if record is None:
+            return
+        try:
+            paused = paused_from_record(record)
+        except ValidationError as error:
+            log.error("a paused turn of the approval journal cannot be read back, skipped: %s", error)
+            return
+        if not self.approvals.knows(paused):
+            raise _waiting(paused)
 
     def refuse_unknown_decisions(self, turn: TurnRequest, calls: Mapping[str, str]) -> None:
         """Raise :class:`ApprovalConflict` (409, code ``approval_unknown``) when a tool result of ``turn`` answers a
@@ -912,6 +946,16 @@ def _decisions(paused: PausedTurn | None) -> DeferredToolResults | None:
             because = f": {decision.reason}" if decision.reason else "."
             results[approval.tool_call_id] = ToolDenied(f"Error: the call was rejected{who}{because}")
     return DeferredToolResults(approvals=dict(results))
+
+
+def _waiting(paused: PausedTurn) -> ApprovalConflict:
+    """The refusal of a new turn in the session of ``paused``, naming the calls it waits on (all of them when every
+    one is decided: the turn is about to resume)."""
+    calls = [a for a in paused.approvals if a.decision is None] or paused.approvals
+    waiting = ", ".join(f"{a.tool_name} ({a.id})" for a in calls)
+    return ApprovalConflict(
+        f"The session waits for decisions on tool calls: {waiting}. Decide them first.", code="approval_pending"
+    )
 
 
 def _settings(turn: TurnRequest) -> ModelSettings | None:

@@ -6,9 +6,11 @@ a test holds a query at a point it chooses and lets it go on when the other side
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import psycopg
 import pytest
@@ -19,8 +21,10 @@ from kora.agent.approval_calls import Decision
 from kora.agent.approvals import PausedTurn, TaskRef
 from kora.agent.runtime import AgentRuntime
 from kora.agent.turn import TurnOutcome, TurnRequest
+from kora.core.events import EventType
+from kora.memory import LocalMemory
 from kora.scripted import ToolCall, ToolCallReply
-from tests.support.agent import agent_runtime, mcp_app
+from tests.support.agent import agent_settings, mcp_app
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
 
@@ -71,7 +75,9 @@ class HookedRows(PausedTurnRows):
         self.before_update: Gate | None = None
         self.before_take: Gate | None = None
         self.log: list[str] = []
+        #: What each ``take()`` answered, in order; ``took`` is set once one answered.
         self.taken: list[bool] = []
+        self.took = asyncio.Event()
 
     async def keys(self) -> set[str]:
         found = await super().keys()
@@ -94,17 +100,20 @@ class HookedRows(PausedTurnRows):
         taken = await super().take(key)
         self.log.append("taken" if taken else "lost")
         self.taken.append(taken)
+        self.took.set()
         return taken
 
 
 @asynccontextmanager
-async def replica(model: ScriptedModelServer, database: str, tools: str, **env: str) -> AsyncIterator[AgentRuntime]:
+async def replica(
+    model: ScriptedModelServer, database: str, tools: str, memory: LocalMemory | None = None, **env: str
+) -> AsyncIterator[AgentRuntime]:
     """A started runtime of agent ``a`` whose ``calc/add`` calls wait for approval, its journal a :class:`HookedRows`
-    in ``database`` over connections of its own (as another replica's process would have)."""
+    in ``database`` over connections of its own (as another replica's process would have); ``memory``: the one
+    its replicas share (else its own)."""
     shared = await asyncio.to_thread(SharedTasks.open, database, 30.0, 3600.0)
-    runtime = agent_runtime(
-        model, MCP_SERVERS="calc", MCP_SERVER_CALC_URL=tools, TOOL_APPROVAL_REQUIRED="calc/add", **env
-    )
+    env = {"MCP_SERVERS": "calc", "MCP_SERVER_CALC_URL": tools, "TOOL_APPROVAL_REQUIRED": "calc/add", **env}
+    runtime = AgentRuntime(agent_settings(model, "a", **env), memory or LocalMemory())
     runtime.approvals.journal = HookedRows(shared, "a")
     try:
         await runtime.start()
@@ -164,3 +173,95 @@ async def test_a_turn_pausing_while_the_journal_is_read_is_kept(model, memory_db
         assert resumed_in == ["task-1"]
     assert RAN == [{"a": 1, "b": 2}]
     assert rows_kept(memory_db) == 0
+
+
+def tool_messages(request: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+
+
+async def answered(memory: LocalMemory, session_id: str) -> None:
+    """Wait (60 s at most) until the session stores an answer after a tool result: the resumed turn ended."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        kinds = [e.event_type for e in await memory.get_session_events(session_id)]
+        if EventType.TOOL_RESULT in kinds and kinds[-1] == EventType.AGENT_RESPONSE:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the resumed turn of {session_id} did not end within 60 s")
+
+
+async def test_a_decisions_write_lands_before_the_turn_is_taken(model, memory_db, calc):
+    """The first call's decision is written in the background, and that write is held before its statement while
+    the second call's decision resumes the turn: the take waits for the write, so the row goes after it and no
+    replica finds the turn again. Both calls run once."""
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2}), ToolCall("add", {"a": 3, "b": 4})]), "Both added.")
+    async with replica(model, memory_db, calc) as runtime:
+        assert (await runtime.run(TurnRequest("s", "add twice"))).finish_reason == "tool_calls"
+        first, second = runtime.approvals.pending("s")
+        rows = rows_of(runtime)
+        write = Gate()
+        rows.before_update = write
+        runtime.decide(first.id, Decision(True), None)
+        await write.reached.wait()  # the first decision's write, held before its statement
+
+        entered = asyncio.Event()
+        take = runtime.take
+
+        async def entering(paused: PausedTurn) -> None:
+            entered.set()
+            await take(paused)
+
+        runtime.take = entering  # type: ignore[method-assign]
+        paused = runtime.decide(second.id, Decision(True), None)
+        assert paused.decided
+        resumed = asyncio.create_task(runtime.resume(paused))
+        await entered.wait()  # the resumed turn takes itself from the journal: waiting for the write, or not
+        if "take requested" in rows.log:
+            await rows.took.wait()  # it did not wait: the held write lands after the take
+        write.opened.set()
+        outcome = await resumed
+        assert outcome is not None
+        assert outcome.text == "Both added."
+        assert rows.log == ["update", "take requested", "taken"]
+    assert rows_kept(memory_db) == 0
+    async with replica(model, memory_db, calc) as other:
+        assert other.approvals.pending() == []
+    assert RAN == [{"a": 1, "b": 2}, {"a": 3, "b": 4}]
+    assert len(model.requests) == 2
+
+
+async def test_two_replicas_expiring_the_same_turn_together_resume_it_once(model, memory_db, calc):
+    """A turn of two calls pauses on one replica, the first call approved there; the other replica loads it. The
+    second call expires on both, and both takes are held until both replicas are at them, then let go together:
+    one takes the turn, the other loses it; the turn resumes once and the approved call runs once."""
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2}), ToolCall("add", {"a": 3, "b": 4})]), "One added.")
+    memory = LocalMemory()
+    async with (
+        replica(model, memory_db, calc, memory, TOOL_APPROVAL_TIMEOUT_SECONDS="1") as one,
+        replica(model, memory_db, calc, memory, TOOL_APPROVAL_TIMEOUT_SECONDS="1") as two,
+    ):
+        gates = [Gate(), Gate()]
+        rows_of(one).before_take, rows_of(two).before_take = gates
+        assert (await one.run(TurnRequest("s", "add twice"))).finish_reason == "tool_calls"
+        paused = one.approvals.in_session("s")
+        assert paused is not None
+        one.decide(paused.approvals[0].id, Decision(True), None)  # no await since the pause: before its expiry
+        assert paused.written is not None
+        await paused.written  # the decision is in the journal
+        await two.sync_paused()
+        # Each replica expires the second call and holds at its take (the row stays until one is let go).
+        await gates[0].reached.wait()
+        await gates[1].reached.wait()
+        for gate in gates:
+            gate.opened.set()
+        await rows_of(one).took.wait()
+        await rows_of(two).took.wait()
+        assert sorted(rows_of(one).taken + rows_of(two).taken) == [False, True]
+        await answered(memory, "s")
+    assert rows_kept(memory_db) == 0
+    assert RAN == [{"a": 1, "b": 2}]
+    assert len(model.requests) == 2
+    assert tool_messages(model.requests[1]) == [
+        "3",
+        "Error: the call was rejected: nobody approved the call within 1 seconds",
+    ]

@@ -12,8 +12,10 @@ import contextlib
 import json
 import os
 import signal
+import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -27,6 +29,7 @@ from kora.core.net import free_port
 from kora.scripted import ToolCall, ToolCallReply
 from tests.support.a2a import decision_message, sdk_client, send, user_message
 from tests.support.agent import mcp_app
+from tests.support.memory import fresh_database, start_postgres
 from tests.support.processes import kora_process
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
@@ -286,4 +289,62 @@ async def test_erasing_a_user_on_one_replica_erases_the_calls_paused_on_another(
                 assert rows.fetchone() == (0,)
             assert pending(two, "alice") == []
             assert pending(one, "alice") == []
+    assert RAN == []
+
+
+async def test_with_the_task_database_down_approvals_lists_the_calls_this_agent_holds_and_says_so(model):
+    # A Postgres of this test's own, stopped while the agent runs (its socket path kept short).
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "The sum is 3.")
+    with contextlib.ExitStack() as database:
+        admin = database.enter_context(start_postgres(Path(tempfile.mkdtemp(dir="/tmp")) / "pgdata"))
+        async with (
+            ThreadedServer(mcp_app("calc", [add]), name="calc", lifespan="on") as calc,
+            httpx.AsyncClient(timeout=60, headers={USER_HEADER: "alice"}) as http,
+        ):
+            with agent(model, fresh_database(admin), calc.root_url) as (url, _):
+                await paused_task(url, http, "ctx-down")
+                listed = httpx.get(f"{url}/approvals", headers={USER_HEADER: "alice"}, timeout=60)
+                assert listed.status_code == 200, listed.text
+                assert listed.json()["local_only"] is False
+                [waiting] = listed.json()["approvals"]
+
+                database.close()  # the database stops; the agent runs on
+                down = httpx.get(f"{url}/approvals", headers={USER_HEADER: "alice"}, timeout=60)
+                assert down.status_code == 200, down.text
+                assert down.json() == {"agent": "keeper", "approvals": [waiting], "total": 1, "local_only": True}
+    assert RAN == []
+
+
+async def test_a_new_prompt_on_another_replica_is_refused_at_once_while_a_call_waits(model, memory_db):
+    # The turn pauses on the first replica; the second never loaded it, yet refuses a new turn in the session
+    # as the first does, over Chat Completions and A2A, with nothing asked of the model.
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "The sum is 3.")
+    async with (
+        ThreadedServer(mcp_app("calc", [add]), name="calc", lifespan="on") as calc,
+        httpx.AsyncClient(timeout=60, headers={USER_HEADER: "alice"}) as http,
+    ):
+        with (
+            agent(model, memory_db, calc.root_url) as (one, _),
+            agent(model, memory_db, calc.root_url) as (two, _),
+        ):
+            await paused_task(one, http, "ctx-busy")
+            refusals = []
+            for url in (one, two):
+                chat = openai.OpenAI(base_url=f"{url}/v1", api_key="unused")
+                with pytest.raises(openai.ConflictError) as refused:
+                    chat.chat.completions.create(
+                        model="keeper",
+                        messages=[{"role": "user", "content": "something else"}],
+                        extra_headers={"X-Session-ID": "ctx-busy", USER_HEADER: "alice"},
+                    )
+                assert refused.value.code == "approval_pending"
+                refusals.append(refused.value.body)
+            assert refusals[0] == refusals[1]
+            assert "The session waits for decisions on tool calls: add (appr_" in str(refusals[1])
+
+            client = await sdk_client(two, http=http, version="1.0")
+            failed = await send(client, user_message("something else", context_id="ctx-busy"))
+            assert failed.status.state == TaskState.TASK_STATE_FAILED
+            assert failed.status.message.parts[0].text == refusals[1]["message"]
+    assert len(model.requests) == 1
     assert RAN == []

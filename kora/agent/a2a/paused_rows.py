@@ -10,14 +10,20 @@ so a turn resumes once however many replicas hold it) or when its session or use
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Collection
+from typing import TYPE_CHECKING, TypeVar
+
+import psycopg
+
+from kora.agent.approvals import JournalUnavailable
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
     from psycopg.rows import TupleRow
 
     from kora.agent.a2a.shared import SharedTasks
+
+_T = TypeVar("_T")
 
 
 class PausedTurnRows:
@@ -26,6 +32,14 @@ class PausedTurnRows:
     def __init__(self, shared: SharedTasks, agent: str) -> None:
         self._shared = shared
         self._agent = agent
+
+    async def _run(self, work: Callable[[AsyncConnection[TupleRow]], Awaitable[_T]]) -> _T:
+        """``work`` on one of the store's connections (:meth:`SharedTasks.run`, its retries); a database that stays
+        unreachable (the pool's timeout, a lost connection, the store closed) raises :class:`JournalUnavailable`."""
+        try:
+            return await self._shared.run(work)
+        except psycopg.OperationalError as error:  # psycopg_pool's PoolTimeout and PoolClosed among them
+            raise JournalUnavailable(f"the shared task store's database is unreachable: {error}") from error
 
     async def put(self, key: str, session_id: str, record: bytes) -> None:
         """Write a paused turn's ``record`` (insert, or replace it with the decisions made so far)."""
@@ -37,7 +51,7 @@ class PausedTurnRows:
                 (key, self._agent, session_id, record.decode()),
             )
 
-        await self._shared.run(write)
+        await self._run(write)
 
     async def update(self, key: str, record: bytes) -> bool:
         """Replace a paused turn's ``record`` when its row is still there (an ``UPDATE``, never an insert: a turn
@@ -50,7 +64,7 @@ class PausedTurnRows:
             )
             return cursor.rowcount == 1
 
-        return await self._shared.run(write)
+        return await self._run(write)
 
     async def take(self, key: str) -> bool:
         """Delete a paused turn's row; True when this call deleted it."""
@@ -61,7 +75,7 @@ class PausedTurnRows:
             )
             return await cursor.fetchone() is not None
 
-        return await self._shared.run(delete)
+        return await self._run(delete)
 
     async def load(self, skip: Collection[str] = ()) -> list[bytes]:
         """The agent's paused turns' records, oldest first, but those whose id is in ``skip``."""
@@ -73,7 +87,7 @@ class PausedTurnRows:
             )
             return [str(row[0]).encode() for row in await cursor.fetchall()]
 
-        return await self._shared.run(read)
+        return await self._run(read)
 
     async def keys(self) -> set[str]:
         """The ids of the agent's paused turns."""
@@ -82,7 +96,20 @@ class PausedTurnRows:
             cursor = await connection.execute("SELECT id FROM paused_turns WHERE agent = %s", (self._agent,))
             return {str(row[0]) for row in await cursor.fetchall()}
 
-        return await self._shared.run(read)
+        return await self._run(read)
+
+    async def waiting_in(self, session_id: str) -> bytes | None:
+        """The record of a paused turn of ``session_id`` (None: none), found by the ``(agent, session_id)`` index."""
+
+        async def read(connection: AsyncConnection[TupleRow]) -> bytes | None:
+            cursor = await connection.execute(
+                "SELECT record::text FROM paused_turns WHERE agent = %s AND session_id = %s LIMIT 1",
+                (self._agent, session_id),
+            )
+            row = await cursor.fetchone()
+            return None if row is None else str(row[0]).encode()
+
+        return await self._run(read)
 
     async def erase(self, *, session_id: str | None = None, user_id: str | None = None) -> int:
         """Delete every paused turn of ``session_id`` or of ``user_id`` (its record's ``turn.user_id``), whichever
@@ -95,4 +122,4 @@ class PausedTurnRows:
             )
             return cursor.rowcount
 
-        return await self._shared.run(delete)
+        return await self._run(delete)

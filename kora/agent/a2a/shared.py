@@ -84,6 +84,10 @@ PAUSED_TABLE = """CREATE TABLE IF NOT EXISTS kora_a2a.paused_turns (
     record jsonb NOT NULL,
     paused_at timestamptz NOT NULL DEFAULT now()
 )"""
+#: The index a new turn's look for a paused turn of its session uses (one per turn, :mod:`kora.agent.runtime`).
+PAUSED_SESSION_INDEX = (
+    "CREATE INDEX IF NOT EXISTS paused_turns_agent_session ON kora_a2a.paused_turns (agent, session_id)"
+)
 #: The notification channel a ``canceled`` write is announced on (payload: the task id).
 CANCEL_CHANNEL = "kora_a2a_cancel"
 #: Seconds to wait for the database when connecting.
@@ -174,6 +178,7 @@ def _create_tables(connection: Connection) -> None:
         connection.execute(text(f"ALTER TABLE {SCHEMA}.{table} ALTER COLUMN {column} TYPE text"))
     connection.execute(text(_LEASES))
     connection.execute(text(PAUSED_TABLE))
+    connection.execute(text(PAUSED_SESSION_INDEX))
     connection.execute(text(f"CREATE INDEX IF NOT EXISTS tasks_last_updated ON {SCHEMA}.tasks (last_updated)"))
 
 

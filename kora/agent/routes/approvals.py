@@ -1,7 +1,9 @@
 """The approval endpoints, for consoles and operators (docs/approvals.md).
 
-* ``GET /approvals`` (``?session_id=`` filters) answers ``{"agent", "approvals": [...], "total"}``: the tool calls
-  waiting for a decision (:meth:`kora.agent.approvals.PendingApproval.to_json`), oldest first.
+* ``GET /approvals`` (``?session_id=`` filters) answers ``{"agent", "approvals": [...], "total", "local_only"}``:
+  the tool calls waiting for a decision (:meth:`kora.agent.approvals.PendingApproval.to_json`), oldest first. With
+  the shared task store, those of every replica; ``local_only`` is true when its database could not be reached and
+  the list holds only the calls this process holds (a warning is logged).
 * ``POST /approvals/{id}`` with a decision object ``{"decision": "approve" | "reject", "reason"?, "arguments"?}``
   records it and, when it was the paused turn's last undecided call, resumes the turn and waits for it: answers
   ``{"approval": {...}, "turn": null | {"finish_reason", "text", "approvals": [...]}}`` (``turn`` null while other
@@ -18,16 +20,20 @@ decided or expired.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from fastapi import APIRouter, Request
 
 from kora.agent.approval_calls import Decision, PendingApproval
+from kora.agent.approvals import JournalUnavailable
 from kora.agent.identity import MemoryReader
 from kora.agent.openai_api import decode_body
 from kora.agent.state import AgentState
 from kora.agent.turn import TurnOutcome
 from kora.core.protocol import check_session_id
+
+log = logging.getLogger("kora.agent")
 
 
 def _visible(reader: MemoryReader, approval: PendingApproval, session_id: str | None) -> bool:
@@ -57,9 +63,15 @@ def add_approval_routes(router: APIRouter, state: AgentState) -> None:
             check_session_id(session_id, "'session_id'")
         reader = await state.identity.memory_reader(request.headers)
         runtime = await state.wait_runtime()
-        await runtime.sync_paused()  # the shared task store: other replicas' calls too
+        local_only = False
+        try:
+            await runtime.sync_paused()  # the shared task store: other replicas' calls too
+        except JournalUnavailable as error:
+            log.warning("GET /approvals lists only the calls this process holds: %s", error)
+            local_only = True
         pending = [a for a in runtime.approvals.pending(session_id) if _visible(reader, a, session_id)]
-        return {"agent": agent_name, "approvals": [a.to_json() for a in pending], "total": len(pending)}
+        approvals = [a.to_json() for a in pending]
+        return {"agent": agent_name, "approvals": approvals, "total": len(pending), "local_only": local_only}
 
     @router.post("/approvals/{approval_id}")
     async def decide_approval(request: Request, approval_id: str) -> dict[str, Any]:

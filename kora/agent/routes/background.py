@@ -94,6 +94,6 @@ class BackgroundResponses:
     @staticmethod
     async def _run(runtime: AgentRuntime, turn: TurnRequest, response_id: str) -> None:
         try:
-            await runtime.run(turn)
+            await runtime.run(turn, checked=True)  # the route refused a session that waits
         except KoraError as failure:  # stored by the turn as its error event: the response reads back as failed
             log.info("background response %s failed: %s", response_id, failure.code)

@@ -95,7 +95,7 @@ def add_chat_routes(router: APIRouter, state: AgentState) -> None:
                 code="approval_unknown",
             )
         if paused is None:  # refused before a stream starts: a 409, not an error inside a 200 stream
-            runtime.check_not_waiting(session_id)
+            await runtime.refuse_waiting(session_id)
         elif paused.decided and paused.resumer is None:
             turn = paused.turn
         if parsed.request.stream and parsed.output is None and (paused is None or turn is paused.turn):
@@ -169,7 +169,7 @@ async def run_or_resume(runtime: AgentRuntime, turn: TurnRequest, paused: Paused
     the paused turn resumed once every one of its calls is decided; otherwise the calls still waiting, with no
     model request made. Raises what the run raises (:class:`~kora.core.errors.KoraError`)."""
     if paused is None:
-        return await runtime.run(turn)
+        return await runtime.run(turn, checked=True)  # the routes refused a session that waits
     if not paused.decided:
         left = tuple(a for a in paused.approvals if a.decision is None)
         return TurnOutcome("", "tool_calls", 0, 0, 0, approvals=left)
@@ -205,7 +205,7 @@ async def stream_chunks(
     """
     chunks = ChunkWriter(completion_id(), model, int(time.time()), include_usage=include_usage)
     yield chunks.chunk({"role": "assistant", "content": ""})
-    stream = runtime.stream(turn, resume=resume)
+    stream = runtime.stream(turn, resume=resume, checked=True)  # the route refused a session that waits
     try:
         async for item in stream:
             if isinstance(item, TurnOutcome):

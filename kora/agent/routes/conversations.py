@@ -137,7 +137,7 @@ def add_conversation_routes(router: APIRouter, state: AgentState) -> None:
         await held(request, conversation_id, INCLUDE_PARAMS)
         refuse_include(request)
         if state.runtime is not None:  # items added beside a turn waiting for approvals would end up in its history
-            state.runtime.check_not_waiting(conversation_id)
+            await state.runtime.refuse_waiting(conversation_id)
         items = items_body(decode_body(await request.body()))
         events = item_events(items, await memory.get_session_events(conversation_id))
         await memory.add_events(conversation_id, events)

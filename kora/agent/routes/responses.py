@@ -164,11 +164,11 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
                     param="background",
                 )
             # Decisions on calls waiting for approval are taken in the foreground: a 409 while the session waits.
-            runtime.check_not_waiting(session_id)
+            await runtime.refuse_waiting(session_id)
             return json_answer(answers, background.start(runtime, turn, events), headers)
         paused = runtime.take_decisions(turn)
         if paused is None:  # refused before a stream starts: a 409, not an error inside a 200 stream
-            runtime.check_not_waiting(session_id)
+            await runtime.refuse_waiting(session_id)
         elif paused.decided and paused.resumer is None:
             # The turn goes on as this response: its events carry this response's id.
             paused.turn = replace(paused.turn, response=turn.response)
@@ -321,7 +321,7 @@ async def stream_events(
     the request (see the module docstring)."""
     for event in events.started():
         yield event
-    stream = runtime.stream(turn, resume=resume)
+    stream = runtime.stream(turn, resume=resume, checked=True)  # the route refused a session that waits
     try:
         async for item in stream:
             batch = events.finished(item) if isinstance(item, TurnOutcome) else events.text(item)
