@@ -172,18 +172,25 @@ async def recall_facts(
         vector_candidates = "SELECT NULL::text AS fact_id WHERE false"
         cosine = "NULL::float8"
 
-    # shared: each fact of the scope sharing a word with the query, once per word shared; a word's document
-    # frequency is counted from it (a fact holding the word shares it), N from the scope. windows: each
+    # words: each of the query's words as a query of that word alone (quoted: never parsed again). shared: each
+    # fact of the scope sharing a word with the query, once per word shared (a lookup in the fact's sorted
+    # lexemes per word); a word's document frequency is counted from it (a fact holding the word shares it), N
+    # from the scope. windows: each
     # candidate (pos 0) with the facts around it in its owner's order; one row per fact and window.
     statement = f"""
         WITH q AS (
             SELECT websearch_to_tsquery('english', %(q)s) AS tsq,
                    ARRAY(SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', %(raw)s)))) AS lexemes
         ),
+        words AS MATERIALIZED (
+            SELECT l.lexeme,
+                   ('''' || replace(replace(l.lexeme, '\\', '\\\\'), '''', '''''') || '''')::tsquery AS tsq
+            FROM q CROSS JOIN unnest(q.lexemes) AS l(lexeme)
+        ),
         shared AS MATERIALIZED (
-            SELECT f.fact_id, l.lexeme
-            FROM facts f CROSS JOIN q CROSS JOIN unnest(tsvector_to_array(f.search)) AS l(lexeme)
-            WHERE f.invalidated_at IS NULL AND {condition} AND f.search @@ q.tsq AND l.lexeme = ANY(q.lexemes)
+            SELECT f.fact_id, w.lexeme
+            FROM facts f CROSS JOIN q JOIN words w ON f.search @@ w.tsq
+            WHERE f.invalidated_at IS NULL AND {condition} AND f.search @@ q.tsq
         ),
         weights AS MATERIALIZED (
             SELECT w.lexeme, ln(1 + (total.n - count(s.fact_id) + 0.5) / (count(s.fact_id) + 0.5)) AS idf
