@@ -16,7 +16,9 @@ which dialog id (``D3:1``) each fact id stands for (a turn answered ``duplicate`
 Then each question is recalled at ``user`` scope, top 10:
 
 * **hybrid**: ``POST /v1/recall`` over HTTP, end to end (the service embeds the question, then vector and full-text
-  candidates are blended): its latency p50 / p95 is the one an agent sees;
+  candidates are blended): its latency p50 / p95 is the one an agent sees; where it goes: **hybrid, SQL alone**
+  (:func:`kora.memory_service.recall.recall_facts` in this process with the question's vector, the same ranking)
+  and **query embedding alone** (``POST /v1/embeddings`` to ``kora model-hosted``, latency only);
 * **full text only**: :func:`kora.memory_service.recall.recall_facts` in this process on the same database, with
   no query embedding (the service's path without an embedding model);
 * **vector only**: the nearest facts by cosine (pgvector, exact), the question embedded by the same model;
@@ -183,7 +185,8 @@ async def measure(
     database = Database(settings)
     await database.open()
     assert database.pool is not None
-    modes = {"hybrid": Scores(), "full text only": Scores(), "vector only": Scores(), "rank fusion": Scores()}
+    names = ("hybrid", "hybrid, SQL alone", "query embedding alone", "full text only", "vector only", "rank fusion")
+    modes = {name: Scores() for name in names}
     turns = duplicates = superseded = 0
     started = time.perf_counter()
     async with httpx.AsyncClient(base_url=service_url, headers=ADMIN) as client, httpx.AsyncClient() as model:
@@ -222,9 +225,15 @@ async def measure(
                     lexical = await recall.recall_facts(conn, where, text, None, 2 * TOP_K, 0.0)
                     modes["full text only"].latencies.append(time.perf_counter() - begun)
                     modes["full text only"].add(category, [dialog.get(h.id, set()) for h in lexical[:TOP_K]], evidence)
+                    begun = time.perf_counter()
                     vector = (
                         await model.post(f"{model_url}/v1/embeddings", json={"model": MODEL, "input": [text]})
                     ).json()["data"][0]["embedding"]
+                    modes["query embedding alone"].latencies.append(time.perf_counter() - begun)
+                    begun = time.perf_counter()
+                    ranked = await recall.recall_facts(conn, where, text, vector, TOP_K, 0.0)
+                    modes["hybrid, SQL alone"].latencies.append(time.perf_counter() - begun)
+                    modes["hybrid, SQL alone"].add(category, [dialog.get(h.id, set()) for h in ranked], evidence)
                     condition, params = where.sql("f")
                     begun = time.perf_counter()
                     cur = await conn.execute(
@@ -263,6 +272,11 @@ def report(
     )
     categories = [*sorted({c for scores in modes.values() for c in scores.hits if c != "all"}), "all"]
     for name, scores in modes.items():
+        if scores.latencies and not scores.hits:
+            p50 = 1000 * statistics.median(scores.latencies)
+            p95 = 1000 * sorted(scores.latencies)[int(len(scores.latencies) * 0.95) - 1]
+            print(f"\n{name}: p50 {p50:.1f} ms, p95 {p95:.1f} ms")
+            continue
         if scores.latencies:
             p50 = 1000 * statistics.median(scores.latencies)
             p95 = 1000 * sorted(scores.latencies)[int(len(scores.latencies) * 0.95) - 1]
