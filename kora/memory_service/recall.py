@@ -13,11 +13,12 @@ candidate is scored in ``[0, 1]``:
 * ``own``: with embeddings, ``0.6 * cosine + 0.4 * text``; without (no embedding model, or a fact the background
   ``embed`` jobs have not reached yet: stored before the model was configured or changed, or while it was
   unreachable), ``text``;
-* the score: ``own + 0.5 * context * (1 - own)``, where ``context`` is the best ``own`` of the fact's two neighbours,
-  the facts stored just before and just after it by the same owner (app, user and session): a reply ("yes, last
-  Friday") is found through the question it answers. A neighbour is never returned for a candidate, it only
-  lifts it (the score stays in ``[0, 1]`` and never falls below the fact's own); it is within every scope its
-  candidate is in (same owner).
+* the score: ``own + 0.5 * context * (1 - own)``, where ``context`` is the best ``own`` of the fact's neighbours,
+  the facts stored up to :data:`REACH` (2) places before and after it by the same owner (app, user and session).
+  The score stays in ``[0, 1]`` and never falls below the fact's own. The neighbours of each candidate that match
+  the query themselves (an own score above 0) are candidates too (a neighbour is within every scope its candidate
+  is in: same owner), so a reply ("yes, last Friday") whose words are not the query's is found through the
+  question it answers when its vector is not opposed to the query's.
 
 So recall works with no embedding model and improves with one. The weights were chosen on LoCoMo
 (``bench/bench_locomo.py``; what each step did to evidence recall is in bench/README.md). Age is no part of the
@@ -104,6 +105,8 @@ def or_query(query: str) -> str:
 VECTOR_WEIGHT = 0.6
 #: Weight of the best neighbour's own score (see the module docstring).
 CONTEXT_WEIGHT = 0.5
+#: How far a fact's neighbours reach: the facts up to this many places before and after it in its owner's order.
+REACH = 2
 
 
 def own_score(cosine: float | None, text: float) -> float:
@@ -121,19 +124,22 @@ def blend(cosine: float | None, text: float, context: float = 0.0) -> float:
     return own + CONTEXT_WEIGHT * context * (1 - own)
 
 
-def _neighbour(side: str) -> str:
-    """A ``LEFT JOIN LATERAL`` of the id of the fact stored just before (``side`` ``before``) or after (``after``)
-    fact ``f`` by its owner, as ``<side>_id``; one probe of the ``facts_neighbours`` index."""
-    compare, order = ("<", "DESC") if side == "before" else (">", "ASC")
+def _neighbours(side: str) -> str:
+    """A ``LATERAL`` subquery: the :data:`WINDOW` facts stored just before (``side`` ``before``) or after
+    (``after``) candidate ``f`` by its owner, nearest first, as ``(fact_id, pos)`` with ``pos`` their signed
+    distance in that owner's order (-1 the one just before); one probe of the ``facts_neighbours`` index."""
+    compare, order, sign = ("<", "DESC", "-") if side == "before" else (">", "ASC", "")
     return f"""
-        LEFT JOIN LATERAL (
-            SELECT n.fact_id AS {side}_id FROM facts n
-            WHERE n.invalidated_at IS NULL AND n.app_name = f.app_name
-              AND coalesce(n.user_id, '') = coalesce(f.user_id, '')
-              AND coalesce(n.session_id, '') = coalesce(f.session_id, '')
-              AND (n.created_at, n.fact_id) {compare} (f.created_at, f.fact_id)
-            ORDER BY n.created_at {order}, n.fact_id {order} LIMIT 1
-        ) AS {side} ON true"""
+        SELECT c.fact_id AS anchor, n.fact_id, {sign}n.rn AS pos
+        FROM candidates c JOIN facts f ON f.fact_id = c.fact_id CROSS JOIN LATERAL (
+            SELECT m.fact_id, row_number() OVER (ORDER BY m.created_at {order}, m.fact_id {order}) AS rn
+            FROM facts m
+            WHERE m.invalidated_at IS NULL AND m.app_name = f.app_name
+              AND coalesce(m.user_id, '') = coalesce(f.user_id, '')
+              AND coalesce(m.session_id, '') = coalesce(f.session_id, '')
+              AND (m.created_at, m.fact_id) {compare} (f.created_at, f.fact_id)
+            ORDER BY m.created_at {order}, m.fact_id {order} LIMIT {2 * REACH}
+        ) AS n"""
 
 
 async def recall_facts(
@@ -161,25 +167,30 @@ async def recall_facts(
             f"SELECT f.fact_id FROM facts f WHERE f.invalidated_at IS NULL AND f.embedding IS NOT NULL "
             f"AND {condition} ORDER BY {order} LIMIT %(pool)s"
         )
+        cosine = "1 - (f.embedding <=> %(emb)s::vector)"
     else:
         vector_candidates = "SELECT NULL::text AS fact_id WHERE false"
+        cosine = "NULL::float8"
 
-    def cosine(alias: str) -> str:
-        if embedding is None:
-            return "NULL::float8"
-        return f"1 - ({alias}.embedding <=> %(emb)s::vector)"
-
-    # shared: each fact of the scope sharing a word with the query, once per word shared; a word's document
-    # frequency is counted from it (a fact holding the word shares it), N from the scope.
+    # words: each of the query's words as a query of that word alone (quoted: never parsed again). shared: each
+    # fact of the scope sharing a word with the query, once per word shared (a lookup in the fact's sorted
+    # lexemes per word); a word's document frequency is counted from it (a fact holding the word shares it), N
+    # from the scope. windows: each
+    # candidate (pos 0) with the facts around it in its owner's order; one row per fact and window.
     statement = f"""
         WITH q AS (
             SELECT websearch_to_tsquery('english', %(q)s) AS tsq,
                    ARRAY(SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', %(raw)s)))) AS lexemes
         ),
+        words AS MATERIALIZED (
+            SELECT l.lexeme,
+                   ('''' || replace(replace(l.lexeme, '\\', '\\\\'), '''', '''''') || '''')::tsquery AS tsq
+            FROM q CROSS JOIN unnest(q.lexemes) AS l(lexeme)
+        ),
         shared AS MATERIALIZED (
-            SELECT f.fact_id, l.lexeme
-            FROM facts f CROSS JOIN q CROSS JOIN unnest(tsvector_to_array(f.search)) AS l(lexeme)
-            WHERE f.invalidated_at IS NULL AND {condition} AND f.search @@ q.tsq AND l.lexeme = ANY(q.lexemes)
+            SELECT f.fact_id, w.lexeme
+            FROM facts f CROSS JOIN q JOIN words w ON f.search @@ w.tsq
+            WHERE f.invalidated_at IS NULL AND {condition} AND f.search @@ q.tsq
         ),
         weights AS MATERIALIZED (
             SELECT w.lexeme, ln(1 + (total.n - count(s.fact_id) + 0.5) / (count(s.fact_id) + 0.5)) AS idf
@@ -192,36 +203,63 @@ async def recall_facts(
             SELECT s.fact_id, sum(w.idf) / (SELECT sum(idf) FROM weights) AS text
             FROM shared s JOIN weights w ON w.lexeme = s.lexeme GROUP BY s.fact_id
         ),
-        candidates AS (
+        candidates AS MATERIALIZED (
             ({vector_candidates})
             UNION
             (SELECT s.fact_id FROM scores s ORDER BY s.text DESC LIMIT %(pool)s)
         ),
-        picked AS (
-            SELECT f.fact_id, before.before_id, after.after_id FROM facts f
-            {_neighbour("before")}
-            {_neighbour("after")}
-            WHERE f.fact_id IN (SELECT c.fact_id FROM candidates c)
+        windows AS MATERIALIZED (
+            SELECT c.fact_id AS anchor, c.fact_id, 0 AS pos FROM candidates c
+            UNION ALL {_neighbours("before")}
+            UNION ALL {_neighbours("after")}
+        ),
+        seen AS (
+            SELECT w.fact_id, min(abs(w.pos)) AS reach, array_agg(w.anchor) AS anchors, array_agg(w.pos) AS places
+            FROM windows w GROUP BY w.fact_id
         ),
         texts AS (
             SELECT coalesce(jsonb_object_agg(s.fact_id, s.text), '{{}}') AS of FROM scores s
-            WHERE s.fact_id IN (SELECT p.fact_id FROM picked p UNION SELECT p.before_id FROM picked p
-                                UNION SELECT p.after_id FROM picked p)
+            WHERE s.fact_id IN (SELECT w.fact_id FROM windows w)
         )
-        SELECT f.fact_id AS id, f.body AS text, f.session_id, f.created_at AS timestamp,
-               {cosine("f")} AS cosine, coalesce((t.of ->> f.fact_id)::float8, 0.0) AS text_score,
-               {cosine("b")} AS before_cosine,
-               CASE WHEN b.fact_id IS NOT NULL THEN coalesce((t.of ->> b.fact_id)::float8, 0.0) END AS before_text,
-               {cosine("a")} AS after_cosine,
-               CASE WHEN a.fact_id IS NOT NULL THEN coalesce((t.of ->> a.fact_id)::float8, 0.0) END AS after_text
-        FROM picked p CROSS JOIN texts t JOIN facts f ON f.fact_id = p.fact_id
-             LEFT JOIN facts b ON b.fact_id = p.before_id
-             LEFT JOIN facts a ON a.fact_id = p.after_id
+        SELECT v.anchors, v.places, v.reach, f.fact_id AS id, CASE WHEN v.reach <= {REACH} THEN f.body END AS text,
+               f.session_id, f.created_at AS timestamp, {cosine} AS cosine,
+               coalesce((t.of ->> f.fact_id)::float8, 0.0) AS text_score
+        FROM seen v CROSS JOIN texts t JOIN facts f ON f.fact_id = v.fact_id
     """
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(statement, params)
         rows = await cur.fetchall()
-    return _best(rows, "fact", top_k, threshold)
+    return _best(_in_context(rows), "fact", top_k, threshold)
+
+
+def _in_context(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The hit rows of :func:`recall_facts`'s answer, each with its ``context``: every candidate, and every fact
+    within :data:`REACH` of one (``text`` set) that matches the query itself (an own score above 0: a word shared,
+    or a vector not opposed to the query's; without an embedding model, a neighbour sharing no word with the query
+    is not recalled for its neighbour alone). A fact's context is the best own score among the facts within
+    :data:`REACH` of it, read from a window that holds them all (a candidate's, of :data:`REACH` ``* 2`` on each
+    side)."""
+    own = {str(row["id"]): own_score(_float(row["cosine"]), _float(row["text_score"]) or 0.0) for row in rows}
+    by_window: dict[str, dict[int, str]] = {}
+    for row in rows:
+        anchors, places = row["anchors"], row["places"]
+        assert isinstance(anchors, list)
+        assert isinstance(places, list)
+        for anchor, pos in zip(anchors, places, strict=True):
+            by_window.setdefault(str(anchor), {})[int(pos)] = str(row["id"])
+    context: dict[str, float] = {}
+    for window in by_window.values():
+        for pos in range(-REACH, REACH + 1):
+            if pos not in window:
+                continue
+            around = (window.get(pos + d) for d in range(-REACH, REACH + 1) if d)
+            best = max((own[fact] for fact in around if fact is not None), default=0.0)
+            context[window[pos]] = max(context.get(window[pos], 0.0), best)
+    return [
+        row | {"context": context.get(str(row["id"]), 0.0)}
+        for row in rows
+        if row["text"] is not None and (row["reach"] == 0 or own[str(row["id"])] > 0)
+    ]
 
 
 #: Events that carry information (:func:`recall_events`); ``e`` is the event, ``%(memory_tools)s`` the names.
@@ -278,18 +316,6 @@ def _float(value: object) -> float | None:
     return None if value is None else float(str(value))
 
 
-def _context(row: dict[str, object]) -> float:
-    """The best own score of a fact row's neighbours (0 without neighbours: event rows have none)."""
-    return max(
-        (
-            own_score(_float(row[f"{side}_cosine"]), _float(row[f"{side}_text"]) or 0.0)
-            for side in ("before", "after")
-            if row.get(f"{side}_text") is not None
-        ),
-        default=0.0,
-    )
-
-
 def _best(rows: list[dict[str, object]], source: str, top_k: int, threshold: float) -> list[RecallHit]:
     hits = []
     for row in rows:
@@ -298,7 +324,7 @@ def _best(rows: list[dict[str, object]], source: str, top_k: int, threshold: flo
         score = blend(
             _float(row["cosine"]),
             _float(row["text_share" if source == "event" else "text_score"]) or 0.0,
-            _context(row),
+            _float(row.get("context")) or 0.0,
         )
         if score >= threshold:
             hits.append(

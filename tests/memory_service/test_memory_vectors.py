@@ -131,26 +131,23 @@ async def test_near_duplicates_by_vector_and_words_are_kept_once(conn: Conn) -> 
 
 async def test_a_neighbour_outside_the_candidates_lifts_its_candidate_by_its_words(conn: Conn) -> None:
     # User nina, oldest first. Candidates (top_k 1: 2 per way): by vector nina_2 (the query's vector) and nina_3;
-    # by words the two facts with both query words. nina_1 is neither but, stored just before nina_2, lifts it
-    # by its own score: its words alone (its vector is orthogonal to the query's).
+    # by words the two facts with both query words (in another session: no neighbours of the others). nina_1 is
+    # neither but, stored just before nina_2, lifts it by its own score: its words alone (its vector is orthogonal
+    # to the query's).
     q, e1, e2 = ([1.0 if i == axis else 0.0 for i in range(DIMENSION)] for axis in (0, 1, 2))
     rows = [
-        ("nina_0a", "Nina fired pottery in the kiln.", [-x for x in q]),
-        ("nina_0b", "The kiln cracked her pottery.", [-x for x in q]),
-        ("nina_1", "Nina bought pottery supplies.", e1),
-        ("nina_2", "Nina cleaned the studio.", q),
+        ("nina_0a", "Nina fired pottery in the kiln.", [-x for x in q], "other"),
+        ("nina_0b", "The kiln cracked her pottery.", [-x for x in q], "other"),
+        ("nina_1", "Nina bought pottery supplies.", e1, None),
+        ("nina_2", "Nina cleaned the studio.", q, None),
         (
             "nina_3",
             "Nina painted the fence.",
             unit([0.1 * a + math.sqrt(0.99) * b for a, b in zip(q, e2, strict=True)]),
+            None,
         ),
     ]
-    async with conn.cursor() as cur:
-        await cur.executemany(
-            "INSERT INTO facts (fact_id, body, body_hash, app_name, user_id, origin, embedding, created_at) "
-            "VALUES (%s, %s, %s, %s, 'nina', 'saved', %s, now() + make_interval(secs => %s))",
-            [(fact_id, body, fact_id, APP, vector, n) for n, (fact_id, body, vector) in enumerate(rows)],
-        )
+    await _insert(conn, "nina", rows)
     where = recall.scope_filter("user", APP, "nina", None, "user")
     (hit,) = await recall.recall_facts(conn, where, "pottery kiln", q, top_k=1, threshold=0.0)
     # Word weights over the scope's 5 valid facts: pottery in 3, kiln in 2.
@@ -158,6 +155,66 @@ async def test_a_neighbour_outside_the_candidates_lifts_its_candidate_by_its_wor
     neighbour = recall.own_score(0.0, pottery / (pottery + kiln))
     assert hit.id == "nina_2"
     assert hit.score == pytest.approx(recall.blend(1.0, 0.0, neighbour), abs=1e-4)
+
+
+async def _insert(conn: Conn, user: str, rows: list[tuple[str, str, list[float], str | None]]) -> None:
+    """Facts ``(fact_id, body, vector, session_id)`` of ``user``, stored one second apart in this order."""
+    async with conn.cursor() as cur:
+        await cur.executemany(
+            "INSERT INTO facts (fact_id, body, body_hash, app_name, user_id, session_id, origin, embedding, "
+            "created_at) VALUES (%s, %s, %s, %s, %s, %s, 'saved', %s, now() + make_interval(secs => %s))",
+            [
+                (fact_id, body, fact_id, APP, user, session, vector, n)
+                for n, (fact_id, body, vector, session) in enumerate(rows)
+            ],
+        )
+
+
+async def test_a_reply_next_to_a_candidate_is_recalled_through_it(conn: Conn) -> None:
+    # User omar. The reply omar_1 shares no word with the query and its vector is nearly orthogonal to the
+    # query's (cosine 0.05); four facts of another session are nearer by vector (0.1), so it is no candidate by
+    # either list. Stored just after the question it answers (omar_0, the best match), it is recalled through it:
+    # a neighbour of a candidate is a candidate. omar_2, as far from the query but opposed to it (no own score at
+    # all), is not recalled for its neighbour alone.
+    q, e1, e2 = ([1.0 if i == axis else 0.0 for i in range(DIMENSION)] for axis in (0, 1, 2))
+
+    def at(cosine: float, other: list[float]) -> list[float]:
+        return unit([cosine * a + math.sqrt(1 - cosine**2) * b for a, b in zip(q, other, strict=True)])
+
+    rows = [
+        ("omar_0", "Omar asked whether the pottery kiln was mended.", q, "s1"),
+        ("omar_1", "Yes, last Friday.", at(0.05, e1), "s1"),
+        ("omar_2", "Anything else?", at(-0.05, e1), "s1"),
+        *((f"omar_f{n}", f"Omar painted fence number {n}.", at(0.1, e2), "s2") for n in range(4)),
+    ]
+    await _insert(conn, "omar", rows)
+    where = recall.scope_filter("user", APP, "omar", None, "user")
+    # top_k 3: 6 candidates by vector (omar_0, the four, omar_1), omar_0 by words.
+    first, second, third = await recall.recall_facts(conn, where, "pottery kiln", q, top_k=3, threshold=0.0)
+    assert first.id == "omar_0"
+    assert first.score == pytest.approx(1.0, abs=1e-4)
+    assert second.id == "omar_1"
+    assert second.score == pytest.approx(recall.blend(0.05, 0.0, 1.0), abs=1e-4)
+    # Lifted, omar_2 would score as much as omar_1; a fact of the other session is third.
+    assert third.id.startswith("omar_f")
+
+
+async def test_a_neighbour_lifts_from_two_places_away_and_no_further(conn: Conn) -> None:
+    # User pia, one session: only pia_0 matches the query. pia_2 (two places after it) is lifted by it, pia_3
+    # (three places) is not, whatever its vector.
+    q, e1 = ([1.0 if i == axis else 0.0 for i in range(DIMENSION)] for axis in (0, 1))
+    rows = [
+        ("pia_0", "Pia mended the pottery kiln.", q, "s1"),
+        ("pia_1", "Great.", e1, "s1"),
+        ("pia_2", "Thanks.", e1, "s1"),
+        ("pia_3", "Bye.", e1, "s1"),
+    ]
+    await _insert(conn, "pia", rows)
+    where = recall.scope_filter("user", APP, "pia", None, "user")
+    hits = await recall.recall_facts(conn, where, "pottery kiln", q, top_k=4, threshold=0.0)
+    scores = {hit.id: hit.score for hit in hits}
+    assert scores["pia_2"] == pytest.approx(recall.blend(0.0, 0.0, 1.0), abs=1e-4)
+    assert scores.get("pia_3", 0.0) == 0.0
 
 
 async def _plan(conn: Conn, statement: str, params: dict[str, object]) -> str:
