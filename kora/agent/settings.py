@@ -241,7 +241,9 @@ class AgentSettings(BaseSettings):
         default=7 * 24 * 3600.0,
         gt=0,
         description="Kora: `postgres` task store: how long a finished task (completed, failed, canceled, rejected) is "
-        "kept after its last change; older ones are deleted in the background, with their events and push configs.",
+        "kept after its last change; older ones are deleted in the background, with their events and push configs. "
+        "Paused turns (calls waiting for approval) whose calls expired longer than this (an hour at least) ago are "
+        "deleted too (their agent no longer runs: a running one resumes them at their expiry).",
     )
 
     # Kora's additions.

@@ -6,6 +6,7 @@ a test holds a query at a point it chooses and lets it go on when the other side
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -265,3 +266,30 @@ async def test_two_replicas_expiring_the_same_turn_together_resume_it_once(model
         "3",
         "Error: the call was rejected: nobody approved the call within 1 seconds",
     ]
+
+
+async def test_paused_turns_of_no_running_agent_are_deleted_after_the_retention(memory_db):
+    """Paused turns of an agent that no longer runs (its Agent deleted): any agent process on the database deletes
+    those whose calls expired longer than the retention (an hour at least) ago, and keeps the others."""
+    shared = await asyncio.to_thread(SharedTasks.open, memory_db, 1.5, 1.0)
+    now = time.time()
+    with psycopg.connect(memory_db) as connection:
+        for key, expires in (("appr_old", now - 5400), ("appr_waiting", now - 1800)):
+            record = json.dumps({"approvals": [{"id": key, "expires_at": now - 7200}, {"expires_at": expires}]})
+            connection.execute(
+                "INSERT INTO kora_a2a.paused_turns (id, agent, session_id, record) VALUES (%s, 'gone', 's', %s)",
+                (key, record),
+            )
+    await shared.start()
+    try:
+        deadline = time.monotonic() + 60
+        while kept_ids(memory_db) != ["appr_waiting"]:
+            assert time.monotonic() < deadline, f"still kept 60 s on: {kept_ids(memory_db)}"
+            await asyncio.sleep(0.1)  # the deletion runs every third of the lease (0.5 s here)
+    finally:
+        await shared.close()
+
+
+def kept_ids(database: str) -> list[str]:
+    with psycopg.connect(database) as connection:
+        return [str(row[0]) for row in connection.execute("SELECT id FROM kora_a2a.paused_turns ORDER BY id")]

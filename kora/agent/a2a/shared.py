@@ -20,7 +20,9 @@ the SDK's request handler writes ``canceled`` for a task another replica runs. K
   second run would repeat.
 * **Retention**: finished tasks are deleted ``TASK_RETENTION_SECONDS`` after their last change, in the background
   (with their versions, events and push configurations), so the store's size is bounded by what a retention period
-  brings.
+  brings; so are paused turns whose calls expired longer than that (an hour at least) ago (of a deleted Agent: no
+  replica of theirs resumed them at their expiry). Any agent process on the database deletes them, whichever
+  agent they belong to.
 * **Ownership** as in the local store: tasks are filed per owner (the call context's user) and a task id is unique
   across owners (the version table's key is the task id alone), so a client-chosen id must be free for all.
 
@@ -131,6 +133,17 @@ _RETIRE = f"""WITH gone AS (
     DELETE FROM push_notification_configs WHERE task_id IN (SELECT id FROM gone)
 )
 SELECT count(*) FROM gone"""
+#: Deletes the paused turns, of every agent of the database, whose last call expired more than ``:keep`` seconds
+#: ago (``expires_at``: seconds since the epoch, in the record; ``:keep`` the retention, at least
+#: :data:`PAUSED_RETENTION_FLOOR_SECONDS`). A replica of the turn's agent resumes it when its first call expires, or
+#: as it starts when that time passed meanwhile; a turn still kept that long after is no running agent's: its Agent
+#: was deleted, or none of its replicas ran for the whole retention.
+_RETIRE_PAUSED = f"""DELETE FROM {SCHEMA}.paused_turns AS p
+WHERE (SELECT max((a->>'expires_at')::float8) FROM jsonb_array_elements(p.record->'approvals') AS a)
+      < extract(epoch FROM now()) - :keep"""
+#: The least time paused turns are kept after their calls expired, whatever the retention of finished tasks: a
+#: replica of their agent takes an expired turn at once, and a short retention must not delete it first.
+PAUSED_RETENTION_FLOOR_SECONDS = 3600.0
 #: The status message of a task whose replica stopped while it ran.
 LEASE_EXPIRED_REASON = (
     "The agent replica running this task stopped before it finished (its lease expired); the task was not resumed."
@@ -478,7 +491,7 @@ class SharedTasks:
 
     async def _lease_loop(self) -> None:
         """Every third of the lease: renew the leases of the turns running here, end the tasks whose lease ran out,
-        and delete the finished tasks past their retention."""
+        and delete the finished tasks and the paused turns of no running agent past their retention."""
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
             try:
@@ -532,8 +545,14 @@ class SharedTasks:
     async def _retire(self) -> None:
         async with self.engine.begin() as connection:
             deleted = (await connection.execute(text(_RETIRE), {"keep": self.retention_seconds})).scalar_one()
+            kept = max(self.retention_seconds, PAUSED_RETENTION_FLOOR_SECONDS)
+            paused = (await connection.execute(text(_RETIRE_PAUSED), {"keep": kept})).rowcount
         if deleted:
             log.info("task store: deleted %d finished tasks past their retention", deleted)
+        if paused:
+            log.info(
+                "task store: deleted %d paused turns expired longer than the retention ago (no agent ran them)", paused
+            )
 
     async def _fail_abandoned(self, task_id: str, owner: str) -> None:
         """End ``task_id`` ``failed`` with :data:`LEASE_EXPIRED_REASON` unless it finished meanwhile."""
