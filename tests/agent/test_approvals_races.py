@@ -26,6 +26,7 @@ from kora.core.events import EventType
 from kora.memory import LocalMemory
 from kora.scripted import ToolCall, ToolCallReply
 from tests.support.agent import agent_settings, mcp_app
+from tests.support.eventually import eventually_async
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
 
@@ -67,12 +68,14 @@ class Gate:
 
 class HookedRows(PausedTurnRows):
     """The journal, with gates a test may set: ``after_keys`` holds the next ``keys()`` query's answer (the query
-    ran) back from its caller; ``before_update`` holds the next ``update()`` before its statement;
-    ``before_take`` holds every ``take()`` before its statement. ``log`` lists the statements run, in order."""
+    ran) back from its caller; ``after_put`` holds the next ``put()`` after its statement; ``before_update`` holds
+    the next ``update()`` before its statement; ``before_take`` holds every ``take()`` before its statement. ``log``
+    lists the statements run, in order."""
 
     def __init__(self, shared: SharedTasks, agent: str) -> None:
         super().__init__(shared, agent)
         self.after_keys: Gate | None = None
+        self.after_put: Gate | None = None
         self.before_update: Gate | None = None
         self.before_take: Gate | None = None
         self.log: list[str] = []
@@ -86,6 +89,12 @@ class HookedRows(PausedTurnRows):
         if gate is not None:
             await gate.stop()
         return found
+
+    async def put(self, key: str, session_id: str, record: bytes) -> None:
+        await super().put(key, session_id, record)
+        gate, self.after_put = self.after_put, None
+        if gate is not None:
+            await gate.stop()
 
     async def update(self, key: str, record: bytes) -> bool:
         gate, self.before_update = self.before_update, None
@@ -176,19 +185,44 @@ async def test_a_turn_pausing_while_the_journal_is_read_is_kept(model, memory_db
     assert rows_kept(memory_db) == 0
 
 
+async def test_a_load_while_a_turn_of_this_process_is_being_written_leaves_it_to_this_process(model, memory_db, calc):
+    """A load (a restart's, or a sync's second query) that reads the row of a turn pausing here, written but not yet
+    held, takes up nothing: the turn is this process's, and it is held once, with its resumer, when its write ends."""
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "The sum is 3.")
+    async with replica(model, memory_db, calc) as runtime:
+        gate = Gate()
+        rows_of(runtime).after_put = gate
+        turn = asyncio.create_task(runtime.run(TurnRequest("s", "add them")))
+        await gate.reached.wait()  # the row is in the journal, the turn not yet held here
+        assert rows_kept(memory_db) == 1
+        assert await runtime.load_paused() == 0
+        assert runtime.approvals.in_session("s") is None
+        gate.opened.set()
+        answer = await turn
+        assert answer.finish_reason == "tool_calls"
+        paused = runtime.approvals.in_session("s")
+        assert paused is not None
+        assert [p.key for p in runtime.approvals.paused_turns()] == [paused.key]
+        [approval] = runtime.approvals.pending("s")
+        outcome = await runtime.resume(runtime.decide(approval.id, Decision(True), None))
+        assert outcome is not None
+        assert outcome.text == "The sum is 3."
+    assert RAN == [{"a": 1, "b": 2}]
+    assert rows_kept(memory_db) == 0
+
+
 def tool_messages(request: dict[str, Any]) -> list[str]:
     return [m["content"] for m in request["messages"] if m["role"] == "tool"]
 
 
 async def answered(memory: LocalMemory, session_id: str) -> None:
-    """Wait (60 s at most) until the session stores an answer after a tool result: the resumed turn ended."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    """Wait until the session stores an answer after a tool result: the resumed turn ended."""
+
+    async def ended() -> bool:
         kinds = [e.event_type for e in await memory.get_session_events(session_id)]
-        if EventType.TOOL_RESULT in kinds and kinds[-1] == EventType.AGENT_RESPONSE:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"the resumed turn of {session_id} did not end within 60 s")
+        return EventType.TOOL_RESULT in kinds and kinds[-1] == EventType.AGENT_RESPONSE
+
+    await eventually_async(ended, f"the resumed turn of {session_id} ended")
 
 
 async def test_a_decisions_write_lands_before_the_turn_is_taken(model, memory_db, calc):
