@@ -835,9 +835,16 @@ class AgentRuntime:
             # error event would write to that user's session.
             log_turn(turn, [], spent, error.code)
             raise error
-        if isinstance(error, Unavailable) and error.code == MEMORY_UNAVAILABLE and not progress.ran():
+        acknowledged = turn.response is not None and turn.response.acknowledged
+        if (
+            isinstance(error, Unavailable)
+            and error.code == MEMORY_UNAVAILABLE
+            and not progress.ran()
+            and not acknowledged
+        ):
             # Strict mode, the store unreachable before the turn ran: the request is refused, not a turn that
             # failed, so nothing of it is kept (the window and the outbox would bring it back as a failed turn).
+            # A background response was answered already (queued): its failure is kept, to be read back.
             log_turn(turn, [], spent, error.code)
             raise error
         if isinstance(error, asyncio.CancelledError):

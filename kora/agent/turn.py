@@ -85,11 +85,13 @@ class ResponseRecord:
     :mod:`kora.agent.responses_api` echoes them), its last ``usage`` (``{"input_tokens", "output_tokens"}``)
     and ``finish_reason``, and the events of its input (the prompt, or the client's tool results) ``input:
     true``, so the response and its input items can be read back from the session. ``store`` False: the turn stores
-    nothing at all."""
+    nothing at all. ``acknowledged``: the client holds the response's id already (a background response, answered
+    ``queued``), so even a request refused before its turn ran is stored, and reads back as failed."""
 
     id: str
     request: Mapping[str, JsonValue]
     store: bool = True
+    acknowledged: bool = False
 
 
 #: ``tool_choice`` as a turn takes it: ``auto``, ``none``, ``required``, or the name of the one tool to call.

@@ -12,6 +12,7 @@ import pytest
 
 from kora.scripted import ErrorReply
 from tests.support.agent import running_agent
+from tests.support.eventually import eventually_async
 from tests.support.memory import MemoryProcess, service_env
 from tests.support.scripted_server import ScriptedModelServer
 
@@ -60,5 +61,39 @@ async def test_a_request_refused_after_the_stream_started_is_the_error_event(
             memory = agent.server.app.state.kora.memory
             assert len(memory._outbox) == 0
             assert await memory._fallback.window.count_events() == 0
+    finally:
+        store.kill()
+
+
+async def test_a_background_response_refused_by_an_unreachable_store_reads_back_failed(
+    memory_db: str, model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    """A background response was answered (``queued``) before its turn found the store unreachable: unlike a
+    request refused at once, its failure is kept, and once the store answers again the response reads back failed."""
+    log = tmp_path / "memory.log"
+    store = MemoryProcess(service_env(memory_db), log).start()
+    try:
+        async with running_agent(
+            model, "helper", MEMORY_STORE_ENDPOINT=store.url, MEMORY_FAILURE_MODE="strict"
+        ) as agent:
+            client = agent.async_openai()
+            store.kill()
+            queued = await client.responses.create(model="helper", input="in the background", background=True)
+            assert queued.status == "queued"
+            memory = agent.server.app.state.kora.memory
+            await eventually_async(lambda: len(memory._outbox) > 0, "the failure queued for the store")
+            assert model.requests == []  # the turn never ran
+            store = MemoryProcess(service_env(memory_db), log, port=store.port).start()
+
+            async def read_back() -> openai.types.responses.Response | None:
+                try:
+                    return await client.responses.retrieve(queued.id)
+                except (openai.NotFoundError, openai.InternalServerError, openai.APIStatusError):
+                    return None  # 503 while the agent finds the store back, 404 until the failure is written
+
+            failed = await eventually_async(read_back, "the background response read back")
+            assert failed.status == "failed"
+            assert failed.error is not None
+            assert failed.error.message.startswith("memory_unavailable: The memory store is unavailable")
     finally:
         store.kill()

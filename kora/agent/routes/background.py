@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kora.agent.responses_api import turn_events
@@ -50,6 +50,8 @@ class BackgroundResponses:
 
     def start(self, runtime: AgentRuntime, turn: TurnRequest, events: ResponseEvents) -> Response:
         """Start ``turn`` as a task and return the response object as it is now (``queued``)."""
+        if turn.response is not None:
+            turn = replace(turn, response=replace(turn.response, acknowledged=True))
         task = asyncio.create_task(self._run(runtime, turn, events.id), name=f"kora-response-{events.id}")
         self._running[events.id] = _Running(task, events, runtime, turn)
         task.add_done_callback(lambda _: self._running.pop(events.id, None))
