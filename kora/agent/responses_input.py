@@ -253,12 +253,12 @@ def validated_item(item: object, index: int) -> tuple[str, dict[str, Any]]:
             # A message's id and status describe the item, given or not, in every message form: clients resend
             # the items they listed with their ids, and the answers they got without (or, built by hand from an
             # answer's output, without a status).
-            given = {name: value for name, value in cleaned.items() if name not in ("id", "status")}
+            given = {name: value for name, value in cleaned.items() if name != "id"}
             fields = _fields(member)
             if "id" in fields:
                 given["id"] = cleaned.get("id", "")
-            if "status" in fields:
-                given["status"] = cleaned.get("status", "completed")
+            if "status" in fields and "status" not in given:
+                given["status"] = "completed"
         try:
             return member.__name__, _adapter(member).validate_python([given])[0]
         except ValidationError as invalid:

@@ -162,6 +162,7 @@ REFUSED = [
     # Shapes the Responses API does not define.
     ([{"role": "user", "content": 5}], "input[0].content", "invalid_type"),
     ([{"role": "robot", "content": "x"}], "input[0].role", "invalid_value"),
+    ([_user({"type": "input_text", "text": "x"}) | {"status": "bogus"}], "input[0].status", "invalid_value"),
     ([{"role": "user", "content": "x", "foo": 1}], "input[0].foo", "unsupported_parameter"),
     ([_user({"type": "input_text", "text": 5})], "input[0].content[0].text", "invalid_type"),
     ([_user({"type": "input_audio", "data": "x"})], "input[0].content[0].type", "invalid_value"),
