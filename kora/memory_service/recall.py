@@ -125,7 +125,7 @@ def blend(cosine: float | None, text: float, context: float = 0.0) -> float:
 
 
 def _neighbours(side: str) -> str:
-    """A ``LATERAL`` subquery: the :data:`WINDOW` facts stored just before (``side`` ``before``) or after
+    """A ``LATERAL`` subquery: the ``2 * REACH`` facts stored just before (``side`` ``before``) or after
     (``after``) candidate ``f`` by its owner, nearest first, as ``(fact_id, pos)`` with ``pos`` their signed
     distance in that owner's order (-1 the one just before); one probe of the ``facts_neighbours`` index."""
     compare, order, sign = ("<", "DESC", "-") if side == "before" else (">", "ASC", "")
@@ -175,8 +175,8 @@ async def recall_facts(
     # words: each of the query's words as a query of that word alone (quoted: never parsed again). shared: each
     # fact of the scope sharing a word with the query, once per word shared (a lookup in the fact's sorted
     # lexemes per word); a word's document frequency is counted from it (a fact holding the word shares it), N
-    # from the scope. windows: each
-    # candidate (pos 0) with the facts around it in its owner's order; one row per fact and window.
+    # from the scope. windows: each candidate (pos 0) with the facts around it in its owner's order; one row per
+    # fact and window.
     statement = f"""
         WITH q AS (
             SELECT websearch_to_tsquery('english', %(q)s) AS tsq,

@@ -11,6 +11,7 @@ import json
 import math
 import random
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
@@ -172,7 +173,7 @@ async def _insert(conn: Conn, user: str, rows: list[tuple[str, str, list[float],
 
 async def test_a_reply_next_to_a_candidate_is_recalled_through_it(conn: Conn) -> None:
     # User omar. The reply omar_1 shares no word with the query and its vector is nearly orthogonal to the
-    # query's (cosine 0.05); four facts of another session are nearer by vector (0.1), so it is no candidate by
+    # query's (cosine 0.05); five facts of another session are nearer by vector (0.1), so it is no candidate by
     # either list. Stored just after the question it answers (omar_0, the best match), it is recalled through it:
     # a neighbour of a candidate is a candidate. omar_2, as far from the query but opposed to it (no own score at
     # all), is not recalled for its neighbour alone.
@@ -185,11 +186,11 @@ async def test_a_reply_next_to_a_candidate_is_recalled_through_it(conn: Conn) ->
         ("omar_0", "Omar asked whether the pottery kiln was mended.", q, "s1"),
         ("omar_1", "Yes, last Friday.", at(0.05, e1), "s1"),
         ("omar_2", "Anything else?", at(-0.05, e1), "s1"),
-        *((f"omar_f{n}", f"Omar painted fence number {n}.", at(0.1, e2), "s2") for n in range(4)),
+        *((f"omar_f{n}", f"Omar painted fence number {n}.", at(0.1, e2), "s2") for n in range(5)),
     ]
     await _insert(conn, "omar", rows)
     where = recall.scope_filter("user", APP, "omar", None, "user")
-    # top_k 3: 6 candidates by vector (omar_0, the four, omar_1), omar_0 by words.
+    # top_k 3: 6 candidates by vector (omar_0 and the five fences), omar_0 by words; omar_1 only as a neighbour.
     first, second, third = await recall.recall_facts(conn, where, "pottery kiln", q, top_k=3, threshold=0.0)
     assert first.id == "omar_0"
     assert first.score == pytest.approx(1.0, abs=1e-4)
@@ -215,6 +216,30 @@ async def test_a_neighbour_lifts_from_two_places_away_and_no_further(conn: Conn)
     scores = {hit.id: hit.score for hit in hits}
     assert scores["pia_2"] == pytest.approx(recall.blend(0.0, 0.0, 1.0), abs=1e-4)
     assert scores.get("pia_3", 0.0) == 0.0
+
+
+async def test_a_neighbour_is_never_another_apps_fact_nor_a_superseded_one(conn: Conn) -> None:
+    # User ria, session s1 of APP, recalled at agent scope (APP's facts of ria; user scope would read every agent's):
+    # ria_0 matches the query partly. Stored just after it, under the same user and session id: a fact of another
+    # agent (app) and a superseded fact of APP, both matching the query fully. As neighbours they would be recalled
+    # and lift ria_0; they are neither.
+    q, e1 = ([1.0 if i == axis else 0.0 for i in range(DIMENSION)] for axis in (0, 1))
+    near = unit([0.6 * a + 0.8 * b for a, b in zip(q, e1, strict=True)])
+    await _insert(conn, "ria", [("ria_0", "Ria asked about the pottery.", near, "s1")])
+    where = recall.scope_filter("agent", APP, "ria", None, "user")
+    [alone] = await recall.recall_facts(conn, where, "pottery kiln", q, top_k=3, threshold=0.0)
+    async with conn.cursor() as cur:
+        await cur.executemany(
+            "INSERT INTO facts (fact_id, body, body_hash, app_name, user_id, session_id, origin, embedding, "
+            "created_at, invalidated_at) VALUES (%s, %s, %s, %s, 'ria', 's1', 'saved', %s, "
+            "now() + make_interval(secs => %s), %s)",
+            [
+                ("ria_other_app", "Ria mended the pottery kiln.", "h1", "other-agent", q, 1, None),
+                ("ria_superseded", "Ria mended the pottery kiln.", "h2", APP, q, 2, datetime.now(UTC)),
+            ],
+        )
+    hits = await recall.recall_facts(conn, where, "pottery kiln", q, top_k=3, threshold=0.0)
+    assert [(hit.id, hit.score) for hit in hits] == [("ria_0", pytest.approx(alone.score, abs=1e-6))]
 
 
 async def _plan(conn: Conn, statement: str, params: dict[str, object]) -> str:
