@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from kora.core import env as names
-from kora.core.serving.settings import load_settings
+from kora.core.serving.settings import load_settings, request_limit_field
 
 __all__ = ["COMPONENT", "ENV_PREFIX", "HostedSettings", "load_hosted_settings"]
 
@@ -45,12 +45,7 @@ class HostedSettings(BaseModel):
         "core (torch's own default, one per core, is several times slower at p95 on a shared 2-core machine); more "
         "can speed up large batches on an idle machine with cores to spare.",
     )
-    max_request_bytes: int = Field(
-        default=names.DEFAULT_MAX_LARGE_REQUEST_BYTES,
-        ge=names.MIN_MAX_REQUEST_BYTES,
-        description="Largest request body accepted, in bytes; a larger one is refused with 413 before it is read "
-        "(see Request limits).",
-    )
+    max_request_bytes: int = request_limit_field(names.DEFAULT_MAX_LARGE_REQUEST_BYTES)
 
 
 def load_hosted_settings(environ: Mapping[str, str] | None = None) -> HostedSettings:

@@ -20,8 +20,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from kora.core.env import DEFAULT_MAX_REQUEST_BYTES, MIN_MAX_REQUEST_BYTES
-from kora.core.serving.settings import load_settings
+from kora.core.env import DEFAULT_MAX_REQUEST_BYTES
+from kora.core.serving.settings import load_settings, request_limit_field
 from kora.core.settings_errors import SettingsError
 from kora.mcp.origin import DEFAULT_ALLOWED_ORIGINS, parse_allowed_origins
 
@@ -79,12 +79,7 @@ class McpSettings(BaseSettings):
     mcp_port: int = Field(default=8000, ge=1, le=65535, description="Port to listen on; `--port` overrides it.")
     mcp_log_level: LogLevel = Field(default="INFO", description="Log level (any case).")
     mcp_access_log: bool = Field(default=False, description="Write uvicorn's access log (a line per request).")
-    mcp_max_request_bytes: int = Field(
-        default=DEFAULT_MAX_REQUEST_BYTES,
-        ge=MIN_MAX_REQUEST_BYTES,
-        description="Largest request body accepted, in bytes; a larger one is refused with 413 before it is read "
-        "(see Request limits).",
-    )
+    mcp_max_request_bytes: int = request_limit_field(DEFAULT_MAX_REQUEST_BYTES)
     mcp_stateless_http: bool = Field(
         default=True,
         description="Serve MCP without sessions, so any replica behind a Service can answer any request.",

@@ -18,9 +18,9 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from kora.core.env import DEFAULT_MAX_LARGE_REQUEST_BYTES, MIN_MAX_REQUEST_BYTES
+from kora.core.env import DEFAULT_MAX_LARGE_REQUEST_BYTES
 from kora.core.net import is_http_url
-from kora.core.serving.settings import load_settings
+from kora.core.serving.settings import load_settings, request_limit_field
 
 COMPONENT = "kora memory"
 ENV_PREFIX = "MEMORY_SERVICE_"
@@ -119,12 +119,7 @@ class MemoryServiceSettings(BaseSettings):
         "events, recall, fact writes and the erasures it forwards. Empty: only the admin token is accepted.",
     )
     log_level: LogLevel = Field(default="INFO", description="Log level (any case).")
-    max_request_bytes: int = Field(
-        default=DEFAULT_MAX_LARGE_REQUEST_BYTES,
-        ge=MIN_MAX_REQUEST_BYTES,
-        description="Largest request body accepted, in bytes; a larger one is refused with 413 before it is read "
-        "(see Request limits).",
-    )
+    max_request_bytes: int = request_limit_field(DEFAULT_MAX_LARGE_REQUEST_BYTES)
 
     @field_validator("summary_model_api_url", "embedding_model_api_url")
     @classmethod

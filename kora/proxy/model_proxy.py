@@ -30,7 +30,7 @@ from kora.core.limits import RequestLimits
 from kora.core.net import POOL_KEEPALIVE_SECONDS, is_http_url
 from kora.core.openai_wire import model_list_body
 from kora.core.serving import Readiness, Status, probe_routes
-from kora.core.serving.settings import load_settings
+from kora.core.serving.settings import load_settings, request_limit_field
 from kora.proxy.forward import HTTP_ERROR_HANDLERS, forward, raw_path
 
 __all__ = ["COMPONENT", "ENV_PREFIX", "ProxySettings", "create_proxy_app", "load_proxy_settings"]
@@ -55,6 +55,7 @@ class ProxySettings(BaseModel):
     )
     api_key: str | None = Field(
         default=None,
+        repr=False,
         description="Sent to the backend as `Authorization: Bearer <key>`, replacing whatever the client sent (so "
         "agents never hold the backend's key); unset: no `Authorization` at all.",
     )
@@ -62,12 +63,7 @@ class ProxySettings(BaseModel):
         default="",
         description="Comma-separated model names: `GET /v1/models` lists exactly these; empty: the backend is asked.",
     )
-    max_request_bytes: int = Field(
-        default=names.DEFAULT_MAX_LARGE_REQUEST_BYTES,
-        ge=names.MIN_MAX_REQUEST_BYTES,
-        description="Largest request body accepted, in bytes; a larger one is refused with 413 before it is read "
-        "(see Request limits).",
-    )
+    max_request_bytes: int = request_limit_field(names.DEFAULT_MAX_LARGE_REQUEST_BYTES)
 
     @field_validator("api_base")
     @classmethod

@@ -13,8 +13,9 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
+from kora.core.env import MIN_MAX_REQUEST_BYTES
 from kora.core.settings_errors import SettingsError, describe_validation_error, settings_fields
 
 SettingsT = TypeVar("SettingsT", bound=BaseModel)
@@ -52,3 +53,14 @@ def load_settings(
     if problems or settings is None:
         raise SettingsError(component, problems)
     return settings
+
+
+def request_limit_field(default: int) -> Any:
+    """The ``*_MAX_REQUEST_BYTES`` field every workload's settings declare: ``default`` bytes, at least
+    :data:`~kora.core.env.MIN_MAX_REQUEST_BYTES`, enforced by :class:`~kora.core.limits.RequestLimits`."""
+    return Field(
+        default=default,
+        ge=MIN_MAX_REQUEST_BYTES,
+        description="Largest request body accepted, in bytes; a larger one is refused with 413 before it is read "
+        "(see Request limits).",
+    )
