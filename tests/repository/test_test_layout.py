@@ -5,6 +5,7 @@ names its tier with exactly one of the markers ``unit``, ``integration``, ``e2e`
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,18 @@ def test_every_test_module_names_exactly_one_tier() -> None:
 
 def test_e2e_modules_are_marked_e2e() -> None:
     assert [m.name for m in (TESTS / "e2e").rglob("test_*.py") if tier_markers(m) != ["e2e"]] == []
+
+
+def test_every_test_file_the_tree_names_exists() -> None:
+    """Docs, scripts, benches and docstrings that point a reader at a test module point at one that exists."""
+    named = re.compile(r"tests/[\w/]+\.py")
+    sources = [REPO / "README.md", *(REPO / "docs").rglob("*.md"), *(REPO / "bench").rglob("*.md")]
+    sources += [*(REPO / "kora").rglob("*.py"), *(REPO / "scripts").rglob("*.py"), *(REPO / "scripts").rglob("*.sh")]
+    sources += [*(REPO / "bench").rglob("*.py"), *TESTS.rglob("*.py")]
+    missing = {
+        f"{source.relative_to(REPO)}: {path}"
+        for source in sources
+        for path in named.findall(source.read_text(encoding="utf-8"))
+        if not (REPO / path).exists()
+    }
+    assert missing == set()
