@@ -28,21 +28,14 @@ from kora.scripted.model import ScriptedModel
 from kora.scripted.model import create_app as create_model_app
 from tests.support.a2a import decision_message, sdk_client, send, user_message
 from tests.support.agent import OPERATOR, RunningAgent, agent_runtime, mcp_app, running_agent, wait_until
+from tests.support.calc import RAN, add
 from tests.support.processes import clean_env, kora_process, prometheus
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("turn_path")]
 
-#: The arguments of every call the ``add`` tool ran, in order.
-RAN: list[dict[str, int]] = []
 USER = "X-User"
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    RAN.append({"a": a, "b": b})
-    return a + b
 
 
 def lookup(key: str) -> str:

@@ -26,20 +26,12 @@ from kora.core.events import EventType
 from kora.memory import LocalMemory
 from kora.scripted import ToolCall, ToolCallReply
 from tests.support.agent import agent_settings, mcp_app
+from tests.support.calc import RAN, add
 from tests.support.eventually import eventually_async
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
 
 pytestmark = pytest.mark.integration
-
-#: The arguments of every call the ``add`` tool ran, in order.
-RAN: list[dict[str, int]] = []
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    RAN.append({"a": a, "b": b})
-    return a + b
 
 
 @pytest.fixture(autouse=True)

@@ -29,6 +29,7 @@ from kora.core.net import free_port
 from kora.scripted import ToolCall, ToolCallReply
 from tests.support.a2a import decision_message, sdk_client, send, user_message
 from tests.support.agent import mcp_app
+from tests.support.calc import RAN, add
 from tests.support.memory import fresh_database, start_postgres
 from tests.support.processes import kora_process
 from tests.support.scripted_server import ScriptedModelServer
@@ -37,14 +38,6 @@ from tests.support.threaded import ThreadedServer
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 USER_HEADER = "X-Test-User"
-#: The arguments of every call the ``add`` tool ran, in order.
-RAN: list[dict[str, int]] = []
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    RAN.append({"a": a, "b": b})
-    return a + b
 
 
 @pytest.fixture(autouse=True)

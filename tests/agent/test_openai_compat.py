@@ -20,23 +20,14 @@ from kora.scripted import Match, Rule, TextReply, ToolCall, ToolCallReply
 from tests.support.agent import RunningAgent, running_agent, served_agent
 from tests.support.hostile import any_text, assert_handled, field, hostile_values, render
 from tests.support.scripted_server import ScriptedModelServer
+from tests.support.weather import CALLS_WEATHER, CHAT_TOOL
 
 pytestmark = pytest.mark.integration
 
-WEATHER_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-    },
-}
+WEATHER_TOOL = CHAT_TOOL
 
 RULES = [
-    Rule(
-        Match(user_matches=r"weather in (?P<city>\w+)", tool_available="get_weather", after_tool=False),
-        ToolCallReply([ToolCall("get_weather", {"city": "{city}"})]),
-    ),
+    CALLS_WEATHER,
     Rule(Match(response_format="Weather"), TextReply('{"city": "Paris", "degrees": 21}')),
     Rule(Match(response_format="Broken"), TextReply("it is sunny")),
     Rule(Match(response_format="json_object"), TextReply('{"ok": true}')),

@@ -20,26 +20,18 @@ from hypothesis import strategies as st
 from openai.types.conversations import Conversation, ConversationDeletedResource, ConversationItem, ConversationItemList
 from pydantic import TypeAdapter
 
-from kora.scripted import Match, Rule, ToolCall, ToolCallReply
 from tests.support.agent import RunningAgent, running_agent, served_agent, wait_until
 from tests.support.hostile import any_text, assert_handled, field, hostile_values, render
 from tests.support.memory import ADMIN, memory_service, service_env
 from tests.support.scripted_server import ScriptedModelServer
+from tests.support.weather import CALLS_WEATHER, RESPONSES_TOOL
 
 pytestmark = pytest.mark.integration
 
 HEADER = "X-Forwarded-User"
-TOOL = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "The weather in a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-}
+TOOL = RESPONSES_TOOL
 RULES = [
-    Rule(
-        Match(user_matches=r"weather in (?P<city>\w+)", tool_available="get_weather", after_tool=False),
-        ToolCallReply([ToolCall("get_weather", {"city": "{city}"})]),
-    ),
+    CALLS_WEATHER,
 ]
 ITEM = TypeAdapter(ConversationItem)
 

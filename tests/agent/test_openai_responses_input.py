@@ -15,24 +15,16 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from kora.scripted import Match, Rule, ToolCall, ToolCallReply
 from tests.support.agent import RunningAgent, served_agent
 from tests.support.hostile import any_text, assert_handled, field, hostile_values, render
 from tests.support.scripted_server import ScriptedModelServer
+from tests.support.weather import CALLS_WEATHER, RESPONSES_TOOL
 
 pytestmark = pytest.mark.integration
 
-TOOL = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "The weather in a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-}
+TOOL = RESPONSES_TOOL
 RULES = [
-    Rule(
-        Match(user_matches=r"weather in (?P<city>\w+)", tool_available="get_weather", after_tool=False),
-        ToolCallReply([ToolCall("get_weather", {"city": "{city}"})]),
-    ),
+    CALLS_WEATHER,
 ]
 #: The four codes a refusal of the Responses API may carry.
 CODES = {"unsupported_parameter", "unsupported_value", "invalid_type", "invalid_value"}
