@@ -170,11 +170,6 @@ class PausedTurn:
         return self.approvals[0].id
 
 
-class JournalUnavailable(Exception):
-    """The approval journal cannot be read or written now (its database is down or unreachable); the message says
-    why."""
-
-
 class ApprovalJournal(Protocol):
     """Where paused turns are kept beyond the process (the shared task store's database), as JSON records
     (:mod:`kora.agent.approval_records`) keyed by :attr:`PausedTurn.key`. Each method raises

@@ -51,7 +51,6 @@ from kora.agent.approval_records import paused_from_record, paused_record
 from kora.agent.approvals import (
     ApprovalStore,
     CarriedBudget,
-    JournalUnavailable,
     PausedTurn,
     TaskRef,
     check_decider,
@@ -78,6 +77,7 @@ from kora.core.errors import (
     ApprovalConflict,
     BudgetExhausted,
     Forbidden,
+    JournalUnavailable,
     KoraError,
     RequestError,
     StepLimitReached,

@@ -296,6 +296,11 @@ class ToolSourceError(Exception):
         super().__init__(f"tools source {where}{message}")
 
 
+class JournalUnavailable(Exception):
+    """The approval journal (:class:`~kora.agent.approvals.ApprovalJournal`) cannot be read or written now: its
+    database is down or unreachable; the message says why. The agent falls back to the turns its process holds."""
+
+
 class StoreUnreachable(Exception):
     """The agent's remote memory (:mod:`kora.memory.remote`): the memory service could not be reached or answered an
     error status (a 5xx, or a 4xx it should not)."""

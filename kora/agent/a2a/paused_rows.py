@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import psycopg
 
-from kora.agent.approvals import JournalUnavailable
+from kora.core.errors import JournalUnavailable
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection

@@ -26,11 +26,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from kora.agent.approval_calls import Decision, PendingApproval
-from kora.agent.approvals import JournalUnavailable
 from kora.agent.identity import MemoryReader
 from kora.agent.openai_api import decode_body
 from kora.agent.state import AgentState
 from kora.agent.turn import TurnOutcome
+from kora.core.errors import JournalUnavailable
 from kora.core.protocol import check_session_id
 
 log = logging.getLogger("kora.agent")
