@@ -257,8 +257,6 @@ class AgentRuntime:
         if resume is None and not checked:
             await self.refuse_waiting(turn.session_id)
         with self.tracing.turn(turn.session_id) as span:
-            if span is not None and resume is not None:
-                span.resumed(resume)
             outcome = await _outcome(self._turn(turn, span, None, resume, streaming=False, tool_steps=False))
             if span is not None:
                 span.finish(outcome)
@@ -283,8 +281,6 @@ class AgentRuntime:
         if resume is None and not checked:
             await self.refuse_waiting(turn.session_id)
         with self.tracing.turn(turn.session_id) as span:
-            if span is not None and resume is not None:
-                span.resumed(resume)
             async with aclosing(self._turn(turn, span, prepared, resume, streaming=True, tool_steps=False)) as items:
                 async for item in items:
                     if isinstance(item, TurnOutcome):
@@ -303,8 +299,6 @@ class AgentRuntime:
         if resume is None:
             await self.refuse_waiting(turn.session_id)
         with self.tracing.turn(turn.session_id) as span:
-            if span is not None and resume is not None:
-                span.resumed(resume)
             async with aclosing(self._turn(turn, span, None, resume, streaming=True, tool_steps=True)) as items:
                 async for item in items:
                     if span is not None and isinstance(item, TurnOutcome):
@@ -329,6 +323,8 @@ class AgentRuntime:
         recalled memory and each call of the agent's own tools are yielded as well (streaming only). ``prepared``:
         as :meth:`stream`'s.
         """
+        if span is not None and resume is not None:
+            span.resumed(resume)
         async with self._locks.hold(turn.session_id):
             if resume is None:  # again: a turn that waited for the lock may have paused meanwhile
                 self.check_not_waiting(turn.session_id)
