@@ -10,21 +10,25 @@
 
 Raises nothing itself; :func:`check_schema` raises :class:`~kora.core.errors.RequestError` for a schema that is
 not a JSON schema.
+
+``jsonschema`` (with its format checkers and bundled meta-schemas) is imported by the first request that brings a
+schema, not at start: most agents never see one.
 """
 
 from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import JsonValue
 from pydantic_ai import DeferredToolRequests, ModelRetry, TextOutput
 
 from kora.agent.turn import OutputFormat, TurnRequest
 from kora.core.errors import RequestError
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 
 def check_schema(schema: dict[str, JsonValue] | None, param: str) -> None:
@@ -32,6 +36,9 @@ def check_schema(schema: dict[str, JsonValue] | None, param: str) -> None:
     valid JSON schema."""
     if schema is None:
         return
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
     try:
         Draft202012Validator.check_schema(schema)
     except (SchemaError, RecursionError) as error:
@@ -55,6 +62,8 @@ def response_format_body(output: OutputFormat) -> dict[str, JsonValue]:
 
 @lru_cache(maxsize=64)
 def _validator(schema_json: str) -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+
     return Draft202012Validator(json.loads(schema_json))
 
 

@@ -40,8 +40,9 @@ print(" ".join(sorted(name for name in sys.modules if name.startswith({deferred!
 """
 
 
-#: Top-level packages a loaded agent (A2A server and runtime built, local task store) must not hold.
-UNUSED = ("grpc", "sqlalchemy", "rich")
+#: Top-level packages a loaded agent (A2A server and runtime built, local task store) must not hold: the SDKs'
+#: optional extras it does not use, and ``jsonschema``, which only a request with a response schema needs.
+UNUSED = ("grpc", "sqlalchemy", "rich", "jsonschema")
 
 LOAD_APP = """
 import asyncio
