@@ -27,7 +27,8 @@ the SDK's request handler writes ``canceled`` for a task another replica runs. K
   across owners (the version table's key is the task id alone), so a client-chosen id must be free for all.
 
 Every state change is stored (one transaction: task row, version, event log) before the SDK announces it to
-subscribers.
+subscribers; the commit waits for the disk for what a client is told (:mod:`kora.agent.a2a.task_rows`,
+Durability).
 """
 
 from __future__ import annotations
@@ -258,6 +259,9 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
         # next message: it holds no lease, so no replica ends it failed while it waits.
         finished = is_finished(task) or task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         lease = self._shared.unclaimed.pop(task.id, None)
+        answered_at_end = task.id in self._shared.answered_at_end
+        if answered_at_end and task.status.state in task_rows.ANSWERED_STATES:
+            self._shared.answered_at_end.pop(task.id, None)  # what follows (a next turn's request) decides anew
         saved = await self._shared.run(
             lambda connection: task_rows.save(
                 connection,
@@ -267,7 +271,7 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
                 event=event,
                 prev_version=previous,
                 finished=finished,
-                durable=task_rows.is_durable(task, event, previous),
+                durable=task_rows.is_durable(task, event, previous, answered_at_end=answered_at_end),
                 lease=lease,
             )
         )
@@ -321,6 +325,7 @@ class ReplicaExecutor(AgentExecutor):
         assert current is not None
         self.running[task_id] = current
         self._shared.unclaimed[task_id] = task_rows.Lease(self._shared.replica, self._shared.lease_seconds)
+        self._shared.note_answered_at_end(task_id, task_rows.answers_at_end(context))
         try:
             await self._inner.execute(context, event_queue)
         except asyncio.CancelledError:
@@ -389,6 +394,11 @@ class SharedTasks:
         self.executor: ReplicaExecutor | None = None
         #: task id -> the lease the next write of that task takes (a turn started here, not stored since).
         self.unclaimed: dict[str, task_rows.Lease] = {}
+        #: Tasks whose running turn's only client is answered with its final or interrupted state (oldest first,
+        #: at most :data:`MAX_NEW_IDS`; :func:`task_rows.answers_at_end`): their changes before it commit without
+        #: waiting for the disk. Kept after the turn's ``execute`` returns (its last changes may be stored after);
+        #: dropped by the answered state's write.
+        self.answered_at_end: OrderedDict[str, None] = OrderedDict()
         #: Set while the cancel listener is connected and listening.
         self.listening = asyncio.Event()
         self._background: list[asyncio.Task[None]] = []
@@ -400,6 +410,15 @@ class SharedTasks:
         """Prepare the database (raises :class:`SettingsError` naming ``TASK_STORE_URL``) and build the pieces."""
         prepare_database(url)
         return cls(url, lease_seconds, retention_seconds)
+
+    def note_answered_at_end(self, task_id: str, answered_at_end: bool) -> None:
+        """Note whether the turn starting for ``task_id`` here answers its client only at its end (see
+        :attr:`answered_at_end`)."""
+        self.answered_at_end.pop(task_id, None)
+        if answered_at_end:
+            self.answered_at_end[task_id] = None
+            while len(self.answered_at_end) > MAX_NEW_IDS:
+                self.answered_at_end.popitem(last=False)
 
     def runs(self, task_id: str) -> bool:
         """True when this replica runs ``task_id``'s turn."""
