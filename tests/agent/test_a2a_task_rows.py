@@ -267,6 +267,58 @@ async def test_a_change_of_a_task_with_push_configurations_always_waits_for_the_
         await shared.close()
 
 
+async def test_a_turn_answered_at_its_end_stores_its_first_change_with_its_next_one(memory_db):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    sdk = VersionedDatabaseTaskStore(shared.engine, create_table=False, owner_resolver=owner_of)
+    try:
+        task_id = str(uuid.uuid4())
+        shared.store.new_id(task_id)
+        shared.note_answered_at_end(task_id, True)
+        shared.unclaimed[task_id] = task_rows.Lease(shared.replica, 30)
+        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+        v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+        assert v1 == TaskVersion(1)
+        # Held: no one knows the id yet, and every replica still reads it absent.
+        assert not await shared.store.holds(task_id)
+        assert await shared.store.get(task_id, _context()) is None
+        assert await sdk.get(task_id, _context()) is None
+        working = _task(task_id, TaskState.TASK_STATE_WORKING)
+        v2 = await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
+        assert v2 == TaskVersion(2)
+        # From the turn's working on, the task is on every replica, with its lease and both events in the log.
+        stored = await sdk.get(task_id, _context())
+        assert stored is not None
+        assert (stored.task, stored.version) == (working, v2)
+        events = [event async for event in _first(shared, task_id, 2)]
+        assert [(event.version, event.event) for event in events] == [(v1, submitted), (v2, _status(working))]
+        with psycopg.connect(memory_db) as conn:
+            lease = conn.execute("SELECT replica FROM kora_a2a.task_leases WHERE task_id = %s", (task_id,))
+            assert lease.fetchone() == (shared.replica,)
+        assert shared.store._first == {}
+    finally:
+        await shared.close()
+
+
+async def test_a_cancel_stores_a_held_first_change_before_it(memory_db):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    try:
+        task_id = str(uuid.uuid4())
+        shared.store.new_id(task_id)
+        shared.note_answered_at_end(task_id, True)
+        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+        v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+        canceled = _task(task_id, TaskState.TASK_STATE_CANCELED)
+        v2 = await shared.store.save(canceled, event=_status(canceled), prev_version=v1, context=_context())
+        assert v2 == TaskVersion(2)
+        stored = await shared.store.get(task_id, _context())
+        assert stored is not None
+        assert (stored.task.status.state, stored.version) == (TaskState.TASK_STATE_CANCELED, v2)
+        events = [event async for event in _first(shared, task_id, 2)]
+        assert [event.event for event in events] == [submitted, _status(canceled)]
+    finally:
+        await shared.close()
+
+
 async def test_an_id_this_replica_generated_reads_absent_without_a_query_until_its_first_write(memory_db):
     shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
     sdk = VersionedDatabaseTaskStore(shared.engine, create_table=False, owner_resolver=owner_of)

@@ -208,6 +208,9 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
         self._shared = shared
         #: Task ids this replica generated and has not stored yet (oldest first), read as absent without a query.
         self._new: OrderedDict[str, None] = OrderedDict()
+        #: task id -> its first change, held until its next one (task_rows, "The first two changes at once"),
+        #: oldest first, at most MAX_NEW_IDS.
+        self._first: dict[str, task_rows.PendingFirst] = {}
         #: The SDK's row conversion, each history message and artifact converted once.
         self._codec = task_rows.RowCodec()
 
@@ -250,11 +253,29 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
         :class:`ConcurrentTaskModificationError` when another writer won); in the same statement, a finished task's
         lease goes, and the first write of a turn this replica started takes the task's lease. A cancel is the SDK's
         write, then announced on :data:`CANCEL_CHANNEL` (after it commits, so a listener reads ``canceled``)."""
+        generated = task.id in self._new
         self._new.pop(task.id, None)
-        if task.status.state == TaskState.TASK_STATE_CANCELED:
-            return await self._save_cancel(task, event=event, prev=prev, prev_version=prev_version, context=context)
         owner = owner_of(context)
         previous = task_rows.number(prev_version)
+        first = self._first.pop(task.id, None)
+        if task.status.state == TaskState.TASK_STATE_CANCELED:
+            if first is not None:  # the held first change goes first: the SDK's write expects it stored
+                await self._store_first(first, owner)
+            return await self._save_cancel(task, event=event, prev=prev, prev_version=prev_version, context=context)
+        if (
+            generated
+            and previous == 0
+            and event is task
+            and task.status.state == TaskState.TASK_STATE_SUBMITTED
+            and task.id in self._shared.answered_at_end
+        ):
+            # Known to no one until stored (task_rows, "The first two changes at once"): stored with the next.
+            self._first[task.id] = task_rows.PendingFirst.of(task)
+            while len(self._first) > MAX_NEW_IDS:
+                self._first.pop(next(iter(self._first)))
+            self._new[task.id] = None  # still absent for reads, as before its first write
+            self._shared.push.note_configs(task.id, False)  # no one could have set one for it
+            return TaskVersion(1)
         # A task that waits for its user (input-required: a tool call waiting for approval) runs nowhere until the
         # next message: it holds no lease, so no replica ends it failed while it waits.
         finished = is_finished(task) or task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
@@ -273,6 +294,7 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
                 finished=finished,
                 durable=task_rows.is_durable(task, event, previous, answered_at_end=answered_at_end),
                 lease=lease,
+                first=first,
             )
         )
         if saved is None:
@@ -281,6 +303,18 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
             raise ConcurrentTaskModificationError(task.id)
         self._shared.push.note_configs(task.id, saved.has_push_configs)
         return TaskVersion(saved.version)
+
+    async def _store_first(self, first: task_rows.PendingFirst, owner: str) -> None:
+        """Store a held first change on its own, as version 1 (raises :class:`ConcurrentTaskModificationError`
+        when another writer made the task's version row first)."""
+        task = first.stored_task()
+        saved = await self._shared.run(
+            lambda connection: task_rows.save(
+                connection, self._codec, task, owner=owner, event=task, prev_version=0, finished=False
+            )
+        )
+        if saved is None:
+            raise ConcurrentTaskModificationError(task.id)
 
     async def _save_cancel(
         self,

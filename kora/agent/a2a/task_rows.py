@@ -36,6 +36,13 @@ the final change waits for the disk, which flushes them all (the WAL is flushed 
 answered is on disk before the answer; a crash of the replica loses nothing committed; a crash of Postgres before
 the final write fails that write, and the client gets an error, not a task.
 
+**The first two changes at once.** Such a turn's new task, with an id this replica generated, is known to no one
+before it is stored: no client has its id (it is answered only at the end), so no replica can be asked for it,
+cancel it or set its push configurations. Its first change (``submitted``) is held in memory
+(:class:`PendingFirst`) and stored with the next one (Kora's executor announces ``working`` right after it), in
+one statement (:data:`_SAVE_PAIR`, both events logged with their versions), so the task is on every replica, with
+its lease, from the moment its turn works; a cancel asked of this replica meanwhile stores the held change first.
+
 Writes that move a task to ``canceled`` (no version check, read-then-write under row locks) stay with the SDK's
 store: they are rare and not on a turn's path.
 """
@@ -68,6 +75,25 @@ class Lease(NamedTuple):
 
     replica: str
     seconds: float
+
+
+class PendingFirst(NamedTuple):
+    """A task's first change, not stored yet: the task as it was then (serialized) and its event as the log keeps
+    it (the SDK's ``StreamResponse`` bytes)."""
+
+    task: bytes
+    event: bytes
+
+    @classmethod
+    def of(cls, task: Task) -> PendingFirst:
+        """``task``'s first change (the task is its own event), captured now: the SDK goes on changing the object."""
+        return cls(task.SerializeToString(), to_stream_response(task).SerializeToString())
+
+    def stored_task(self) -> Task:
+        """The task as the change left it."""
+        task = Task()
+        task.ParseFromString(self.task)
+        return task
 
 
 class Saved(NamedTuple):
@@ -141,8 +167,11 @@ _TAIL = """, stored AS (
         history = excluded.history, protocol_version = excluded.protocol_version, metadata = excluded.metadata
 ), logged AS (
     INSERT INTO task_events (task_id, owner, task_version, event_data)
-    SELECT %(id)s::text, %(owner)s::text, version.version, %(event)s::bytea FROM version
-    WHERE %(event)s::bytea IS NOT NULL
+    SELECT %(id)s::text, %(owner)s::text, e.version, e.data
+    FROM version CROSS JOIN LATERAL
+        (VALUES (version.version - 1, %(first_event)s::bytea), (version.version, %(event)s::bytea)) AS e (version, data)
+    WHERE e.data IS NOT NULL
+    ORDER BY e.version
 ), unleased AS (
     DELETE FROM task_leases WHERE %(finished)s::boolean AND task_id = %(id)s::text AND EXISTS (SELECT FROM version)
 ), leased AS (
@@ -175,6 +204,18 @@ _SAVE_NEXT = (
     + _TAIL
 )
 
+#: A task's first two changes in one write (the first held, :class:`PendingFirst`): version 2, both events logged
+#: (in their order: the event log's order is its rows' sequence), unless some writer made the task's version row
+#: first.
+_SAVE_PAIR = (
+    """WITH version AS (
+    INSERT INTO task_versions (task_id, owner, version) VALUES (%(id)s::text, %(owner)s::text, 2)
+    ON CONFLICT DO NOTHING
+    RETURNING version
+)"""
+    + _TAIL
+)
+
 _LOAD = """SELECT t.id, t.context_id, t.kind, t.owner, t.last_updated, t.status, t.artifacts, t.history,
        t.protocol_version, t.metadata, v.version
 FROM tasks t LEFT JOIN task_versions v ON v.task_id = t.id AND v.owner = t.owner
@@ -192,15 +233,17 @@ async def save(
     finished: bool,
     durable: bool = True,
     lease: Lease | None = None,
+    first: PendingFirst | None = None,
 ) -> Saved | None:
     """Store ``task`` of ``owner`` and ``event`` (the change that made it) as the version after ``prev_version``
     (0: the task's first write), dropping its lease when ``finished`` and taking ``lease`` (for its replica, unless
     ``finished``) otherwise; one statement on ``connection`` (autocommit), its commit waiting for the disk unless
     ``durable`` is false and the task has no push configuration.
 
-    ``codec`` converts the task to the SDK's rows. Returns None when another writer won (the version row exists
-    already, or is no longer at ``prev_version``): nothing is stored, the lease not taken. Raises what psycopg
-    raises when the statement fails.
+    With ``first`` (the task's held first change; ``prev_version`` is then 1), both are stored at once: version 2,
+    with ``first``'s event logged as version 1. ``codec`` converts the task to the SDK's rows. Returns None when
+    another writer won (the version row exists already, or is no longer at ``prev_version``): nothing is stored,
+    the lease not taken. Raises what psycopg raises when the statement fails.
     """
     status, artifacts, history, metadata = codec.columns(task)
     params = {
@@ -219,7 +262,14 @@ async def save(
         "replica": None if lease is None or finished else lease.replica,
         "lease": 0.0 if lease is None else lease.seconds,
     }
-    cursor = await connection.execute(_SAVE_FIRST if prev_version == 0 else _SAVE_NEXT, params, prepare=True)
+    params["first_event"] = None if first is None else first.event
+    if first is not None:
+        statement = _SAVE_PAIR
+    elif prev_version == 0:
+        statement = _SAVE_FIRST
+    else:
+        statement = _SAVE_NEXT
+    cursor = await connection.execute(statement, params, prepare=True)
     row = await cursor.fetchone()
     if row is None or row[0] is None:
         return None
