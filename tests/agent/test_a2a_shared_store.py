@@ -182,7 +182,11 @@ async def test_subscribing_on_another_replica_streams_the_task_to_its_end(model,
             assert artifact.parts[0].text == "streamed across"
 
 
-async def test_a_task_of_a_killed_replica_ends_failed_within_its_lease(model, memory_db):
+@pytest.mark.parametrize("send", ["non-blocking message/send", "blocking SendMessage"])
+async def test_a_task_of_a_killed_replica_ends_failed_within_its_lease(model, memory_db, send):
+    # A blocking SendMessage (A2A 1.0, no push configuration) is answered only at its end, so its task's changes
+    # before that commit without waiting for the disk and its first two are stored at once: the task is still on
+    # the other replica, working, while its turn runs, and still ends failed when its replica dies.
     model.enqueue(TextReply("never sent", delay_seconds=120))
     port = free_port()
     doomed = await asyncio.create_subprocess_exec(
@@ -197,11 +201,24 @@ async def test_a_task_of_a_killed_replica_ends_failed_within_its_lease(model, me
             one = f"http://127.0.0.1:{port}"
             async with as_user("alice") as http:
                 await wait_ready(http, one, doomed)  # its runtime loaded: no import holds its event loop now
-                params = message_params("slow", blocking=False)
-                started = await http.post(f"{one}/", json=rpc_body("message/send", params))
-                task_id = started.json()["result"]["id"]
-                assert await asyncio.to_thread(model.model.wait_for_requests, 1, 30.0)
-                on_survivor = await sdk_client(survivor, http=http, version="1.0")
+                waiting: asyncio.Task[object] | None = None
+                if send == "blocking SendMessage":
+                    on_survivor = await sdk_client(survivor, http=http, version="1.0")
+                    on_doomed = await sdk_client(one, http=http, version="1.0")
+                    waiting = asyncio.create_task(anext(aiter(on_doomed.send_message(user_message("slow")))))
+                    assert await asyncio.to_thread(model.model.wait_for_requests, 1, 30.0)
+                    for _ in range(1200):  # stored as its turn starts working; 60 s at most
+                        listed = await on_survivor.list_tasks(ListTasksRequest())
+                        if listed.tasks:
+                            break
+                        await asyncio.sleep(0.05)
+                    task_id = listed.tasks[0].id
+                else:
+                    params = message_params("slow", blocking=False)
+                    started = await http.post(f"{one}/", json=rpc_body("message/send", params))
+                    task_id = started.json()["result"]["id"]
+                    assert await asyncio.to_thread(model.model.wait_for_requests, 1, 30.0)
+                    on_survivor = await sdk_client(survivor, http=http, version="1.0")  # sets 1.0 on the client
                 fetched = await on_survivor.get_task(GetTaskRequest(id=task_id))
                 deadline = time.monotonic() + 60
                 while fetched.status.state != TaskState.TASK_STATE_WORKING and time.monotonic() < deadline:
@@ -210,6 +227,9 @@ async def test_a_task_of_a_killed_replica_ends_failed_within_its_lease(model, me
                 assert fetched.status.state == TaskState.TASK_STATE_WORKING
                 os.kill(doomed.pid, signal.SIGKILL)
                 await asyncio.wait_for(doomed.wait(), 30)
+                if waiting is not None:  # its client is never answered with a task: its connection broke
+                    with pytest.raises(Exception):  # noqa: B017, PT011 - the SDK client's transport error
+                        await asyncio.wait_for(waiting, 60)
                 killed = time.monotonic()
                 deadline = killed + 60
                 while fetched.status.state == TaskState.TASK_STATE_WORKING and time.monotonic() < deadline:

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
+from a2a.server.agent_execution import RequestContext
 from a2a.server.cluster import (
     ConcurrentTaskModificationError,
     TaskVersion,
@@ -24,8 +25,11 @@ from a2a.types.a2a_pb2 import (
     Message,
     Part,
     Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
     Task,
     TaskArtifactUpdateEvent,
+    TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
@@ -172,6 +176,147 @@ def test_only_progress_to_working_commits_without_waiting_for_the_disk(state, ev
         "task": task,
     }[event_kind]
     assert task_rows.is_durable(task, event, prev) is durable
+
+
+@pytest.mark.parametrize(
+    ("state", "event_kind", "prev", "durable"),
+    [
+        (TaskState.TASK_STATE_SUBMITTED, "task", 0, False),  # the task's first write: no one has its id yet
+        (TaskState.TASK_STATE_WORKING, "status", 1, False),
+        (TaskState.TASK_STATE_WORKING, "artifact", 2, False),
+        (TaskState.TASK_STATE_INPUT_REQUIRED, "status", 2, True),  # what the blocking send answers with
+        (TaskState.TASK_STATE_AUTH_REQUIRED, "status", 2, True),
+        (TaskState.TASK_STATE_COMPLETED, "status", 3, True),
+        (TaskState.TASK_STATE_FAILED, "status", 3, True),
+        (TaskState.TASK_STATE_REJECTED, "status", 1, True),
+    ],
+)
+def test_a_turn_answered_at_its_end_waits_for_the_disk_only_for_the_answered_state(state, event_kind, prev, durable):
+    task = _task("t", state)
+    event = {
+        "status": _status(task),
+        "artifact": TaskArtifactUpdateEvent(task_id="t", artifact=Artifact(artifact_id="a")),
+        "task": task,
+    }[event_kind]
+    assert task_rows.is_durable(task, event, prev, answered_at_end=True) is durable
+
+
+def _request(method: str | None, configuration: SendMessageConfiguration | None) -> RequestContext:
+    state = {} if method is None else {"method": method}
+    message = Message(role=Role.ROLE_USER, message_id="m", parts=[Part(text="hi")])
+    request = SendMessageRequest(message=message)
+    if configuration is not None:
+        request.configuration.CopyFrom(configuration)
+    return RequestContext(ServerCallContext(state=state), request, task_id="t", context_id="c")
+
+
+@pytest.mark.parametrize(
+    ("method", "configuration", "answered_at_end"),
+    [
+        ("SendMessage", None, True),  # blocking by default
+        ("SendMessage", SendMessageConfiguration(history_length=2), True),
+        ("SendMessage", SendMessageConfiguration(return_immediately=True), False),  # answered with its first state
+        (
+            "SendMessage",
+            SendMessageConfiguration(task_push_notification_config=TaskPushNotificationConfig(url="http://x")),
+            False,  # every change is announced to the receiver
+        ),
+        ("SendStreamingMessage", None, False),  # every change is streamed to the client
+        ("message/send", None, False),  # 0.3: not told apart here, so every change waits for the disk
+        (None, None, False),  # the REST binding names no method
+    ],
+)
+def test_only_a_blocking_send_without_push_configuration_is_answered_at_its_end(method, configuration, answered_at_end):
+    assert task_rows.answers_at_end(_request(method, configuration)) is answered_at_end
+
+
+async def test_a_change_of_a_task_with_push_configurations_always_waits_for_the_disk(memory_db):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    try:
+        task_id = str(uuid.uuid4())
+        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+        working = _task(task_id, TaskState.TASK_STATE_WORKING)
+
+        async def save(task: Task, prev: int, durable: bool) -> task_rows.Saved | None:
+            return await shared.run(
+                lambda connection: task_rows.save(
+                    connection,
+                    task_rows.RowCodec(),
+                    task,
+                    owner="alice",
+                    event=_status(task),
+                    prev_version=prev,
+                    finished=False,
+                    durable=durable,
+                )
+            )
+
+        first = await save(submitted, 0, durable=False)
+        assert first is not None
+        assert (first.has_push_configs, first.durable) == (False, False)
+        with psycopg.connect(memory_db, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO kora_a2a.push_notification_configs (task_id, config_id, config_data, owner) "
+                "VALUES (%s, 'c1', '\\x00', 'alice')",
+                (task_id,),
+            )
+        second = await save(working, first.version, durable=False)
+        assert second is not None
+        assert (second.has_push_configs, second.durable) == (True, True)  # announced to the receiver: on disk first
+    finally:
+        await shared.close()
+
+
+async def test_a_turn_answered_at_its_end_stores_its_first_change_with_its_next_one(memory_db):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    sdk = VersionedDatabaseTaskStore(shared.engine, create_table=False, owner_resolver=owner_of)
+    try:
+        task_id = str(uuid.uuid4())
+        shared.store.new_id(task_id)
+        shared.note_answered_at_end(task_id, True)
+        shared.unclaimed[task_id] = task_rows.Lease(shared.replica, 30)
+        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+        v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+        assert v1 == TaskVersion(1)
+        # Held: no one knows the id yet, and every replica still reads it absent.
+        assert not await shared.store.holds(task_id)
+        assert await shared.store.get(task_id, _context()) is None
+        assert await sdk.get(task_id, _context()) is None
+        working = _task(task_id, TaskState.TASK_STATE_WORKING)
+        v2 = await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
+        assert v2 == TaskVersion(2)
+        # From the turn's working on, the task is on every replica, with its lease and both events in the log.
+        stored = await sdk.get(task_id, _context())
+        assert stored is not None
+        assert (stored.task, stored.version) == (working, v2)
+        events = [event async for event in _first(shared, task_id, 2)]
+        assert [(event.version, event.event) for event in events] == [(v1, submitted), (v2, _status(working))]
+        with psycopg.connect(memory_db) as conn:
+            lease = conn.execute("SELECT replica FROM kora_a2a.task_leases WHERE task_id = %s", (task_id,))
+            assert lease.fetchone() == (shared.replica,)
+        assert shared.store._first == {}
+    finally:
+        await shared.close()
+
+
+async def test_a_cancel_stores_a_held_first_change_before_it(memory_db):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    try:
+        task_id = str(uuid.uuid4())
+        shared.store.new_id(task_id)
+        shared.note_answered_at_end(task_id, True)
+        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+        v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+        canceled = _task(task_id, TaskState.TASK_STATE_CANCELED)
+        v2 = await shared.store.save(canceled, event=_status(canceled), prev_version=v1, context=_context())
+        assert v2 == TaskVersion(2)
+        stored = await shared.store.get(task_id, _context())
+        assert stored is not None
+        assert (stored.task.status.state, stored.version) == (TaskState.TASK_STATE_CANCELED, v2)
+        events = [event async for event in _first(shared, task_id, 2)]
+        assert [event.event for event in events] == [submitted, _status(canceled)]
+    finally:
+        await shared.close()
 
 
 async def test_an_id_this_replica_generated_reads_absent_without_a_query_until_its_first_write(memory_db):

@@ -27,7 +27,8 @@ the SDK's request handler writes ``canceled`` for a task another replica runs. K
   across owners (the version table's key is the task id alone), so a client-chosen id must be free for all.
 
 Every state change is stored (one transaction: task row, version, event log) before the SDK announces it to
-subscribers.
+subscribers; the commit waits for the disk for what a client is told (:mod:`kora.agent.a2a.task_rows`,
+Durability).
 """
 
 from __future__ import annotations
@@ -207,6 +208,9 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
         self._shared = shared
         #: Task ids this replica generated and has not stored yet (oldest first), read as absent without a query.
         self._new: OrderedDict[str, None] = OrderedDict()
+        #: task id -> its first change, held until its next one (task_rows, "The first two changes at once"),
+        #: oldest first, at most MAX_NEW_IDS.
+        self._first: dict[str, task_rows.PendingFirst] = {}
         #: The SDK's row conversion, each history message and artifact converted once.
         self._codec = task_rows.RowCodec()
 
@@ -249,15 +253,36 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
         :class:`ConcurrentTaskModificationError` when another writer won); in the same statement, a finished task's
         lease goes, and the first write of a turn this replica started takes the task's lease. A cancel is the SDK's
         write, then announced on :data:`CANCEL_CHANNEL` (after it commits, so a listener reads ``canceled``)."""
+        generated = task.id in self._new
         self._new.pop(task.id, None)
-        if task.status.state == TaskState.TASK_STATE_CANCELED:
-            return await self._save_cancel(task, event=event, prev=prev, prev_version=prev_version, context=context)
         owner = owner_of(context)
         previous = task_rows.number(prev_version)
+        first = self._first.pop(task.id, None)
+        if task.status.state == TaskState.TASK_STATE_CANCELED:
+            if first is not None:  # the held first change goes first: the SDK's write expects it stored
+                await self._store_first(first, owner)
+            return await self._save_cancel(task, event=event, prev=prev, prev_version=prev_version, context=context)
+        if (
+            generated
+            and previous == 0
+            and event is task
+            and task.status.state == TaskState.TASK_STATE_SUBMITTED
+            and task.id in self._shared.answered_at_end
+        ):
+            # Known to no one until stored (task_rows, "The first two changes at once"): stored with the next.
+            self._first[task.id] = task_rows.PendingFirst.of(task)
+            while len(self._first) > MAX_NEW_IDS:
+                self._first.pop(next(iter(self._first)))
+            self._new[task.id] = None  # still absent for reads, as before its first write
+            self._shared.push.note_configs(task.id, False)  # no one could have set one for it
+            return TaskVersion(1)
         # A task that waits for its user (input-required: a tool call waiting for approval) runs nowhere until the
         # next message: it holds no lease, so no replica ends it failed while it waits.
         finished = is_finished(task) or task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         lease = self._shared.unclaimed.pop(task.id, None)
+        answered_at_end = task.id in self._shared.answered_at_end
+        if answered_at_end and task.status.state in task_rows.ANSWERED_STATES:
+            self._shared.answered_at_end.pop(task.id, None)  # what follows (a next turn's request) decides anew
         saved = await self._shared.run(
             lambda connection: task_rows.save(
                 connection,
@@ -267,8 +292,9 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
                 event=event,
                 prev_version=previous,
                 finished=finished,
-                durable=task_rows.is_durable(task, event, previous),
+                durable=task_rows.is_durable(task, event, previous, answered_at_end=answered_at_end),
                 lease=lease,
+                first=first,
             )
         )
         if saved is None:
@@ -277,6 +303,18 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
             raise ConcurrentTaskModificationError(task.id)
         self._shared.push.note_configs(task.id, saved.has_push_configs)
         return TaskVersion(saved.version)
+
+    async def _store_first(self, first: task_rows.PendingFirst, owner: str) -> None:
+        """Store a held first change on its own, as version 1 (raises :class:`ConcurrentTaskModificationError`
+        when another writer made the task's version row first)."""
+        task = first.stored_task()
+        saved = await self._shared.run(
+            lambda connection: task_rows.save(
+                connection, self._codec, task, owner=owner, event=task, prev_version=0, finished=False
+            )
+        )
+        if saved is None:
+            raise ConcurrentTaskModificationError(task.id)
 
     async def _save_cancel(
         self,
@@ -321,6 +359,7 @@ class ReplicaExecutor(AgentExecutor):
         assert current is not None
         self.running[task_id] = current
         self._shared.unclaimed[task_id] = task_rows.Lease(self._shared.replica, self._shared.lease_seconds)
+        self._shared.note_answered_at_end(task_id, task_rows.answers_at_end(context))
         try:
             await self._inner.execute(context, event_queue)
         except asyncio.CancelledError:
@@ -389,6 +428,11 @@ class SharedTasks:
         self.executor: ReplicaExecutor | None = None
         #: task id -> the lease the next write of that task takes (a turn started here, not stored since).
         self.unclaimed: dict[str, task_rows.Lease] = {}
+        #: Tasks whose running turn's only client is answered with its final or interrupted state (oldest first,
+        #: at most :data:`MAX_NEW_IDS`; :func:`task_rows.answers_at_end`): their changes before it commit without
+        #: waiting for the disk. Kept after the turn's ``execute`` returns (its last changes may be stored after);
+        #: dropped by the answered state's write.
+        self.answered_at_end: OrderedDict[str, None] = OrderedDict()
         #: Set while the cancel listener is connected and listening.
         self.listening = asyncio.Event()
         self._background: list[asyncio.Task[None]] = []
@@ -400,6 +444,15 @@ class SharedTasks:
         """Prepare the database (raises :class:`SettingsError` naming ``TASK_STORE_URL``) and build the pieces."""
         prepare_database(url)
         return cls(url, lease_seconds, retention_seconds)
+
+    def note_answered_at_end(self, task_id: str, answered_at_end: bool) -> None:
+        """Note whether the turn starting for ``task_id`` here answers its client only at its end (see
+        :attr:`answered_at_end`)."""
+        self.answered_at_end.pop(task_id, None)
+        if answered_at_end:
+            self.answered_at_end[task_id] = None
+            while len(self.answered_at_end) > MAX_NEW_IDS:
+                self.answered_at_end.popitem(last=False)
 
     def runs(self, task_id: str) -> bool:
         """True when this replica runs ``task_id``'s turn."""

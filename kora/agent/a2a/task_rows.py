@@ -16,7 +16,8 @@ listing and its event stream work on them unchanged. Semantics are the SDK's:
 * the event is appended to the log with the new version, in the same statement.
 
 Kora adds to the same statement: a finished task's lease is dropped, and the statement says whether the task has
-push-notification configurations (so a task without any costs no further read per event).
+push-notification configurations (so a task without any costs no further read per event); a change of a task that
+has some always waits for the disk, since it is announced to their receivers.
 
 **Durability.** A commit waits for its WAL to reach the disk (one ``fdatasync``: 13-17 ms on the development
 machine's disk, well under 1 ms on a server's SSD). Every change a client may keep is committed so: the task's
@@ -27,6 +28,20 @@ disk within Postgres's ``wal_writer_delay`` (200 ms by default) or with the next
 first, since the WAL is flushed in order. Only a crash of Postgres itself (not a restart, which flushes the WAL)
 within that time can lose one; the running replica's next write then finds the version it expected missing and the
 SDK reloads the task and applies that write to it.
+
+A turn whose only client is a blocking ``SendMessage`` without a push configuration (:func:`answers_at_end`) is
+told nothing before the task's final or interrupted state, the state its answer carries: its changes before that
+(the first write, ``working``, artifacts) commit asynchronously too, visible to every replica at once as above, and
+the final change waits for the disk, which flushes them all (the WAL is flushed in order). What the client is
+answered is on disk before the answer; a crash of the replica loses nothing committed; a crash of Postgres before
+the final write fails that write, and the client gets an error, not a task.
+
+**The first two changes at once.** Such a turn's new task, with an id this replica generated, is known to no one
+before it is stored: no client has its id (it is answered only at the end), so no replica can be asked for it,
+cancel it or set its push configurations. Its first change (``submitted``) is held in memory
+(:class:`PendingFirst`) and stored with the next one (Kora's executor announces ``working`` right after it), in
+one statement (:data:`_SAVE_PAIR`, both events logged with their versions), so the task is on every replica, with
+its lease, from the moment its turn works; a cancel asked of this replica meanwhile stores the held change first.
 
 Writes that move a task to ``canceled`` (no version check, read-then-write under row locks) stay with the SDK's
 store: they are rare and not on a turn's path.
@@ -44,7 +59,10 @@ from a2a.types.a2a_pb2 import Task, TaskState, TaskStatusUpdateEvent
 from a2a.utils.proto_utils import to_stream_response
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 
+from kora.agent.a2a.store import FINISHED_STATES
+
 if TYPE_CHECKING:
+    from a2a.server.agent_execution import RequestContext
     from a2a.server.events import Event
     from a2a.server.tasks.database_task_store import DatabaseTaskStore
     from google.protobuf.message import Message as ProtoMessage  # type: ignore[import-untyped]
@@ -59,13 +77,36 @@ class Lease(NamedTuple):
     seconds: float
 
 
+class PendingFirst(NamedTuple):
+    """A task's first change, not stored yet: the task as it was then (serialized) and its event as the log keeps
+    it (the SDK's ``StreamResponse`` bytes)."""
+
+    task: bytes
+    event: bytes
+
+    @classmethod
+    def of(cls, task: Task) -> PendingFirst:
+        """``task``'s first change (the task is its own event), captured now: the SDK goes on changing the object."""
+        return cls(task.SerializeToString(), to_stream_response(task).SerializeToString())
+
+    def stored_task(self) -> Task:
+        """The task as the change left it."""
+        task = Task()
+        task.ParseFromString(self.task)
+        return task
+
+
 class Saved(NamedTuple):
-    """What :func:`save` stored: the task's new version, and whether the task has push configurations."""
+    """What :func:`save` stored: the task's new version, whether the task has push configurations, and whether
+    its commit waited for the disk."""
 
     version: int
     has_push_configs: bool
+    durable: bool
 
 
+#: The states a blocking ``SendMessage`` is answered with: final and interrupted ones.
+ANSWERED_STATES = FINISHED_STATES | {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
 #: Characters of converted history messages and artifacts a :class:`RowCodec` keeps at most (keys and JSON).
 CODEC_MAX_CHARS = 16 * 1024 * 1024
 
@@ -126,8 +167,11 @@ _TAIL = """, stored AS (
         history = excluded.history, protocol_version = excluded.protocol_version, metadata = excluded.metadata
 ), logged AS (
     INSERT INTO task_events (task_id, owner, task_version, event_data)
-    SELECT %(id)s::text, %(owner)s::text, version.version, %(event)s::bytea FROM version
-    WHERE %(event)s::bytea IS NOT NULL
+    SELECT %(id)s::text, %(owner)s::text, e.version, e.data
+    FROM version CROSS JOIN LATERAL
+        (VALUES (version.version - 1, %(first_event)s::bytea), (version.version, %(event)s::bytea)) AS e (version, data)
+    WHERE e.data IS NOT NULL
+    ORDER BY e.version
 ), unleased AS (
     DELETE FROM task_leases WHERE %(finished)s::boolean AND task_id = %(id)s::text AND EXISTS (SELECT FROM version)
 ), leased AS (
@@ -136,9 +180,9 @@ _TAIL = """, stored AS (
     FROM version WHERE %(replica)s::text IS NOT NULL
     ON CONFLICT (task_id) DO UPDATE SET replica = excluded.replica, expires_at = excluded.expires_at
 )
-SELECT (SELECT version.version FROM version),
-       EXISTS (SELECT FROM push_notification_configs WHERE task_id = %(id)s::text),
-       set_config('synchronous_commit', %(commit)s::text, true)"""
+SELECT (SELECT version.version FROM version), pushed.any,
+       set_config('synchronous_commit', CASE WHEN pushed.any THEN 'on' ELSE %(commit)s::text END, true)
+FROM (SELECT EXISTS (SELECT FROM push_notification_configs WHERE task_id = %(id)s::text) AS any) AS pushed"""
 
 #: A task's first write: version 1, unless some writer made the task's version row first.
 _SAVE_FIRST = (
@@ -155,6 +199,18 @@ _SAVE_NEXT = (
     """WITH version AS (
     UPDATE task_versions SET version = %(prev)s::bigint + 1
     WHERE task_id = %(id)s::text AND owner = %(owner)s::text AND version = %(prev)s::bigint
+    RETURNING version
+)"""
+    + _TAIL
+)
+
+#: A task's first two changes in one write (the first held, :class:`PendingFirst`): version 2, both events logged
+#: (in their order: the event log's order is its rows' sequence), unless some writer made the task's version row
+#: first.
+_SAVE_PAIR = (
+    """WITH version AS (
+    INSERT INTO task_versions (task_id, owner, version) VALUES (%(id)s::text, %(owner)s::text, 2)
+    ON CONFLICT DO NOTHING
     RETURNING version
 )"""
     + _TAIL
@@ -177,15 +233,17 @@ async def save(
     finished: bool,
     durable: bool = True,
     lease: Lease | None = None,
+    first: PendingFirst | None = None,
 ) -> Saved | None:
     """Store ``task`` of ``owner`` and ``event`` (the change that made it) as the version after ``prev_version``
     (0: the task's first write), dropping its lease when ``finished`` and taking ``lease`` (for its replica, unless
     ``finished``) otherwise; one statement on ``connection`` (autocommit), its commit waiting for the disk unless
-    ``durable`` is false.
+    ``durable`` is false and the task has no push configuration.
 
-    ``codec`` converts the task to the SDK's rows. Returns None when another writer won (the version row exists
-    already, or is no longer at ``prev_version``): nothing is stored, the lease not taken. Raises what psycopg
-    raises when the statement fails.
+    With ``first`` (the task's held first change; ``prev_version`` is then 1), both are stored at once: version 2,
+    with ``first``'s event logged as version 1. ``codec`` converts the task to the SDK's rows. Returns None when
+    another writer won (the version row exists already, or is no longer at ``prev_version``): nothing is stored,
+    the lease not taken. Raises what psycopg raises when the statement fails.
     """
     status, artifacts, history, metadata = codec.columns(task)
     params = {
@@ -204,11 +262,18 @@ async def save(
         "replica": None if lease is None or finished else lease.replica,
         "lease": 0.0 if lease is None else lease.seconds,
     }
-    cursor = await connection.execute(_SAVE_FIRST if prev_version == 0 else _SAVE_NEXT, params, prepare=True)
+    params["first_event"] = None if first is None else first.event
+    if first is not None:
+        statement = _SAVE_PAIR
+    elif prev_version == 0:
+        statement = _SAVE_FIRST
+    else:
+        statement = _SAVE_NEXT
+    cursor = await connection.execute(statement, params, prepare=True)
     row = await cursor.fetchone()
     if row is None or row[0] is None:
         return None
-    return Saved(int(row[0]), bool(row[1]))
+    return Saved(int(row[0]), bool(row[1]), row[2] == "on")
 
 
 async def load(
@@ -237,14 +302,31 @@ async def load(
     return db._from_orm(model), int(row[10] or 0)
 
 
-def is_durable(task: Task, event: Event | None, prev_version: int) -> bool:
+def is_durable(task: Task, event: Event | None, prev_version: int, *, answered_at_end: bool = False) -> bool:
     """Whether storing ``task`` (changed by ``event`` from ``prev_version``) must wait for the disk: all but a later
-    status change to ``working`` (see the module's Durability)."""
+    status change to ``working``, and when its turn's client is ``answered_at_end`` (:func:`answers_at_end`), only a
+    final or interrupted state (see the module's Durability)."""
+    if answered_at_end:
+        return task.status.state in ANSWERED_STATES
     return not (
         prev_version
         and isinstance(event, TaskStatusUpdateEvent)
         and event.status.state == TaskState.TASK_STATE_WORKING
         and task.status.state == TaskState.TASK_STATE_WORKING
+    )
+
+
+def answers_at_end(context: RequestContext) -> bool:
+    """Whether the request running a turn (``context``) announces nothing to its client before the task's final or
+    interrupted state: a JSON-RPC ``SendMessage`` (A2A 1.0; neither streamed nor the REST binding, which do not
+    name the method in the call context, nor 0.3's ``message/send``) that does not return immediately and sets no
+    push configuration (the SDK's request handler answers such a request with the first terminal or interrupted
+    state)."""
+    if context.call_context.state.get("method") != "SendMessage":
+        return False
+    configuration = context.configuration
+    return configuration is None or not (
+        configuration.return_immediately or configuration.HasField("task_push_notification_config")
     )
 
 
