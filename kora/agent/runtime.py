@@ -85,9 +85,7 @@ from kora.core.errors import (
     Unavailable,
 )
 from kora.core.events import EventType, MemoryEvent, tool_call_id
-from kora.memory import Memory
-from kora.memory.base import MEMORY_UNAVAILABLE, SESSION_FORBIDDEN
-from kora.memory.replay import Prompt, Request
+from kora.memory import MEMORY_UNAVAILABLE, SESSION_FORBIDDEN, Memory, Prompt, Request
 
 log = logging.getLogger("kora.agent")
 
