@@ -29,6 +29,7 @@ from kora.scripted.model import create_app as create_model_app
 from tests.support.a2a import decision_message, sdk_client, send, user_message
 from tests.support.agent import OPERATOR, RunningAgent, agent_runtime, mcp_app, running_agent, wait_until
 from tests.support.calc import RAN, add
+from tests.support.eventually import eventually_async
 from tests.support.processes import clean_env, kora_process, prometheus
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
@@ -266,15 +267,11 @@ async def test_a2a_an_expired_approval_completes_the_task_by_itself(model):
         task = await send(client, user_message("add", context_id="x"))
         assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
 
-        async def finished() -> Task:
-            for _ in range(600):
-                fetched = await client.get_task(GetTaskRequest(id=task.id))
-                if fetched.status.state == TaskState.TASK_STATE_COMPLETED:
-                    return fetched
-                await asyncio.sleep(0.05)
-            raise AssertionError("the expired task did not complete")
+        async def finished() -> Task | None:
+            fetched = await client.get_task(GetTaskRequest(id=task.id))
+            return fetched if fetched.status.state == TaskState.TASK_STATE_COMPLETED else None
 
-        fetched = await finished()
+        fetched = await eventually_async(finished, "the expired task completed")
         assert fetched.artifacts[0].parts[0].text == "Nobody answered."
         assert RAN == []
         with pytest.raises(A2AError):
