@@ -20,8 +20,8 @@ import pytest
 from kora.core.net import free_port
 from kora.scripted import ErrorReply, TextReply, ToolCall, ToolCallReply
 from tests.support.a2a import message_params, rpc_body
-from tests.support.agent import RunningAgent, running_agent, wait_until
-from tests.support.eventually import eventually_async
+from tests.support.agent import RunningAgent, running_agent
+from tests.support.eventually import eventually, eventually_async
 from tests.support.mcp import running_mcp, start_cli, wait_ready, wait_until_ready
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("turn_path")]
@@ -225,7 +225,7 @@ async def test_a_tool_server_killed_mid_call_gives_a_failed_result_and_comes_bac
             # Restarted on the same port: the supervisor reconnects and the tool works again.
             process = start_cli(args, {"MCP_TOOLS_STRING": SLOW_TOOL})
             wait_ready(base, process)
-            wait_until(lambda: agent.get("/ready").status_code == 200, within=30, message="reconnected")
+            eventually(lambda: agent.get("/ready").status_code == 200, "reconnected", within=30)
             model.enqueue(ToolCallReply([ToolCall("slow", {"seconds": 0})]), TextReply("done"))
             again = agent.openai().chat.completions.create(
                 model="a", messages=[{"role": "user", "content": "sleep"}], extra_headers={"X-Session-ID": "k2"}

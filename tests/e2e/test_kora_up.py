@@ -24,7 +24,6 @@ from kora.local.orphans import workload_mark
 from kora.local.state import UpState, WorkloadState, process_alive, read_state, write_state
 from kora.local.up import MEMORY_DIR
 from tests.support.access import USER, agent_callers, store_callers, walk_agent_table, walk_store_table
-from tests.support.agent import wait_until
 from tests.support.eventually import eventually
 from tests.support.memory import servers_of
 from tests.support.processes import SLEEPER, abandoned, group_members, process_gone
@@ -329,7 +328,7 @@ def test_the_gateway_sends_nothing_to_an_agent_that_is_not_ready(tmp_path: Path)
             except httpx.TransportError:  # still starting
                 return False
 
-        wait_until(answers_directly, within=60, message="the agent answering directly")
+        eventually(answers_directly, "the agent answering directly", within=60)
         # ... the gateway does not ask it.
         with pytest.raises(openai.APIStatusError) as raised:
             up.agent("assistant").chat.completions.create(**question)
@@ -547,7 +546,7 @@ def test_a_memory_store_killed_with_its_postgres_comes_back_with_its_data(tmp_pa
                 return []
             return [fact["text"] for fact in response.json()["facts"]] if response.status_code == 200 else []
 
-        wait_until(lambda: facts() == ["I live in Lisbon."], within=60, message="the fact extracted")
+        eventually(lambda: facts() == ["I live in Lisbon."], "the fact extracted", within=60)
         events = [(e["event_type"], e["content"]) for e in up.events("assistant", session)]
         pgdata = up.state_dir / MEMORY_DIR / "default" / "memory" / "pgdata"
         servers = servers_of(pgdata)
@@ -562,7 +561,7 @@ def test_a_memory_store_killed_with_its_postgres_comes_back_with_its_data(tmp_pa
         up.wait(lambda s: s.workload("memory").restarts >= 1, within=60, what="the store restarted")
         up.all_ready()
         assert up.state().workload("memory").pid not in (None, old.pid)
-        wait_until(lambda: facts() == ["I live in Lisbon."], within=120, message="the fact back after the kill")
+        eventually(lambda: facts() == ["I live in Lisbon."], "the fact back after the kill", within=120)
         assert [(e["event_type"], e["content"]) for e in up.events("assistant", session)] == events
     finally:
         stop(up)
@@ -582,7 +581,7 @@ def test_a_memory_store_killed_at_the_stop_leaves_no_postgres_running(tmp_path: 
     finally:
         stop(up)
     assert up.process.returncode == 0, up.output()
-    wait_until(lambda: not servers_of(pgdata), within=60, message="the embedded Postgres stopped")
+    eventually(lambda: not servers_of(pgdata), "the embedded Postgres stopped", within=60)
 
 
 def test_a_kora_up_killed_with_sigkill_leaves_no_workload_running(quickstart: Up):
@@ -592,10 +591,10 @@ def test_a_kora_up_killed_with_sigkill_leaves_no_workload_running(quickstart: Up
     assert len(pids) == len(state.workloads)
     quickstart.process.kill()
     quickstart.process.wait(timeout=30)
-    wait_until(
+    eventually(
         lambda: all(process_gone(pid) and not group_members(pid) for pid in pids),
+        f"every workload of {pids} (and what it started) gone",
         within=60,
-        message=f"every workload of {pids} (and what it started) gone",
     )
 
 

@@ -16,7 +16,6 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from kora.mcp.app import create_app
 from kora.mcp.settings import load_mcp_settings
-from tests.support.agent import wait_until
 from tests.support.eventually import eventually
 from tests.support.threaded import ThreadedServer
 
@@ -31,7 +30,9 @@ def running_mcp(environ: Mapping[str, str]) -> ThreadedServer:
 
 def wait_until_ready(base_url: str, timeout: float = 60) -> None:
     """Poll ``/ready`` until it answers 200 (every tool worker runs); ``AssertionError`` after ``timeout`` s."""
-    wait_until(lambda: httpx.get(f"{base_url}/ready", timeout=5).status_code == 200, timeout, f"{base_url} ready")
+    eventually(
+        lambda: httpx.get(f"{base_url}/ready", timeout=5).status_code == 200, f"{base_url} ready", within=timeout
+    )
 
 
 @asynccontextmanager
