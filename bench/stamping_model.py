@@ -21,8 +21,7 @@ import time
 
 import uvicorn
 
-from kora.scripted.model import ScriptedModel, create_app
-from kora.scripted.script import load_script
+from kora.scripted import ScriptedModel, create_app, load_script
 
 STREAM_CHUNKS = int(os.environ.get("STREAM_CHUNKS", "20"))
 STREAM_DELAY = float(os.environ.get("STREAM_DELAY", "0.05"))

@@ -39,7 +39,7 @@ from kora.agent.routes.tools import add_tool_routes
 from kora.agent.settings import AgentSettings
 from kora.agent.state import AgentState, unused_packages
 from kora.core.limits import RequestLimits
-from kora.core.serving.errors import install_error_handlers
+from kora.core.serving import install_error_handlers
 from kora.memory import Memory, build_memory
 
 if TYPE_CHECKING:

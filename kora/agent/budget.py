@@ -26,7 +26,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import JsonValue
 
@@ -135,6 +135,12 @@ class Prices:
 
     input_per_million: float
     output_per_million: float
+
+    @classmethod
+    def of(cls, settings: BudgetSettings) -> Prices | None:
+        """The prices ``settings`` give, or None unless both are set (tokens are then not priced)."""
+        input_price, output_price = settings.model_price_input_per_million, settings.model_price_output_per_million
+        return cls(input_price, output_price) if input_price is not None and output_price is not None else None
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
         """The cost of the tokens, in USD."""
@@ -285,19 +291,46 @@ class TurnBudget:
         self.tool_calls += 1
 
 
-def own_limits(
-    tool_calls: int | None,
-    model_requests: int | None,
-    tokens: int | None,
-    seconds: float | None,
-    cost_usd: float | None,
-    started: float,
-) -> Limits:
+class BudgetSettings(Protocol):
+    """The settings an agent's budget and prices are read from, by their agent setting names (``BUDGET_MAX_*``,
+    ``MODEL_PRICE_*_PER_MILLION``): the agent's settings object satisfies it and is passed whole."""
+
+    @property
+    def budget_max_tool_calls(self) -> int | None:
+        """Tool calls a turn may make."""
+
+    @property
+    def budget_max_model_requests(self) -> int | None:
+        """Model requests a turn may make."""
+
+    @property
+    def budget_max_tokens(self) -> int | None:
+        """Input plus output tokens a turn may spend."""
+
+    @property
+    def budget_max_seconds(self) -> float | None:
+        """Seconds a turn may run, from its start."""
+
+    @property
+    def budget_max_cost_usd(self) -> float | None:
+        """USD a turn may spend (needs both prices)."""
+
+    @property
+    def model_price_input_per_million(self) -> float | None:
+        """USD per million input tokens."""
+
+    @property
+    def model_price_output_per_million(self) -> float | None:
+        """USD per million output tokens."""
+
+
+def own_limits(settings: BudgetSettings, started: float) -> Limits:
     """An agent's own budget for a turn that started at ``started`` (``time.time()``)."""
+    seconds = settings.budget_max_seconds
     return Limits(
-        tool_calls=tool_calls,
-        model_requests=model_requests,
-        tokens=tokens,
-        cost_usd=cost_usd,
+        tool_calls=settings.budget_max_tool_calls,
+        model_requests=settings.budget_max_model_requests,
+        tokens=settings.budget_max_tokens,
+        cost_usd=settings.budget_max_cost_usd,
         deadline=None if seconds is None else started + seconds,
     )

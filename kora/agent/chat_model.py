@@ -38,7 +38,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from pydantic import JsonValue
 from pydantic_ai import RunContext
@@ -90,6 +90,31 @@ def finish_reason(value: str | None) -> FinishReason | None:
     return FINISH_REASONS.get(value) if value else None
 
 
+class ModelAPISettings(Protocol):
+    """The settings :meth:`KoraChatModel.of` reads, by their agent setting names (``MODEL_API_URL``, ...): the
+    agent's settings object satisfies it and is passed whole."""
+
+    @property
+    def model_api_url(self) -> str:
+        """The ModelAPI's base URL, e.g. ``http://host:port/v1``."""
+
+    @property
+    def model_api_key(self) -> str:
+        """The API key sent to it."""
+
+    @property
+    def model_name(self) -> str:
+        """The model name sent to it."""
+
+    @property
+    def model_timeout_seconds(self) -> float:
+        """Seconds to connect and between reads of an answer."""
+
+    @property
+    def model_max_retries(self) -> int:
+        """Retries of a request after the first attempt."""
+
+
 class KoraChatModel(Model):
     """pydantic-ai model of one ModelAPI: ``base_url`` (``MODEL_API_URL``, e.g. ``http://host:port/v1``),
     ``api_key``, ``name`` (``MODEL_NAME``); ``timeout`` in seconds per read, ``max_retries`` after the first
@@ -116,6 +141,18 @@ class KoraChatModel(Model):
         self._base_url = base_url
         self._prepared: tuple[ModelRequestParameters, ModelRequestParameters] | None = None
         self.observer = observer or ModelRequests(name, base_url)
+
+    @classmethod
+    def of(cls, settings: ModelAPISettings, observer: ModelRequests | None = None) -> KoraChatModel:
+        """The model ``settings`` name, its requests observed by ``observer``."""
+        return cls(
+            settings.model_api_url,
+            settings.model_api_key,
+            settings.model_name,
+            timeout=settings.model_timeout_seconds,
+            max_retries=settings.model_max_retries,
+            observer=observer,
+        )
 
     @property
     def model_name(self) -> str:

@@ -31,7 +31,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from a2a.client import (
@@ -105,13 +105,30 @@ def delegation_tool_name(agent: str) -> str:
     return f"{DELEGATION_TOOL_PREFIX}{agent}"
 
 
-class Delegation:
-    """Delegation tools for ``sub_agents`` (``{name: base_url}``); ``timeout`` in seconds per delegated task."""
+class DelegationSettings(Protocol):
+    """The settings :class:`Delegation` reads, by their agent setting names: the agent's settings object satisfies
+    it and is passed whole."""
 
-    def __init__(self, agent_name: str, sub_agents: dict[str, str], timeout: float, http: httpx.AsyncClient) -> None:
-        self._agent_name = agent_name
-        self._sub_agents = dict(sub_agents)
-        self._timeout = timeout
+    @property
+    def agent_name(self) -> str:
+        """The delegating agent's name (``AGENT_NAME``)."""
+
+    @property
+    def sub_agent_urls(self) -> dict[str, str]:
+        """``{name: base_url}`` of the agents it may delegate to (``AGENT_SUB_AGENTS`` and the peer agents)."""
+
+    @property
+    def delegation_timeout_seconds(self) -> float:
+        """Seconds per delegated task (``DELEGATION_TIMEOUT_SECONDS``)."""
+
+
+class Delegation:
+    """Delegation tools for the sub-agents ``settings`` name, their requests made with ``http``."""
+
+    def __init__(self, settings: DelegationSettings, http: httpx.AsyncClient) -> None:
+        self._agent_name = settings.agent_name
+        self._sub_agents = dict(settings.sub_agent_urls)
+        self._timeout = settings.delegation_timeout_seconds
         self._http = http
         # name -> the peer's A2A client, or None when it has no card (then its chat endpoint is used); learnt from
         # its card, read at start (learn_cards) or on the first delegation to it.

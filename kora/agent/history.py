@@ -60,12 +60,12 @@ from kora.core.events import (
     new_event,
 )
 from kora.core.protocol import DELEGATION_TASK_ARG, DELEGATION_TOOL_PREFIX
-from kora.memory.base import TurnContext
-from kora.memory.replay import (
+from kora.memory import (
     PROMPT_EVENTS,
     Prompt,
     Request,
     Response,
+    TurnContext,
     as_text,
     replay_messages,
 )

@@ -165,9 +165,7 @@ class AgenticLoop:
         self._http = httpx.AsyncClient(
             timeout=settings.delegation_timeout_seconds, limits=httpx.Limits(keepalive_expiry=POOL_KEEPALIVE_SECONDS)
         )
-        self.delegation = Delegation(
-            settings.agent_name, settings.sub_agent_urls, settings.delegation_timeout_seconds, self._http
-        )
+        self.delegation = Delegation(settings, self._http)
         self.approval = ApprovalPolicy.from_setting(settings.tool_approval_required)
         static: list[AbstractToolset[TurnDeps]] = []
         agent_toolsets: list[AbstractToolset[TurnDeps]] = []

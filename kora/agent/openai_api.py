@@ -34,7 +34,7 @@ from kora.core.errors import InvalidJSON, RequestError
 from kora.core.events import utc_now
 from kora.core.openai_wire import chat_request as wire
 from kora.core.text import UNSTORABLE_MESSAGE, unstorable_location
-from kora.memory.replay import Prompt, Request, Response, ResponseToolCall, ToolReturn
+from kora.memory import Prompt, Request, Response, ResponseToolCall, ToolReturn
 
 #: Request field -> the pydantic-ai ``ModelSettings`` key it is sent as.
 SETTINGS_FIELDS: Final[Mapping[str, str]] = {

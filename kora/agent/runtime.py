@@ -85,9 +85,7 @@ from kora.core.errors import (
     Unavailable,
 )
 from kora.core.events import EventType, MemoryEvent, tool_call_id
-from kora.memory import Memory
-from kora.memory.base import MEMORY_UNAVAILABLE, SESSION_FORBIDDEN
-from kora.memory.replay import Prompt, Request
+from kora.memory import MEMORY_UNAVAILABLE, SESSION_FORBIDDEN, Memory, Prompt, Request
 
 log = logging.getLogger("kora.agent")
 
@@ -154,21 +152,11 @@ class AgentRuntime:
         tracing = tracing or AgentTracing.from_env(settings.agent_name, settings.model_name)
         self.tracing = replace(tracing, trace_memory=memory.remote)
         observe_memory(memory, settings.agent_name)
-        self.model = KoraChatModel(
-            settings.model_api_url,
-            settings.model_api_key,
-            settings.model_name,
-            timeout=settings.model_timeout_seconds,
-            max_retries=settings.model_max_retries,
-            observer=self.tracing.model_requests(settings.model_api_url),
-        )
+        self.model = KoraChatModel.of(settings, self.tracing.model_requests(settings.model_api_url))
         self.loop = AgenticLoop(settings, memory, self.model, self.tracing)
         self.recorder = TurnRecorder(memory, self.loop.delegation.tool_agents, self.tracing)
         self._direct = settings.agent_direct_first_request
-        input_price, output_price = settings.model_price_input_per_million, settings.model_price_output_per_million
-        self._prices = (
-            Prices(input_price, output_price) if input_price is not None and output_price is not None else None
-        )
+        self._prices = Prices.of(settings)
         self._locks = SessionLocks()
         self.approvals = ApprovalStore()
         #: How a paused turn that waits in an A2A task goes on in it once decided (set by the A2A server): given
@@ -445,21 +433,13 @@ class AgentRuntime:
         agent gave (:attr:`~kora.agent.turn.TurnRequest.budget`), priced at the model's prices when known. For a
         paused turn that resumes (``resume``), what is left of the budget it paused with: its spend so far is
         charged to the new one, and its time budget goes on from what was left when it paused."""
-        settings = self.settings
         started = time.time()
         carried = resume.budget if resume is not None else None
         if carried is not None:
             left = carried.seconds_left
             limits = replace(carried.limits, deadline=None if left is None else started + left)
             return TurnBudget(limits, self._prices, started, charged=carried.spent)
-        limits = own_limits(
-            settings.budget_max_tool_calls,
-            settings.budget_max_model_requests,
-            settings.budget_max_tokens,
-            settings.budget_max_seconds,
-            settings.budget_max_cost_usd,
-            started,
-        )
+        limits = own_limits(self.settings, started)
         return TurnBudget(limits.tighter(turn.budget), self._prices, started)
 
     async def _opened(

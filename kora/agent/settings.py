@@ -22,7 +22,7 @@ from kora.core import env as envnames
 from kora.core import protocol
 from kora.core.env import DEFAULT_MAX_REQUEST_BYTES, MIN_MAX_REQUEST_BYTES
 from kora.core.net import is_http_url, is_postgres_url
-from kora.core.serving.settings import load_settings
+from kora.core.serving import load_settings
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 #: Scopes an agent may read, narrowest first: this session < this agent's memories of the user (across

@@ -20,8 +20,7 @@ from kora.agent.settings import AgentSettings
 from kora.core.errors import Unavailable
 from kora.core.imports import import_without
 from kora.core.serving import Lifecycle, Readiness, StartupText
-from kora.memory import Memory
-from kora.memory.base import MEMORY_UNAVAILABLE
+from kora.memory import MEMORY_UNAVAILABLE, Memory
 
 if TYPE_CHECKING:
     from kora.agent.runtime import AgentRuntime

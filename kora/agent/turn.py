@@ -15,7 +15,7 @@ from pydantic import JsonValue
 
 from kora.agent.budget import Limits, Spend, TurnBudget
 from kora.core.events import utc_now
-from kora.memory.replay import Request, Response, ToolReturn
+from kora.memory import Request, Response, ToolReturn
 
 if TYPE_CHECKING:
     from kora.agent.approval_calls import PendingApproval

@@ -48,7 +48,7 @@ from kora.core.errors import SourceError
 from kora.core.protocol import child_session_id
 from kora.core.serving import Readiness, Status, probe_routes
 from kora.core.trace_links import fill_trace_url
-from kora.resources.models import Kind
+from kora.resources import Kind
 
 HERE = Path(__file__).parent
 #: Navigation: (path, label).

@@ -26,13 +26,21 @@ from pydantic import ValidationError
 
 from kora.console.sources import ConsoleCondition, ConsoleResource, Sources
 from kora.core.errors import SourceError
-from kora.local.state import Link
+from kora.local import Link
 from kora.operator.credentials import load_kube_config
 from kora.operator.kube import KORA_RESOURCES
-from kora.resources.graph import ResourceRef, links_of
-from kora.resources.models import API_VERSION, RESOURCE_CLASSES, Kind
-from kora.resources.urls import ClusterDNS, route_path, service_name
-from kora.resources.wiring import ADMIN_TOKEN_KEY, credentials_secret
+from kora.resources import (
+    ADMIN_TOKEN_KEY,
+    API_VERSION,
+    RESOURCE_CLASSES,
+    ClusterDNS,
+    Kind,
+    ResourceRef,
+    credentials_secret,
+    links_of,
+    route_path,
+    service_name,
+)
 
 __all__ = ["ClusterSources", "load_kube_config", "resource_of"]
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kora.console.sources import ConsoleResource
-from kora.resources.models import Kind
+from kora.resources import Kind
 
 #: A node's width and height, the gap between columns and between the nodes of a column, the margin.
 NODE_WIDTH, NODE_HEIGHT, COLUMN_GAP, ROW_GAP, MARGIN = 190, 56, 90, 22, 12

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from kora.core.serving.settings import load_settings
+from kora.core.serving import load_settings
 from kora.core.trace_links import check_trace_url
 
 COMPONENT = "kora console"

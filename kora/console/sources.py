@@ -18,11 +18,8 @@ import httpx
 
 from kora.core.errors import SourceError
 from kora.core.protocol import DELEGATION_TOOL_PREFIX
-from kora.local.credentials import read_credentials
-from kora.local.state import Link, UpState, WorkloadState, read_state
-from kora.resources.graph import ResourceRef
-from kora.resources.models import Kind
-from kora.resources.wiring import ADMIN_TOKEN_KEY, credentials_secret
+from kora.local import Link, UpState, WorkloadState, read_credentials, read_state
+from kora.resources import ADMIN_TOKEN_KEY, Kind, ResourceRef, credentials_secret
 
 #: Seconds to wait for an agent or a memory store.
 BACKEND_TIMEOUT_SECONDS = 10.0

@@ -35,7 +35,7 @@ from kora.core.openai_wire import error_body, model_list_body, openai_error_body
 from kora.core.openai_wire.embeddings import embedding_response_body, parse_embedding_request
 from kora.core.serving import Lifecycle, Readiness, StartupText, probe_routes
 from kora.hosted.embedder import Embeddings
-from kora.resources.hosted_models import HostedModel
+from kora.resources import HostedModel
 
 __all__ = ["Embedder", "create_hosted_app"]
 

@@ -20,7 +20,7 @@ from typing import Annotated
 
 from kora.core.command import run_command, serve_until_stopped
 from kora.hosted.settings import COMPONENT, HostedSettings, load_hosted_settings
-from kora.resources.hosted_models import HostedModel, missing_extra_message, model_path_problem, resolve_hosted_model
+from kora.resources import HostedModel, missing_extra_message, model_path_problem, resolve_hosted_model
 
 __all__ = ["cli"]
 

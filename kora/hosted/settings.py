@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from kora.core import env as names
-from kora.core.serving.settings import load_settings, request_limit_field
+from kora.core.serving import load_settings, request_limit_field
 
 __all__ = ["COMPONENT", "ENV_PREFIX", "HostedSettings", "load_hosted_settings"]
 

@@ -6,4 +6,17 @@
 - :mod:`kora.local.state`: the state file shared by ``kora up`` and the other commands.
 - :mod:`kora.local.cli`: the commands: ``kora up``, ``kora status``, ``kora logs``, ``kora down``, ``kora chat``,
   ``kora token``.
+
+Other packages (the console) import from this package's face, never from its modules.
 """
+
+from kora.local.credentials import read_credentials
+from kora.local.state import Link, UpState, WorkloadState, read_state
+
+__all__ = [
+    "Link",
+    "UpState",
+    "WorkloadState",
+    "read_credentials",
+    "read_state",
+]

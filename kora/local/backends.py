@@ -17,9 +17,7 @@ from collections.abc import Callable, Mapping
 import httpx
 
 from kora.local.state import WorkloadState
-from kora.resources import ModelAPI, ResourceGraph, ResourceRef
-from kora.resources.graph import ref_of
-from kora.resources.models import ModelAPIMode
+from kora.resources import ModelAPI, ModelAPIMode, ResourceGraph, ResourceRef, ref_of
 
 __all__ = ["CHECK_INTERVAL", "BackendWatch", "proxy_backends", "unreachable_note"]
 

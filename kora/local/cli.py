@@ -24,9 +24,7 @@ import typer
 from kora.core.command import run_command
 from kora.local.credentials import read_credentials
 from kora.local.state import Located, UpState, WorkloadState, locate, process_alive, read_state, render_table
-from kora.resources.graph import ResourceRef
-from kora.resources.models import Kind
-from kora.resources.wiring import ADMIN_TOKEN_KEY, credentials_secret
+from kora.resources import ADMIN_TOKEN_KEY, Kind, ResourceRef, credentials_secret
 
 __all__ = ["chat_cli", "down_cli", "logs_cli", "status_cli", "token_cli", "up_cli"]
 

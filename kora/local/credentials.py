@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from kora.core.tokens import new_token
-from kora.resources.wiring import WorkloadPlan
+from kora.resources import WorkloadPlan
 
 #: The file under the state directory.
 CREDENTIALS_FILE = "credentials.json"

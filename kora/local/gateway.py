@@ -39,8 +39,7 @@ from kora.core.limits import RequestLimits, jsonrpc_refusal, openai_refusal
 from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.core.openai_wire import openai_error_body
 from kora.proxy.forward import HTTP_ERROR_HANDLERS, error_response, forward, raw_path
-from kora.resources import WorkloadPlan
-from kora.resources.urls import route_path
+from kora.resources import WorkloadPlan, route_path
 
 __all__ = ["GatewayRoute", "create_gateway_app", "gateway_body_limit", "match_route", "routes_from_plans"]
 

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from kora.resources.graph import ResourceGraph, secret_refs_of
+from kora.resources import ResourceGraph, secret_refs_of
 
 __all__ = ["SECRET_ENV_FORMAT", "SecretSource", "parse_secret_env"]
 

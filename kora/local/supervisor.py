@@ -51,9 +51,7 @@ from kora.core.env import MODEL_HOSTED_MODEL, MODEL_HOSTED_MODEL_PATH
 from kora.core.text import last_line
 from kora.local.orphans import die_with_parent, workload_mark
 from kora.local.state import FAILED, PENDING, READY, WAITING, UpState, WorkloadState
-from kora.resources import ResourceRef, WorkloadPlan
-from kora.resources.hosted_models import hosted_problem
-from kora.resources.models import Kind
+from kora.resources import Kind, ResourceRef, WorkloadPlan, hosted_problem
 
 __all__ = [
     "BACKOFF_RESET_SECONDS",

@@ -73,18 +73,18 @@ from kora.resources import (
     Loopback,
     ManifestError,
     ModelAPI,
+    ModelAPIMode,
+    Probes,
     ResourceGraph,
     ResourceRef,
     SecretKeyRef,
     WorkloadPlan,
+    links_of,
     load_path,
     plan_workloads,
+    resolve_hosted_model,
+    route_path,
 )
-from kora.resources.graph import links_of
-from kora.resources.hosted_models import resolve_hosted_model
-from kora.resources.models import ModelAPIMode
-from kora.resources.urls import route_path
-from kora.resources.wiring import Probes
 
 __all__ = ["MEMORY_DIR", "describe", "plan_local", "up"]
 

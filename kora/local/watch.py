@@ -22,8 +22,7 @@ from pathlib import Path
 
 from watchfiles import Change, awatch
 
-from kora.resources import ResourceRef, WorkloadPlan
-from kora.resources.loader import MANIFEST_SUFFIXES
+from kora.resources import MANIFEST_SUFFIXES, ResourceRef, WorkloadPlan
 
 __all__ = ["ManifestWatch", "PlanDiff", "diff_plans"]
 

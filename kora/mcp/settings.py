@@ -21,7 +21,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kora.core.env import DEFAULT_MAX_REQUEST_BYTES
-from kora.core.serving.settings import load_settings, request_limit_field
+from kora.core.serving import load_settings, request_limit_field
 from kora.core.settings_errors import SettingsError
 from kora.mcp.origin import DEFAULT_ALLOWED_ORIGINS, parse_allowed_origins
 

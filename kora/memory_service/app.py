@@ -66,9 +66,8 @@ from pydantic import BaseModel
 from kora.core.errors import RequestError, Unavailable
 from kora.core.events import EventType
 from kora.core.limits import RequestLimits
-from kora.core.serving import add_probe_routes
-from kora.core.serving.errors import error_response, install_error_handlers
-from kora.memory.base import SessionInfo
+from kora.core.serving import add_probe_routes, error_response, install_error_handlers
+from kora.memory import SessionInfo
 from kora.memory.wire import (
     MAX_LIMIT,
     ContextRequest,

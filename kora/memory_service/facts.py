@@ -32,7 +32,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, JsonValue
 
-from kora.memory.text import query_terms, words
+from kora.memory import query_terms, words
 from kora.memory.wire import Fact
 from kora.memory_service import vectors
 from kora.memory_service.corrections import correction

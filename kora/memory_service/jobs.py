@@ -46,7 +46,7 @@ from pydantic import AfterValidator, BaseModel, Field, JsonValue
 
 from kora.core.errors import InvalidAnswer, JobFailed, JobRetry, ModelUnreachable
 from kora.core.events import EventType, MemoryEvent
-from kora.memory.text import event_text
+from kora.memory import event_text
 from kora.memory.wire import MAX_TEXT_CHARS, check_storable_json, strip_unstorable
 from kora.memory_service import facts, schema, store
 from kora.memory_service.database import Conn, Database

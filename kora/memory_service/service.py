@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager
 
 from kora.core.errors import NotFound, RequestError
 from kora.core.events import EventType
-from kora.memory.base import SessionInfo, new_session_id
+from kora.memory import SessionInfo, new_session_id
 from kora.memory.wire import (
     ContextRequest,
     ErasureList,

@@ -20,7 +20,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kora.core.env import DEFAULT_MAX_LARGE_REQUEST_BYTES
 from kora.core.net import is_http_url
-from kora.core.serving.settings import load_settings, request_limit_field
+from kora.core.serving import load_settings, request_limit_field
 
 COMPONENT = "kora memory"
 ENV_PREFIX = "MEMORY_SERVICE_"

@@ -22,8 +22,7 @@ from psycopg.types.json import Jsonb
 
 from kora.core.errors import NotFound
 from kora.core.events import EventType, MemoryEvent
-from kora.memory.base import SessionInfo, check_owner
-from kora.memory.text import event_text
+from kora.memory import SessionInfo, check_owner, event_text
 from kora.memory.wire import EventList, Removed
 from kora.memory_service.database import Conn
 from kora.memory_service.settings import MemoryServiceSettings

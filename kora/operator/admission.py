@@ -30,9 +30,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from kora.resources.graph import ResourceRef, references_of
-from kora.resources.loader import resource_problems
-from kora.resources.models import RESOURCE_CLASSES
+from kora.resources import RESOURCE_CLASSES, ResourceRef, references_of, resource_problems
 
 #: Name of the ValidatingWebhookConfiguration kopf keeps up to date.
 WEBHOOK_CONFIGURATION: Final = "kora.dev"

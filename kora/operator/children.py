@@ -54,18 +54,23 @@ from pydantic import JsonValue
 
 from kora.core.tokens import new_token
 from kora.operator.settings import OperatorSettings
-from kora.resources.hosted_models import resolve_hosted_model
-from kora.resources.models import (
+from kora.resources import (
     API_VERSION,
+    DEFAULT_PORT,
     MAX_DURATION_SECONDS,
     Agent,
     AnyResource,
+    EnvEntry,
     MemoryStore,
     ModelAPI,
+    Probes,
+    WorkloadPlan,
     format_duration,
+    plan_workload,
+    resolve_hosted_model,
+    route_path,
+    task_store_problem,
 )
-from kora.resources.urls import DEFAULT_PORT, route_path
-from kora.resources.wiring import EnvEntry, Probes, WorkloadPlan, plan_workload, task_store_problem
 
 __all__ = [
     "CHILD_KINDS",

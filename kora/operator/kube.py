@@ -24,8 +24,8 @@ from lightkube.types import PatchType
 
 from kora.operator.children import ChildRef
 from kora.operator.status import JsonObject
+from kora.resources import GROUP, RESOURCE_CLASSES, VERSION
 from kora.resources.crd import plural
-from kora.resources.models import GROUP, RESOURCE_CLASSES, VERSION
 
 #: Field manager of every write the operator makes (``kubectl get -o yaml --show-managed-fields`` shows it).
 FIELD_MANAGER: Final = "kora-operator"

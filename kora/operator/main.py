@@ -30,9 +30,8 @@ from kora.operator.reachability import pod_address
 from kora.operator.reconciler import RESYNC_SECONDS, Reconciler
 from kora.operator.settings import OperatorSettings
 from kora.operator.status import JsonObject, pod_failure
+from kora.resources import GROUP, RESOURCE_CLASSES, VERSION, ResourceRef
 from kora.resources.crd import plural
-from kora.resources.graph import ResourceRef
-from kora.resources.models import GROUP, RESOURCE_CLASSES, VERSION
 
 if TYPE_CHECKING:
     import socket

@@ -64,11 +64,21 @@ from kora.operator.status import (
     parse_status,
     status_body,
 )
-from kora.resources.graph import ResourceRef, dependencies_of, references_of
-from kora.resources.loader import describe_resource_error
-from kora.resources.models import RESOURCE_CLASSES, Agent, AnyResource, Kind, MemoryStore, ModelAPI, Phase
-from kora.resources.urls import service_name
-from kora.resources.wiring import credentials_secret
+from kora.resources import (
+    RESOURCE_CLASSES,
+    Agent,
+    AnyResource,
+    Kind,
+    MemoryStore,
+    ModelAPI,
+    Phase,
+    ResourceRef,
+    credentials_secret,
+    dependencies_of,
+    describe_resource_error,
+    references_of,
+    service_name,
+)
 
 log = logging.getLogger(__name__)
 # The global tracer: a no-op until `kora operator` has set up telemetry with an OTLP endpoint.

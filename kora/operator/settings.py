@@ -32,10 +32,18 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kora.core import env as names
 from kora.core.net import is_http_url
-from kora.core.serving.settings import load_settings
-from kora.resources.models import APPROVAL_PATTERN, AgentBudget, DnsLabel, ToolApproval
-from kora.resources.urls import ClusterDNS, GatewayRouted, UrlStrategy
-from kora.resources.wiring import DEFAULT_ROUTE_TIMEOUTS, RouteTimeouts
+from kora.core.serving import load_settings
+from kora.resources import (
+    APPROVAL_PATTERN,
+    DEFAULT_ROUTE_TIMEOUTS,
+    AgentBudget,
+    ClusterDNS,
+    DnsLabel,
+    GatewayRouted,
+    RouteTimeouts,
+    ToolApproval,
+    UrlStrategy,
+)
 
 __all__ = [
     "COMPONENT",

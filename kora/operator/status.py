@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from kora.core.text import last_line
-from kora.resources.graph import ResourceRef
-from kora.resources.models import (
+from kora.resources import (
     CONDITION_MEMORY_DEGRADED,
     CONDITION_READY,
     Agent,
     AnyResource,
     Condition,
     Phase,
+    ResourceRef,
     ResourceStatus,
 )
 

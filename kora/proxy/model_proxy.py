@@ -29,8 +29,7 @@ from kora.core import env as names
 from kora.core.limits import RequestLimits
 from kora.core.net import POOL_KEEPALIVE_SECONDS, is_http_url
 from kora.core.openai_wire import model_list_body
-from kora.core.serving import Readiness, Status, probe_routes
-from kora.core.serving.settings import load_settings, request_limit_field
+from kora.core.serving import Readiness, Status, load_settings, probe_routes, request_limit_field
 from kora.proxy.forward import HTTP_ERROR_HANDLERS, forward, raw_path
 
 __all__ = ["COMPONENT", "ENV_PREFIX", "ProxySettings", "create_proxy_app", "load_proxy_settings"]

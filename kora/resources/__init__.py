@@ -3,52 +3,131 @@
 Layers, importing only downward: ``models`` (pydantic models of Agent, ModelAPI, MCPServer, MemoryStore)
 <- ``graph`` (:class:`ResourceGraph`, references, dependencies) <- ``loader`` (YAML -> graph,
 :class:`ManifestError`) <- ``urls`` / ``wiring`` (graph -> :class:`WorkloadPlan` per workload) and
-``crd`` (CustomResourceDefinitions generated from the models).
+``crd`` (CustomResourceDefinitions generated from the models); ``hosted_models`` (the models a Hosted ModelAPI
+can serve).
+
+Other packages import from this package's face, never from its modules, except ``crd``: it is also a command
+(``python -m kora.resources.crd``), and a package that imports its own ``__main__`` module makes ``runpy`` warn.
 """
 
-from kora.resources.graph import ResourceGraph, ResourceRef
-from kora.resources.loader import ManifestError, Problem, dependency_order, load_path, load_text
+from kora.resources.graph import (
+    ResourceGraph,
+    ResourceRef,
+    dependencies_of,
+    links_of,
+    ref_of,
+    references_of,
+    secret_refs_of,
+)
+from kora.resources.hosted_models import (
+    HostedModel,
+    hosted_problem,
+    missing_extra_message,
+    model_path_problem,
+    resolve_hosted_model,
+)
+from kora.resources.loader import (
+    MANIFEST_SUFFIXES,
+    ManifestError,
+    describe_resource_error,
+    load_path,
+    load_text,
+    resource_problems,
+)
 from kora.resources.models import (
     API_VERSION,
+    APPROVAL_PATTERN,
+    CONDITION_MEMORY_DEGRADED,
+    CONDITION_READY,
     GROUP,
+    MAX_DURATION_SECONDS,
+    RESOURCE_CLASSES,
     VERSION,
     Agent,
+    AgentBudget,
     AnyResource,
+    Condition,
+    DnsLabel,
     Kind,
-    MCPServer,
     MemoryStore,
     ModelAPI,
+    ModelAPIMode,
     Phase,
+    ResourceStatus,
+    ToolApproval,
+    format_duration,
 )
-from kora.resources.urls import ClusterDNS, GatewayRouted, Loopback, UrlStrategy
-from kora.resources.wiring import EnvEntry, SecretKeyRef, WorkloadPlan, plan_workload, plan_workloads, route_timeout
+from kora.resources.urls import DEFAULT_PORT, ClusterDNS, GatewayRouted, Loopback, UrlStrategy, route_path, service_name
+from kora.resources.wiring import (
+    ADMIN_TOKEN_KEY,
+    DEFAULT_ROUTE_TIMEOUTS,
+    EnvEntry,
+    Probes,
+    RouteTimeouts,
+    SecretKeyRef,
+    WorkloadPlan,
+    credentials_secret,
+    plan_workload,
+    plan_workloads,
+    task_store_problem,
+)
 
 __all__ = [
+    "ADMIN_TOKEN_KEY",
     "API_VERSION",
+    "APPROVAL_PATTERN",
+    "CONDITION_MEMORY_DEGRADED",
+    "CONDITION_READY",
+    "DEFAULT_PORT",
+    "DEFAULT_ROUTE_TIMEOUTS",
     "GROUP",
+    "MANIFEST_SUFFIXES",
+    "MAX_DURATION_SECONDS",
+    "RESOURCE_CLASSES",
     "VERSION",
     "Agent",
+    "AgentBudget",
     "AnyResource",
     "ClusterDNS",
+    "Condition",
+    "DnsLabel",
     "EnvEntry",
     "GatewayRouted",
+    "HostedModel",
     "Kind",
     "Loopback",
-    "MCPServer",
     "ManifestError",
     "MemoryStore",
     "ModelAPI",
+    "ModelAPIMode",
     "Phase",
-    "Problem",
+    "Probes",
     "ResourceGraph",
     "ResourceRef",
+    "ResourceStatus",
+    "RouteTimeouts",
     "SecretKeyRef",
+    "ToolApproval",
     "UrlStrategy",
     "WorkloadPlan",
-    "dependency_order",
+    "credentials_secret",
+    "dependencies_of",
+    "describe_resource_error",
+    "format_duration",
+    "hosted_problem",
+    "links_of",
     "load_path",
     "load_text",
+    "missing_extra_message",
+    "model_path_problem",
     "plan_workload",
     "plan_workloads",
-    "route_timeout",
+    "ref_of",
+    "references_of",
+    "resolve_hosted_model",
+    "resource_problems",
+    "route_path",
+    "secret_refs_of",
+    "service_name",
+    "task_store_problem",
 ]

@@ -69,7 +69,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from kora.core import env as names
-from kora.core.telemetry.config import resource_attributes_value
+from kora.core.telemetry import resource_attributes_value
 from kora.resources.graph import ResourceGraph, ResourceRef, dependencies_of, ref_of
 from kora.resources.loader import ManifestError, Problem, dependency_order
 from kora.resources.models import (

@@ -12,7 +12,8 @@ from starlette.routing import Route
 
 from kora.core.net import free_port
 from kora.scripted import TextReply, ToolCall, ToolCallReply
-from tests.support.agent import RunningAgent, running_agent, wait_until
+from tests.support.agent import RunningAgent, running_agent
+from tests.support.eventually import eventually
 from tests.support.threaded import ThreadedServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("turn_path")]
@@ -157,7 +158,10 @@ async def test_a_peer_whose_task_outlasts_the_delegation_timeout_gives_error_tex
         ) as agent:
             result = await asyncio.to_thread(delegate_and_conclude, model, agent, "slow", "slow")
             assert result["content"] == "Error: agent 'slow' did not answer within 1 s."
-            wait_until(lambda: slow.event_types("slow.parent") == ["task_delegation_received", "agent_response"])
+            eventually(
+                lambda: slow.event_types("slow.parent") == ["task_delegation_received", "agent_response"],
+                "the slow agent's answer stored",
+            )
 
 
 def add(a: int, b: int) -> int:
@@ -183,7 +187,7 @@ async def test_a_delegation_tool_describes_the_peer_by_its_card(model):
                     (tool,) = [t for t in parent.get("/tools").json()["tools"] if t["name"] == "delegate_to_child"]
                     return str(tool["description"])
 
-                wait_until(lambda: described() == expected, within=30, message=f"the description, now {described()!r}")
+                eventually(lambda: described() == expected, f"the description, now {described()!r}", within=30)
                 parent.openai().chat.completions.create(model="a", messages=[{"role": "user", "content": "hi"}])
                 (offered,) = [t for t in model.requests[-1]["tools"] if t["function"]["name"] == "delegate_to_child"]
                 assert offered["function"]["description"] == expected
@@ -209,4 +213,4 @@ async def test_a_peer_that_is_not_up_yet_is_described_once_it_is(model):
 
         assert described() == "Delegate a task to the peer agent 'late' and return its answer."
         with late:
-            wait_until(lambda: "The agent: Comes late." in described(), within=60, message="the late peer described")
+            eventually(lambda: "The agent: Comes late." in described(), "the late peer described", within=60)

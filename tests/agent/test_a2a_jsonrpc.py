@@ -9,18 +9,17 @@ import pytest
 from kora.scripted import TextReply
 from tests.support.a2a import legacy_params, message_params, rpc_body
 from tests.support.agent import running_agent
+from tests.support.eventually import eventually_async
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("turn_path")]
 
 
-async def _poll_until_finished(http: httpx.AsyncClient, task_id: str, within: float = 5.0) -> dict:
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
+async def _poll_until_finished(http: httpx.AsyncClient, task_id: str) -> dict:
+    async def finished() -> dict | None:
         task = (await http.post("/", json=rpc_body("tasks/get", {"id": task_id}))).json()["result"]
-        if task["status"]["state"] in {"completed", "failed", "canceled"}:
-            return task
-        assert asyncio.get_running_loop().time() < deadline, f"task still {task['status']['state']}"
-        await asyncio.sleep(0.02)
+        return task if task["status"]["state"] in {"completed", "failed", "canceled"} else None
+
+    return await eventually_async(finished, f"task {task_id} finished", every=0.02)
 
 
 @pytest.fixture

@@ -27,8 +27,9 @@ from kora.scripted import TextReply, ToolCall, ToolCallReply
 from kora.scripted.model import ScriptedModel
 from kora.scripted.model import create_app as create_model_app
 from tests.support.a2a import decision_message, sdk_client, send, user_message
-from tests.support.agent import OPERATOR, RunningAgent, agent_runtime, mcp_app, running_agent, wait_until
+from tests.support.agent import OPERATOR, RunningAgent, agent_runtime, mcp_app, running_agent
 from tests.support.calc import RAN, add
+from tests.support.eventually import eventually, eventually_async
 from tests.support.processes import clean_env, kora_process, prometheus
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
@@ -166,7 +167,7 @@ async def test_an_approval_left_waiting_expires_into_a_rejection_and_the_turn_go
     async with calc_agent(model, TOOL_APPROVAL_TIMEOUT_SECONDS="0.5") as agent:
         ask(agent, "s")
         [approval] = pending(agent, session_id="s")
-        wait_until(lambda: "agent_response" in agent.event_types("s"), 60, "the expired turn's answer")
+        eventually(lambda: "agent_response" in agent.event_types("s"), "the expired turn's answer", within=60)
         assert RAN == []
         assert tool_messages(model.requests[1]) == [
             "Error: the call was rejected: nobody approved the call within 0.5 seconds"
@@ -266,15 +267,11 @@ async def test_a2a_an_expired_approval_completes_the_task_by_itself(model):
         task = await send(client, user_message("add", context_id="x"))
         assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
 
-        async def finished() -> Task:
-            for _ in range(600):
-                fetched = await client.get_task(GetTaskRequest(id=task.id))
-                if fetched.status.state == TaskState.TASK_STATE_COMPLETED:
-                    return fetched
-                await asyncio.sleep(0.05)
-            raise AssertionError("the expired task did not complete")
+        async def finished() -> Task | None:
+            fetched = await client.get_task(GetTaskRequest(id=task.id))
+            return fetched if fetched.status.state == TaskState.TASK_STATE_COMPLETED else None
 
-        fetched = await finished()
+        fetched = await eventually_async(finished, "the expired task completed")
         assert fetched.artifacts[0].parts[0].text == "Nobody answered."
         assert RAN == []
         with pytest.raises(A2AError):
@@ -445,7 +442,7 @@ async def test_chat_a_decision_after_the_expiry_is_refused(model):
     model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "Nobody answered.")
     async with calc_agent(model, TOOL_APPROVAL_TIMEOUT_SECONDS="0.5") as agent:
         answer = ask(agent, "x")
-        wait_until(lambda: "agent_response" in agent.event_types("x"), 60, "the expired turn's answer")
+        eventually(lambda: "agent_response" in agent.event_types("x"), "the expired turn's answer", within=60)
         with pytest.raises(openai.ConflictError) as late:
             continue_chat(agent, "x", follow_up(answer, {"decision": "approve"}))
         assert "expired" in late.value.message
@@ -563,7 +560,7 @@ def test_metrics_count_approvals_by_status_and_their_wait(turn_path):
                             ).json()["events"]
                             return any(e["event_type"] == "agent_response" for e in events)
 
-                        wait_until(answered, 60, "the expired turn's answer")
+                        eventually(answered, "the expired turn's answer", within=60)
                 return prometheus(url + "/metrics")
 
         def counts(samples: dict[str, list[tuple[dict[str, str], float]]]) -> dict[str, float]:
@@ -676,7 +673,7 @@ async def test_erasing_a_session_or_a_user_forgets_their_waiting_calls(model):
         assert [r.status_code for r in erased] == [200, 200, 200], [r.text for r in erased]
         assert [a["session_id"] for a in waiting_for_operator(agent)] == ["kept"]
 
-        wait_until(lambda: "agent_response" in agent.event_types("kept"), 60, "the kept session's expired turn")
+        eventually(lambda: "agent_response" in agent.event_types("kept"), "the kept session's expired turn", within=60)
         assert len(model.requests) == 5  # four pauses, one resumed turn: the kept one
         for session in ("gone-session", "gone-user", conversation.json()["id"]):
             assert agent.events(session) == []
@@ -717,7 +714,9 @@ async def test_a_turn_queued_behind_one_that_pauses_is_refused_once_it_gets_the_
         try:
             first = asyncio.create_task(runtime.run(TurnRequest("q", "add them")))
             # The first turn holds the session's lock while the model answers.
-            await asyncio.to_thread(wait_until, lambda: bool(model.requests), 60, "the first turn asking the model")
+            await asyncio.to_thread(
+                eventually, lambda: bool(model.requests), "the first turn asking the model", within=60
+            )
             second = asyncio.create_task(runtime.run(TurnRequest("q", "something else")))
             await asyncio.sleep(0)  # its first check ran (nothing waits yet); it now waits for the lock
             assert not second.done()

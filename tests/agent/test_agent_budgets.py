@@ -18,7 +18,8 @@ from kora.scripted import ToolCall, ToolCallReply
 from kora.scripted.model import ScriptedModel
 from kora.scripted.model import create_app as create_model_app
 from tests.support.a2a import message_params, rpc_body
-from tests.support.agent import RunningAgent, agent_settings, mcp_app, running_agent, wait_until
+from tests.support.agent import RunningAgent, agent_settings, mcp_app, running_agent
+from tests.support.eventually import eventually
 from tests.support.processes import clean_env, kora_process, prometheus
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
@@ -190,7 +191,7 @@ async def test_each_budget_kind_ends_a_delegation_loop_across_three_agents(model
     async with servers["a"] as sa, servers["b"] as sb, servers["c"] as sc:
         a, b = RunningAgent(sa, "a"), RunningAgent(sb, "b")
         for agent in (a, b, RunningAgent(sc, "c")):
-            wait_until(lambda agent=agent: agent.get("/ready").status_code == 200, message=f"{agent.name} ready")
+            eventually(lambda agent=agent: agent.get("/ready").status_code == 200, f"{agent.name} ready")
         answer = chat(a, "loop")
         assert answer.choices[0].finish_reason == "length"
         assert answer.choices[0].message.content.startswith(f"budget_exhausted: {budget}")
@@ -217,7 +218,7 @@ async def test_a_delegation_loop_across_three_agents_ends_within_the_first_agent
     async with servers["a"] as sa, servers["b"] as sb, servers["c"] as sc:
         a, b, c = RunningAgent(sa, "a"), RunningAgent(sb, "b"), RunningAgent(sc, "c")
         for agent in (a, b, c):
-            wait_until(lambda agent=agent: agent.get("/ready").status_code == 200, message=f"{agent.name} ready")
+            eventually(lambda agent=agent: agent.get("/ready").status_code == 200, f"{agent.name} ready")
         answer = chat(a, "loop")
         assert answer.choices[0].finish_reason == "length"
         assert answer.choices[0].message.content.startswith("budget_exhausted: model_requests")

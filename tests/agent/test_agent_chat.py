@@ -8,6 +8,7 @@ import pytest
 
 from kora.scripted import ErrorReply, TextReply
 from tests.support.agent import running_agent
+from tests.support.eventually import eventually_async
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("turn_path")]
 
@@ -237,10 +238,9 @@ async def test_a_client_that_goes_away_mid_stream_leaves_the_prompt_and_an_error
                 if '"content":"a"' in line:
                     break
         assert await model.wait_for_aborts(1, within=5.0)
-        wait = 0
-        while agent.event_types("gone") != ["user_message", "error"] and wait < 50:
-            await asyncio.sleep(0.1)
-            wait += 1
+        await eventually_async(
+            lambda: agent.event_types("gone") == ["user_message", "error"], "the aborted turn's events stored"
+        )
         events = agent.events("gone")
         assert [e["event_type"] for e in events] == ["user_message", "error"]
         assert events[1]["content"]["error_type"] == "cancelled"

@@ -20,7 +20,8 @@ import pytest
 from kora.core.net import free_port
 from kora.scripted import ErrorReply, TextReply, ToolCall, ToolCallReply
 from tests.support.a2a import message_params, rpc_body
-from tests.support.agent import RunningAgent, running_agent, wait_until
+from tests.support.agent import RunningAgent, running_agent
+from tests.support.eventually import eventually, eventually_async
 from tests.support.mcp import running_mcp, start_cli, wait_ready, wait_until_ready
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("turn_path")]
@@ -179,21 +180,25 @@ SLOW_TOOL = '''
 import time
 
 
-def slow(seconds: float) -> str:
-    """Sleeps, then answers."""
+def slow(seconds: float, started: str = "") -> str:
+    """Creates the file ``started`` (when named), sleeps, then answers."""
+    if started:
+        open(started, "w").close()
     time.sleep(seconds)
     return "slept"
 '''
 
 
-async def test_a_tool_server_killed_mid_call_gives_a_failed_result_and_comes_back(model):
+async def test_a_tool_server_killed_mid_call_gives_a_failed_result_and_comes_back(model, tmp_path):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     args = ["--host", "127.0.0.1", "--port", str(port)]
     process = start_cli(args, {"MCP_TOOLS_STRING": SLOW_TOOL})
     try:
         wait_ready(base, process)
-        model.enqueue(ToolCallReply([ToolCall("slow", {"seconds": 30})]), TextReply("the tool went away"))
+        started = tmp_path / "started"
+        call = ToolCall("slow", {"seconds": 30, "started": str(started)})
+        model.enqueue(ToolCallReply([call]), TextReply("the tool went away"))
         async with running_agent(model, MCP_SERVERS="t", MCP_SERVER_T_URL=f"{base}/mcp") as agent:
             answers: list[object] = []
 
@@ -206,9 +211,7 @@ async def test_a_tool_server_killed_mid_call_gives_a_failed_result_and_comes_bac
 
             asker = threading.Thread(target=ask)
             asker.start()
-            # The call is in flight once the model has been asked once and the tool_call is not yet answered.
-            wait_until(lambda: len(model.requests) == 1, message="the model asked for the tool")
-            await asyncio.sleep(1.0)
+            await eventually_async(started.exists, "the tool running")  # the call is in flight
             process.send_signal(signal.SIGKILL)
             process.wait(timeout=10)
             await asyncio.to_thread(asker.join, 60)
@@ -222,7 +225,7 @@ async def test_a_tool_server_killed_mid_call_gives_a_failed_result_and_comes_bac
             # Restarted on the same port: the supervisor reconnects and the tool works again.
             process = start_cli(args, {"MCP_TOOLS_STRING": SLOW_TOOL})
             wait_ready(base, process)
-            wait_until(lambda: agent.get("/ready").status_code == 200, within=30, message="reconnected")
+            eventually(lambda: agent.get("/ready").status_code == 200, "reconnected", within=30)
             model.enqueue(ToolCallReply([ToolCall("slow", {"seconds": 0})]), TextReply("done"))
             again = agent.openai().chat.completions.create(
                 model="a", messages=[{"role": "user", "content": "sleep"}], extra_headers={"X-Session-ID": "k2"}

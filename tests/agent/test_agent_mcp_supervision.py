@@ -7,6 +7,7 @@ import pytest
 from kora.agent.mcp_servers import McpServers
 from kora.mcp.app import create_app
 from kora.mcp.settings import load_mcp_settings
+from tests.support.eventually import eventually_async
 from tests.support.threaded import ThreadedServer
 
 pytestmark = pytest.mark.integration
@@ -39,11 +40,7 @@ async def test_a_tool_server_that_goes_away_is_reported_down():
     try:
         assert servers.problems() == []
         await asyncio.to_thread(tools.stop)
-        for _ in range(50):
-            if servers.problems():
-                break
-            await asyncio.sleep(0.1)
-        assert servers.problems()
+        await eventually_async(servers.problems, "a problem reported for the stopped tool server")
         assert servers.toolsets() == []
     finally:
         await servers.close()

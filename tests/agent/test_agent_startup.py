@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -19,6 +18,7 @@ import pytest
 from kora.core.net import free_port
 from kora.scripted.model import ScriptedModel, create_app
 from tests.support.a2a import message_params, rpc_body
+from tests.support.eventually import eventually
 from tests.support.processes import clean_env, kora_process
 from tests.support.threaded import ThreadedServer
 
@@ -158,9 +158,12 @@ def test_a2a_and_chat_requests_made_as_soon_as_health_answers_are_served() -> No
             "/v1/chat/completions", json={"model": "early", "messages": [{"role": "user", "content": "hi"}]}
         )
         assert chat.status_code == 200, chat.text
-        deadline = time.monotonic() + 60
-        while (ready := client.get("/ready")).status_code != 200 and time.monotonic() < deadline:
-            time.sleep(0.05)
+
+        def ready_answer() -> httpx.Response | None:
+            answer = client.get("/ready")
+            return answer if answer.status_code == 200 else None
+
+        ready = eventually(ready_answer, "/ready answering 200")
         assert ready.json() == {"status": "ready"}
 
 

@@ -7,7 +7,8 @@ import pytest
 
 from kora.scripted import TextReply, ToolCall, ToolCallReply
 from tests.support.a2a import message_params, rpc_body
-from tests.support.agent import mcp_app, running_agent, wait_until
+from tests.support.agent import mcp_app, running_agent
+from tests.support.eventually import eventually
 from tests.support.threaded import ThreadedServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("turn_path")]
@@ -91,7 +92,7 @@ async def test_ready_names_an_unreachable_tool_server_and_recovers_when_it_comes
     url = placeholder.root_url
     placeholder.stop()  # the port is now closed: the server is "down"
     async with running_agent(model, wait_ready=False, MCP_SERVERS="calc", MCP_SERVER_CALC_URL=url) as agent:
-        wait_until(lambda: "calc" in str(agent.get("/ready").json().get("reasons")), message="not-ready reason")
+        eventually(lambda: "calc" in str(agent.get("/ready").json().get("reasons")), "not-ready reason")
         response = agent.get("/ready")
         assert response.status_code == 503
         assert "mcp server 'calc'" in response.json()["reasons"][0]
@@ -107,7 +108,7 @@ async def test_ready_names_an_unreachable_tool_server_and_recovers_when_it_comes
         task = asyncio.get_running_loop().run_in_executor(None, lambda: server.run(sockets=[sock]))
         try:
             await asyncio.to_thread(
-                wait_until, lambda: agent.get("/ready").status_code == 200, 20.0, "ready after recovery"
+                eventually, lambda: agent.get("/ready").status_code == 200, "ready after recovery", within=20.0
             )
             assert [t["name"] for t in agent.get("/tools").json()["tools"]] == ["add"]
         finally:

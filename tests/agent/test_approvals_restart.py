@@ -30,6 +30,7 @@ from kora.scripted import ToolCall, ToolCallReply
 from tests.support.a2a import decision_message, sdk_client, send, user_message
 from tests.support.agent import mcp_app
 from tests.support.calc import RAN, add
+from tests.support.eventually import eventually, eventually_async
 from tests.support.memory import fresh_database, start_postgres
 from tests.support.processes import kora_process
 from tests.support.scripted_server import ScriptedModelServer
@@ -67,32 +68,30 @@ def agent(model: ScriptedModelServer, database: str, tools: str, **extra: str) -
         **extra,
     }
     with kora_process(["agent"], env, f"{url}/health") as process:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+
+        def ready() -> bool:
             assert process.poll() is None, "the agent exited before it was ready"
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/ready", timeout=2).status_code == 200:
-                    break
-            time.sleep(0.05)
-        else:
-            raise AssertionError(f"{url} was not ready within 60 s")
+            return httpx.get(f"{url}/ready", timeout=2).status_code == 200
+
+        eventually(ready, f"{url} ready", tolerate=(httpx.HTTPError,))
         yield url, process.pid
 
 
 def kill(pid: int) -> None:
     """SIGKILL the agent and wait until it is gone (its port closed)."""
     os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def gone() -> bool:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
-            return
+            return True
         with contextlib.suppress(ChildProcessError):
             if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                return
-        time.sleep(0.05)
-    raise AssertionError("the killed agent did not exit")
+                return True
+        return False
+
+    eventually(gone, "the killed agent exited")
 
 
 def pending(url: str, user: str) -> list[dict[str, Any]]:
@@ -110,13 +109,12 @@ async def paused_task(url: str, http: httpx.AsyncClient, context_id: str) -> Tas
 
 async def wait_state(url: str, http: httpx.AsyncClient, task: Task, state: int) -> Task:
     client = await sdk_client(url, http=http, version="1.0")
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    async def reached() -> Task | None:
         fetched = await client.get_task(GetTaskRequest(id=task.id))
-        if fetched.status.state == state:
-            return fetched
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"the task did not reach {TaskState.Name(state)}: {fetched.status}")
+        return fetched if fetched.status.state == state else None
+
+    return await eventually_async(reached, f"the task {TaskState.Name(state)}", every=0.1)
 
 
 @pytest.mark.parametrize("decided_by", ["rest", "a2a"])

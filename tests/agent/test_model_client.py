@@ -61,8 +61,8 @@ async def test_a_pooled_connection_is_not_reused_as_the_server_closes_it(model):
     """The scripted model is uvicorn, which closes a connection idle for 5 s. A loaded agent's event loop reads an
     answer late (here: blocked 1.5 s while the answer arrives), so its pool counts idle time from later than the
     server does; and it notices the server's close late too. The next request must not go out on that
-    connection: before the fix (idle connections kept 5 s, as long as the server keeps them) it failed with
-    "Can not write request body" or a disconnect although the model was well."""
+    connection: a pool that keeps idle connections 5 s, as long as the server does, fails here with
+    "Can not write request body" or a disconnect although the model is well."""
     loop = asyncio.get_running_loop()
     client = client_for(model.url)
     try:

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from openai.types.conversations import Conversation, ConversationDeletedResource, ConversationItem, ConversationItemList
 from pydantic import TypeAdapter
 
-from tests.support.agent import RunningAgent, running_agent, served_agent, wait_until
+from tests.support.agent import RunningAgent, running_agent, served_agent
+from tests.support.eventually import eventually
 from tests.support.hostile import any_text, assert_handled, field, hostile_values, render
 from tests.support.memory import ADMIN, memory_service, service_env
 from tests.support.scripted_server import ScriptedModelServer
@@ -399,7 +400,7 @@ async def test_with_the_memory_service_a_conversation_lives_in_the_store(memory_
             created = alice.conversations.create(items=[user("kept in the store")], metadata={"k": "v"})
             empty = alice.conversations.create(metadata={"only": "metadata"})
             bare = alice.conversations.create()
-            wait_until(lambda: len(held(created.id)) == 1, within=30, message="the item in the store")
+            eventually(lambda: len(held(created.id)) == 1, "the item in the store", within=30)
         async with running_agent(model, "helper", **env) as replica:
             alice = replica.openai(default_headers={HEADER: "alice"})
             got = alice.conversations.retrieve(created.id)

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from kora.core.events import MemoryEvent
 from kora.scripted import TextReply
 from tests.support.a2a import legacy_params, message_params, rpc_body, sdk_client, user_message
-from tests.support.agent import OPERATOR, RunningAgent, agent_client, running_agent, wait_until
+from tests.support.agent import OPERATOR, RunningAgent, agent_client, running_agent
+from tests.support.eventually import eventually
 from tests.support.identity import identity_provider
 from tests.support.memory import ADMIN, memory_service, service_env
 from tests.support.scripted_server import ScriptedModelServer
@@ -214,7 +215,7 @@ async def test_an_agent_that_never_saw_the_session_is_refused_by_the_store_and_s
     async with memory_service(service_env(memory_db)) as store:
         async with running_agent(model, APP, MEMORY_STORE_ENDPOINT=store, **env) as first:
             say(first, "alice", "remote-chat", SECRET)
-            wait_until(lambda: len(contents(first, "remote-chat")) == 2, within=30, message="turn in the store")
+            eventually(lambda: len(contents(first, "remote-chat")) == 2, "turn in the store", within=30)
             # On the agent that served her, its local window refuses at once.
             with pytest.raises(openai.PermissionDeniedError) as local:
                 say(first, "bob", "remote-chat", "code?")

@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 from kora.core.text import UNSTORABLE
 from kora.scripted import TextReply
 from tests.support.a2a import message_params, rpc_body
-from tests.support.agent import agent_client, wait_until
+from tests.support.agent import agent_client
+from tests.support.eventually import eventually
 from tests.support.hostile import RAW_TOKENS, Raw, any_text, assert_handled, field, hostile_values, render
 from tests.support.mcp import running_mcp, wait_until_ready
 from tests.support.scripted_server import ScriptedModelServer
@@ -205,7 +206,7 @@ def test_a_notification_is_executed_without_an_answer(agent):
     response = agent.post("/", note)
     assert response.status_code == 204
     assert response.content == b""
-    wait_until(lambda: len(agent.events("note")) == 2, message="the notification's turn stored")
+    eventually(lambda: len(agent.events("note")) == 2, "the notification's turn stored")
     assert [event["event_type"] for event in agent.events("note")] == ["user_message", "agent_response"]
 
 
@@ -213,7 +214,7 @@ def test_a_streaming_notification_runs_as_a_send(agent):
     agent.model.enqueue(TextReply("streamed note"))
     note = {"jsonrpc": "2.0", "method": "message/stream", "params": message_params("go", context_id="note-stream")}
     assert agent.post("/", note).status_code == 204
-    wait_until(lambda: len(agent.events("note-stream")) == 2, message="the streamed notification's turn stored")
+    eventually(lambda: len(agent.events("note-stream")) == 2, "the streamed notification's turn stored")
 
 
 def test_a_null_id_is_a_request_answered_with_a_null_id(agent):

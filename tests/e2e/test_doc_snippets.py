@@ -23,7 +23,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ import pytest
 from kora.core.net import free_port
 from kora.local.state import UpState, read_state
 from tests.support.doc_blocks import REPO, Block, blocks, documentation
+from tests.support.eventually import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -96,16 +96,13 @@ def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Quickstart]
         )
     running = Quickstart(cwd, env, port, process)
     try:
-        deadline = time.monotonic() + 60
-        while True:
+
+        def ready() -> bool:
             assert process.poll() is None, (cwd / "up.out").read_text()
-            try:
-                if all(w.phase == "Ready" for w in running.state().workloads):
-                    break
-            except (FileNotFoundError, ValueError):
-                pass
-            assert time.monotonic() < deadline, (cwd / "up.out").read_text()
-            time.sleep(0.1)
+            return all(w.phase == "Ready" for w in running.state().workloads)
+
+        explain = (cwd / "up.out").read_text
+        eventually(ready, "every workload Ready", every=0.1, tolerate=(FileNotFoundError, ValueError), explain=explain)
         yield running
     finally:
         if process.poll() is None:

@@ -15,7 +15,6 @@ import os
 import random
 import subprocess
 import tarfile
-import time
 import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +27,7 @@ import pytest
 from kora.core.net import free_port
 from kora.operator.children import MEMORY_DATA_ROOT
 from kora.scripted import TextReply
+from tests.support.eventually import eventually
 from tests.support.mcp import mcp_session
 from tests.support.memory import ADMIN, CREDENTIALS
 from tests.support.node import BuiltImage
@@ -178,16 +178,20 @@ def serving(
             in_image(image, args, env, **where), stdout=output, stderr=subprocess.STDOUT, start_new_session=True
         )
     try:
-        deadline = time.monotonic() + within
-        while True:
+
+        def ready() -> bool:
             assert process.poll() is None, log.read_text()
-            try:
-                if httpx.get(ready_url, timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, f"{ready_url} did not answer 200 within {within} s:\n{log.read_text()}"
-            time.sleep(0.1)
+            return httpx.get(ready_url, timeout=5).status_code == 200
+
+        explain = log.read_text
+        eventually(
+            ready,
+            f"{ready_url} answering 200",
+            within=within,
+            every=0.1,
+            tolerate=(httpx.TransportError,),
+            explain=explain,
+        )
         yield process
     finally:
         stop(process)

@@ -24,7 +24,7 @@ from kora.local.orphans import workload_mark
 from kora.local.state import UpState, WorkloadState, process_alive, read_state, write_state
 from kora.local.up import MEMORY_DIR
 from tests.support.access import USER, agent_callers, store_callers, walk_agent_table, walk_store_table
-from tests.support.agent import wait_until
+from tests.support.eventually import eventually
 from tests.support.memory import servers_of
 from tests.support.processes import SLEEPER, abandoned, group_members, process_gone
 
@@ -48,17 +48,20 @@ class Up:
         return read_state(self.state_dir)
 
     def wait(self, predicate, within: float = 60.0, what: str = "condition") -> UpState:
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
+
+        def reached() -> UpState | None:
             assert self.process.poll() is None, f"kora up exited: {self.output()}"
-            try:
-                state = self.state()
-                if predicate(state):
-                    return state
-            except (FileNotFoundError, ValueError):
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}; state: {self.state()}")
+            state = self.state()
+            return state if predicate(state) else None
+
+        return eventually(
+            reached,
+            what,
+            within=within,
+            every=0.1,
+            tolerate=(FileNotFoundError, ValueError),
+            explain=lambda: f"state: {self.state()}",
+        )
 
     def all_ready(self, within: float = 180.0) -> UpState:
         # Generous: an embedded Postgres's first start on a loaded 2-core machine took over a minute.
@@ -325,7 +328,7 @@ def test_the_gateway_sends_nothing_to_an_agent_that_is_not_ready(tmp_path: Path)
             except httpx.TransportError:  # still starting
                 return False
 
-        wait_until(answers_directly, within=60, message="the agent answering directly")
+        eventually(answers_directly, "the agent answering directly", within=60)
         # ... the gateway does not ask it.
         with pytest.raises(openai.APIStatusError) as raised:
             up.agent("assistant").chat.completions.create(**question)
@@ -493,10 +496,9 @@ def test_memory_example_recalls_across_sessions_and_keeps_its_data_across_kora_u
         def facts() -> list[str]:
             return [fact["text"] for fact in httpx.get(f"{store}/v1/facts", headers=admin, timeout=10).json()["facts"]]
 
-        deadline = time.monotonic() + 60
-        while facts() != ["I live in Lisbon."]:
-            assert time.monotonic() < deadline, f"no fact extracted: {facts()}"
-            time.sleep(0.2)
+        eventually(
+            lambda: facts() == ["I live in Lisbon."], "the fact extracted", every=0.2, explain=lambda: str(facts())
+        )
         events = up.events("assistant", session, MEMORY_USER)
         assert [e["event_type"] for e in events] == ["user_message", "agent_response"]
         assert ask_in_a_new_session(up, "Where do I live?", MEMORY_USER).startswith("From my memory: - (")
@@ -513,16 +515,12 @@ def test_memory_example_recalls_across_sessions_and_keeps_its_data_across_kora_u
         again.wait(lambda s: s.pid == again.process.pid, what="this run's state")
         again.all_ready()
         url = f"{again.gateway}/default/memorystore/memory/v1/facts"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                response = httpx.get(url, headers=admin, timeout=10)  # the token is kept across runs
-                if response.status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the store did not come back"
-            time.sleep(0.2)
+
+        def answered() -> httpx.Response | None:
+            response = httpx.get(url, headers=admin, timeout=10)  # the token is kept across runs
+            return response if response.status_code == 200 else None
+
+        response = eventually(answered, "the store back", every=0.2, tolerate=(httpx.HTTPError,))
         assert [fact["text"] for fact in response.json()["facts"]] == ["I live in Lisbon."]
         assert "I live in Lisbon." in ask_in_a_new_session(again, "Where do I live?", MEMORY_USER)
     finally:
@@ -548,7 +546,7 @@ def test_a_memory_store_killed_with_its_postgres_comes_back_with_its_data(tmp_pa
                 return []
             return [fact["text"] for fact in response.json()["facts"]] if response.status_code == 200 else []
 
-        wait_until(lambda: facts() == ["I live in Lisbon."], within=60, message="the fact extracted")
+        eventually(lambda: facts() == ["I live in Lisbon."], "the fact extracted", within=60)
         events = [(e["event_type"], e["content"]) for e in up.events("assistant", session)]
         pgdata = up.state_dir / MEMORY_DIR / "default" / "memory" / "pgdata"
         servers = servers_of(pgdata)
@@ -563,7 +561,7 @@ def test_a_memory_store_killed_with_its_postgres_comes_back_with_its_data(tmp_pa
         up.wait(lambda s: s.workload("memory").restarts >= 1, within=60, what="the store restarted")
         up.all_ready()
         assert up.state().workload("memory").pid not in (None, old.pid)
-        wait_until(lambda: facts() == ["I live in Lisbon."], within=120, message="the fact back after the kill")
+        eventually(lambda: facts() == ["I live in Lisbon."], "the fact back after the kill", within=120)
         assert [(e["event_type"], e["content"]) for e in up.events("assistant", session)] == events
     finally:
         stop(up)
@@ -583,7 +581,7 @@ def test_a_memory_store_killed_at_the_stop_leaves_no_postgres_running(tmp_path: 
     finally:
         stop(up)
     assert up.process.returncode == 0, up.output()
-    wait_until(lambda: not servers_of(pgdata), within=60, message="the embedded Postgres stopped")
+    eventually(lambda: not servers_of(pgdata), "the embedded Postgres stopped", within=60)
 
 
 def test_a_kora_up_killed_with_sigkill_leaves_no_workload_running(quickstart: Up):
@@ -593,10 +591,10 @@ def test_a_kora_up_killed_with_sigkill_leaves_no_workload_running(quickstart: Up
     assert len(pids) == len(state.workloads)
     quickstart.process.kill()
     quickstart.process.wait(timeout=30)
-    wait_until(
+    eventually(
         lambda: all(process_gone(pid) and not group_members(pid) for pid in pids),
+        f"every workload of {pids} (and what it started) gone",
         within=60,
-        message=f"every workload of {pids} (and what it started) gone",
     )
 
 

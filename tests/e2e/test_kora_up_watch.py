@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 
 from kora.local.state import UpState, process_alive
 from tests.e2e.test_kora_up import Up, group_alive, kora, start_up, stop
+from tests.support.eventually import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -78,11 +78,12 @@ def reloads(up: Up) -> int:
 
 def wait_reload(up: Up, seen: int) -> None:
     """Wait until kora up has handled one more change of the files than ``seen``."""
-    deadline = time.monotonic() + 30
-    while reloads(up) <= seen:
+
+    def reloaded() -> bool:
         assert up.process.poll() is None, up.output()
-        assert time.monotonic() < deadline, f"no reload seen: {up.output()}"
-        time.sleep(0.1)
+        return reloads(up) > seen
+
+    eventually(reloaded, "a reload", within=30, every=0.1, explain=up.output)
 
 
 def write_agents(up: Up, folder: Path, text: str, restarted: str, old_pid: int | None) -> UpState:

@@ -4,13 +4,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from kora.core.net import free_port
+from tests.support.eventually import eventually
 from tests.support.processes import HeaderRecorder
 
 pytestmark = pytest.mark.e2e
@@ -89,11 +89,12 @@ def test_quickstart_fails_loudly_when_its_own_kora_up_cannot_start(tmp_path):
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 60
-        while not (state / "state.json").exists():
+
+        def written() -> bool:
             assert other.poll() is None
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+            return (state / "state.json").exists()
+
+        eventually(written, "the other kora up's state file", every=0.1)
         env_same_port = env | {"KORA_QUICKSTART_EXIT": "1", "KORA_STATE_DIR": str(tmp_path / "mine")}
         taken = _quickstart("--port", str(port), env=env_same_port)
         assert taken.returncode == 1, taken.stdout

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -17,6 +16,7 @@ from kora.local.state import FAILED, READY, UpState, WorkloadState
 from kora.local.supervisor import Supervisor
 from kora.local.up import describe, plan_local
 from kora.resources import load_text
+from tests.support.eventually import eventually_async
 
 pytestmark = pytest.mark.integration
 
@@ -54,11 +54,14 @@ async def supervise_until(
     )
     running = asyncio.create_task(supervisor.run())
     try:
-        deadline = time.monotonic() + WITHIN_SECONDS
-        while workload.phase != phase:
+
+        def reached() -> bool:
             assert not running.done(), "the supervisor stopped"
-            assert time.monotonic() < deadline, f"never {phase}: {workload}; log: {log_of(workload)}"
-            await asyncio.sleep(0.05)
+            return workload.phase == phase
+
+        await eventually_async(
+            reached, f"the workload {phase}", within=WITHIN_SECONDS, explain=lambda: f"{workload}; {log_of(workload)}"
+        )
         seen = WorkloadState(**vars(workload))
         if phase == READY:
             async with httpx.AsyncClient() as client:

@@ -16,7 +16,7 @@ import pytest
 
 from kora.local.orphans import die_with_parent, is_workload_of, leftovers, stop_leftovers, workload_mark
 from kora.local.state import UpState, WorkloadState, read_state, write_state
-from tests.support.agent import wait_until
+from tests.support.eventually import eventually
 from tests.support.processes import DEAF_SLEEPER, SLEEPER, abandoned, process_gone, wait_running
 
 pytestmark = pytest.mark.integration
@@ -74,7 +74,7 @@ def test_a_child_gets_sigterm_when_its_parent_is_killed(started: list[int]):
     assert not process_gone(child)
     parent.kill()  # SIGKILL: the parent runs no clean-up code
     parent.wait()
-    wait_until(lambda: process_gone(child), within=30, message=f"child {child} gone after its parent was killed")
+    eventually(lambda: process_gone(child), f"child {child} gone after its parent was killed", within=30)
 
 
 # The race: a child whose parent is already gone when it sets the signal exits instead of running on.
@@ -137,7 +137,7 @@ def test_leftovers_of_a_dead_kora_up_are_stopped_and_said_so(tmp_path: Path, sta
     stopped = stop_leftovers(tmp_path, previous, grace=0.5, err=err)
     assert [w.name for w in stopped] == ["a", "b"]
     # b only by SIGKILL, after the grace period
-    wait_until(lambda: all(process_gone(pid) for pid in pids), within=30, message="leftovers gone")
+    eventually(lambda: all(process_gone(pid) for pid in pids), "leftovers gone", within=30)
     lines = err.getvalue().splitlines()
     assert lines[0].startswith(
         f"kora up: stopping 2 workload(s) left running by a kora up that is gone (pid {previous.pid})"

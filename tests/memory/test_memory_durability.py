@@ -14,7 +14,6 @@ import itertools
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +24,7 @@ import pytest
 
 from kora.core.net import free_port
 from kora.scripted.script import Match, Rule, TextReply
+from tests.support.eventually import eventually_async
 from tests.support.memory import (
     ADMIN,
     CREDENTIALS,
@@ -192,10 +192,7 @@ async def test_local_storage_comes_back_after_a_container_kill_mid_write(tmp_pat
             # The whole container at once, a write in flight: the service, Postgres' postmaster and its backends.
             kill_namespace(containers[0])
             await writer
-        deadline = time.monotonic() + 30
-        while servers_of(pgdata):
-            assert time.monotonic() < deadline, f"Postgres outlived its container: {servers_of(pgdata)}"
-            await asyncio.sleep(0.1)
+        await eventually_async(lambda: not servers_of(pgdata), "Postgres gone with its container", every=0.1)
         # The dead server's lock stays behind, naming a pid that a process of the new container takes.
         stale_pid = int((pgdata / "postmaster.pid").read_text().split()[0])
         containers.append(start_in_pid_namespace(command, env, log, occupy_pid=stale_pid))
@@ -227,10 +224,7 @@ async def test_local_storage_comes_back_after_a_container_kill_during_initdb(tmp
     containers = [start_in_pid_namespace(command, env, log)]
     try:
         # Killed while initdb writes the first data directory (it has begun: PG_VERSION is there).
-        deadline = time.monotonic() + 60
-        while not any(data.glob("*/PG_VERSION")):
-            assert time.monotonic() < deadline, "initdb did not start"
-            await asyncio.sleep(0.01)
+        await eventually_async(lambda: any(data.glob("*/PG_VERSION")), "initdb started", every=0.01)
         kill_namespace(containers[0])
         assert not (data / "pgdata" / "PG_VERSION").exists()  # nothing half-made where the server looks
         containers.append(start_in_pid_namespace(command, env, log))

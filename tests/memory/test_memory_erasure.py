@@ -21,7 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kora.memory.remote import RemoteMemory
-from tests.support.agent import OPERATOR, RunningAgent, agent_client, running_agent, wait_until
+from tests.support.agent import OPERATOR, RunningAgent, agent_client, running_agent
+from tests.support.eventually import eventually
 from tests.support.identity import identity_provider, new_key
 from tests.support.memory import ADMIN, AGENT, MemoryProcess, memory_service, service_env
 from tests.support.scripted_server import ScriptedModelServer
@@ -121,7 +122,7 @@ async def test_an_erasure_reaches_the_store_and_both_replicas_even_once_the_stor
             bobs = _turn(second, "bob", f"I like {BOBS}.")
             fact = {"content": f"Alice's secret is {SECRET}.", "app_name": APP, "user_id": "alice"}
             assert httpx.post(f"{store.url}/v1/facts", json=fact, headers=AGENT, timeout=30).status_code == 200
-            wait_until(lambda: first.get("/memory/events").json()["total"] == 6, within=30, message="turns stored")
+            eventually(lambda: first.get("/memory/events").json()["total"] == 6, "turns stored", within=30)
 
             erased = _delete(first, "/memory/users/alice", OPERATOR)
             assert erased.status_code == 200, erased.text
@@ -164,7 +165,7 @@ async def test_an_erasure_while_the_store_is_down_erases_the_agent_and_never_let
             for _ in range(3):
                 model.enqueue("Noted.")
             alices = _turn(agent, "alice", f"My secret is {SECRET}.")
-            wait_until(lambda: agent.get("/memory/events").json()["total"] == 2, within=30, message="turn stored")
+            eventually(lambda: agent.get("/memory/events").json()["total"] == 2, "turn stored", within=30)
             store.kill()
             _turn(agent, "alice", f"Also {OTHER_SECRET}.", alices)  # queued: the store is down
             assert OTHER_SECRET in _held_by(agent)
@@ -177,7 +178,7 @@ async def test_an_erasure_while_the_store_is_down_erases_the_agent_and_never_let
             assert OTHER_SECRET not in held
 
             store.start()
-            wait_until(lambda: "details" not in agent.get("/ready").json(), within=30, message="store back")
+            eventually(lambda: "details" not in agent.get("/ready").json(), "store back", within=30)
             rows = _everything_in_postgres(memory_db)
             assert OTHER_SECRET not in rows  # the queued write never reached the store
             assert SECRET in rows  # what the store held before stays until the erasure is asked again

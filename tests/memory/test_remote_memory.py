@@ -21,8 +21,9 @@ from kora.memory.remote import RemoteMemory
 from kora.memory.wire import MAX_ID_CHARS
 from kora.scripted.script import Match, Rule, TextReply, ToolCall, ToolCallReply
 from tests.support.a2a import message_params, rpc_body
-from tests.support.agent import RunningAgent, running_agent, wait_until
-from tests.support.memory import ADMIN, AGENT_TOKEN, MemoryProcess, eventually, memory_service, model_env, service_env
+from tests.support.agent import RunningAgent, running_agent
+from tests.support.eventually import eventually, eventually_async
+from tests.support.memory import ADMIN, AGENT_TOKEN, MemoryProcess, memory_service, model_env, service_env
 from tests.support.scripted_server import ScriptedModelServer
 
 pytestmark = pytest.mark.integration
@@ -46,13 +47,13 @@ async def test_turns_are_written_to_the_store_and_facts_recalled_into_later_turn
                 model="m", messages=[{"role": "user", "content": "Hello. I live in Lisbon."}]
             )
             session = first.headers["x-session-id"]
-            wait_until(lambda: len(agent.events(session)) == 2, within=30, message="turn written to the store")
+            eventually(lambda: len(agent.events(session)) == 2, "turn written to the store", within=30)
             assert agent.event_types(session) == ["user_message", "agent_response"]
             sessions = agent.get("/memory/sessions").json()["sessions"]
             assert [s["session_id"] for s in sessions] == [session]
             assert sessions[0]["user_id"] == "default"  # anonymous, listed as with LocalMemory
             # The scripted model's default extraction keeps the user's first-person sentences.
-            wait_until(lambda: _facts(store) == ["I live in Lisbon."], within=30, message="fact extracted")
+            eventually(lambda: _facts(store) == ["I live in Lisbon."], "fact extracted", within=30)
             extraction = [r for r in model.requests if "response_format" in r]
             assert extraction[0]["response_format"]["json_schema"]["name"] == "extracted_facts"
 
@@ -157,9 +158,7 @@ async def test_a_search_repeated_five_times_returns_the_same_facts_not_its_own_e
                     extra_headers={"X-Session-ID": session},
                 )
                 searched = len(results) + 1
-                wait_until(
-                    lambda n=searched: len(_search_results(agent, session)) == n, within=30, message="search stored"
-                )
+                eventually(lambda n=searched: len(_search_results(agent, session)) == n, "search stored", within=30)
                 results.append(_search_results(agent, session)[-1])
             # The same answer every time: the fact, and none of the earlier searches, their questions, results or the
             # answers that quoted them (which all say "favourite colour" too).
@@ -190,7 +189,7 @@ async def test_soft_mode_keeps_answering_and_replays_writes_when_the_store_retur
                 model="m", messages=[{"role": "user", "content": "first"}]
             )
             session = first.headers["x-session-id"]
-            wait_until(lambda: len(agent.events(session)) == 2, within=30, message="first turn stored")
+            eventually(lambda: len(agent.events(session)) == 2, "first turn stored", within=30)
             store.kill()
             model.enqueue("two")
             second = await client.chat.completions.create(
@@ -204,12 +203,12 @@ async def test_soft_mode_keeps_answering_and_replays_writes_when_the_store_retur
             assert ready.json()["details"]["memory"].startswith("degraded")
             store.start()
             # Replayed without another turn: the store ends up with both turns, in order.
-            wait_until(
+            eventually(
                 lambda: [e["content"] for e in agent.events(session)] == ["first", "one", "second", "two"],
+                "queued writes replayed",
                 within=30,
-                message="queued writes replayed",
             )
-            wait_until(lambda: "details" not in agent.get("/ready").json(), within=30, message="degraded cleared")
+            eventually(lambda: "details" not in agent.get("/ready").json(), "degraded cleared", within=30)
     finally:
         store.kill()
 
@@ -266,7 +265,7 @@ async def test_strict_mode_answers_503_while_the_store_is_down(
                 assert listed.status_code == 200, listed.text
                 assert listed.json().get("tasks", []) == filed, listed.text
             store.start()
-            wait_until(lambda: agent.get("/ready").status_code == 200, within=30, message="ready again")
+            eventually(lambda: agent.get("/ready").status_code == 200, "ready again", within=30)
             model.enqueue("back")
             answer = await agent.async_openai().chat.completions.create(
                 model="m", messages=[{"role": "user", "content": "hi"}]
@@ -329,7 +328,7 @@ async def test_rolling_summary_and_window_leave_no_turn_out(memory_db: str, mode
                 context = await memory.turn_context("s1", "next", 6)
                 return None if jobs or memory._outbox else context
 
-            final = await eventually(folded, "the folds of 20 turns")
+            final = await eventually_async(folded, "the folds of 20 turns")
             k = await covered(final, 20)
             # Folds run once 4 events left the client's 6-event window: at most 3 unfolded events besides it.
             assert k >= 15

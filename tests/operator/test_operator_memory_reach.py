@@ -19,7 +19,8 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 
-from tests.support.agent import running_agent, wait_until
+from tests.support.agent import running_agent
+from tests.support.eventually import eventually
 from tests.support.kube import KubeCluster, exists
 from tests.support.memory import MemoryProcess, service_env
 from tests.support.operator import phase_is, resource_status, running_operator, wait_for
@@ -86,10 +87,8 @@ async def test_memory_degraded_is_set_and_cleared_from_what_the_agent_reaches(
                         model="m", messages=[{"role": "user", "content": "hello"}]
                     )
                     assert answer.choices[0].message.content == "still here"
-                    wait_until(
-                        lambda: "memory" in agent.get("/ready").json().get("details", {}),
-                        within=30,
-                        message="agent degraded",
+                    eventually(
+                        lambda: "memory" in agent.get("/ready").json().get("details", {}), "agent degraded", within=30
                     )
                     degraded = wait_for(
                         "MemoryDegraded from the agent",

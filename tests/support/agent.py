@@ -92,7 +92,7 @@ async def running_agent(
     async with ThreadedServer(create_app(settings, memory), name=f"agent-{name}", lifespan="on") as server:
         agent = RunningAgent(server, name)
         if wait_ready:
-            wait_until(lambda: agent.get("/ready").status_code == 200, message=f"agent {name} ready")
+            eventually(lambda: agent.get("/ready").status_code == 200, f"agent {name} ready")
         yield agent
 
 
@@ -111,7 +111,7 @@ def served_agent(model: ScriptedModelServer, name: str = "agent", **env: str) ->
     settings = agent_settings(model, name, **env)
     with ThreadedServer(create_app(settings), name=f"agent-{name}", lifespan="on") as server:
         agent = RunningAgent(server, name)
-        wait_until(lambda: agent.get("/ready").status_code == 200, message=f"agent {name} ready")
+        eventually(lambda: agent.get("/ready").status_code == 200, f"agent {name} ready")
         yield agent
 
 

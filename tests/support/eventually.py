@@ -26,11 +26,12 @@ def eventually(
     within: float = WITHIN_SECONDS,
     every: float = 0.05,
     tolerate: tuple[type[BaseException], ...] = (),
+    explain: Callable[[], str] | None = None,
 ) -> T:
     """Call ``check`` every ``every`` seconds until it returns something truthy, and return that.
 
     An exception of a ``tolerate`` type counts as "not yet". Past ``within`` seconds, ``AssertionError`` names
-    ``what`` and the last value or exception.
+    ``what`` and the last value or exception, followed by what ``explain`` returns then (a process's log, say).
     """
     deadline = time.monotonic() + within
     last: object = None
@@ -44,7 +45,7 @@ def eventually(
                 return value
             last = value
         if time.monotonic() >= deadline:
-            raise AssertionError(f"{what}: not seen within {within:g} s (last: {last!r})")
+            raise AssertionError(_expired(what, within, last, explain))
         time.sleep(every)
 
 
@@ -55,6 +56,7 @@ async def eventually_async(
     within: float = WITHIN_SECONDS,
     every: float = 0.05,
     tolerate: tuple[type[BaseException], ...] = (),
+    explain: Callable[[], str] | None = None,
 ) -> T:
     """:func:`eventually` inside an event loop: ``check`` may be a coroutine function or a plain one, and the
     loop sleeps with :func:`asyncio.sleep` so the awaited work runs meanwhile."""
@@ -71,5 +73,11 @@ async def eventually_async(
                 return value
             last = value
         if time.monotonic() >= deadline:
-            raise AssertionError(f"{what}: not seen within {within:g} s (last: {last!r})")
+            raise AssertionError(_expired(what, within, last, explain))
         await asyncio.sleep(every)
+
+
+def _expired(what: str, within: float, last: object, explain: Callable[[], str] | None) -> str:
+    """The message of a wait that ran out."""
+    message = f"{what}: not seen within {within:g} s (last: {last!r})"
+    return f"{message}\n{explain()}" if explain is not None else message

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,7 +16,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from kora.mcp.app import create_app
 from kora.mcp.settings import load_mcp_settings
-from tests.support.agent import wait_until
+from tests.support.eventually import eventually
 from tests.support.threaded import ThreadedServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +30,9 @@ def running_mcp(environ: Mapping[str, str]) -> ThreadedServer:
 
 def wait_until_ready(base_url: str, timeout: float = 60) -> None:
     """Poll ``/ready`` until it answers 200 (every tool worker runs); ``AssertionError`` after ``timeout`` s."""
-    wait_until(lambda: httpx.get(f"{base_url}/ready", timeout=5).status_code == 200, timeout, f"{base_url} ready")
+    eventually(
+        lambda: httpx.get(f"{base_url}/ready", timeout=5).status_code == 200, f"{base_url} ready", within=timeout
+    )
 
 
 @asynccontextmanager
@@ -67,17 +68,14 @@ def run_cli(args: list[str], env: Mapping[str, str], timeout: float = 60) -> sub
 
 
 def wait_ready(base_url: str, process: subprocess.Popen[str], timeout: float = 30) -> None:
-    """Poll ``/ready`` until it answers 200; fail early if the process exits."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """Poll ``/ready`` until it answers 200; ``AssertionError`` at once if the process exits, or after ``timeout``
+    seconds."""
+
+    def ready() -> bool:
         if process.poll() is not None:
-            raise RuntimeError(
+            raise AssertionError(
                 f"kora mcp exited with {process.returncode}: {process.stderr.read() if process.stderr else ''}"
             )
-        try:
-            if httpx.get(f"{base_url}/ready", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError("kora mcp did not become ready")
+        return httpx.get(f"{base_url}/ready", timeout=1).status_code == 200
+
+    eventually(ready, "kora mcp answering /ready", within=timeout, every=0.1, tolerate=(httpx.HTTPError,))

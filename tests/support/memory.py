@@ -14,7 +14,6 @@ import contextlib
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
@@ -27,6 +26,7 @@ import psycopg
 
 from kora.memory_service.app import create_app
 from kora.memory_service.settings import load_memory_service_settings
+from tests.support.eventually import eventually as eventually_sync
 from tests.support.eventually import eventually_async
 from tests.support.threaded import ThreadedServer
 
@@ -105,19 +105,14 @@ def service_env(database_url: str, **extra: str) -> dict[str, str]:
 
 
 def wait_until_ready(base_url: str, timeout: float = 60.0) -> httpx.Response:
-    """Poll ``/ready`` until it answers 200 (returns that answer); raises ``TimeoutError`` with the last answer."""
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
-        try:
-            response = httpx.get(f"{base_url}/ready", timeout=5.0)
-            if response.status_code == 200:
-                return response
-            last = response.text
-        except httpx.HTTPError as error:
-            last = repr(error)
-        time.sleep(0.1)
-    raise TimeoutError(f"{base_url} not ready after {timeout} s: {last}")
+    """Poll ``/ready`` until it answers 200 (returns that answer); ``AssertionError`` with the last answer after
+    ``timeout`` seconds."""
+
+    def ready() -> httpx.Response | None:
+        response = httpx.get(f"{base_url}/ready", timeout=5.0).raise_for_status()  # a 503 is the last answer seen
+        return response if response.status_code == 200 else None
+
+    return eventually_sync(ready, f"{base_url} ready", within=timeout, every=0.1, tolerate=(httpx.HTTPError,))
 
 
 @asynccontextmanager

@@ -10,7 +10,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -104,18 +103,20 @@ def launch_operator(
             command, env={**environment, "PYTHONPATH": str(REPO)}, stdout=sink, stderr=subprocess.STDOUT, cwd=REPO
         )
     running = OperatorProcess(process, log, liveness, metrics)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def alive() -> bool:
         if process.poll() is not None:
             raise AssertionError(f"kora operator exited with {process.returncode}:\n{running.output()}")
-        try:
-            if httpx.get(liveness, timeout=1).status_code == 200:
-                return running
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    running.stop()
-    raise AssertionError(f"kora operator did not answer {liveness} within 60 s:\n{running.output()}")
+        return httpx.get(liveness, timeout=1).status_code == 200
+
+    try:
+        eventually(
+            alive, f"kora operator answering {liveness}", every=0.1, tolerate=(httpx.HTTPError,), explain=running.output
+        )
+    except AssertionError:
+        running.stop()
+        raise
+    return running
 
 
 @contextmanager

@@ -11,12 +11,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.eventually import eventually
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KORA = [sys.executable, "-m", "kora.cli"]
@@ -42,15 +43,13 @@ def clean_env(**env: str) -> dict[str, str]:
 def wait_healthy(url: str, process: subprocess.Popen[bytes], within: float = 60) -> None:
     """Poll ``url`` (a health endpoint) until it answers 200; ``AssertionError`` if the process exits first or
     after ``within`` seconds."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
+
+    def healthy() -> bool:
         if process.poll() is not None:
             raise AssertionError(f"{process.args} exited with {process.returncode} before {url} answered")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url, timeout=0.5).status_code == 200:
-                return
-        time.sleep(0.02)
-    raise AssertionError(f"{url} did not answer 200 within {within} s")
+        return httpx.get(url, timeout=0.5).status_code == 200
+
+    eventually(healthy, f"{url} answering 200", within=within, every=0.02, tolerate=(httpx.HTTPError,))
 
 
 @contextlib.contextmanager
@@ -143,11 +142,7 @@ DEAF_SLEEPER = "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n" 
 
 def wait_running(work_dir: Path, within: float = 60) -> None:
     """Wait until a :data:`SLEEPER` started in ``work_dir`` runs; ``AssertionError`` after ``within`` seconds."""
-    deadline = time.monotonic() + within
-    while not (work_dir / "running").exists():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no program started in {work_dir} ran within {within} s")
-        time.sleep(0.02)
+    eventually((work_dir / "running").exists, f"a program started in {work_dir} running", within=within, every=0.02)
 
 
 #: A parent that starts each child of its JSON argument ([working directory, argv, extra environment] each) in a

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Self
 
 from kora.core.net import bind_socket
+from tests.support.eventually import eventually
 
 if TYPE_CHECKING:
     import uvicorn
@@ -74,13 +74,19 @@ class ThreadedServer:
         self._server = server
         self._thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=self.name, daemon=True)
         self._thread.start()
-        deadline = time.monotonic() + self.startup_timeout
-        while not server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self._server = None
-                sock.close()
-                raise RuntimeError(f"the {self.name} server did not start")
-            time.sleep(0.005)
+        thread = self._thread
+
+        def started() -> bool:
+            if not thread.is_alive():
+                raise RuntimeError(f"the {self.name} server stopped before it started")
+            return server.started
+
+        try:
+            eventually(started, f"the {self.name} server started", within=self.startup_timeout, every=0.005)
+        except (RuntimeError, AssertionError):
+            self._server = None
+            sock.close()
+            raise
         # uvicorn owns ``sock`` now and closes it on shutdown.
 
     def stop(self) -> None:

@@ -60,7 +60,7 @@ from kora.agent.identity import ANONYMOUS, Identity, open_session
 from kora.agent.turn import TurnOutcome, TurnRequest
 from kora.core.errors import ApprovalConflict, KoraError, RequestError
 from kora.core.protocol import DELEGATED_BY_HEADER, DELEGATED_BY_METADATA
-from kora.memory.base import MEMORY_UNAVAILABLE
+from kora.memory import MEMORY_UNAVAILABLE
 
 if TYPE_CHECKING:
     from kora.agent.runtime import AgentRuntime

@@ -65,7 +65,7 @@ from kora.core.errors import (
     VersionNotSupported,
 )
 from kora.core.limits import openai_refusal, replay_body
-from kora.core.serving.errors import challenge
+from kora.core.serving import challenge
 
 if TYPE_CHECKING:
     from kora.agent.a2a.shared import SharedTasks, SharedTaskStore

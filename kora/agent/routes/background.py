@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from kora.agent.responses_api import turn_events
 from kora.agent.turn import TurnRequest
 from kora.core.errors import KoraError, TurnCancelled
-from kora.memory.base import Memory
+from kora.memory import Memory
 
 if TYPE_CHECKING:
     from openai.types.responses import Response

@@ -53,7 +53,7 @@ from kora.core.openai_wire import (
     usage_body,
 )
 from kora.core.protocol import DELEGATED_BY_HEADER, SESSION_HEADER, check_session_id
-from kora.core.serving.errors import error_response
+from kora.core.serving import error_response
 
 if TYPE_CHECKING:
     from kora.agent.runtime import AgentRuntime

@@ -47,7 +47,7 @@ from kora.agent.routes.queries import INCLUDE_PARAMS, PAGE_PARAMS, page, refuse_
 from kora.agent.state import AgentState
 from kora.core.errors import NotFound, RequestError
 from kora.core.protocol import is_session_id
-from kora.memory.base import SessionInfo
+from kora.memory import SessionInfo
 
 
 def add_conversation_routes(router: APIRouter, state: AgentState) -> None:

@@ -75,8 +75,8 @@ from kora.core.errors import KoraError, RequestError, TurnError
 from kora.core.events import MemoryEvent
 from kora.core.imports import DeferredImport
 from kora.core.protocol import SESSION_HEADER
-from kora.core.serving.errors import error_response
-from kora.memory.base import new_session_id
+from kora.core.serving import error_response
+from kora.memory import new_session_id
 
 if TYPE_CHECKING:
     from openai import BaseModel

@@ -14,31 +14,25 @@ Each workload's start::
 
 Everything else uses the global API: ``opentelemetry.trace.get_tracer(__name__)``,
 ``opentelemetry.metrics.get_meter(__name__)``.
+
+Other packages import from this package's face, never from its modules, except :mod:`kora.core.telemetry.routing`
+(a Starlette route that names its span): the face stays free of Starlette, so the resource wiring, which reads
+the telemetry configuration, does not load a web framework.
 """
 
 from __future__ import annotations
 
-from kora.core.telemetry.config import (
-    TelemetryConfig,
-    content_capture_enabled,
-    metrics_export_enabled,
-    read_telemetry_config,
-    tracing_enabled,
-)
-from kora.core.telemetry.http import METRICS_PATH, RequestMetrics, instrument_app, instrument_http_client
-from kora.core.telemetry.setup import Telemetry, current_telemetry, setup_telemetry
+from kora.core.telemetry.config import content_capture_enabled, resource_attributes_value, tracing_enabled
+from kora.core.telemetry.http import METRICS_PATH, instrument_app, instrument_http_client
+from kora.core.telemetry.setup import Telemetry, setup_telemetry
 
 __all__ = [
     "METRICS_PATH",
-    "RequestMetrics",
     "Telemetry",
-    "TelemetryConfig",
     "content_capture_enabled",
-    "current_telemetry",
     "instrument_app",
     "instrument_http_client",
-    "metrics_export_enabled",
-    "read_telemetry_config",
+    "resource_attributes_value",
     "setup_telemetry",
     "tracing_enabled",
 ]
