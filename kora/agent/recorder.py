@@ -122,11 +122,14 @@ def _stamped(
     finish_reason: str | None,
 ) -> list[MemoryEvent]:
     """``events`` with the metadata :class:`~kora.agent.turn.ResponseRecord` describes; the first ``inputs``
-    are the turn's input (metadata ``input: true``)."""
+    are the turn's input (metadata ``input: true``). ``events`` are the ones :meth:`TurnRecorder.record` just built,
+    each with a metadata dict of its own (:func:`~kora.core.events.new_event` copies the one it is given, a copy
+    with an update makes a new one): it is stamped in place, not copied with the event (a copy of each event cost
+    a Responses turn ~25 us more than a chat turn)."""
     last = len(events) - 1
-    stamped = []
     for index, event in enumerate(events):
-        metadata: dict[str, JsonValue] = {**event.metadata, "response_id": response.id}
+        metadata = event.metadata
+        metadata["response_id"] = response.id
         if index < inputs:
             metadata["input"] = True
         if index == 0:
@@ -134,5 +137,4 @@ def _stamped(
         if index == last:
             metadata["usage"] = {"input_tokens": tokens[0], "output_tokens": tokens[1]}
             metadata["finish_reason"] = finish_reason
-        stamped.append(event.model_copy(update={"metadata": metadata}))
-    return stamped
+    return events
