@@ -20,7 +20,7 @@ from pydantic import JsonValue
 from pydantic_ai.messages import ImageUrl, ModelMessage, ModelRequest, UserContent, UserPromptPart
 
 from kora.agent.approvals import APPROVAL_FIELD
-from kora.agent.history import messages_to_events
+from kora.agent.history import messages_to_events, request_event_count
 from kora.agent.telemetry import AgentTracing
 from kora.agent.turn import ResponseRecord, TurnRequest
 from kora.core.errors import KoraError
@@ -88,7 +88,11 @@ class TurnRecorder:
             # The turn's input: the events of its opening, up to its first request (the prompt, or the client's
             # tool results and the calls they answer).
             opening = next((i for i, m in enumerate(messages) if isinstance(m, ModelRequest)), len(messages) - 1)
-            inputs = len(self._events(turn, messages[: opening + 1]))
+            first = messages[0]
+            if opening == 0 and isinstance(first, ModelRequest):  # a turn opened by its prompt: counted, not rebuilt
+                inputs = request_event_count(first)
+            else:
+                inputs = len(self._events(turn, messages[: opening + 1]))
             events = _stamped(events, turn.response, inputs, tokens, finish_reason)
         with self._tracing.memory("write", turn.session_id):
             await self.memory.add_events(turn.session_id, events)
