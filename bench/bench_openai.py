@@ -14,8 +14,11 @@
 Run: ``python bench/bench_openai.py [--turns N] [--rounds R] [--phases chat,responses,...]`` (about 1 minute on 2
 cores; ``--phases`` runs the phases whose names contain one of the given words). The phases run in
 ``R`` interleaved rounds so that a busy neighbour slows them alike; each figure is the median over the rounds of
-the agent process's utime+stime (``/proc``) per turn. The load comes from this process (httpx, 8 concurrent
-requests), whose CPU is not counted.
+the agent process's CPU time per turn: the run time its threads were scheduled for
+(``/proc/<pid>/task/*/schedstat``, nanoseconds, where ``utime+stime`` counts 10 ms ticks). The load comes from this
+process (httpx, 8 concurrent requests), whose CPU is not counted. Each ratio is given twice: of the medians, and
+the median of the rounds' ratios (the two phases of a round run one after the other, so a busy neighbour slows
+both alike: on a loaded machine the steadier figure).
 """
 
 from __future__ import annotations
@@ -27,11 +30,12 @@ import statistics
 import sys
 import weakref
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import httpx
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_agent import HERE, HOST, Server, agent_env, cpu_seconds
+from bench_agent import HERE, HOST, Server, agent_env
 
 from kora.core.net import free_port
 
@@ -139,6 +143,17 @@ PHASES: dict[str, Callable[[httpx.AsyncClient, int], Awaitable[None]]] = {
 }
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time of the process's threads, from the scheduler's per-thread run time (``schedstat``, ns)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile
+            continue
+    return total / 1e9
+
+
 async def drive(port: int, phase: Callable[[httpx.AsyncClient, int], Awaitable[None]], turns: int, pid: int) -> float:
     """ms of agent CPU per turn of ``phase`` over ``turns`` turns."""
     numbers = iter(range(turns))
@@ -189,7 +204,9 @@ def main() -> None:
         ("AG-UI / streamed chat", "chat text turn, streamed", "AG-UI text run"),
     ):
         if base in figures and other in figures:
-            print(f"  {label}: {statistics.median(figures[other]) / statistics.median(figures[base]):.2f}")
+            of_medians = statistics.median(figures[other]) / statistics.median(figures[base])
+            by_round = statistics.median(o / b for o, b in zip(figures[other], figures[base], strict=True))
+            print(f"  {label}: {of_medians:.2f} (median of the rounds' ratios: {by_round:.2f})")
 
 
 if __name__ == "__main__":

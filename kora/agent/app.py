@@ -30,7 +30,7 @@ from fastapi import FastAPI
 from kora.agent.a2a.lazy import LazyA2A, a2a_refusal
 from kora.agent.routes.ag_ui import add_ag_ui_routes
 from kora.agent.routes.approvals import add_approval_routes
-from kora.agent.routes.chat import add_chat_routes
+from kora.agent.routes.chat import add_chat_routes, add_model_routes
 from kora.agent.routes.conversations import add_conversation_routes
 from kora.agent.routes.memory import add_memory_routes
 from kora.agent.routes.probes import add_probe_routes
@@ -92,10 +92,11 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
     app.add_middleware(RequestLimits, max_body_bytes=settings.agent_max_request_bytes, refuse=a2a_refusal)
     # Added to the app's own router, not included: see kora.agent.routes on why the route table stays flat. The
     # router tries routes in order and no two paths overlap, so the turns' routes come first (a chat turn matched
-    # 17 routes before; /metrics stays in front, see kora.core.telemetry.http).
+    # 17 routes before; /metrics stays in front, see kora.core.telemetry.http), the models' after them.
     turns = (add_chat_routes, add_responses_routes, add_ag_ui_routes)
     for add_routes in (
         *turns,
+        add_model_routes,
         add_conversation_routes,
         add_probe_routes,
         add_tool_routes,

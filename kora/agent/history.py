@@ -197,6 +197,19 @@ def _call_event(
     )
 
 
+def _stored(part: ModelRequestPart) -> bool:
+    """Whether a request part becomes an event: a prompt with text, or a tool return that was not retried."""
+    if isinstance(part, UserPromptPart):
+        return bool(_prompt_text(part.content).strip())
+    return isinstance(part, ToolReturnPart) and part.outcome != "retried"
+
+
+def request_event_count(request: ModelRequest) -> int:
+    """How many events :func:`messages_to_events` makes of ``request`` (where it stands in a run changes nothing:
+    a request's events depend on its own parts only), without making them."""
+    return sum(1 for part in request.parts if _stored(part))
+
+
 def messages_to_events(
     messages: Sequence[ModelMessage],
     *,
@@ -231,10 +244,12 @@ def messages_to_events(
     for index, message in enumerate(messages):
         if isinstance(message, ModelRequest):
             for part in message.parts:
+                if not _stored(part):
+                    continue
                 if isinstance(part, UserPromptPart):
-                    if (text := _prompt_text(part.content)).strip():
-                        events.append(new_event(prompt_type, text, metadata=prompt_meta, timestamp=part.timestamp))
-                elif isinstance(part, ToolReturnPart) and part.outcome != "retried":
+                    text = _prompt_text(part.content)
+                    events.append(new_event(prompt_type, text, metadata=prompt_meta, timestamp=part.timestamp))
+                elif isinstance(part, ToolReturnPart):
                     events.append(_return_event(part, common, delegation_tool_prefix, delegation_agents))
         else:
             calls = [p for p in message.parts if isinstance(p, ToolCallPart)]

@@ -9,16 +9,20 @@ the Responses routes load it on their first request (:data:`ANSWERS`, through
 request never holds the package (~0.6 s of imports, ~12 MB of RSS). Importing it also builds the pydantic schemas
 of the types it uses (the SDK defers them to their first use), so no request pays for that.
 
-Cost: a response's echoed request fields are validated once, into the in-progress ``response``
-(:class:`ResponseEvents`); each answer is that object copied with its status, output and usage
-(``model_copy``, no validation), and the small objects (items, parts, events) are validated as they are built,
-which in pydantic-core costs less than the SDK's unvalidated ``construct`` (a recursive Python walk). Each object
-is serialized once, with the SDK's ``to_json`` (API field names, fields not set left out). A streamed answer's
-events but its function calls' are rendered from templates (:class:`EventTemplate`): each event type serialized
-once, at import, by its own serializer with sentinel values, and each event then its constant bytes joined with its
-values' JSON (a sequence number, the message id, the text, the response object serialized once for
-``response.created`` and ``response.in_progress``), byte for byte what the event object serializes to, without
-building and serializing ten objects per answer. Pure functions and data, no I/O.
+Cost: a response's echoed request fields are validated once per distinct request, into the in-progress
+``response`` (:class:`ResponseEvents`), and that object is serialized once into a :class:`Template` whose open
+values are the fields an answer sets (id, creation time, conversation, status, output, usage). An answer sent (a
+whole one, or a streamed answer's ``response.*`` events) is that template rendered with those values, each
+serialized by its own type's serializer or template (the message item, the usage): byte for byte what the
+response object copied with them serializes to (tested), without copying and serializing it per answer. A response
+read back (:func:`stored_response`) is that object copied with its status, output and usage (``model_copy``, no
+validation). Small objects (function call items, input items, errors) are validated as they are built, which in
+pydantic-core costs less than the SDK's unvalidated ``construct`` (a recursive Python walk), and serialized once
+with the SDK's serializer (API field names, fields not set left out). A streamed answer's events but its function
+calls' are rendered from templates (:class:`EventTemplate`): each event type serialized once, at import, by its own
+serializer with sentinel values, and each event then its constant bytes joined with its values' JSON (a sequence
+number, the message id, the text, the response object's JSON), without building and serializing ten objects per
+answer. Pure functions and data, no I/O.
 """
 
 from __future__ import annotations
@@ -90,6 +94,10 @@ def to_json(model: BaseModel) -> bytes:
     return model.__pydantic_serializer__.to_json(model, by_alias=True, exclude_unset=True)
 
 
+#: A response's ``incomplete_details`` when a token limit cut its answer.
+_INCOMPLETE: Final = to_json(IncompleteDetails(reason="max_output_tokens"))
+
+
 def _sse(event: BaseModel, type_: str) -> bytes:
     return b"event: " + type_.encode() + b"\ndata: " + to_json(event) + b"\n\n"
 
@@ -99,20 +107,19 @@ def json_text(value: str) -> bytes:
     return _to_json(value)
 
 
-class EventTemplate:
-    """One streamed event (its SSE frame) of an SDK event type with some values left open, made once from an
-    instance of the type and serialized by its own serializer (:func:`_sse`): the open values are unique sentinels
-    (``holes``: name -> the JSON the sentinel has there), and the frame is kept as the constant bytes between them.
-    :meth:`render` puts each value's JSON in its place, so a frame costs a join instead of building and serializing
-    the event: byte for byte what the event object with those values serializes to (tested). Raises
-    :class:`ValueError` when a sentinel is not found exactly once."""
+class Template:
+    """JSON bytes of an SDK object (or an SSE frame of one) with some values left open, made once from an instance
+    serialized by its own serializer: the open values are unique sentinels (``holes``: name -> the JSON the
+    sentinel has there), and the bytes are kept as the constant parts between them. :meth:`render` puts each
+    value's JSON in its place, so an answer costs a join instead of building and serializing the object: byte for
+    byte what the object with those values serializes to (tested). Raises :class:`ValueError` when a sentinel is
+    not found exactly once."""
 
-    def __init__(self, event: BaseModel, type_: str, holes: Mapping[str, bytes]) -> None:
-        frame = _sse(event, type_)
+    def __init__(self, frame: bytes, holes: Mapping[str, bytes]) -> None:
         places = []
         for name, sentinel in holes.items():
             if frame.count(sentinel) != 1:
-                raise ValueError(f"the sentinel of {name!r} is not in the {type_} frame exactly once")
+                raise ValueError(f"the sentinel of {name!r} is not in the template exactly once")
             places.append((frame.index(sentinel), name, sentinel))
         self.names: tuple[str, ...] = ()
         self._parts: list[bytes] = []
@@ -124,13 +131,20 @@ class EventTemplate:
         self._parts.append(frame[at:])
 
     def render(self, values: Mapping[str, bytes]) -> bytes:
-        """The frame with each open value's JSON (``values``: name -> JSON bytes) in its place."""
+        """The bytes with each open value's JSON (``values``: name -> JSON bytes) in its place."""
         parts = self._parts
         out = [parts[0]]
         for index, name in enumerate(self.names, 1):
             out.append(values[name])
             out.append(parts[index])
         return b"".join(out)
+
+
+class EventTemplate(Template):
+    """One streamed event (its SSE frame, :func:`_sse`) of an SDK event type as a :class:`Template`."""
+
+    def __init__(self, event: BaseModel, type_: str, holes: Mapping[str, bytes]) -> None:
+        super().__init__(_sse(event, type_), holes)
 
 
 def _usage(outcome: TurnOutcome) -> ResponseUsage:
@@ -192,7 +206,7 @@ _CACHED_ECHO_CHARS: Final = 8192
 
 
 @lru_cache(maxsize=256)
-def _echo(echoed: str) -> Response:
+def _echo(echoed: bytes) -> Response:
     """The in-progress ``response`` of the echoed request fields ``echoed`` (JSON), validated, with placeholders
     for :data:`_OWN_FIELDS`. Raises :class:`~kora.core.errors.RequestError` (400, ``invalid_value``, ``param`` the
     field) for an echoed field the type refuses."""
@@ -216,24 +230,49 @@ def _echo(echoed: str) -> Response:
         raise RequestError(f"Invalid value for '{param}': {error['msg']}.", code="invalid_value", param=param) from None
 
 
-def _validated(fields: Mapping[str, JsonValue]) -> tuple[Response, dict[str, object]]:
+#: The fields of a response that its answer sets: the open values of the response's :class:`Template`.
+_ANSWER_FIELDS: Final = ("id", "created_at", "conversation", "status", "output", "usage", "incomplete_details")
+
+
+def _body_template(echo: Response) -> Template | None:
+    """The validated echo (:func:`_echo`) as a :class:`Template` of the response object whose open values are
+    :data:`_ANSWER_FIELDS`, or None when the echo holds one of the sentinels (a request can write anything in its
+    ``instructions``). The sentinels are strings set where the field's type may be another (serializer warnings
+    off: the template's own bytes are never sent, each open value is rendered by the serializer of its type)."""
+    sentinels = {name: f"\ue000kora:response.{name}\ue000" for name in _ANSWER_FIELDS}
+    body = echo.model_copy(update=sentinels)
+    frame = body.__pydantic_serializer__.to_json(body, by_alias=True, exclude_unset=True, warnings=False)
+    try:
+        return Template(frame, {name: json_text(value) for name, value in sentinels.items()})
+    except ValueError:
+        return None
+
+
+@lru_cache(maxsize=256)
+def _cached_template(echoed: bytes) -> Template | None:
+    """:func:`_body_template` of :func:`_echo` ``(echoed)``, once per distinct echo (as :func:`_echo`)."""
+    return _body_template(_echo(echoed))
+
+
+def _validated(fields: Mapping[str, JsonValue]) -> tuple[Response, dict[str, object], Template | None]:
     """The in-progress ``response`` of ``fields`` (:func:`kora.agent.responses_api.response_fields`) without its
-    own fields, and those (:data:`_OWN_FIELDS`, typed) to set on a copy: the echoed request fields are validated
-    once per distinct request (a typical turn's ~40 us of validation becomes a cached look-up). Raises what
-    :func:`_echo` raises."""
-    echoed = json.dumps(
-        {name: value for name, value in fields.items() if name not in _OWN_FIELDS},
-        sort_keys=True,
-        separators=(",", ":"),
-    )
+    own fields, those (:data:`_OWN_FIELDS`, typed) to set on a copy, and its :class:`Template` (None for an echo
+    longer than :data:`_CACHED_ECHO_CHARS`: made per request it would cost what it saves): the echoed request
+    fields are validated once per distinct request (a typical turn's ~40 us of validation becomes a cached
+    look-up). The cache's key is
+    the fields' JSON in their order (pydantic-core's encoder, ~5x faster than ``json.dumps`` sorting them):
+    :func:`~kora.agent.responses_api.response_fields` gives them in one order, and another order is only another
+    key. Raises what :func:`_echo` raises."""
+    echoed = _to_json({name: value for name, value in fields.items() if name not in _OWN_FIELDS})
     conversation = fields.get("conversation")
     own = {
         "id": fields["id"],
         "created_at": float(cast(float, fields["created_at"])),
         "conversation": Conversation(id=str(conversation["id"])) if isinstance(conversation, dict) else None,
     }
-    validated = _echo(echoed) if len(echoed) <= _CACHED_ECHO_CHARS else _echo.__wrapped__(echoed)
-    return validated, own
+    if len(echoed) > _CACHED_ECHO_CHARS:
+        return _echo.__wrapped__(echoed), own, None
+    return _echo(echoed), own, _cached_template(echoed)
 
 
 class ResponseEvents:
@@ -245,7 +284,7 @@ class ResponseEvents:
     def __init__(self, fields: Mapping[str, JsonValue]) -> None:
         self.fields = dict(fields)
         self.id = str(fields["id"])
-        self._echo, self._own = _validated(fields)
+        self._echo, self._own, self._template = _validated(fields)
         self._sequence = 0
         self._message_id = f"msg_{self.id.removeprefix('resp_')}"
         self._message_json = json_text(self._message_id)
@@ -277,6 +316,39 @@ class ResponseEvents:
         }
         return self._echo.model_copy(update=update)  # one copy of the validated echo per answer, no validation
 
+    def answer(self, outcome: TurnOutcome | None) -> bytes:
+        """The ``response`` object's JSON: :meth:`body` of ``outcome`` (in progress when None) as :func:`to_json`
+        serializes it, byte for byte (tested), rendered from the response's :class:`Template` (the validated echo
+        serialized once per distinct request) with its own values, its output items and its usage, each serialized
+        by its own type's serializer or template: no response object is copied and serialized per answer."""
+        template = self._template
+        if template is None:
+            return to_json(self._started if outcome is None else self.body(outcome))
+        conversation = self._own["conversation"]
+        values = {
+            "id": json_text(self.id),
+            "created_at": _to_json(self._own["created_at"]),
+            "conversation": b"null" if conversation is None else to_json(cast(Conversation, conversation)),
+        }
+        if outcome is None:
+            values |= {"status": b'"in_progress"', "output": b"[]", "usage": b"null", "incomplete_details": b"null"}
+            return template.render(values)
+        frames = _frames()
+        items = []
+        if outcome.text:
+            items.append(frames.message.render({"id": self._message_json, "text": json_text(outcome.text)}))
+        items += [to_json(call_item(call, marker=marker)) for call, marker in output_calls(outcome)]
+        tokens = {"input": outcome.input_tokens, "output": outcome.output_tokens}
+        tokens["total"] = tokens["input"] + tokens["output"]
+        limited = outcome.finish_reason == "length"
+        values |= {
+            "status": b'"incomplete"' if limited else b'"completed"',
+            "output": b"[" + b",".join(items) + b"]",
+            "usage": frames.usage.render({name: str(count).encode() for name, count in tokens.items()}),
+            "incomplete_details": _INCOMPLETE if limited else b"null",
+        }
+        return template.render(values)
+
     @cached_property
     def _started(self) -> Response:
         """The in-progress ``response`` (made when first asked for: a whole answer never needs it)."""
@@ -291,7 +363,7 @@ class ResponseEvents:
 
     def started(self) -> list[bytes]:
         """``response.created`` and ``response.in_progress`` (the response serialized once for both)."""
-        frames, body = _frames(), to_json(self._started)
+        frames, body = _frames(), self.answer(None)
         return [
             frames.created.render({"seq": self._seq(), "response": body}),
             frames.in_progress.render({"seq": self._seq(), "response": body}),
@@ -352,9 +424,8 @@ class ResponseEvents:
                 item=call_item(call, marker=marker),
             )
             events.append(_sse(item_done, item_done.type))
-        body = self.body(outcome)
-        end = frames.incomplete if body.status == "incomplete" else frames.completed
-        events.append(end.render({"seq": self._seq(), "response": to_json(body)}))
+        end = frames.incomplete if outcome.finish_reason == "length" else frames.completed
+        events.append(end.render({"seq": self._seq(), "response": self.answer(outcome)}))
         return events
 
     def error(self, code: str, message: str, param: str | None = None) -> list[bytes]:
@@ -373,7 +444,9 @@ class ResponseEvents:
 class _Frames:
     """The :class:`EventTemplate` of each event a streamed answer is made of but its function calls' (those are
     built as SDK objects: one answer has few). Open values: ``seq`` (``sequence_number``), ``id`` (the message
-    item's id), ``text`` (a delta, or the message's whole text), ``response`` (a response object's JSON)."""
+    item's id), ``text`` (a delta, or the message's whole text), ``response`` (a response object's JSON). And the
+    :class:`Template` of a response's parts (:meth:`ResponseEvents.answer`): ``message``, the answer's message
+    item (``id``, ``text``), and ``usage`` (``input``, ``output``, ``total``: token counts)."""
 
     created: EventTemplate
     in_progress: EventTemplate
@@ -386,6 +459,8 @@ class _Frames:
     text_done: EventTemplate
     part_done: EventTemplate
     item_done: EventTemplate
+    message: Template
+    usage: Template
 
 
 @lru_cache(maxsize=1)
@@ -396,6 +471,9 @@ def _frames() -> _Frames:
     holes = {"seq": str(seq).encode(), "id": json_text(id_), "text": json_text(text)}
     whole = {"seq": holes["seq"], "response": to_json(response)}
     ids = {"item_id": id_, "output_index": 0, "content_index": 0}
+    tokens = {"input": 987654301, "output": 987654302}
+    usage = _usage(TurnOutcome("", "stop", tokens["input"], tokens["output"], 0))
+    counts = tokens | {"total": tokens["input"] + tokens["output"]}
 
     def of(event: BaseModel, names: tuple[str, ...]) -> EventTemplate:
         type_ = str(getattr(event, "type"))  # noqa: B009 (every SDK event has its type)
@@ -457,6 +535,8 @@ def _frames() -> _Frames:
             ),
             ("seq", "id", "text"),
         ),
+        message=Template(to_json(message_item(id_, text)), {"id": holes["id"], "text": holes["text"]}),
+        usage=Template(to_json(usage), {name: str(count).encode() for name, count in counts.items()}),
     )
 
 

@@ -22,7 +22,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from kora.agent.history import events_to_messages, messages_to_events
+from kora.agent.history import events_to_messages, messages_to_events, request_event_count
 from kora.core.events import EventType, MemoryEvent
 from tests.support.conversations import ANY_EVENT, conversations
 
@@ -406,3 +406,23 @@ def test_any_event_window_gives_a_history_a_model_api_accepts(events):
     messages = events_to_messages(events)
     assert_api_valid(messages)
     ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(messages))
+
+
+_request_parts = st.lists(
+    st.one_of(
+        st.builds(UserPromptPart, st.sampled_from(["hi", "", "  ", "\n", "two words"])),
+        st.builds(
+            lambda outcome: ToolReturnPart("calc", "3", tool_call_id="c1", outcome=outcome),
+            st.sampled_from(["success", "failed", "denied", "retried"]),
+        ),
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(parts=_request_parts)
+def test_a_requests_event_count_is_how_many_events_it_makes(parts):
+    request = ModelRequest(parts=parts)
+    assert request_event_count(request) == len(messages_to_events([request]))

@@ -27,8 +27,8 @@ def _app() -> FastAPI:
 
 def test_every_endpoint_is_a_route_of_the_app_itself() -> None:
     # Flat on purpose: an included router is matched again on every request (see kora.agent.routes). The turns'
-    # routes come first; A2A's card and POST / last, before the SDK has loaded, then the route that holds the
-    # HTTP+JSON binding's requests until it has.
+    # routes come first (the models' after them); A2A's card and POST / last, before the SDK has loaded, then the
+    # route that holds the HTTP+JSON binding's requests until it has.
     app = _app()
     *routes, waiting = app.routes
     assert isinstance(waiting, WaitingRestRoute)
@@ -37,14 +37,14 @@ def test_every_endpoint_is_a_route_of_the_app_itself() -> None:
     assert routes[-1].path == "/"
     assert [(route.path, sorted(route.methods)) for route in app.routes if isinstance(route, APIRoute)] == [
         ("/v1/chat/completions", ["POST"]),
-        ("/v1/models", ["GET"]),
-        ("/v1/models/{model_id:path}", ["GET"]),
         ("/v1/responses", ["POST"]),
         ("/v1/responses/{response_id}", ["GET"]),
         ("/v1/responses/{response_id}/input_items", ["GET"]),
         ("/v1/responses/{response_id}", ["DELETE"]),
         ("/v1/responses/{response_id}/cancel", ["POST"]),
         ("/ag-ui", ["POST"]),
+        ("/v1/models", ["GET"]),
+        ("/v1/models/{model_id:path}", ["GET"]),
         ("/v1/conversations", ["POST"]),
         ("/v1/conversations/{conversation_id}", ["GET"]),
         ("/v1/conversations/{conversation_id}", ["POST"]),

@@ -23,6 +23,7 @@ from openai.types.responses import (
 )
 from pydantic import TypeAdapter
 
+from kora.agent.approval_calls import PendingApproval
 from kora.agent.responses_answers import (
     ResponseEvents,
     _frames,
@@ -126,3 +127,68 @@ def test_a_whole_stream_parses_as_the_sdk_events_in_order(deltas, limited):
     assert last.response.output_text == "".join(deltas)
     done = [event for _, event in parsed if event.type == "response.output_text.done"]
     assert [event.text for event in done] == ["".join(deltas)]
+
+
+#: What a request may echo into its response (tool schemas, instructions, metadata), hostile text included.
+echoed_requests = st.fixed_dictionaries(
+    {},
+    optional={
+        "instructions": texts,
+        "metadata": st.dictionaries(st.text(max_size=8), texts, max_size=3),
+        "temperature": st.floats(min_value=0, max_value=2),
+        "max_output_tokens": st.integers(min_value=1, max_value=10**6),
+        "tools": st.lists(
+            st.builds(
+                lambda name, description: {
+                    "type": "function",
+                    "name": name,
+                    "description": description,
+                    "parameters": {"type": "object", "properties": {}},
+                    "strict": False,
+                },
+                st.from_regex(r"[a-z_]{1,10}", fullmatch=True),
+                texts,
+            ),
+            max_size=2,
+        ),
+    },
+)
+calls = st.lists(
+    st.builds(ClientCall, st.from_regex(r"call_[a-z0-9]{1,8}", fullmatch=True), st.just("f"), texts), max_size=2
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    request=echoed_requests,
+    model=texts,
+    conversation=st.one_of(st.none(), st.from_regex(r"[A-Za-z0-9._:-]{1,20}", fullmatch=True)),
+    answer=texts,
+    finish=st.sampled_from(["stop", "length", "tool_calls"]),
+    tokens=st.tuples(numbers, numbers),
+    client_calls=calls,
+)
+def test_an_answer_rendered_from_the_template_is_the_sdk_objects_bytes(
+    request, model, conversation, answer, finish, tokens, client_calls
+):
+    events = ResponseEvents(response_fields("resp_00_z", model, request, conversation))
+    outcome = TurnOutcome(answer, finish, tokens[0], tokens[1], 1, tuple(client_calls))
+    assert events.answer(None) == to_json(events.body(None, "in_progress"))
+    assert events.answer(outcome) == to_json(events.body(outcome))
+
+
+def test_an_echo_holding_a_sentinel_is_answered_by_the_sdk_objects():
+    request = {"instructions": "\ue000kora:response.id\ue000"}
+    events = ResponseEvents(response_fields("resp_00_s", "m", request))
+    outcome = TurnOutcome("hi", "stop", 1, 2, 1)
+    assert events._template is None
+    assert events.answer(outcome) == to_json(events.body(outcome))
+
+
+def test_an_answer_with_calls_waiting_for_approval_keeps_their_markers():
+    waiting = PendingApproval("appr_1", "s", None, "call_1", "calc", "tools/calc", '{"a": 1}', 1.0, 2.5)
+    events = ResponseEvents(response_fields("resp_00_w", "m", {}))
+    outcome = TurnOutcome("", "tool_calls", 1, 2, 1, approvals=(waiting,))
+    assert events._template is not None  # a typical request's answer is rendered from its template
+    assert events.answer(outcome) == to_json(events.body(outcome))
+    assert b'"kora_approval":{"id":"appr_1"' in events.answer(outcome)

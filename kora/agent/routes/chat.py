@@ -66,10 +66,8 @@ def event_stream(body: AsyncIterator[str | bytes], headers: dict[str, str]) -> S
 
 
 def add_chat_routes(router: APIRouter, state: AgentState) -> None:
-    """Add the chat completions and models routes to ``router``, serving turns with ``state``'s runtime and
-    memory."""
+    """Add the chat completions route to ``router``, serving turns with ``state``'s runtime and memory."""
     agent_name = state.settings.agent_name
-    started = int(time.time())
 
     @router.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
@@ -113,6 +111,13 @@ def add_chat_routes(router: APIRouter, state: AgentState) -> None:
         message = assistant_message(outcome.text or None if calls else outcome.text, calls)
         body = completion_body(completion_id(), model, message, outcome.finish_reason, usage)
         return JSONResponse(body, headers=headers)
+
+
+def add_model_routes(router: APIRouter, state: AgentState) -> None:
+    """Add ``GET /v1/models`` and ``GET /v1/models/{id}`` to ``router``: the agent as the one model (apart from
+    the chat route, so that the turns' routes come first in the route table, :func:`kora.agent.app.create_app`)."""
+    agent_name = state.settings.agent_name
+    started = int(time.time())
 
     @router.get("/v1/models")
     async def list_models() -> Response:

@@ -181,7 +181,7 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
             return error_response(failure, headers)
         if parsed.request.stream:
             return event_stream(_whole(events, outcome), headers)
-        return json_answer(answers, events.body(outcome), headers)
+        return Response(events.answer(outcome), media_type="application/json", headers=headers)
 
     async def held(request: Request, id_: str, served: frozenset[str] = frozenset()) -> tuple[str, list[MemoryEvent]]:
         """The session of response ``id_`` and its events, once the caller may read it (a session of another
@@ -309,8 +309,7 @@ def responses_params(origins: Sequence[Origin]) -> Iterator[None]:
 
 
 async def _whole(events: ResponseEvents, outcome: TurnOutcome) -> AsyncIterator[bytes]:
-    for event in [*events.started(), *events.finished(outcome)]:
-        yield event
+    yield b"".join([*events.started(), *events.finished(outcome)])
 
 
 async def stream_events(
@@ -318,20 +317,19 @@ async def stream_events(
 ) -> AsyncIterator[bytes]:
     """The turn's typed events as the model streams it; ``resume``: a paused turn whose calls this request decided
     goes on. Ends with ``response.failed`` when the turn fails, with the ``error`` event when another error stops
-    the request (see the module docstring)."""
-    for event in events.started():
-        yield event
+    the request (see the module docstring).
+
+    The events one step makes (the two that open the response, a message's opening and its first delta, the
+    ``done`` events and ``response.completed``) are sent together, in one write: the same bytes as one write
+    each, without a pass through the ASGI stack per event (which made a streamed answer cost ~1.2x a chat one)."""
+    yield b"".join(events.started())
     stream = runtime.stream(turn, resume=resume, checked=True)  # the route refused a session that waits
     try:
         async for item in stream:
-            batch = events.finished(item) if isinstance(item, TurnOutcome) else events.text(item)
-            for event in batch:
-                yield event
+            yield b"".join(events.finished(item) if isinstance(item, TurnOutcome) else events.text(item))
     except TurnError as failure:  # the turn ran and failed: its error event is stored, the response failed
-        for event in events.failed(failure.code, failure.message):
-            yield event
+        yield b"".join(events.failed(failure.code, failure.message))
     except KoraError as refused:  # refused before its turn ran: no response of its own failed, nothing stored
-        for event in events.error(refused.code, refused.message, refused.param):
-            yield event
+        yield b"".join(events.error(refused.code, refused.message, refused.param))
     finally:
         await stream.aclose()
