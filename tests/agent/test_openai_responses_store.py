@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from kora.scripted import ErrorReply, TextReply
-from tests.support.agent import RunningAgent, running_agent, served_agent, wait_until
+from tests.support.agent import RunningAgent, running_agent, served_agent
+from tests.support.eventually import eventually
 from tests.support.hostile import any_text, assert_handled
 from tests.support.memory import ADMIN, memory_service, service_env
 from tests.support.scripted_server import ScriptedModelServer
@@ -157,9 +158,9 @@ def test_a_background_response_is_answered_at_once_and_polled_to_its_end(s):
     s.model.enqueue(TextReply("done at last", delay_seconds=2))
     created = client.responses.create(model="helper", input="take your time", background=True)
     assert (created.status, created.background, created.output, created.usage) == ("queued", True, [], None)
-    wait_until(lambda: len(s.model.requests) == 1, within=60, message="the background turn asking the model")
+    eventually(lambda: len(s.model.requests) == 1, "the background turn asking the model", within=60)
     assert client.responses.retrieve(created.id).status in ("in_progress", "completed")
-    wait_until(lambda: client.responses.retrieve(created.id).status == "completed", within=60, message="the turn's end")
+    eventually(lambda: client.responses.retrieve(created.id).status == "completed", "the turn's end", within=60)
     done = client.responses.retrieve(created.id)
     assert (done.output_text, done.background, done.usage.total_tokens > 0) == ("done at last", True, True)
     # Another user may not poll it; the next response continues its conversation.
@@ -175,7 +176,7 @@ def test_a_background_response_is_cancelled_while_it_runs(s):
     client = s.client()
     s.model.enqueue(TextReply("never seen", delay_seconds=120))
     created = client.responses.create(model="helper", input="a long job", background=True)
-    wait_until(lambda: len(s.model.requests) == 1, within=60, message="the background turn asking the model")
+    eventually(lambda: len(s.model.requests) == 1, "the background turn asking the model", within=60)
     assert client.responses.retrieve(created.id).status == "in_progress"
     cancelled = client.responses.cancel(created.id)
     assert (cancelled.id, cancelled.status, cancelled.output_text) == (created.id, "cancelled", "")
@@ -190,7 +191,7 @@ def test_deleting_a_running_background_response_stops_it_and_keeps_nothing(s):
     s.model.enqueue(TextReply("never seen", delay_seconds=120))
     raw = client.responses.with_raw_response.create(model="helper", input="a long job", background=True)
     created, session = raw.parse(), raw.headers["X-Session-ID"]
-    wait_until(lambda: len(s.model.requests) == 1, within=60, message="the background turn asking the model")
+    eventually(lambda: len(s.model.requests) == 1, "the background turn asking the model", within=60)
     client.responses.delete(created.id)
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(created.id)
@@ -203,7 +204,7 @@ def test_deleting_the_conversation_of_a_running_background_response_stops_it_and
     conversation = client.conversations.create()
     s.model.enqueue(TextReply("never seen", delay_seconds=120))
     created = client.responses.create(model="helper", input="a long job", conversation=conversation.id, background=True)
-    wait_until(lambda: len(s.model.requests) == 1, within=60, message="the background turn asking the model")
+    eventually(lambda: len(s.model.requests) == 1, "the background turn asking the model", within=60)
     client.conversations.delete(conversation.id)
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(created.id)
@@ -215,7 +216,7 @@ def test_erasing_a_user_stops_their_running_background_responses(s):
     s.model.enqueue(TextReply("never seen", delay_seconds=120))
     raw = client.responses.with_raw_response.create(model="helper", input="a long job", background=True)
     created, session = raw.parse(), raw.headers["X-Session-ID"]
-    wait_until(lambda: len(s.model.requests) == 1, within=60, message="the background turn asking the model")
+    eventually(lambda: len(s.model.requests) == 1, "the background turn asking the model", within=60)
     erased = httpx.delete(f"{s.agent.url}/memory/users/erin", headers={HEADER: "erin"}, timeout=60)
     assert erased.status_code == 200, erased.text
     with pytest.raises(openai.NotFoundError):
@@ -230,7 +231,7 @@ def test_a_background_response_queued_behind_its_session_is_cancelled_before_it_
     conversation = f"conv_{uuid.uuid4().hex}"
     s.model.enqueue(TextReply("first answer", delay_seconds=120))
     first = client.responses.create(model="helper", input="one", conversation=conversation, background=True)
-    wait_until(lambda: len(s.model.requests) == 1, within=60, message="the first turn asking the model")
+    eventually(lambda: len(s.model.requests) == 1, "the first turn asking the model", within=60)
     second = client.responses.create(model="helper", input="two", conversation=conversation, background=True)
     assert client.responses.cancel(second.id).status == "cancelled"
     assert client.responses.cancel(first.id).status == "cancelled"
@@ -248,7 +249,7 @@ def test_a_background_response_whose_turn_fails_reads_back_as_failed(s):
     client = s.client()
     s.model.enqueue(ErrorReply(500, "the model broke"))
     created = client.responses.create(model="helper", input="fail later", background=True)
-    wait_until(lambda: client.responses.retrieve(created.id).status != "in_progress", within=60, message="its end")
+    eventually(lambda: client.responses.retrieve(created.id).status != "in_progress", "its end", within=60)
     failed = client.responses.retrieve(created.id)
     assert (failed.status, failed.error.code, failed.background) == ("failed", "server_error", True)
     assert "the model broke" in failed.error.message
@@ -559,10 +560,10 @@ def test_every_answer_validates_against_openais_own_types(s):
         assert kinds[-1] in ("response.completed", "response.incomplete")
     queued = httpx.post(url, json={"model": "helper", "input": "later", "background": True}, timeout=30).json()
     assert Response.model_validate(queued).status == "queued"
-    wait_until(
+    eventually(
         lambda: httpx.get(f"{url}/{queued['id']}", timeout=30).json()["status"] == "completed",
+        "the background response's end",
         within=60,
-        message="the background response's end",
     )
     Response.model_validate(httpx.get(f"{url}/{queued['id']}", timeout=30).json())
     s.model.enqueue(ErrorReply(500, "the model broke"))
@@ -591,7 +592,7 @@ async def test_a_response_lives_in_the_memory_store_and_another_replica_serves_i
             raw = alice.responses.with_raw_response.create(model="helper", input="weather in Paris?", tools=[TOOL])
             created, session = raw.parse(), raw.headers["X-Session-ID"]
             aside = alice.responses.with_raw_response.create(model="helper", input="not kept", store=False)
-            wait_until(lambda: len(held(session)) == 2, within=30, message="the turn in the store")
+            eventually(lambda: len(held(session)) == 2, "the turn in the store", within=30)
         assert held(aside.headers["X-Session-ID"]) == []
         async with running_agent(model, "helper", **env) as replica:
             alice = replica.openai(default_headers={HEADER: "alice"})
@@ -610,7 +611,7 @@ async def test_a_response_lives_in_the_memory_store_and_another_replica_serves_i
                 tools=[TOOL],
             )
             assert second.output_text == "Tool result: sunny"
-            wait_until(lambda: len(held(session)) == 4, within=30, message="the second turn in the store")
+            eventually(lambda: len(held(session)) == 4, "the second turn in the store", within=30)
             alice.responses.delete(created.id)
             assert held(session) == []
             with pytest.raises(openai.NotFoundError):

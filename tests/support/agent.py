@@ -54,11 +54,6 @@ class RunningAgent:
         return [e["event_type"] for e in self.events(session_id)]
 
 
-def wait_until(predicate: Callable[[], bool], within: float = 10.0, message: str = "condition") -> None:
-    """:func:`~tests.support.eventually.eventually` for an in-process agent: ``predicate`` polled every 20 ms."""
-    eventually(predicate, message, within=within, every=0.02)
-
-
 #: Settings every test agent gets unless a test overrides them; the ``turn_path`` fixture (tests/conftest.py)
 #: sets ``AGENT_DIRECT_FIRST_REQUEST`` here so a module's turn tests run on both turn paths.
 DEFAULT_ENV: dict[str, str] = {"MODEL_MAX_RETRIES": "0", "AGENT_ADMIN_TOKEN": OPERATOR_TOKEN}
