@@ -110,11 +110,16 @@ async def paused_task(url: str, http: httpx.AsyncClient, context_id: str) -> Tas
 async def wait_state(url: str, http: httpx.AsyncClient, task: Task, state: int) -> Task:
     client = await sdk_client(url, http=http, version="1.0")
 
+    seen: list[str] = []
+
     async def reached() -> Task | None:
         fetched = await client.get_task(GetTaskRequest(id=task.id))
+        seen[:] = [TaskState.Name(fetched.status.state)]
         return fetched if fetched.status.state == state else None
 
-    return await eventually_async(reached, f"the task {TaskState.Name(state)}", every=0.1)
+    return await eventually_async(
+        reached, f"the task {TaskState.Name(state)}", every=0.1, explain=lambda: f"last seen: {seen}"
+    )
 
 
 @pytest.mark.parametrize("decided_by", ["rest", "a2a"])

@@ -192,7 +192,12 @@ async def test_local_storage_comes_back_after_a_container_kill_mid_write(tmp_pat
             # The whole container at once, a write in flight: the service, Postgres' postmaster and its backends.
             kill_namespace(containers[0])
             await writer
-        await eventually_async(lambda: not servers_of(pgdata), "Postgres gone with its container", every=0.1)
+        await eventually_async(
+            lambda: not servers_of(pgdata),
+            "Postgres gone with its container",
+            every=0.1,
+            explain=lambda: f"still running: {servers_of(pgdata)}",
+        )
         # The dead server's lock stays behind, naming a pid that a process of the new container takes.
         stale_pid = int((pgdata / "postmaster.pid").read_text().split()[0])
         containers.append(start_in_pid_namespace(command, env, log, occupy_pid=stale_pid))
