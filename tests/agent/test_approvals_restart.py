@@ -32,7 +32,7 @@ from tests.support.agent import mcp_app
 from tests.support.calc import RAN, add
 from tests.support.eventually import eventually, eventually_async
 from tests.support.memory import fresh_database, start_postgres
-from tests.support.processes import kora_process
+from tests.support.processes import kora_process, wait_healthy
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
 
@@ -68,12 +68,7 @@ def agent(model: ScriptedModelServer, database: str, tools: str, **extra: str) -
         **extra,
     }
     with kora_process(["agent"], env, f"{url}/health") as process:
-
-        def ready() -> bool:
-            assert process.poll() is None, "the agent exited before it was ready"
-            return httpx.get(f"{url}/ready", timeout=2).status_code == 200
-
-        eventually(ready, f"{url} ready", tolerate=(httpx.HTTPError,))
+        wait_healthy(f"{url}/ready", process)
         yield url, process.pid
 
 

@@ -27,10 +27,10 @@ import pytest
 from kora.core.net import free_port
 from kora.operator.children import MEMORY_DATA_ROOT
 from kora.scripted import TextReply
-from tests.support.eventually import eventually
 from tests.support.mcp import mcp_session
 from tests.support.memory import ADMIN, CREDENTIALS
 from tests.support.node import BuiltImage
+from tests.support.processes import wait_healthy
 from tests.support.scripted_server import ScriptedModelServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -178,20 +178,7 @@ def serving(
             in_image(image, args, env, **where), stdout=output, stderr=subprocess.STDOUT, start_new_session=True
         )
     try:
-
-        def ready() -> bool:
-            assert process.poll() is None, log.read_text()
-            return httpx.get(ready_url, timeout=5).status_code == 200
-
-        explain = log.read_text
-        eventually(
-            ready,
-            f"{ready_url} answering 200",
-            within=within,
-            every=0.1,
-            tolerate=(httpx.TransportError,),
-            explain=explain,
-        )
+        wait_healthy(ready_url, process, within=within, explain=log.read_text)
         yield process
     finally:
         stop(process)

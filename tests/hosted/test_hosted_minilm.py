@@ -23,7 +23,7 @@ import openai
 import pytest
 
 from kora.core.net import free_port
-from tests.support.eventually import eventually
+from tests.support.processes import wait_healthy
 
 pytestmark = [pytest.mark.integration, pytest.mark.embeddings]
 
@@ -47,17 +47,7 @@ def start_hosted(port: int, env: dict[str, str], log: Path) -> subprocess.Popen[
 def wait_ready(process: subprocess.Popen[bytes], base: str, log: Path) -> None:
     """Wait for ``/ready`` at ``base`` (the model loaded), failing at once, with the log, if the process exits."""
 
-    def ready() -> bool:
-        assert process.poll() is None, f"kora model-hosted exited: {log.read_text()}"
-        return httpx.get(base + "/ready").status_code == 200
-
-    eventually(
-        ready,
-        f"kora model-hosted ready (log: {log})",
-        within=LOAD_WITHIN_SECONDS,
-        every=0.1,
-        tolerate=(httpx.TransportError,),
-    )
+    wait_healthy(base + "/ready", process, within=LOAD_WITHIN_SECONDS, explain=log.read_text)
 
 
 @pytest.fixture(scope="module")

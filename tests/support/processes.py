@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import httpx
@@ -40,16 +40,19 @@ def clean_env(**env: str) -> dict[str, str]:
     return kora_environ(env)
 
 
-def wait_healthy(url: str, process: subprocess.Popen[bytes], within: float = 60) -> None:
-    """Poll ``url`` (a health endpoint) until it answers 200; ``AssertionError`` if the process exits first or
-    after ``within`` seconds."""
+def wait_healthy(
+    url: str, process: subprocess.Popen[bytes], within: float = 60, explain: Callable[[], str] | None = None
+) -> None:
+    """Poll ``url`` (a health or readiness endpoint) until it answers 200; ``AssertionError`` if the process exits
+    first or after ``within`` seconds, followed by what ``explain`` returns then (the process's log, say)."""
 
     def healthy() -> bool:
         if process.poll() is not None:
-            raise AssertionError(f"{process.args} exited with {process.returncode} before {url} answered")
-        return httpx.get(url, timeout=0.5).status_code == 200
+            exited = f"{process.args} exited with {process.returncode} before {url} answered"
+            raise AssertionError(f"{exited}\n{explain()}" if explain is not None else exited)
+        return httpx.get(url, timeout=2).status_code == 200
 
-    eventually(healthy, f"{url} answering 200", within=within, every=0.02, tolerate=(httpx.HTTPError,))
+    eventually(healthy, f"{url} answering 200", within=within, every=0.02, tolerate=(httpx.HTTPError,), explain=explain)
 
 
 @contextlib.contextmanager
