@@ -34,6 +34,7 @@ from a2a.types.a2a_pb2 import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
+from a2a.utils.errors import InternalError
 from psycopg_pool import PoolClosed
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -183,15 +184,18 @@ def test_only_progress_to_working_commits_without_waiting_for_the_disk(state, ev
     [
         (TaskState.TASK_STATE_SUBMITTED, "task", 0, False),  # the task's first write: no one has its id yet
         (TaskState.TASK_STATE_WORKING, "status", 1, False),
-        (TaskState.TASK_STATE_WORKING, "artifact", 2, False),
+        (TaskState.TASK_STATE_WORKING, "artifact", 2, True),  # a client that subscribed may be shown it
         (TaskState.TASK_STATE_INPUT_REQUIRED, "status", 2, True),  # what the blocking send answers with
+        (TaskState.TASK_STATE_INPUT_REQUIRED, "task", 3, True),  # the next request's message in the history
         (TaskState.TASK_STATE_AUTH_REQUIRED, "status", 2, True),
         (TaskState.TASK_STATE_COMPLETED, "status", 3, True),
         (TaskState.TASK_STATE_FAILED, "status", 3, True),
         (TaskState.TASK_STATE_REJECTED, "status", 1, True),
     ],
 )
-def test_a_turn_answered_at_its_end_waits_for_the_disk_only_for_the_answered_state(state, event_kind, prev, durable):
+def test_a_turn_answered_at_its_end_commits_only_submitted_and_working_without_the_disk(
+    state, event_kind, prev, durable
+):
     task = _task("t", state)
     event = {
         "status": _status(task),
@@ -199,6 +203,35 @@ def test_a_turn_answered_at_its_end_waits_for_the_disk_only_for_the_answered_sta
         "task": task,
     }[event_kind]
     assert task_rows.is_durable(task, event, prev, answered_at_end=True) is durable
+
+
+@pytest.mark.parametrize(
+    ("state", "event_kind", "previous", "answer"),
+    [
+        (TaskState.TASK_STATE_INPUT_REQUIRED, "status", TaskState.TASK_STATE_WORKING, True),
+        (TaskState.TASK_STATE_COMPLETED, "status", TaskState.TASK_STATE_WORKING, True),
+        # The SDK's history write at the start of a decision's turn: the task still in the state it waited in.
+        (TaskState.TASK_STATE_INPUT_REQUIRED, "task", TaskState.TASK_STATE_INPUT_REQUIRED, False),
+        (TaskState.TASK_STATE_FAILED, "task", None, True),  # a request that failed before its task existed
+        (
+            TaskState.TASK_STATE_COMPLETED,
+            "task",
+            TaskState.TASK_STATE_WORKING,
+            True,
+        ),  # a task written whole, at its end
+        (TaskState.TASK_STATE_WORKING, "status", TaskState.TASK_STATE_INPUT_REQUIRED, False),
+        (TaskState.TASK_STATE_SUBMITTED, "task", None, False),
+        (TaskState.TASK_STATE_WORKING, "artifact", TaskState.TASK_STATE_WORKING, False),
+    ],
+)
+def test_the_answer_is_told_by_the_change_not_by_the_tasks_state(state, event_kind, previous, answer):
+    task = _task("t", state)
+    event = {
+        "status": _status(task),
+        "artifact": TaskArtifactUpdateEvent(task_id="t", artifact=Artifact(artifact_id="a")),
+        "task": task,
+    }[event_kind]
+    assert task_rows.carries_answer(event, previous) is answer
 
 
 def _request(method: str | None, configuration: SendMessageConfiguration | None) -> RequestContext:
@@ -393,5 +426,103 @@ async def test_a_turns_first_write_takes_its_lease_in_the_same_statement(memory_
                 "SELECT owner, replica, expires_at > now() FROM kora_a2a.task_leases WHERE task_id = %s", (task_id,)
             ).fetchone()
         assert lease == ("alice", shared.replica, True)
+    finally:
+        await shared.close()
+
+
+async def test_the_history_write_of_a_decisions_turn_keeps_the_turn_answered_at_its_end(memory_db):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    try:
+        task_id = str(uuid.uuid4())
+        waiting = _task(task_id, TaskState.TASK_STATE_INPUT_REQUIRED)
+        v1 = await shared.store.save(waiting, event=waiting, prev_version=TaskVersion.MISSING, context=_context())
+        # The decision's turn: noted answered at its end, then the SDK writes the decision into the history.
+        shared.note_answered_at_end(task_id, True)
+        waiting.history.append(Message(role=Role.ROLE_USER, message_id="decision", parts=[Part(text="approve")]))
+        v2 = await shared.store.save(waiting, event=waiting, prev=waiting, prev_version=v1, context=_context())
+        assert task_id in shared.answered_at_end  # still the turn's: its working commits without the disk
+        working = _task(task_id, TaskState.TASK_STATE_WORKING)
+        v3 = await shared.store.save(working, event=_status(working), prev=waiting, prev_version=v2, context=_context())
+        assert task_id in shared.answered_at_end
+        done = _task(task_id, TaskState.TASK_STATE_COMPLETED)
+        await shared.store.save(done, event=_status(done), prev=working, prev_version=v3, context=_context())
+        assert task_id not in shared.answered_at_end  # the answered state's write ends it
+    finally:
+        await shared.close()
+
+
+@pytest.mark.parametrize("loss", ["rows deleted", "version older"])
+async def test_a_write_after_the_database_lost_acknowledged_changes_is_an_error_the_sdk_does_not_retry(memory_db, loss):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    try:
+        task_id = str(uuid.uuid4())
+        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+        v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+        working = _task(task_id, TaskState.TASK_STATE_WORKING)
+        v2 = await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
+        # What a crash of Postgres before its asynchronous commits reached the disk leaves.
+        with psycopg.connect(memory_db, autocommit=True) as conn:
+            if loss == "rows deleted":
+                for table in ("task_versions", "tasks", "task_events"):
+                    column = "id" if table == "tasks" else "task_id"
+                    conn.execute(f"DELETE FROM kora_a2a.{table} WHERE {column} = %s", (task_id,))
+            else:
+                conn.execute("UPDATE kora_a2a.task_versions SET version = 1 WHERE task_id = %s", (task_id,))
+        done = _task(task_id, TaskState.TASK_STATE_COMPLETED)
+        with pytest.raises(InternalError, match="lost changes"):
+            await shared.store.save(done, event=_status(done), prev=working, prev_version=v2, context=_context())
+        stored = await shared.store.get(task_id, _context())
+        assert stored is None if loss == "rows deleted" else stored.version == v1  # nothing written over it
+    finally:
+        await shared.close()
+
+
+async def test_a_write_that_another_writer_won_still_raises_the_retried_error(memory_db):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    try:
+        task_id = str(uuid.uuid4())
+        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+        v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+        working = _task(task_id, TaskState.TASK_STATE_WORKING)
+        await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
+        with pytest.raises(ConcurrentTaskModificationError):  # the version moved on: the SDK reloads and retries
+            await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
+    finally:
+        await shared.close()
+
+
+async def test_a_pair_statement_that_fails_leaves_the_first_change_held_for_the_failed_write(memory_db, monkeypatch):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    try:
+        task_id = str(uuid.uuid4())
+        shared.store.new_id(task_id)
+        shared.note_answered_at_end(task_id, True)
+        shared.unclaimed[task_id] = task_rows.Lease(shared.replica, 30)
+        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+        v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+        run = shared.run
+        calls = 0
+
+        async def fails_once(work):  # the database unreachable for the pair statement (retries exhausted)
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                raise psycopg.OperationalError("connection refused")
+            return await run(work)
+
+        monkeypatch.setattr(shared, "run", fails_once)
+        working = _task(task_id, TaskState.TASK_STATE_WORKING)
+        with pytest.raises(psycopg.OperationalError):
+            await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
+        assert await shared.store.get(task_id, _context()) is None  # still not stored, still read without a query
+        # The SDK then writes failed onto the task as it knows it (submitted, v1): both are stored.
+        failed = _task(task_id, TaskState.TASK_STATE_FAILED)
+        v2 = await shared.store.save(failed, event=_status(failed), prev=submitted, prev_version=v1, context=_context())
+        assert v2 == TaskVersion(2)
+        stored = await shared.store.get(task_id, _context())
+        assert stored is not None
+        assert (stored.task.status.state, stored.version) == (TaskState.TASK_STATE_FAILED, v2)
+        events = [event async for event in _first(shared, task_id, 2)]
+        assert [event.event for event in events] == [submitted, _status(failed)]
     finally:
         await shared.close()
