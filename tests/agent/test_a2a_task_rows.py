@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
-from a2a.server.agent_execution import RequestContext
+from a2a.helpers.proto_helpers import new_task
+from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.cluster import (
     ConcurrentTaskModificationError,
     TaskVersion,
@@ -19,8 +20,12 @@ from a2a.server.cluster import (
     VersionedEvent,
 )
 from a2a.server.context import ServerCallContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.tasks import TaskUpdater
 from a2a.server.tasks.database_task_store import DatabaseTaskStore
 from a2a.types.a2a_pb2 import (
+    AgentCard,
     Artifact,
     Message,
     Part,
@@ -41,6 +46,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from kora.agent.a2a import shared as shared_module
 from kora.agent.a2a import task_rows
 from kora.agent.a2a.shared import OWNER_STATE, SharedTasks, owner_of
+from tests.support.eventually import eventually_async
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -524,5 +530,72 @@ async def test_a_pair_statement_that_fails_leaves_the_first_change_held_for_the_
         assert (stored.task.status.state, stored.version) == (TaskState.TASK_STATE_FAILED, v2)
         events = [event async for event in _first(shared, task_id, 2)]
         assert [event.event for event in events] == [submitted, _status(failed)]
+    finally:
+        await shared.close()
+
+
+class _GatedExecutor(AgentExecutor):
+    """A turn that publishes its task, works, waits for ``gate``, then adds an artifact and completes."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        assert context.task_id is not None
+        assert context.context_id is not None
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        history = [context.message] if context.message is not None else []
+        await event_queue.enqueue_event(
+            new_task(context.task_id, context.context_id, TaskState.TASK_STATE_SUBMITTED, history=history)
+        )
+        await updater.start_work()
+        await self.gate.wait()
+        await updater.add_artifact([Part(text="answer")], name="answer")
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        raise NotImplementedError
+
+
+async def test_a_blocking_send_whose_stored_changes_the_database_lost_is_answered_with_an_error(memory_db):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    executor = _GatedExecutor()
+    handler = DefaultRequestHandler(
+        agent_executor=shared.wrap(executor),
+        task_store=shared.store,
+        agent_card=AgentCard(name="gated"),
+        event_stream=shared.events,
+        push_config_store=shared.push_configs,
+        push_sender=shared.push,
+    )
+    context_id = str(uuid.uuid4())
+    message = Message(
+        role=Role.ROLE_USER, message_id=str(uuid.uuid4()), context_id=context_id, parts=[Part(text="hello")]
+    )
+    call = ServerCallContext(state={OWNER_STATE: "alice", "method": "SendMessage"})
+    try:
+        await shared.start()
+        sending = asyncio.create_task(handler.on_message_send(SendMessageRequest(message=message), call))
+
+        def stored_working() -> bool:
+            with psycopg.connect(memory_db) as conn:
+                found = conn.execute(
+                    "SELECT 1 FROM kora_a2a.tasks WHERE context_id = %s AND status->>'state' = 'TASK_STATE_WORKING'",
+                    (context_id,),
+                )
+                return found.fetchone() is not None
+
+        await eventually_async(lambda: asyncio.to_thread(stored_working), "the turn's task stored working")
+        with psycopg.connect(memory_db, autocommit=True) as conn:  # what a crash of Postgres may leave
+            row = conn.execute("SELECT id FROM kora_a2a.tasks WHERE context_id = %s", (context_id,)).fetchone()
+            assert row is not None
+            for table, column in (("task_versions", "task_id"), ("task_events", "task_id"), ("tasks", "id")):
+                conn.execute(f"DELETE FROM kora_a2a.{table} WHERE {column} = %s", (row[0],))
+        executor.gate.set()
+        with pytest.raises(InternalError, match="lost changes"):  # a JSON-RPC error, not a task
+            await asyncio.wait_for(sending, 60)
+        with psycopg.connect(memory_db) as conn:  # nothing completed without its request
+            found = conn.execute("SELECT status->>'state' FROM kora_a2a.tasks WHERE context_id = %s", (context_id,))
+            assert found.fetchall() == []
     finally:
         await shared.close()
