@@ -14,12 +14,13 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, ListTasksRequest, TaskState
+from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, ListTasksRequest, Task, TaskState
 from a2a.utils.errors import TaskNotFoundError
 
 from kora.core.net import free_port
 from kora.scripted import TextReply
 from tests.support.a2a import legacy_params, message_params, rpc_body, sdk_client, user_message
+from tests.support.eventually import eventually_async
 from tests.support.processes import KORA, kora_environ, kora_process
 from tests.support.scripted_server import ScriptedModelServer
 
@@ -207,24 +208,26 @@ async def test_a_task_of_a_killed_replica_ends_failed_within_its_lease(model, me
                     on_doomed = await sdk_client(one, http=http, version="1.0")
                     waiting = asyncio.create_task(anext(aiter(on_doomed.send_message(user_message("slow")))))
                     assert await asyncio.to_thread(model.model.wait_for_requests, 1, 30.0)
-                    for _ in range(1200):  # stored as its turn starts working; 60 s at most
-                        listed = await on_survivor.list_tasks(ListTasksRequest())
-                        if listed.tasks:
-                            break
-                        await asyncio.sleep(0.05)
-                    task_id = listed.tasks[0].id
+
+                    async def listed() -> list[Task]:
+                        return list((await on_survivor.list_tasks(ListTasksRequest())).tasks)
+
+                    # stored as its turn starts working
+                    tasks = await eventually_async(listed, "the blocking send's task listed on the other replica")
+                    task_id = tasks[0].id
                 else:
                     params = message_params("slow", blocking=False)
                     started = await http.post(f"{one}/", json=rpc_body("message/send", params))
                     task_id = started.json()["result"]["id"]
                     assert await asyncio.to_thread(model.model.wait_for_requests, 1, 30.0)
                     on_survivor = await sdk_client(survivor, http=http, version="1.0")  # sets 1.0 on the client
-                fetched = await on_survivor.get_task(GetTaskRequest(id=task_id))
-                deadline = time.monotonic() + 60
-                while fetched.status.state != TaskState.TASK_STATE_WORKING and time.monotonic() < deadline:
-                    await asyncio.sleep(0.05)  # "working" is stored a moment after the turn starts
-                    fetched = await on_survivor.get_task(GetTaskRequest(id=task_id))
-                assert fetched.status.state == TaskState.TASK_STATE_WORKING
+
+                async def working() -> Task | None:
+                    found = await on_survivor.get_task(GetTaskRequest(id=task_id))
+                    return found if found.status.state == TaskState.TASK_STATE_WORKING else None
+
+                # "working" is stored a moment after the turn starts
+                fetched = await eventually_async(working, "the task working on the other replica")
                 os.kill(doomed.pid, signal.SIGKILL)
                 await asyncio.wait_for(doomed.wait(), 30)
                 if waiting is not None:  # its client is never answered with a task: its connection broke

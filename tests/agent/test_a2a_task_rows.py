@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
-from a2a.server.agent_execution import RequestContext
+from a2a.helpers.proto_helpers import new_task
+from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.cluster import (
     ConcurrentTaskModificationError,
     TaskVersion,
@@ -19,8 +20,12 @@ from a2a.server.cluster import (
     VersionedEvent,
 )
 from a2a.server.context import ServerCallContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.tasks import TaskUpdater
 from a2a.server.tasks.database_task_store import DatabaseTaskStore
 from a2a.types.a2a_pb2 import (
+    AgentCard,
     Artifact,
     Message,
     Part,
@@ -34,12 +39,14 @@ from a2a.types.a2a_pb2 import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
+from a2a.utils.errors import InternalError
 from psycopg_pool import PoolClosed
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from kora.agent.a2a import shared as shared_module
 from kora.agent.a2a import task_rows
 from kora.agent.a2a.shared import OWNER_STATE, SharedTasks, owner_of
+from tests.support.eventually import eventually_async
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -183,15 +190,18 @@ def test_only_progress_to_working_commits_without_waiting_for_the_disk(state, ev
     [
         (TaskState.TASK_STATE_SUBMITTED, "task", 0, False),  # the task's first write: no one has its id yet
         (TaskState.TASK_STATE_WORKING, "status", 1, False),
-        (TaskState.TASK_STATE_WORKING, "artifact", 2, False),
+        (TaskState.TASK_STATE_WORKING, "artifact", 2, True),  # a client that subscribed may be shown it
         (TaskState.TASK_STATE_INPUT_REQUIRED, "status", 2, True),  # what the blocking send answers with
+        (TaskState.TASK_STATE_INPUT_REQUIRED, "task", 3, True),  # the next request's message in the history
         (TaskState.TASK_STATE_AUTH_REQUIRED, "status", 2, True),
         (TaskState.TASK_STATE_COMPLETED, "status", 3, True),
         (TaskState.TASK_STATE_FAILED, "status", 3, True),
         (TaskState.TASK_STATE_REJECTED, "status", 1, True),
     ],
 )
-def test_a_turn_answered_at_its_end_waits_for_the_disk_only_for_the_answered_state(state, event_kind, prev, durable):
+def test_a_turn_answered_at_its_end_commits_only_submitted_and_working_without_the_disk(
+    state, event_kind, prev, durable
+):
     task = _task("t", state)
     event = {
         "status": _status(task),
@@ -199,6 +209,35 @@ def test_a_turn_answered_at_its_end_waits_for_the_disk_only_for_the_answered_sta
         "task": task,
     }[event_kind]
     assert task_rows.is_durable(task, event, prev, answered_at_end=True) is durable
+
+
+@pytest.mark.parametrize(
+    ("state", "event_kind", "previous", "answer"),
+    [
+        (TaskState.TASK_STATE_INPUT_REQUIRED, "status", TaskState.TASK_STATE_WORKING, True),
+        (TaskState.TASK_STATE_COMPLETED, "status", TaskState.TASK_STATE_WORKING, True),
+        # The SDK's history write at the start of a decision's turn: the task still in the state it waited in.
+        (TaskState.TASK_STATE_INPUT_REQUIRED, "task", TaskState.TASK_STATE_INPUT_REQUIRED, False),
+        (TaskState.TASK_STATE_FAILED, "task", None, True),  # a request that failed before its task existed
+        (
+            TaskState.TASK_STATE_COMPLETED,
+            "task",
+            TaskState.TASK_STATE_WORKING,
+            True,
+        ),  # a task written whole, at its end
+        (TaskState.TASK_STATE_WORKING, "status", TaskState.TASK_STATE_INPUT_REQUIRED, False),
+        (TaskState.TASK_STATE_SUBMITTED, "task", None, False),
+        (TaskState.TASK_STATE_WORKING, "artifact", TaskState.TASK_STATE_WORKING, False),
+    ],
+)
+def test_the_answer_is_told_by_the_change_not_by_the_tasks_state(state, event_kind, previous, answer):
+    task = _task("t", state)
+    event = {
+        "status": _status(task),
+        "artifact": TaskArtifactUpdateEvent(task_id="t", artifact=Artifact(artifact_id="a")),
+        "task": task,
+    }[event_kind]
+    assert task_rows.carries_answer(event, previous) is answer
 
 
 def _request(method: str | None, configuration: SendMessageConfiguration | None) -> RequestContext:
@@ -393,5 +432,170 @@ async def test_a_turns_first_write_takes_its_lease_in_the_same_statement(memory_
                 "SELECT owner, replica, expires_at > now() FROM kora_a2a.task_leases WHERE task_id = %s", (task_id,)
             ).fetchone()
         assert lease == ("alice", shared.replica, True)
+    finally:
+        await shared.close()
+
+
+async def test_the_history_write_of_a_decisions_turn_keeps_the_turn_answered_at_its_end(memory_db):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    try:
+        task_id = str(uuid.uuid4())
+        waiting = _task(task_id, TaskState.TASK_STATE_INPUT_REQUIRED)
+        v1 = await shared.store.save(waiting, event=waiting, prev_version=TaskVersion.MISSING, context=_context())
+        # The decision's turn: noted answered at its end, then the SDK writes the decision into the history.
+        shared.note_answered_at_end(task_id, True)
+        waiting.history.append(Message(role=Role.ROLE_USER, message_id="decision", parts=[Part(text="approve")]))
+        v2 = await shared.store.save(waiting, event=waiting, prev=waiting, prev_version=v1, context=_context())
+        assert task_id in shared.answered_at_end  # still the turn's: its working commits without the disk
+        working = _task(task_id, TaskState.TASK_STATE_WORKING)
+        v3 = await shared.store.save(working, event=_status(working), prev=waiting, prev_version=v2, context=_context())
+        assert task_id in shared.answered_at_end
+        done = _task(task_id, TaskState.TASK_STATE_COMPLETED)
+        await shared.store.save(done, event=_status(done), prev=working, prev_version=v3, context=_context())
+        assert task_id not in shared.answered_at_end  # the answered state's write ends it
+    finally:
+        await shared.close()
+
+
+@pytest.mark.parametrize("loss", ["rows deleted", "version older"])
+async def test_a_write_after_the_database_lost_acknowledged_changes_is_an_error_the_sdk_does_not_retry(memory_db, loss):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    try:
+        task_id = str(uuid.uuid4())
+        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+        v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+        working = _task(task_id, TaskState.TASK_STATE_WORKING)
+        v2 = await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
+        # What a crash of Postgres before its asynchronous commits reached the disk leaves.
+        with psycopg.connect(memory_db, autocommit=True) as conn:
+            if loss == "rows deleted":
+                for table in ("task_versions", "tasks", "task_events"):
+                    column = "id" if table == "tasks" else "task_id"
+                    conn.execute(f"DELETE FROM kora_a2a.{table} WHERE {column} = %s", (task_id,))
+            else:
+                conn.execute("UPDATE kora_a2a.task_versions SET version = 1 WHERE task_id = %s", (task_id,))
+        done = _task(task_id, TaskState.TASK_STATE_COMPLETED)
+        with pytest.raises(InternalError, match="lost changes"):
+            await shared.store.save(done, event=_status(done), prev=working, prev_version=v2, context=_context())
+        stored = await shared.store.get(task_id, _context())
+        assert stored is None if loss == "rows deleted" else stored.version == v1  # nothing written over it
+    finally:
+        await shared.close()
+
+
+async def test_a_write_that_another_writer_won_still_raises_the_retried_error(memory_db):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    try:
+        task_id = str(uuid.uuid4())
+        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+        v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+        working = _task(task_id, TaskState.TASK_STATE_WORKING)
+        await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
+        with pytest.raises(ConcurrentTaskModificationError):  # the version moved on: the SDK reloads and retries
+            await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
+    finally:
+        await shared.close()
+
+
+async def test_a_pair_statement_that_fails_leaves_the_first_change_held_for_the_failed_write(memory_db, monkeypatch):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    try:
+        task_id = str(uuid.uuid4())
+        shared.store.new_id(task_id)
+        shared.note_answered_at_end(task_id, True)
+        shared.unclaimed[task_id] = task_rows.Lease(shared.replica, 30)
+        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+        v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+        run = shared.run
+        calls = 0
+
+        async def fails_once(work):  # the database unreachable for the pair statement (retries exhausted)
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                raise psycopg.OperationalError("connection refused")
+            return await run(work)
+
+        monkeypatch.setattr(shared, "run", fails_once)
+        working = _task(task_id, TaskState.TASK_STATE_WORKING)
+        with pytest.raises(psycopg.OperationalError):
+            await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
+        assert await shared.store.get(task_id, _context()) is None  # still not stored, still read without a query
+        # The SDK then writes failed onto the task as it knows it (submitted, v1): both are stored.
+        failed = _task(task_id, TaskState.TASK_STATE_FAILED)
+        v2 = await shared.store.save(failed, event=_status(failed), prev=submitted, prev_version=v1, context=_context())
+        assert v2 == TaskVersion(2)
+        stored = await shared.store.get(task_id, _context())
+        assert stored is not None
+        assert (stored.task.status.state, stored.version) == (TaskState.TASK_STATE_FAILED, v2)
+        events = [event async for event in _first(shared, task_id, 2)]
+        assert [event.event for event in events] == [submitted, _status(failed)]
+    finally:
+        await shared.close()
+
+
+class _GatedExecutor(AgentExecutor):
+    """A turn that publishes its task, works, waits for ``gate``, then adds an artifact and completes."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        assert context.task_id is not None
+        assert context.context_id is not None
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        history = [context.message] if context.message is not None else []
+        await event_queue.enqueue_event(
+            new_task(context.task_id, context.context_id, TaskState.TASK_STATE_SUBMITTED, history=history)
+        )
+        await updater.start_work()
+        await self.gate.wait()
+        await updater.add_artifact([Part(text="answer")], name="answer")
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        raise NotImplementedError
+
+
+async def test_a_blocking_send_whose_stored_changes_the_database_lost_is_answered_with_an_error(memory_db):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    executor = _GatedExecutor()
+    handler = DefaultRequestHandler(
+        agent_executor=shared.wrap(executor),
+        task_store=shared.store,
+        agent_card=AgentCard(name="gated"),
+        event_stream=shared.events,
+        push_config_store=shared.push_configs,
+        push_sender=shared.push,
+    )
+    context_id = str(uuid.uuid4())
+    message = Message(
+        role=Role.ROLE_USER, message_id=str(uuid.uuid4()), context_id=context_id, parts=[Part(text="hello")]
+    )
+    call = ServerCallContext(state={OWNER_STATE: "alice", "method": "SendMessage"})
+    try:
+        await shared.start()
+        sending = asyncio.create_task(handler.on_message_send(SendMessageRequest(message=message), call))
+
+        def stored_working() -> bool:
+            with psycopg.connect(memory_db) as conn:
+                found = conn.execute(
+                    "SELECT 1 FROM kora_a2a.tasks WHERE context_id = %s AND status->>'state' = 'TASK_STATE_WORKING'",
+                    (context_id,),
+                )
+                return found.fetchone() is not None
+
+        await eventually_async(lambda: asyncio.to_thread(stored_working), "the turn's task stored working")
+        with psycopg.connect(memory_db, autocommit=True) as conn:  # what a crash of Postgres may leave
+            row = conn.execute("SELECT id FROM kora_a2a.tasks WHERE context_id = %s", (context_id,)).fetchone()
+            assert row is not None
+            for table, column in (("task_versions", "task_id"), ("task_events", "task_id"), ("tasks", "id")):
+                conn.execute(f"DELETE FROM kora_a2a.{table} WHERE {column} = %s", (row[0],))
+        executor.gate.set()
+        with pytest.raises(InternalError, match="lost changes"):  # a JSON-RPC error, not a task
+            await asyncio.wait_for(sending, 60)
+        with psycopg.connect(memory_db) as conn:  # nothing completed without its request
+            found = conn.execute("SELECT status->>'state' FROM kora_a2a.tasks WHERE context_id = %s", (context_id,))
+            assert found.fetchall() == []
     finally:
         await shared.close()

@@ -53,6 +53,7 @@ from a2a.server.events import Event, EventQueue
 from a2a.server.models import Base, PushNotificationConfigModel, TaskEventModel, TaskModel, TaskVersionModel
 from a2a.server.tasks.database_push_notification_config_store import DatabasePushNotificationConfigStore
 from a2a.types.a2a_pb2 import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
+from a2a.utils.errors import InternalError
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.engine import URL
@@ -260,7 +261,11 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
         first = self._first.pop(task.id, None)
         if task.status.state == TaskState.TASK_STATE_CANCELED:
             if first is not None:  # the held first change goes first: the SDK's write expects it stored
-                await self._store_first(first, owner)
+                try:
+                    await self._store_first(first, owner)
+                except BaseException:
+                    self._hold_again(task.id, first, generated)
+                    raise
             return await self._save_cancel(task, event=event, prev=prev, prev_version=prev_version, context=context)
         if (
             generated
@@ -270,10 +275,7 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
             and task.id in self._shared.answered_at_end
         ):
             # Known to no one until stored (task_rows, "The first two changes at once"): stored with the next.
-            self._first[task.id] = task_rows.PendingFirst.of(task)
-            while len(self._first) > MAX_NEW_IDS:
-                self._first.pop(next(iter(self._first)))
-            self._new[task.id] = None  # still absent for reads, as before its first write
+            self._hold_again(task.id, task_rows.PendingFirst.of(task), generated=True)
             self._shared.push.note_configs(task.id, False)  # no one could have set one for it
             return TaskVersion(1)
         # A task that waits for its user (input-required: a tool call waiting for approval) runs nowhere until the
@@ -281,28 +283,74 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
         finished = is_finished(task) or task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         lease = self._shared.unclaimed.pop(task.id, None)
         answered_at_end = task.id in self._shared.answered_at_end
-        if answered_at_end and task.status.state in task_rows.ANSWERED_STATES:
+        previous_state = prev.status.state if prev is not None and previous else None
+        if answered_at_end and task_rows.carries_answer(event, previous_state):
             self._shared.answered_at_end.pop(task.id, None)  # what follows (a next turn's request) decides anew
-        saved = await self._shared.run(
-            lambda connection: task_rows.save(
-                connection,
-                self._codec,
-                task,
-                owner=owner,
-                event=event,
-                prev_version=previous,
-                finished=finished,
-                durable=task_rows.is_durable(task, event, previous, answered_at_end=answered_at_end),
-                lease=lease,
-                first=first,
+        try:
+            saved = await self._shared.run(
+                lambda connection: task_rows.save(
+                    connection,
+                    self._codec,
+                    task,
+                    owner=owner,
+                    event=event,
+                    prev_version=previous,
+                    finished=finished,
+                    durable=task_rows.is_durable(task, event, previous, answered_at_end=answered_at_end),
+                    lease=lease,
+                    first=first,
+                )
             )
-        )
+        except BaseException:
+            # Nothing was stored: the next write (the SDK's ``failed``) stores the held change and takes the lease.
+            if first is not None:
+                self._hold_again(task.id, first, generated)
+            if lease is not None and self._shared.runs(task.id):
+                self._shared.unclaimed[task.id] = lease
+            raise
         if saved is None:
             if lease is not None and self._shared.runs(task.id):
                 self._shared.unclaimed[task.id] = lease  # nothing was stored: the next write takes it
+            if first is None and previous:
+                await self._check_not_lost(task.id, previous)
             raise ConcurrentTaskModificationError(task.id)
         self._shared.push.note_configs(task.id, saved.has_push_configs)
         return TaskVersion(saved.version)
+
+    def _hold_again(self, task_id: str, first: task_rows.PendingFirst, generated: bool) -> None:
+        """Hold ``first`` as ``task_id``'s first change, not stored (at most :data:`MAX_NEW_IDS` held, the oldest
+        dropped), its id read as absent again when this replica generated it."""
+        self._first[task_id] = first
+        while len(self._first) > MAX_NEW_IDS:
+            self._first.pop(next(iter(self._first)))
+        if generated:
+            self.new_id(task_id)  # still absent for reads, as before its first write
+
+    async def _check_not_lost(self, task_id: str, expected: int) -> None:
+        """After a write that expected version ``expected`` of ``task_id`` lost: raise :class:`InternalError` (the
+        SDK answers the request with it and does not retry) when the task's stored version is missing or older,
+        i.e. the database lost commits that had succeeded (task_rows, Durability), rather than another writer
+        having moved the task on. Retried, the write would be applied to whatever the database still has (a fresh
+        empty task when it has nothing)."""
+
+        async def stored(connection: AsyncConnection[TupleRow]) -> int | None:
+            cursor = await connection.execute("SELECT version FROM task_versions WHERE task_id = %s", (task_id,))
+            row = await cursor.fetchone()
+            return None if row is None else int(row[0])
+
+        version = await self._shared.run(stored)
+        if version is None or version < expected:
+            log.error(
+                "task %s: the database lost changes it had committed (stored version %s, expected %d); "
+                "the task is not continued",
+                task_id,
+                version,
+                expected,
+            )
+            raise InternalError(
+                message=f"task {task_id}: the task store lost changes it had acknowledged (the database crashed); "
+                "the task cannot continue"
+            )
 
     async def _store_first(self, first: task_rows.PendingFirst, owner: str) -> None:
         """Store a held first change on its own, as version 1 (raises :class:`ConcurrentTaskModificationError`

@@ -21,20 +21,32 @@ has some always waits for the disk, since it is announced to their receivers.
 
 **Durability.** A commit waits for its WAL to reach the disk (one ``fdatasync``: 13-17 ms on the development
 machine's disk, well under 1 ms on a server's SSD). Every change a client may keep is committed so: the task's
-first write (a non-blocking send answers with it), artifacts, interrupted and finished states, cancels. A change of
-the status to ``working`` (progress, nothing a client keeps) and the lease claim commit asynchronously
-(``synchronous_commit = off`` for that transaction): visible to every replica at once, like any commit, and on
-disk within Postgres's ``wal_writer_delay`` (200 ms by default) or with the next durable commit, whichever comes
-first, since the WAL is flushed in order. Only a crash of Postgres itself (not a restart, which flushes the WAL)
-within that time can lose one; the running replica's next write then finds the version it expected missing and the
-SDK reloads the task and applies that write to it.
+first write (a non-blocking send answers with it), artifacts, history writes, interrupted and finished states,
+cancels. A change of the status to ``working`` (progress, nothing a client keeps) and the lease claim commit
+asynchronously (``synchronous_commit = off`` for that transaction): visible to every replica at once, like any
+commit, and on disk within Postgres's ``wal_writer_delay`` (200 ms by default) or with the next durable commit,
+whichever comes first, since the WAL is flushed in order. Only a crash of Postgres itself (not a restart, which
+flushes the WAL) within that time can lose one.
 
-A turn whose only client is a blocking ``SendMessage`` without a push configuration (:func:`answers_at_end`) is
-told nothing before the task's final or interrupted state, the state its answer carries: its changes before that
-(the first write, ``working``, artifacts) commit asynchronously too, visible to every replica at once as above, and
-the final change waits for the disk, which flushes them all (the WAL is flushed in order). What the client is
-answered is on disk before the answer; a crash of the replica loses nothing committed; a crash of Postgres before
-the final write fails that write, and the client gets an error, not a task.
+A turn whose client is a blocking ``SendMessage`` without a push configuration (:func:`answers_at_end`) is
+answered only with the task's final or interrupted state: for it, the status changes to ``submitted`` and
+``working`` (its first write included) commit asynchronously too; its artifacts, any other history write and the
+answered state wait for the disk, which flushes what came before (the WAL is flushed in order). What that client
+is answered with, and every artifact any client may be shown (one that found the task through ``ListTasks`` and
+subscribed to it, say), is on disk before it is shown. Not guaranteed: a ``submitted`` or ``working`` status
+another client read may be lost (the turn then ends in an error: Lost commits, below). A crash of the replica
+loses nothing committed.
+
+**Lost commits.** When Postgres crashed after acknowledging asynchronous commits and before they reached the disk,
+the running replica's next write of the task finds its version row missing or older than the version it expected
+(None from :func:`save`). The store then reads the stored version and, finding it missing or older, raises the
+SDK's ``InternalError`` instead of ``ConcurrentTaskModificationError``: the SDK does not retry it (a retry would
+reload the task and apply the write to what the database kept, a fresh empty task when it kept nothing, and answer
+``completed`` without the request in its history), answers the request with a JSON-RPC internal error, and its
+following attempt to store ``failed`` meets the same loss and stores nothing: the task stays as the database kept
+it (absent, or at its last durable change, where the lease loop ends it ``failed`` once its lease, if it was kept,
+runs out). A version found equal or newer is another writer's: ``ConcurrentTaskModificationError``, and the SDK
+reloads the task and applies the write to it.
 
 **The first two changes at once.** Such a turn's new task, with an id this replica generated, is known to no one
 before it is stored: no client has its id (it is answered only at the end), so no replica can be asked for it,
@@ -55,7 +67,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from a2a.server.cluster import TaskVersion
 from a2a.server.models import TaskModel
-from a2a.types.a2a_pb2 import Task, TaskState, TaskStatusUpdateEvent
+from a2a.types.a2a_pb2 import Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
 from a2a.utils.proto_utils import to_stream_response
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 
@@ -107,6 +119,9 @@ class Saved(NamedTuple):
 
 #: The states a blocking ``SendMessage`` is answered with: final and interrupted ones.
 ANSWERED_STATES = FINISHED_STATES | {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
+#: The states of a turn's progress: a change to one of them, without an artifact, is not kept by a client that is
+#: answered only at the turn's end.
+_PROGRESS_STATES = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
 #: Characters of converted history messages and artifacts a :class:`RowCodec` keeps at most (keys and JSON).
 CODEC_MAX_CHARS = 16 * 1024 * 1024
 
@@ -304,16 +319,31 @@ async def load(
 
 def is_durable(task: Task, event: Event | None, prev_version: int, *, answered_at_end: bool = False) -> bool:
     """Whether storing ``task`` (changed by ``event`` from ``prev_version``) must wait for the disk: all but a later
-    status change to ``working``, and when its turn's client is ``answered_at_end`` (:func:`answers_at_end`), only a
-    final or interrupted state (see the module's Durability)."""
+    status change to ``working``, and when its turn's client is ``answered_at_end`` (:func:`answers_at_end`), all but
+    a status change to ``submitted`` or ``working`` (artifacts, history writes of any other state and the answered
+    state wait; see the module's Durability)."""
     if answered_at_end:
-        return task.status.state in ANSWERED_STATES
+        return isinstance(event, TaskArtifactUpdateEvent) or task.status.state not in _PROGRESS_STATES
     return not (
         prev_version
         and isinstance(event, TaskStatusUpdateEvent)
         and event.status.state == TaskState.TASK_STATE_WORKING
         and task.status.state == TaskState.TASK_STATE_WORKING
     )
+
+
+def carries_answer(event: Event | None, previous_state: TaskState | None) -> bool:
+    """Whether ``event`` is the change that carries the state a blocking ``SendMessage`` is answered with (one of
+    :data:`ANSWERED_STATES`): a status update to such a state, or a :class:`Task` event (the task written whole)
+    whose state is one and differs from ``previous_state``, the task's state before (None for a new task: the SDK
+    writes a request that failed before its task existed as a new ``failed`` task). A ``Task`` event in the state
+    the task had already is the SDK's write of a next request's message into its history (a decision sent to a task
+    waiting in ``input-required``): the start of a turn, not its answer."""
+    if isinstance(event, TaskStatusUpdateEvent):
+        return event.status.state in ANSWERED_STATES
+    if isinstance(event, Task):
+        return event.status.state in ANSWERED_STATES and event.status.state != previous_state
+    return False
 
 
 def answers_at_end(context: RequestContext) -> bool:
