@@ -599,3 +599,31 @@ async def test_a_blocking_send_whose_stored_changes_the_database_lost_is_answere
             assert found.fetchall() == []
     finally:
         await shared.close()
+
+
+async def test_one_expired_task_that_cannot_be_failed_does_not_strand_the_others(memory_db, monkeypatch):
+    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    try:
+        ids = [str(uuid.uuid4()) for _ in range(2)]
+        for task_id in ids:
+            shared.unclaimed[task_id] = task_rows.Lease(shared.replica, 30.0)
+            working = _task(task_id, TaskState.TASK_STATE_WORKING)
+            await shared.store.save(working, event=working, prev_version=TaskVersion.MISSING, context=_context())
+        with psycopg.connect(memory_db, autocommit=True) as conn:  # their replica stopped renewing them
+            conn.execute(
+                "UPDATE kora_a2a.task_leases SET expires_at = now() - interval '1 second' WHERE task_id = ANY(%s)",
+                (ids,),
+            )
+        fail_abandoned = shared._fail_abandoned
+
+        async def first_raises(task_id: str, owner: str) -> None:
+            if task_id == ids[0]:
+                raise InternalError(message="lost changes")  # as a write after a crash of the database
+            await fail_abandoned(task_id, owner)
+
+        monkeypatch.setattr(shared, "_fail_abandoned", first_raises)
+        await shared._expire()  # the leases are gone once read: every task is ended in this pass or never
+        states = [(await shared.store.get(task_id, _context())).task.status.state for task_id in ids]
+        assert states == [TaskState.TASK_STATE_WORKING, TaskState.TASK_STATE_FAILED]
+    finally:
+        await shared.close()

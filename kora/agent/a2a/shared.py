@@ -263,7 +263,7 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
             if first is not None:  # the held first change goes first: the SDK's write expects it stored
                 try:
                     await self._store_first(first, owner)
-                except BaseException:
+                except Exception:  # not a cancellation, which may come after the statement committed
                     self._hold_again(task.id, first, generated)
                     raise
             return await self._save_cancel(task, event=event, prev=prev, prev_version=prev_version, context=context)
@@ -301,8 +301,10 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
                     first=first,
                 )
             )
-        except BaseException:
+        except Exception:
             # Nothing was stored: the next write (the SDK's ``failed``) stores the held change and takes the lease.
+            # A cancellation (not an Exception) may come after the statement committed: nothing is held again, so
+            # the next read asks the database.
             if first is not None:
                 self._hold_again(task.id, first, generated)
             if lease is not None and self._shared.runs(task.id):
@@ -640,8 +642,11 @@ class SharedTasks:
                     text("DELETE FROM task_leases WHERE expires_at < now() RETURNING task_id, owner")
                 )
             ).all()
-        for task_id, owner in expired:
-            await self._fail_abandoned(task_id, owner)
+        for task_id, owner in expired:  # their leases are gone: each is failed here or by no one
+            try:
+                await self._fail_abandoned(task_id, owner)
+            except Exception:
+                log.exception("task %s: its lease expired, and storing it failed raised", task_id)
 
     async def _retire(self) -> None:
         async with self.engine.begin() as connection:
@@ -683,7 +688,7 @@ class SharedTasks:
                 await self.store.save(
                     failed, event=event, prev=stored.task, prev_version=stored.version, context=context
                 )
-            except ConcurrentTaskModificationError:
+            except (ConcurrentTaskModificationError, InternalError):  # moved on, or lost commits: read it again
                 continue
             log.warning("task %s failed: its replica stopped while it ran (lease expired)", task_id)
             await self.push.send_notification(task_id, event)
