@@ -222,12 +222,17 @@ async def test_a_task_of_a_killed_replica_ends_failed_within_its_lease(model, me
                     assert await asyncio.to_thread(model.model.wait_for_requests, 1, 30.0)
                     on_survivor = await sdk_client(survivor, http=http, version="1.0")  # sets 1.0 on the client
 
+                seen: list[str] = []
+
                 async def working() -> Task | None:
                     found = await on_survivor.get_task(GetTaskRequest(id=task_id))
+                    seen[:] = [TaskState.Name(found.status.state)]
                     return found if found.status.state == TaskState.TASK_STATE_WORKING else None
 
                 # "working" is stored a moment after the turn starts
-                fetched = await eventually_async(working, "the task working on the other replica")
+                fetched = await eventually_async(
+                    working, "the task working on the other replica", explain=lambda: f"last seen: {seen}"
+                )
                 os.kill(doomed.pid, signal.SIGKILL)
                 await asyncio.wait_for(doomed.wait(), 30)
                 if waiting is not None:  # its client is never answered with a task: its connection broke

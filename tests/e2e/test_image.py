@@ -178,7 +178,7 @@ def serving(
             in_image(image, args, env, **where), stdout=output, stderr=subprocess.STDOUT, start_new_session=True
         )
     try:
-        wait_healthy(ready_url, process, within=within, explain=log.read_text)
+        wait_healthy(ready_url, process, within=within, explain=log.read_text, every=0.1)
         yield process
     finally:
         stop(process)

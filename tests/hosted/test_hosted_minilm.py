@@ -47,7 +47,7 @@ def start_hosted(port: int, env: dict[str, str], log: Path) -> subprocess.Popen[
 def wait_ready(process: subprocess.Popen[bytes], base: str, log: Path) -> None:
     """Wait for ``/ready`` at ``base`` (the model loaded), failing at once, with the log, if the process exits."""
 
-    wait_healthy(base + "/ready", process, within=LOAD_WITHIN_SECONDS, explain=log.read_text)
+    wait_healthy(base + "/ready", process, within=LOAD_WITHIN_SECONDS, explain=log.read_text, every=0.1)
 
 
 @pytest.fixture(scope="module")

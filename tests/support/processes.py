@@ -41,10 +41,15 @@ def clean_env(**env: str) -> dict[str, str]:
 
 
 def wait_healthy(
-    url: str, process: subprocess.Popen[bytes], within: float = 60, explain: Callable[[], str] | None = None
+    url: str,
+    process: subprocess.Popen[bytes],
+    within: float = 60,
+    explain: Callable[[], str] | None = None,
+    every: float = 0.02,
 ) -> None:
-    """Poll ``url`` (a health or readiness endpoint) until it answers 200; ``AssertionError`` if the process exits
-    first or after ``within`` seconds, followed by what ``explain`` returns then (the process's log, say)."""
+    """Poll ``url`` (a health or readiness endpoint) every ``every`` seconds until it answers 200;
+    ``AssertionError`` if the process exits first or after ``within`` seconds, followed by what ``explain``
+    returns then (the process's log, say)."""
 
     def healthy() -> bool:
         if process.poll() is not None:
@@ -52,7 +57,9 @@ def wait_healthy(
             raise AssertionError(f"{exited}\n{explain()}" if explain is not None else exited)
         return httpx.get(url, timeout=2).status_code == 200
 
-    eventually(healthy, f"{url} answering 200", within=within, every=0.02, tolerate=(httpx.HTTPError,), explain=explain)
+    eventually(
+        healthy, f"{url} answering 200", within=within, every=every, tolerate=(httpx.HTTPError,), explain=explain
+    )
 
 
 @contextlib.contextmanager
