@@ -52,8 +52,9 @@ reloads the task and applies the write to it.
 before it is stored: no client has its id (it is answered only at the end), so no replica can be asked for it,
 cancel it or set its push configurations. Its first change (``submitted``) is held in memory
 (:class:`PendingFirst`) and stored with the next one (Kora's executor announces ``working`` right after it), in
-one statement (:data:`_SAVE_PAIR`, both events logged with their versions), so the task is on every replica, with
-its lease, from the moment its turn works; a cancel asked of this replica meanwhile stores the held change first.
+one statement (:data:`_SAVE_NEW` at version 2, both events logged with their versions), so the task is on every
+replica, with its lease, from the moment its turn works; a cancel asked of this replica meanwhile stores the held
+change first.
 
 Writes that move a task to ``canceled`` (no version check, read-then-write under row locks) stay with the SDK's
 store: they are rare and not on a turn's path.
@@ -199,10 +200,12 @@ SELECT (SELECT version.version FROM version), pushed.any,
        set_config('synchronous_commit', CASE WHEN pushed.any THEN 'on' ELSE %(commit)s::text END, true)
 FROM (SELECT EXISTS (SELECT FROM push_notification_configs WHERE task_id = %(id)s::text) AS any) AS pushed"""
 
-#: A task's first write: version 1, unless some writer made the task's version row first.
-_SAVE_FIRST = (
+#: A task's first write, version ``new`` (1; 2 for its first two changes at once, the first held,
+#: :class:`PendingFirst`, both events logged in their order: the event log's order is its rows' sequence), unless
+#: some writer made the task's version row first.
+_SAVE_NEW = (
     """WITH version AS (
-    INSERT INTO task_versions (task_id, owner, version) VALUES (%(id)s::text, %(owner)s::text, 1)
+    INSERT INTO task_versions (task_id, owner, version) VALUES (%(id)s::text, %(owner)s::text, %(new)s::bigint)
     ON CONFLICT DO NOTHING
     RETURNING version
 )"""
@@ -214,18 +217,6 @@ _SAVE_NEXT = (
     """WITH version AS (
     UPDATE task_versions SET version = %(prev)s::bigint + 1
     WHERE task_id = %(id)s::text AND owner = %(owner)s::text AND version = %(prev)s::bigint
-    RETURNING version
-)"""
-    + _TAIL
-)
-
-#: A task's first two changes in one write (the first held, :class:`PendingFirst`): version 2, both events logged
-#: (in their order: the event log's order is its rows' sequence), unless some writer made the task's version row
-#: first.
-_SAVE_PAIR = (
-    """WITH version AS (
-    INSERT INTO task_versions (task_id, owner, version) VALUES (%(id)s::text, %(owner)s::text, 2)
-    ON CONFLICT DO NOTHING
     RETURNING version
 )"""
     + _TAIL
@@ -278,12 +269,8 @@ async def save(
         "lease": 0.0 if lease is None else lease.seconds,
     }
     params["first_event"] = None if first is None else first.event
-    if first is not None:
-        statement = _SAVE_PAIR
-    elif prev_version == 0:
-        statement = _SAVE_FIRST
-    else:
-        statement = _SAVE_NEXT
+    params["new"] = 1 if first is None else 2
+    statement = _SAVE_NEW if first is not None or prev_version == 0 else _SAVE_NEXT
     cursor = await connection.execute(statement, params, prepare=True)
     row = await cursor.fetchone()
     if row is None or row[0] is None:
