@@ -51,6 +51,16 @@ from tests.support.eventually import eventually_async
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
+@pytest.fixture
+async def shared(memory_db: str) -> AsyncIterator[SharedTasks]:
+    """A replica's shared task store on the test database (lease 30 s, retention an hour), closed after the test."""
+    tasks = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+    try:
+        yield tasks
+    finally:
+        await tasks.close()
+
+
 def _context(owner: str = "alice") -> ServerCallContext:
     return ServerCallContext(state={OWNER_STATE: owner})
 
@@ -70,38 +80,34 @@ def _status(task: Task) -> TaskStatusUpdateEvent:
     return TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=task.status)
 
 
-async def test_a_task_stored_in_one_statement_reads_back_equal_through_the_sdk_and_its_events_are_logged(memory_db):
-    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+async def test_a_task_stored_in_one_statement_reads_back_equal_through_the_sdk_and_its_events_are_logged(shared):
     # The SDK's own store on the same tables (search_path kora_a2a), for reading what Kora wrote.
     sdk = VersionedDatabaseTaskStore(shared.engine, create_table=False, owner_resolver=owner_of)
-    try:
-        await shared.start()
-        task_id = str(uuid.uuid4())
-        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
-        v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
-        working = _task(task_id, TaskState.TASK_STATE_WORKING)
-        v2 = await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
-        done = _task(task_id, TaskState.TASK_STATE_COMPLETED)
-        done.artifacts.append(Artifact(artifact_id="a1", name="answer", parts=[Part(text="hi")]))
-        done.metadata.update({"kora": {"turn": 1}})
-        artifact = TaskArtifactUpdateEvent(task_id=task_id, context_id=done.context_id, artifact=done.artifacts[0])
-        v3 = await shared.store.save(done, event=artifact, prev_version=v2, context=_context())
-        assert [v1, v2, v3] == [TaskVersion(1), TaskVersion(2), TaskVersion(3)]
+    await shared.start()
+    task_id = str(uuid.uuid4())
+    submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+    v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+    working = _task(task_id, TaskState.TASK_STATE_WORKING)
+    v2 = await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
+    done = _task(task_id, TaskState.TASK_STATE_COMPLETED)
+    done.artifacts.append(Artifact(artifact_id="a1", name="answer", parts=[Part(text="hi")]))
+    done.metadata.update({"kora": {"turn": 1}})
+    artifact = TaskArtifactUpdateEvent(task_id=task_id, context_id=done.context_id, artifact=done.artifacts[0])
+    v3 = await shared.store.save(done, event=artifact, prev_version=v2, context=_context())
+    assert [v1, v2, v3] == [TaskVersion(1), TaskVersion(2), TaskVersion(3)]
 
-        for store in (shared.store, sdk):
-            stored = await store.get(task_id, _context())
-            assert stored is not None
-            assert stored.task == done
-            assert stored.version == v3
-        assert await shared.store.get(task_id, _context("mallory")) is None  # filed per owner
-        assert await sdk.get(task_id, _context("mallory")) is None
-        assert await shared.store.holds(task_id)
+    for store in (shared.store, sdk):
+        stored = await store.get(task_id, _context())
+        assert stored is not None
+        assert stored.task == done
+        assert stored.version == v3
+    assert await shared.store.get(task_id, _context("mallory")) is None  # filed per owner
+    assert await sdk.get(task_id, _context("mallory")) is None
+    assert await shared.store.holds(task_id)
 
-        events = [event async for event in _first(shared, task_id, 3)]
-        assert [event.version for event in events] == [v1, v2, v3]
-        assert events[2].event == artifact
-    finally:
-        await shared.close()
+    events = [event async for event in _first(shared, task_id, 3)]
+    assert [event.version for event in events] == [v1, v2, v3]
+    assert events[2].event == artifact
 
 
 async def _first(shared: SharedTasks, task_id: str, count: int) -> AsyncIterator[VersionedEvent]:
@@ -114,53 +120,45 @@ async def _first(shared: SharedTasks, task_id: str, count: int) -> AsyncIterator
         await stream.aclose()
 
 
-async def test_a_stale_write_and_a_second_first_write_lose_as_in_the_sdk(memory_db):
-    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
-    try:
-        task_id = str(uuid.uuid4())
-        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
-        v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
-        with pytest.raises(ConcurrentTaskModificationError):
-            await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
-        working = _task(task_id, TaskState.TASK_STATE_WORKING)
-        await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
-        failed = _task(task_id, TaskState.TASK_STATE_FAILED)
-        with pytest.raises(ConcurrentTaskModificationError):  # written from version 1, which is no longer current
-            await shared.store.save(failed, event=_status(failed), prev_version=v1, context=_context())
-        with pytest.raises(ConcurrentTaskModificationError):  # another owner's write never lands
-            await shared.store.save(working, event=_status(working), prev_version=TaskVersion(2), context=_context("m"))
-        stored = await shared.store.get(task_id, _context())
-        assert stored is not None
-        assert stored.task.status.state == TaskState.TASK_STATE_WORKING
-        assert stored.version == TaskVersion(2)
-        with psycopg.connect(memory_db) as conn:
-            logged = conn.execute("SELECT count(*) FROM kora_a2a.task_events WHERE task_id = %s", (task_id,))
-            assert logged.fetchone() == (2,)  # the losers logged nothing
-    finally:
-        await shared.close()
+async def test_a_stale_write_and_a_second_first_write_lose_as_in_the_sdk(shared, memory_db):
+    task_id = str(uuid.uuid4())
+    submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+    v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+    with pytest.raises(ConcurrentTaskModificationError):
+        await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+    working = _task(task_id, TaskState.TASK_STATE_WORKING)
+    await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
+    failed = _task(task_id, TaskState.TASK_STATE_FAILED)
+    with pytest.raises(ConcurrentTaskModificationError):  # written from version 1, which is no longer current
+        await shared.store.save(failed, event=_status(failed), prev_version=v1, context=_context())
+    with pytest.raises(ConcurrentTaskModificationError):  # another owner's write never lands
+        await shared.store.save(working, event=_status(working), prev_version=TaskVersion(2), context=_context("m"))
+    stored = await shared.store.get(task_id, _context())
+    assert stored is not None
+    assert stored.task.status.state == TaskState.TASK_STATE_WORKING
+    assert stored.version == TaskVersion(2)
+    with psycopg.connect(memory_db) as conn:
+        logged = conn.execute("SELECT count(*) FROM kora_a2a.task_events WHERE task_id = %s", (task_id,))
+        assert logged.fetchone() == (2,)  # the losers logged nothing
 
 
-async def test_a_finished_write_drops_the_lease_and_notes_the_push_configurations(memory_db):
-    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
-    try:
-        task_id = str(uuid.uuid4())
-        await shared.claim(task_id, "alice")
-        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
-        v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
-        assert shared.push._configured == {task_id: False}  # no configuration: its notification reads nothing
-        with psycopg.connect(memory_db, autocommit=True) as conn:
-            conn.execute(
-                "INSERT INTO kora_a2a.push_notification_configs (task_id, config_id, config_data, owner) "
-                "VALUES (%s, 'c1', '\\x00', 'alice')",
-                (task_id,),
-            )
-            done = _task(task_id, TaskState.TASK_STATE_COMPLETED)
-            await shared.store.save(done, event=_status(done), prev_version=v1, context=_context())
-            assert shared.push._configured == {task_id: True}
-            leases = conn.execute("SELECT count(*) FROM kora_a2a.task_leases WHERE task_id = %s", (task_id,))
-            assert leases.fetchone() == (0,)
-    finally:
-        await shared.close()
+async def test_a_finished_write_drops_the_lease_and_notes_the_push_configurations(shared, memory_db):
+    task_id = str(uuid.uuid4())
+    await shared.claim(task_id, "alice")
+    submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+    v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+    assert shared.push._configured == {task_id: False}  # no configuration: its notification reads nothing
+    with psycopg.connect(memory_db, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO kora_a2a.push_notification_configs (task_id, config_id, config_data, owner) "
+            "VALUES (%s, 'c1', '\\x00', 'alice')",
+            (task_id,),
+        )
+        done = _task(task_id, TaskState.TASK_STATE_COMPLETED)
+        await shared.store.save(done, event=_status(done), prev_version=v1, context=_context())
+        assert shared.push._configured == {task_id: True}
+        leases = conn.execute("SELECT count(*) FROM kora_a2a.task_leases WHERE task_id = %s", (task_id,))
+        assert leases.fetchone() == (0,)
 
 
 @pytest.mark.parametrize(
@@ -269,118 +267,102 @@ def test_only_a_blocking_send_without_push_configuration_is_answered_at_its_end(
     assert task_rows.answers_at_end(_request(method, configuration)) is answered_at_end
 
 
-async def test_a_change_of_a_task_with_push_configurations_always_waits_for_the_disk(memory_db):
-    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
-    try:
-        task_id = str(uuid.uuid4())
-        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
-        working = _task(task_id, TaskState.TASK_STATE_WORKING)
+async def test_a_change_of_a_task_with_push_configurations_always_waits_for_the_disk(shared, memory_db):
+    task_id = str(uuid.uuid4())
+    submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+    working = _task(task_id, TaskState.TASK_STATE_WORKING)
 
-        async def save(task: Task, prev: int, durable: bool) -> task_rows.Saved | None:
-            return await shared.run(
-                lambda connection: task_rows.save(
-                    connection,
-                    task_rows.RowCodec(),
-                    task,
-                    owner="alice",
-                    event=_status(task),
-                    prev_version=prev,
-                    finished=False,
-                    durable=durable,
-                )
+    async def save(task: Task, prev: int, durable: bool) -> task_rows.Saved | None:
+        return await shared.run(
+            lambda connection: task_rows.save(
+                connection,
+                task_rows.RowCodec(),
+                task,
+                owner="alice",
+                event=_status(task),
+                prev_version=prev,
+                finished=False,
+                durable=durable,
             )
+        )
 
-        first = await save(submitted, 0, durable=False)
-        assert first is not None
-        assert (first.has_push_configs, first.durable) == (False, False)
-        with psycopg.connect(memory_db, autocommit=True) as conn:
-            conn.execute(
-                "INSERT INTO kora_a2a.push_notification_configs (task_id, config_id, config_data, owner) "
-                "VALUES (%s, 'c1', '\\x00', 'alice')",
-                (task_id,),
-            )
-        second = await save(working, first.version, durable=False)
-        assert second is not None
-        assert (second.has_push_configs, second.durable) == (True, True)  # announced to the receiver: on disk first
-    finally:
-        await shared.close()
+    first = await save(submitted, 0, durable=False)
+    assert first is not None
+    assert (first.has_push_configs, first.durable) == (False, False)
+    with psycopg.connect(memory_db, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO kora_a2a.push_notification_configs (task_id, config_id, config_data, owner) "
+            "VALUES (%s, 'c1', '\\x00', 'alice')",
+            (task_id,),
+        )
+    second = await save(working, first.version, durable=False)
+    assert second is not None
+    assert (second.has_push_configs, second.durable) == (True, True)  # announced to the receiver: on disk first
 
 
-async def test_a_turn_answered_at_its_end_stores_its_first_change_with_its_next_one(memory_db):
-    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+async def test_a_turn_answered_at_its_end_stores_its_first_change_with_its_next_one(shared, memory_db):
     sdk = VersionedDatabaseTaskStore(shared.engine, create_table=False, owner_resolver=owner_of)
-    try:
-        task_id = str(uuid.uuid4())
-        shared.store.new_id(task_id)
-        shared.note_answered_at_end(task_id, True)
-        shared.unclaimed[task_id] = task_rows.Lease(shared.replica, 30)
-        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
-        v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
-        assert v1 == TaskVersion(1)
-        # Held: no one knows the id yet, and every replica still reads it absent.
-        assert not await shared.store.holds(task_id)
-        assert await shared.store.get(task_id, _context()) is None
-        assert await sdk.get(task_id, _context()) is None
-        working = _task(task_id, TaskState.TASK_STATE_WORKING)
-        v2 = await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
-        assert v2 == TaskVersion(2)
-        # From the turn's working on, the task is on every replica, with its lease and both events in the log.
-        stored = await sdk.get(task_id, _context())
-        assert stored is not None
-        assert (stored.task, stored.version) == (working, v2)
-        events = [event async for event in _first(shared, task_id, 2)]
-        assert [(event.version, event.event) for event in events] == [(v1, submitted), (v2, _status(working))]
-        with psycopg.connect(memory_db) as conn:
-            lease = conn.execute("SELECT replica FROM kora_a2a.task_leases WHERE task_id = %s", (task_id,))
-            assert lease.fetchone() == (shared.replica,)
-        assert shared.store._first == {}
-    finally:
-        await shared.close()
+    task_id = str(uuid.uuid4())
+    shared.store.new_id(task_id)
+    shared.note_answered_at_end(task_id, True)
+    shared.unclaimed[task_id] = task_rows.Lease(shared.replica, 30)
+    submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+    v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+    assert v1 == TaskVersion(1)
+    # Held: no one knows the id yet, and every replica still reads it absent.
+    assert not await shared.store.holds(task_id)
+    assert await shared.store.get(task_id, _context()) is None
+    assert await sdk.get(task_id, _context()) is None
+    working = _task(task_id, TaskState.TASK_STATE_WORKING)
+    v2 = await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
+    assert v2 == TaskVersion(2)
+    # From the turn's working on, the task is on every replica, with its lease and both events in the log.
+    stored = await sdk.get(task_id, _context())
+    assert stored is not None
+    assert (stored.task, stored.version) == (working, v2)
+    events = [event async for event in _first(shared, task_id, 2)]
+    assert [(event.version, event.event) for event in events] == [(v1, submitted), (v2, _status(working))]
+    with psycopg.connect(memory_db) as conn:
+        lease = conn.execute("SELECT replica FROM kora_a2a.task_leases WHERE task_id = %s", (task_id,))
+        assert lease.fetchone() == (shared.replica,)
+    assert shared.store._first == {}
 
 
-async def test_a_cancel_stores_a_held_first_change_before_it(memory_db):
-    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
-    try:
-        task_id = str(uuid.uuid4())
-        shared.store.new_id(task_id)
-        shared.note_answered_at_end(task_id, True)
-        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
-        v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
-        canceled = _task(task_id, TaskState.TASK_STATE_CANCELED)
-        v2 = await shared.store.save(canceled, event=_status(canceled), prev_version=v1, context=_context())
-        assert v2 == TaskVersion(2)
-        stored = await shared.store.get(task_id, _context())
-        assert stored is not None
-        assert (stored.task.status.state, stored.version) == (TaskState.TASK_STATE_CANCELED, v2)
-        events = [event async for event in _first(shared, task_id, 2)]
-        assert [event.event for event in events] == [submitted, _status(canceled)]
-    finally:
-        await shared.close()
+async def test_a_cancel_stores_a_held_first_change_before_it(shared):
+    task_id = str(uuid.uuid4())
+    shared.store.new_id(task_id)
+    shared.note_answered_at_end(task_id, True)
+    submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+    v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+    canceled = _task(task_id, TaskState.TASK_STATE_CANCELED)
+    v2 = await shared.store.save(canceled, event=_status(canceled), prev_version=v1, context=_context())
+    assert v2 == TaskVersion(2)
+    stored = await shared.store.get(task_id, _context())
+    assert stored is not None
+    assert (stored.task.status.state, stored.version) == (TaskState.TASK_STATE_CANCELED, v2)
+    events = [event async for event in _first(shared, task_id, 2)]
+    assert [event.event for event in events] == [submitted, _status(canceled)]
 
 
-async def test_an_id_this_replica_generated_reads_absent_without_a_query_until_its_first_write(memory_db):
-    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+async def test_an_id_this_replica_generated_reads_absent_without_a_query_until_its_first_write(shared):
     sdk = VersionedDatabaseTaskStore(shared.engine, create_table=False, owner_resolver=owner_of)
-    try:
-        task_id = str(uuid.uuid4())
-        shared.store.new_id(task_id)
-        # Written behind the store's back (no replica could have the id): the note answers, not the database.
-        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
-        await sdk.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
-        assert await shared.store.get(task_id, _context()) is None
-        # Its first write through the store drops the note (here it loses to the row above, as any second first
-        # write does); from then on reads ask the database.
-        with pytest.raises(ConcurrentTaskModificationError):
-            await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
-        stored = await shared.store.get(task_id, _context())
-        assert stored is not None
-        assert stored.task == submitted
-        # The notes are bounded: the oldest go first.
-        for _ in range(shared_module.MAX_NEW_IDS + 1):
-            shared.store.new_id(str(uuid.uuid4()))
-        assert len(shared.store._new) == shared_module.MAX_NEW_IDS
-    finally:
-        await shared.close()
+    task_id = str(uuid.uuid4())
+    shared.store.new_id(task_id)
+    # Written behind the store's back (no replica could have the id): the note answers, not the database.
+    submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+    await sdk.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+    assert await shared.store.get(task_id, _context()) is None
+    # Its first write through the store drops the note (here it loses to the row above, as any second first
+    # write does); from then on reads ask the database.
+    with pytest.raises(ConcurrentTaskModificationError):
+        await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+    stored = await shared.store.get(task_id, _context())
+    assert stored is not None
+    assert stored.task == submitted
+    # The notes are bounded: the oldest go first.
+    for _ in range(shared_module.MAX_NEW_IDS + 1):
+        shared.store.new_id(str(uuid.uuid4()))
+    assert len(shared.store._new) == shared_module.MAX_NEW_IDS
 
 
 async def test_after_close_the_store_refuses_at_once_and_never_reopens_its_pool(memory_db):
@@ -419,119 +401,101 @@ def test_the_row_codec_writes_the_sdks_columns_and_converts_each_message_once():
     assert len(codec._known) < 200
 
 
-async def test_a_turns_first_write_takes_its_lease_in_the_same_statement(memory_db):
-    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
-    try:
-        task_id = str(uuid.uuid4())
-        shared.unclaimed[task_id] = task_rows.Lease(shared.replica, 30.0)
-        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
-        await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
-        assert task_id not in shared.unclaimed
-        with psycopg.connect(memory_db) as conn:
-            lease = conn.execute(
-                "SELECT owner, replica, expires_at > now() FROM kora_a2a.task_leases WHERE task_id = %s", (task_id,)
-            ).fetchone()
-        assert lease == ("alice", shared.replica, True)
-    finally:
-        await shared.close()
+async def test_a_turns_first_write_takes_its_lease_in_the_same_statement(shared, memory_db):
+    task_id = str(uuid.uuid4())
+    shared.unclaimed[task_id] = task_rows.Lease(shared.replica, 30.0)
+    submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+    await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+    assert task_id not in shared.unclaimed
+    with psycopg.connect(memory_db) as conn:
+        lease = conn.execute(
+            "SELECT owner, replica, expires_at > now() FROM kora_a2a.task_leases WHERE task_id = %s", (task_id,)
+        ).fetchone()
+    assert lease == ("alice", shared.replica, True)
 
 
-async def test_the_history_write_of_a_decisions_turn_keeps_the_turn_answered_at_its_end(memory_db):
-    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
-    try:
-        task_id = str(uuid.uuid4())
-        waiting = _task(task_id, TaskState.TASK_STATE_INPUT_REQUIRED)
-        v1 = await shared.store.save(waiting, event=waiting, prev_version=TaskVersion.MISSING, context=_context())
-        # The decision's turn: noted answered at its end, then the SDK writes the decision into the history.
-        shared.note_answered_at_end(task_id, True)
-        waiting.history.append(Message(role=Role.ROLE_USER, message_id="decision", parts=[Part(text="approve")]))
-        v2 = await shared.store.save(waiting, event=waiting, prev=waiting, prev_version=v1, context=_context())
-        assert task_id in shared.answered_at_end  # still the turn's: its working commits without the disk
-        working = _task(task_id, TaskState.TASK_STATE_WORKING)
-        v3 = await shared.store.save(working, event=_status(working), prev=waiting, prev_version=v2, context=_context())
-        assert task_id in shared.answered_at_end
-        done = _task(task_id, TaskState.TASK_STATE_COMPLETED)
-        await shared.store.save(done, event=_status(done), prev=working, prev_version=v3, context=_context())
-        assert task_id not in shared.answered_at_end  # the answered state's write ends it
-    finally:
-        await shared.close()
+async def test_the_history_write_of_a_decisions_turn_keeps_the_turn_answered_at_its_end(shared):
+    task_id = str(uuid.uuid4())
+    waiting = _task(task_id, TaskState.TASK_STATE_INPUT_REQUIRED)
+    v1 = await shared.store.save(waiting, event=waiting, prev_version=TaskVersion.MISSING, context=_context())
+    # The decision's turn: noted answered at its end, then the SDK writes the decision into the history.
+    shared.note_answered_at_end(task_id, True)
+    waiting.history.append(Message(role=Role.ROLE_USER, message_id="decision", parts=[Part(text="approve")]))
+    v2 = await shared.store.save(waiting, event=waiting, prev=waiting, prev_version=v1, context=_context())
+    assert task_id in shared.answered_at_end  # still the turn's: its working commits without the disk
+    working = _task(task_id, TaskState.TASK_STATE_WORKING)
+    v3 = await shared.store.save(working, event=_status(working), prev=waiting, prev_version=v2, context=_context())
+    assert task_id in shared.answered_at_end
+    done = _task(task_id, TaskState.TASK_STATE_COMPLETED)
+    await shared.store.save(done, event=_status(done), prev=working, prev_version=v3, context=_context())
+    assert task_id not in shared.answered_at_end  # the answered state's write ends it
 
 
 @pytest.mark.parametrize("loss", ["rows deleted", "version older"])
-async def test_a_write_after_the_database_lost_acknowledged_changes_is_an_error_the_sdk_does_not_retry(memory_db, loss):
-    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
-    try:
-        task_id = str(uuid.uuid4())
-        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
-        v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
-        working = _task(task_id, TaskState.TASK_STATE_WORKING)
-        v2 = await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
-        # What a crash of Postgres before its asynchronous commits reached the disk leaves.
-        with psycopg.connect(memory_db, autocommit=True) as conn:
-            if loss == "rows deleted":
-                for table in ("task_versions", "tasks", "task_events"):
-                    column = "id" if table == "tasks" else "task_id"
-                    conn.execute(f"DELETE FROM kora_a2a.{table} WHERE {column} = %s", (task_id,))
-            else:
-                conn.execute("UPDATE kora_a2a.task_versions SET version = 1 WHERE task_id = %s", (task_id,))
-        done = _task(task_id, TaskState.TASK_STATE_COMPLETED)
-        with pytest.raises(InternalError, match="lost changes"):
-            await shared.store.save(done, event=_status(done), prev=working, prev_version=v2, context=_context())
-        stored = await shared.store.get(task_id, _context())
-        assert stored is None if loss == "rows deleted" else stored.version == v1  # nothing written over it
-    finally:
-        await shared.close()
+async def test_a_write_after_the_database_lost_acknowledged_changes_is_an_error_the_sdk_does_not_retry(
+    shared, memory_db, loss
+):
+    task_id = str(uuid.uuid4())
+    submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+    v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+    working = _task(task_id, TaskState.TASK_STATE_WORKING)
+    v2 = await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
+    # What a crash of Postgres before its asynchronous commits reached the disk leaves.
+    with psycopg.connect(memory_db, autocommit=True) as conn:
+        if loss == "rows deleted":
+            for table in ("task_versions", "tasks", "task_events"):
+                column = "id" if table == "tasks" else "task_id"
+                conn.execute(f"DELETE FROM kora_a2a.{table} WHERE {column} = %s", (task_id,))
+        else:
+            conn.execute("UPDATE kora_a2a.task_versions SET version = 1 WHERE task_id = %s", (task_id,))
+    done = _task(task_id, TaskState.TASK_STATE_COMPLETED)
+    with pytest.raises(InternalError, match="lost changes"):
+        await shared.store.save(done, event=_status(done), prev=working, prev_version=v2, context=_context())
+    stored = await shared.store.get(task_id, _context())
+    assert stored is None if loss == "rows deleted" else stored.version == v1  # nothing written over it
 
 
-async def test_a_write_that_another_writer_won_still_raises_the_retried_error(memory_db):
-    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
-    try:
-        task_id = str(uuid.uuid4())
-        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
-        v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
-        working = _task(task_id, TaskState.TASK_STATE_WORKING)
+async def test_a_write_that_another_writer_won_still_raises_the_retried_error(shared):
+    task_id = str(uuid.uuid4())
+    submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+    v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+    working = _task(task_id, TaskState.TASK_STATE_WORKING)
+    await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
+    with pytest.raises(ConcurrentTaskModificationError):  # the version moved on: the SDK reloads and retries
         await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
-        with pytest.raises(ConcurrentTaskModificationError):  # the version moved on: the SDK reloads and retries
-            await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
-    finally:
-        await shared.close()
 
 
-async def test_a_pair_statement_that_fails_leaves_the_first_change_held_for_the_failed_write(memory_db, monkeypatch):
-    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
-    try:
-        task_id = str(uuid.uuid4())
-        shared.store.new_id(task_id)
-        shared.note_answered_at_end(task_id, True)
-        shared.unclaimed[task_id] = task_rows.Lease(shared.replica, 30)
-        submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
-        v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
-        run = shared.run
-        calls = 0
+async def test_a_pair_statement_that_fails_leaves_the_first_change_held_for_the_failed_write(shared, monkeypatch):
+    task_id = str(uuid.uuid4())
+    shared.store.new_id(task_id)
+    shared.note_answered_at_end(task_id, True)
+    shared.unclaimed[task_id] = task_rows.Lease(shared.replica, 30)
+    submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+    v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+    run = shared.run
+    calls = 0
 
-        async def fails_once(work):  # the database unreachable for the pair statement (retries exhausted)
-            nonlocal calls
-            calls += 1
-            if calls == 1:
-                raise psycopg.OperationalError("connection refused")
-            return await run(work)
+    async def fails_once(work):  # the database unreachable for the pair statement (retries exhausted)
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise psycopg.OperationalError("connection refused")
+        return await run(work)
 
-        monkeypatch.setattr(shared, "run", fails_once)
-        working = _task(task_id, TaskState.TASK_STATE_WORKING)
-        with pytest.raises(psycopg.OperationalError):
-            await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
-        assert await shared.store.get(task_id, _context()) is None  # still not stored, still read without a query
-        # The SDK then writes failed onto the task as it knows it (submitted, v1): both are stored.
-        failed = _task(task_id, TaskState.TASK_STATE_FAILED)
-        v2 = await shared.store.save(failed, event=_status(failed), prev=submitted, prev_version=v1, context=_context())
-        assert v2 == TaskVersion(2)
-        stored = await shared.store.get(task_id, _context())
-        assert stored is not None
-        assert (stored.task.status.state, stored.version) == (TaskState.TASK_STATE_FAILED, v2)
-        events = [event async for event in _first(shared, task_id, 2)]
-        assert [event.event for event in events] == [submitted, _status(failed)]
-    finally:
-        await shared.close()
+    monkeypatch.setattr(shared, "run", fails_once)
+    working = _task(task_id, TaskState.TASK_STATE_WORKING)
+    with pytest.raises(psycopg.OperationalError):
+        await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
+    assert await shared.store.get(task_id, _context()) is None  # still not stored, still read without a query
+    # The SDK then writes failed onto the task as it knows it (submitted, v1): both are stored.
+    failed = _task(task_id, TaskState.TASK_STATE_FAILED)
+    v2 = await shared.store.save(failed, event=_status(failed), prev=submitted, prev_version=v1, context=_context())
+    assert v2 == TaskVersion(2)
+    stored = await shared.store.get(task_id, _context())
+    assert stored is not None
+    assert (stored.task.status.state, stored.version) == (TaskState.TASK_STATE_FAILED, v2)
+    events = [event async for event in _first(shared, task_id, 2)]
+    assert [event.event for event in events] == [submitted, _status(failed)]
 
 
 class _GatedExecutor(AgentExecutor):
@@ -557,8 +521,7 @@ class _GatedExecutor(AgentExecutor):
         raise NotImplementedError
 
 
-async def test_a_blocking_send_whose_stored_changes_the_database_lost_is_answered_with_an_error(memory_db):
-    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
+async def test_a_blocking_send_whose_stored_changes_the_database_lost_is_answered_with_an_error(shared, memory_db):
     executor = _GatedExecutor()
     handler = DefaultRequestHandler(
         agent_executor=shared.wrap(executor),
@@ -573,57 +536,50 @@ async def test_a_blocking_send_whose_stored_changes_the_database_lost_is_answere
         role=Role.ROLE_USER, message_id=str(uuid.uuid4()), context_id=context_id, parts=[Part(text="hello")]
     )
     call = ServerCallContext(state={OWNER_STATE: "alice", "method": "SendMessage"})
-    try:
-        await shared.start()
-        sending = asyncio.create_task(handler.on_message_send(SendMessageRequest(message=message), call))
+    await shared.start()
+    sending = asyncio.create_task(handler.on_message_send(SendMessageRequest(message=message), call))
 
-        def stored_working() -> bool:
-            with psycopg.connect(memory_db) as conn:
-                found = conn.execute(
-                    "SELECT 1 FROM kora_a2a.tasks WHERE context_id = %s AND status->>'state' = 'TASK_STATE_WORKING'",
-                    (context_id,),
-                )
-                return found.fetchone() is not None
-
-        await eventually_async(lambda: asyncio.to_thread(stored_working), "the turn's task stored working")
-        with psycopg.connect(memory_db, autocommit=True) as conn:  # what a crash of Postgres may leave
-            row = conn.execute("SELECT id FROM kora_a2a.tasks WHERE context_id = %s", (context_id,)).fetchone()
-            assert row is not None
-            for table, column in (("task_versions", "task_id"), ("task_events", "task_id"), ("tasks", "id")):
-                conn.execute(f"DELETE FROM kora_a2a.{table} WHERE {column} = %s", (row[0],))
-        executor.gate.set()
-        with pytest.raises(InternalError, match="lost changes"):  # a JSON-RPC error, not a task
-            await asyncio.wait_for(sending, 60)
-        with psycopg.connect(memory_db) as conn:  # nothing completed without its request
-            found = conn.execute("SELECT status->>'state' FROM kora_a2a.tasks WHERE context_id = %s", (context_id,))
-            assert found.fetchall() == []
-    finally:
-        await shared.close()
-
-
-async def test_one_expired_task_that_cannot_be_failed_does_not_strand_the_others(memory_db, monkeypatch):
-    shared = SharedTasks.open(memory_db, lease_seconds=30, retention_seconds=3600)
-    try:
-        ids = [str(uuid.uuid4()) for _ in range(2)]
-        for task_id in ids:
-            shared.unclaimed[task_id] = task_rows.Lease(shared.replica, 30.0)
-            working = _task(task_id, TaskState.TASK_STATE_WORKING)
-            await shared.store.save(working, event=working, prev_version=TaskVersion.MISSING, context=_context())
-        with psycopg.connect(memory_db, autocommit=True) as conn:  # their replica stopped renewing them
-            conn.execute(
-                "UPDATE kora_a2a.task_leases SET expires_at = now() - interval '1 second' WHERE task_id = ANY(%s)",
-                (ids,),
+    def stored_working() -> bool:
+        with psycopg.connect(memory_db) as conn:
+            found = conn.execute(
+                "SELECT 1 FROM kora_a2a.tasks WHERE context_id = %s AND status->>'state' = 'TASK_STATE_WORKING'",
+                (context_id,),
             )
-        fail_abandoned = shared._fail_abandoned
+            return found.fetchone() is not None
 
-        async def first_raises(task_id: str, owner: str) -> None:
-            if task_id == ids[0]:
-                raise InternalError(message="lost changes")  # as a write after a crash of the database
-            await fail_abandoned(task_id, owner)
+    await eventually_async(lambda: asyncio.to_thread(stored_working), "the turn's task stored working")
+    with psycopg.connect(memory_db, autocommit=True) as conn:  # what a crash of Postgres may leave
+        row = conn.execute("SELECT id FROM kora_a2a.tasks WHERE context_id = %s", (context_id,)).fetchone()
+        assert row is not None
+        for table, column in (("task_versions", "task_id"), ("task_events", "task_id"), ("tasks", "id")):
+            conn.execute(f"DELETE FROM kora_a2a.{table} WHERE {column} = %s", (row[0],))
+    executor.gate.set()
+    with pytest.raises(InternalError, match="lost changes"):  # a JSON-RPC error, not a task
+        await asyncio.wait_for(sending, 60)
+    with psycopg.connect(memory_db) as conn:  # nothing completed without its request
+        found = conn.execute("SELECT status->>'state' FROM kora_a2a.tasks WHERE context_id = %s", (context_id,))
+        assert found.fetchall() == []
 
-        monkeypatch.setattr(shared, "_fail_abandoned", first_raises)
-        await shared._expire()  # the leases are gone once read: every task is ended in this pass or never
-        states = [(await shared.store.get(task_id, _context())).task.status.state for task_id in ids]
-        assert states == [TaskState.TASK_STATE_WORKING, TaskState.TASK_STATE_FAILED]
-    finally:
-        await shared.close()
+
+async def test_one_expired_task_that_cannot_be_failed_does_not_strand_the_others(shared, memory_db, monkeypatch):
+    ids = [str(uuid.uuid4()) for _ in range(2)]
+    for task_id in ids:
+        shared.unclaimed[task_id] = task_rows.Lease(shared.replica, 30.0)
+        working = _task(task_id, TaskState.TASK_STATE_WORKING)
+        await shared.store.save(working, event=working, prev_version=TaskVersion.MISSING, context=_context())
+    with psycopg.connect(memory_db, autocommit=True) as conn:  # their replica stopped renewing them
+        conn.execute(
+            "UPDATE kora_a2a.task_leases SET expires_at = now() - interval '1 second' WHERE task_id = ANY(%s)",
+            (ids,),
+        )
+    fail_abandoned = shared._fail_abandoned
+
+    async def first_raises(task_id: str, owner: str) -> None:
+        if task_id == ids[0]:
+            raise InternalError(message="lost changes")  # as a write after a crash of the database
+        await fail_abandoned(task_id, owner)
+
+    monkeypatch.setattr(shared, "_fail_abandoned", first_raises)
+    await shared._expire()  # the leases are gone once read: every task is ended in this pass or never
+    states = [(await shared.store.get(task_id, _context())).task.status.state for task_id in ids]
+    assert states == [TaskState.TASK_STATE_WORKING, TaskState.TASK_STATE_FAILED]
