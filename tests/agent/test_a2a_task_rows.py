@@ -161,6 +161,14 @@ async def test_a_finished_write_drops_the_lease_and_notes_the_push_configuration
         assert leases.fetchone() == (0,)
 
 
+def _event_of(task: Task, kind: str) -> Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent:
+    """The change of ``task`` of ``kind``: its status update (``status``), an artifact update (``artifact``), or the
+    task written whole (``task``)."""
+    if kind == "artifact":
+        return TaskArtifactUpdateEvent(task_id=task.id, artifact=Artifact(artifact_id="a"))
+    return {"status": _status(task), "task": task}[kind]
+
+
 @pytest.mark.parametrize(
     ("state", "event_kind", "prev", "durable"),
     [
@@ -175,11 +183,7 @@ async def test_a_finished_write_drops_the_lease_and_notes_the_push_configuration
 )
 def test_only_progress_to_working_commits_without_waiting_for_the_disk(state, event_kind, prev, durable):
     task = _task("t", state)
-    event = {
-        "status": _status(task),
-        "artifact": TaskArtifactUpdateEvent(task_id="t", artifact=Artifact(artifact_id="a")),
-        "task": task,
-    }[event_kind]
+    event = _event_of(task, event_kind)
     assert task_rows.is_durable(task, event, prev) is durable
 
 
@@ -201,11 +205,7 @@ def test_a_turn_answered_at_its_end_commits_only_submitted_and_working_without_t
     state, event_kind, prev, durable
 ):
     task = _task("t", state)
-    event = {
-        "status": _status(task),
-        "artifact": TaskArtifactUpdateEvent(task_id="t", artifact=Artifact(artifact_id="a")),
-        "task": task,
-    }[event_kind]
+    event = _event_of(task, event_kind)
     assert task_rows.is_durable(task, event, prev, answered_at_end=True) is durable
 
 
@@ -230,11 +230,7 @@ def test_a_turn_answered_at_its_end_commits_only_submitted_and_working_without_t
 )
 def test_the_answer_is_told_by_the_change_not_by_the_tasks_state(state, event_kind, previous, answer):
     task = _task("t", state)
-    event = {
-        "status": _status(task),
-        "artifact": TaskArtifactUpdateEvent(task_id="t", artifact=Artifact(artifact_id="a")),
-        "task": task,
-    }[event_kind]
+    event = _event_of(task, event_kind)
     assert task_rows.carries_answer(event, previous) is answer
 
 
