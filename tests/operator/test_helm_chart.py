@@ -433,8 +433,16 @@ def _release() -> str:
     return f"kora-{uuid.uuid4().hex[:8]}"
 
 
+_LOG_TIME = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ")
+_REFUSAL = re.compile(r"\b403\b|forbidden", re.I)
+
+
 def _refused_calls(log: str) -> list[str]:
-    return [line for line in log.splitlines() if "403" in line or "orbidden" in line]
+    """The operator's log lines that report an API call its role refused (HTTP 403, "Forbidden").
+
+    The timestamp is left out of the match: its milliseconds can read 403.
+    """
+    return [line for line in log.splitlines() if _REFUSAL.search(_LOG_TIME.sub("", line))]
 
 
 @pytest.mark.slow
