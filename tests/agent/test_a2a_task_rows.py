@@ -5,9 +5,10 @@ compare-and-swap rules, so a stale or second first write loses."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import psycopg
 import pytest
@@ -49,6 +50,19 @@ from kora.agent.a2a.shared import OWNER_STATE, SharedTasks, owner_of
 from tests.support.eventually import eventually_async
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage_after() -> Iterator[None]:
+    """Collect each test's cyclic garbage when it ends (its event loop, pools and connections).
+
+    Left to a later automatic collection, their finalizers can run inside ``compile()``, and CPython 3.11 before
+    3.11.8 can then fail that compile with "AST constructor recursion depth mismatch" (the AST constructor kept its
+    depth in shared state while a collection let other code run); it struck pytest's assertion rewriting of
+    hypothesis at the summary of a run of this module alone.
+    """
+    yield
+    gc.collect()
 
 
 @pytest.fixture
