@@ -26,6 +26,7 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.tasks import TaskUpdater
 from a2a.server.tasks.database_task_store import DatabaseTaskStore
 from a2a.types.a2a_pb2 import (
+    AgentCapabilities,
     AgentCard,
     Artifact,
     Message,
@@ -33,6 +34,7 @@ from a2a.types.a2a_pb2 import (
     Role,
     SendMessageConfiguration,
     SendMessageRequest,
+    SubscribeToTaskRequest,
     Task,
     TaskArtifactUpdateEvent,
     TaskPushNotificationConfig,
@@ -47,7 +49,9 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from kora.agent.a2a import shared as shared_module
 from kora.agent.a2a import task_rows
 from kora.agent.a2a.shared import OWNER_STATE, SharedTasks, owner_of
+from kora.agent.a2a.shared_handler import SharedRequestHandler
 from tests.support.eventually import eventually_async
+from tests.support.threaded import ThreadedServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -509,10 +513,13 @@ async def test_a_pair_statement_that_fails_leaves_the_first_change_held_for_the_
 
 
 class _GatedExecutor(AgentExecutor):
-    """A turn that publishes its task, works, waits for ``gate``, then adds an artifact and completes."""
+    """A turn that publishes its task, works, waits for ``gate``, adds an artifact, waits for ``answer_gate`` (open
+    unless a test closes it), then completes."""
 
     def __init__(self) -> None:
         self.gate = asyncio.Event()
+        self.answer_gate = asyncio.Event()
+        self.answer_gate.set()
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         assert context.task_id is not None
@@ -525,6 +532,7 @@ class _GatedExecutor(AgentExecutor):
         await updater.start_work()
         await self.gate.wait()
         await updater.add_artifact([Part(text="answer")], name="answer")
+        await self.answer_gate.wait()
         await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -593,3 +601,211 @@ async def test_one_expired_task_that_cannot_be_failed_does_not_strand_the_others
     await shared._expire()  # the leases are gone once read: every task is ended in this pass or never
     states = [(await shared.store.get(task_id, _context())).task.status.state for task_id in ids]
     assert states == [TaskState.TASK_STATE_WORKING, TaskState.TASK_STATE_FAILED]
+
+
+def _gated_handler(shared: SharedTasks, executor: _GatedExecutor) -> SharedRequestHandler:
+    card = AgentCard(name="gated", capabilities=AgentCapabilities(streaming=True, push_notifications=True))
+    return SharedRequestHandler(shared, agent_executor=shared.wrap(executor), agent_card=card)
+
+
+def _blocking_send(handler: SharedRequestHandler, context_id: str) -> asyncio.Task[Message | Task]:
+    """A blocking JSON-RPC ``SendMessage`` of a new task in context ``context_id``, running."""
+    message = Message(role=Role.ROLE_USER, message_id=str(uuid.uuid4()), context_id=context_id, parts=[Part(text="hi")])
+    call = ServerCallContext(state={OWNER_STATE: "alice", "method": "SendMessage"})
+    return asyncio.create_task(handler.on_message_send(SendMessageRequest(message=message), call))
+
+
+def _stored_row(database_url: str, context_id: str) -> tuple[str, str, int, int] | None:
+    """The task of ``context_id`` as stored: (id, state, artifacts, version), or None."""
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute(
+            "SELECT t.id, t.status->>'state', json_array_length(t.artifacts), v.version FROM kora_a2a.tasks t "
+            "JOIN kora_a2a.task_versions v ON v.task_id = t.id WHERE t.context_id = %s",
+            (context_id,),
+        ).fetchone()
+    return None if row is None else (row[0], row[1], row[2], row[3])
+
+
+async def _held_artifact(shared: SharedTasks, database_url: str, context_id: str) -> str:
+    """Wait until the turn of ``context_id`` holds its artifact; its task id."""
+
+    def held() -> str | None:
+        row = _stored_row(database_url, context_id)
+        return row[0] if row is not None and row[0] in shared.store._first else None
+
+    return await eventually_async(lambda: asyncio.to_thread(held), "the turn's artifact held")
+
+
+async def test_a_blocking_sends_artifact_is_stored_with_its_answer_in_one_statement(shared, memory_db):
+    executor = _GatedExecutor()
+    executor.gate.set()
+    executor.answer_gate.clear()
+    handler = _gated_handler(shared, executor)
+    await shared.start()
+    context_id = str(uuid.uuid4())
+    sending = _blocking_send(handler, context_id)
+    task_id = await _held_artifact(shared, memory_db, context_id)
+    # Told to no one yet, so not stored yet: the task is as its working change left it.
+    assert await asyncio.to_thread(_stored_row, memory_db, context_id) == (task_id, "TASK_STATE_WORKING", 0, 2)
+    executor.answer_gate.set()
+    answer = await asyncio.wait_for(sending, 60)
+    assert isinstance(answer, Task)
+    assert answer.status.state == TaskState.TASK_STATE_COMPLETED
+    assert [artifact.parts[0].text for artifact in answer.artifacts] == ["answer"]
+    assert await asyncio.to_thread(_stored_row, memory_db, context_id) == (task_id, "TASK_STATE_COMPLETED", 1, 4)
+    events = [event async for event in _first(shared, task_id, 4)]
+    assert [event.version for event in events] == [TaskVersion(n) for n in (1, 2, 3, 4)]
+    assert isinstance(events[2].event, TaskArtifactUpdateEvent)
+    assert events[2].event.artifact == answer.artifacts[0]
+    assert isinstance(events[3].event, TaskStatusUpdateEvent)
+    assert events[3].event.status.state == TaskState.TASK_STATE_COMPLETED
+    assert shared.store._first == {}
+
+
+@pytest.mark.parametrize("subscribes", ["before the artifact", "while the artifact is held"])
+async def test_a_subscriber_on_this_replica_is_told_the_artifact_only_once_it_is_stored(shared, memory_db, subscribes):
+    executor = _GatedExecutor()
+    executor.answer_gate.clear()
+    handler = _gated_handler(shared, executor)
+    await shared.start()
+    context_id = str(uuid.uuid4())
+    sending = _blocking_send(handler, context_id)
+    if subscribes == "before the artifact":
+
+        def working() -> str | None:
+            row = _stored_row(memory_db, context_id)
+            return row[0] if row is not None and row[1] == "TASK_STATE_WORKING" else None
+
+        task_id = await eventually_async(lambda: asyncio.to_thread(working), "the turn's task stored working")
+    else:
+        executor.gate.set()
+        task_id = await _held_artifact(shared, memory_db, context_id)
+    subscription = handler.on_subscribe_to_task(SubscribeToTaskRequest(id=task_id), _context())
+    # Each event as the subscriber was told it (the SDK goes on changing a task it yielded), and the task as stored
+    # at that moment.
+    told: list[tuple[str, int, tuple[str, str, int, int] | None]] = []
+
+    async def tell(event: object) -> None:
+        artifacts = len(event.artifacts) if isinstance(event, Task) else int(isinstance(event, TaskArtifactUpdateEvent))
+        told.append((type(event).__name__, artifacts, await asyncio.to_thread(_stored_row, memory_db, context_id)))
+
+    try:
+        await tell(await asyncio.wait_for(anext(subscription), 60))  # the task as this replica knows it
+        executor.gate.set()
+        if subscribes == "before the artifact":
+            await tell(await asyncio.wait_for(anext(subscription), 60))
+            assert task_id not in shared.store._first  # a subscriber watches: nothing held
+        executor.answer_gate.set()
+        async for event in subscription:
+            await tell(event)
+    finally:
+        await subscription.aclose()
+    answer = await asyncio.wait_for(sending, 60)
+    assert isinstance(answer, Task)
+    assert answer.status.state == TaskState.TASK_STATE_COMPLETED
+    # Whenever the subscriber was told the artifact (in the task, or as its event), it was stored.
+    for kind, artifacts, stored in told:
+        assert stored is not None
+        assert stored[2] >= artifacts, (kind, artifacts, stored)
+    if subscribes == "while the artifact is held":
+        assert told[0] == ("Task", 1, (task_id, "TASK_STATE_WORKING", 1, 3))  # stored on its own before it
+    else:
+        assert told[1] == ("TaskArtifactUpdateEvent", 1, (task_id, "TASK_STATE_WORKING", 1, 3))
+    assert await asyncio.to_thread(_stored_row, memory_db, context_id) == (task_id, "TASK_STATE_COMPLETED", 1, 4)
+    events = [event async for event in _first(shared, task_id, 4)]
+    assert [type(event.event).__name__ for event in events] == [
+        "Task",
+        "TaskStatusUpdateEvent",
+        "TaskArtifactUpdateEvent",
+        "TaskStatusUpdateEvent",
+    ]
+
+
+async def test_a_read_on_this_replica_stores_a_held_artifact_first(shared, memory_db):
+    executor = _GatedExecutor()
+    executor.gate.set()
+    executor.answer_gate.clear()
+    handler = _gated_handler(shared, executor)
+    await shared.start()
+    context_id = str(uuid.uuid4())
+    sending = _blocking_send(handler, context_id)
+    task_id = await _held_artifact(shared, memory_db, context_id)
+    stored = await shared.store.get(task_id, _context("mallory"))  # any reader: the change is stored as its owner's
+    assert stored is None
+    assert await asyncio.to_thread(_stored_row, memory_db, context_id) == (task_id, "TASK_STATE_WORKING", 1, 3)
+    read = await shared.store.get(task_id, _context())
+    assert read is not None
+    assert (len(read.task.artifacts), read.version) == (1, TaskVersion(3))
+    executor.answer_gate.set()
+    answer = await asyncio.wait_for(sending, 60)
+    assert isinstance(answer, Task)
+    assert answer.status.state == TaskState.TASK_STATE_COMPLETED
+    assert await asyncio.to_thread(_stored_row, memory_db, context_id) == (task_id, "TASK_STATE_COMPLETED", 1, 4)
+
+
+async def test_a_push_configuration_set_while_an_artifact_is_held_is_told_the_artifact_then_the_answer(
+    shared, memory_db
+):
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    received: list[dict[str, object]] = []
+
+    async def hook(request: Request) -> Response:
+        received.append(await request.json())
+        return Response(status_code=204)
+
+    app = Starlette(routes=[Route("/hook", hook, methods=["POST"])])
+    executor = _GatedExecutor()
+    executor.gate.set()
+    executor.answer_gate.clear()
+    handler = _gated_handler(shared, executor)
+    await shared.start()
+    context_id = str(uuid.uuid4())
+    async with ThreadedServer(app, name="push-receiver", lifespan="off") as receiver:
+        sending = _blocking_send(handler, context_id)
+        task_id = await _held_artifact(shared, memory_db, context_id)
+        config = TaskPushNotificationConfig(task_id=task_id, id="c1", url=f"{receiver.root_url}/hook")
+        await shared.push_configs.set_info(task_id, config, _context())
+        executor.answer_gate.set()
+        answer = await asyncio.wait_for(sending, 60)
+        assert isinstance(answer, Task)
+        await eventually_async(lambda: len(received) >= 2, "the artifact's and the answer's notifications")
+    kinds = [next(iter(body)) for body in received]
+    assert kinds == ["artifactUpdate", "statusUpdate"]
+    assert received[1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"  # type: ignore[index]
+
+
+async def test_a_cancel_stores_a_held_artifact_before_it(shared, memory_db):
+    shared.guarded = True  # as under the shared request handler, with no request watching the task
+    task_id = str(uuid.uuid4())
+    shared.note_answered_at_end(task_id, True)
+    submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
+    v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+    working = _task(task_id, TaskState.TASK_STATE_WORKING)
+    v2 = await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
+    working.artifacts.append(Artifact(artifact_id="a1", name="answer", parts=[Part(text="hi")]))
+    artifact = TaskArtifactUpdateEvent(task_id=task_id, context_id=working.context_id, artifact=working.artifacts[0])
+    v3 = await shared.store.save(working, event=artifact, prev_version=v2, context=_context())
+    assert v3 == TaskVersion(3)
+    assert task_id in shared.store._first  # held: the database is still at version 2
+    assert await asyncio.to_thread(_stored_row, memory_db, working.context_id) == (task_id, "TASK_STATE_WORKING", 0, 2)
+    canceled = _task(task_id, TaskState.TASK_STATE_CANCELED)
+    canceled.artifacts.append(working.artifacts[0])
+    v4 = await shared.store.save(canceled, event=_status(canceled), prev=working, prev_version=v3, context=_context())
+    assert v4 == TaskVersion(4)
+    events = [event async for event in _first(shared, task_id, 4)]
+    assert [(event.version, type(event.event).__name__) for event in events] == [
+        (v1, "Task"),
+        (v2, "TaskStatusUpdateEvent"),
+        (v3, "TaskArtifactUpdateEvent"),
+        (v4, "TaskStatusUpdateEvent"),
+    ]
+    assert await asyncio.to_thread(_stored_row, memory_db, working.context_id) == (
+        task_id,
+        "TASK_STATE_CANCELED",
+        1,
+        4,
+    )

@@ -34,7 +34,6 @@ import json
 import re
 import uuid
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +46,7 @@ from google.protobuf.message import Message as ProtoMessage  # type: ignore[impo
 from pydantic import BaseModel, ValidationError
 
 from kora.agent.a2a.negotiation import V03, V1, error_object
+from kora.agent.a2a.requested import requested_task_id
 from kora.agent.budget import BUDGET_METADATA, Limits
 from kora.core.errors import (
     ContentTypeNotSupported,
@@ -81,9 +81,6 @@ V1_SEND_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
 V03_MODELS: dict[str, type[BaseModel]] = JSONRPC03Adapter.METHOD_TO_MODEL  # type: ignore[assignment]
 # pydantic puts union members' class names (TextPart, FilePart) in locations; JSON field names are camelCase.
 _MODEL_NAME = re.compile(r"[A-Z][A-Za-z0-9]*")
-
-#: Task id a legacy ``tasks/send`` asked for, read by :class:`RequestedTaskIdGenerator` in the same request.
-requested_task_id: ContextVar[str | None] = ContextVar("kora_a2a_requested_task_id", default=None)
 
 
 class RequestedTaskIdGenerator(IDGenerator):

@@ -59,11 +59,33 @@ class BackgroundPushSender(PushNotificationSender):
         self._chains: dict[str, asyncio.Task[None]] = {}
         #: task id -> whether it had configurations when its latest change was stored (note_configs).
         self._configured: dict[str, bool] = {}
+        #: task id -> the notifications of its changes held by the store, not stored yet (hold), oldest first.
+        self._held: dict[str, list[PushNotificationEvent]] = {}
+
+    def hold(self, task_id: str) -> None:
+        """Hold ``task_id``'s next notifications until the store stores the change they announce (it holds an
+        artifact of a turn answered at its end to store it with the next change): :meth:`note_configs` releases
+        them to the configurations the task has then, :meth:`drop_held` drops them (the change was never stored).
+        At most :data:`MAX_NOTED_TASKS` tasks are held (beyond it the oldest are released, their configurations
+        read)."""
+        if task_id not in self._held and len(self._held) >= MAX_NOTED_TASKS:
+            oldest = next(iter(self._held))
+            for event in self._held.pop(oldest):
+                self._queue(oldest, event)
+        self._held.setdefault(task_id, [])
+
+    def drop_held(self, task_id: str) -> None:
+        """Drop ``task_id``'s held notifications: the change they announce was not stored."""
+        self._held.pop(task_id, None)
 
     def note_configs(self, task_id: str, present: bool | None) -> None:
         """Record whether ``task_id`` has configurations, as read with the change just stored (None: not known).
         The notification of that change then skips the read of its configurations when there are none: a
-        configuration set after the change was stored is not one that change is delivered to."""
+        configuration set after the change was stored is not one that change is delivered to. Notifications held
+        for the change (:meth:`hold`) go out first, unless the task had no configurations."""
+        for event in self._held.pop(task_id, []):
+            if present is not False:
+                self._queue(task_id, event)
         if present is None:
             self._configured.pop(task_id, None)
             return
@@ -74,11 +96,19 @@ class BackgroundPushSender(PushNotificationSender):
     async def send_notification(self, task_id: str, event: PushNotificationEvent) -> None:
         """Queue ``event``'s delivery to every configuration of ``task_id``; returns at once (with nothing to do
         when its change was noted as stored while the task had no configurations)."""
-        if self._configured.pop(task_id, True) is False:
+        held = self._held.get(task_id)
+        if held is None and self._configured.pop(task_id, True) is False:
             return
         # A copy: the SDK goes on updating its task object in place, and the delivery may happen later.
         snapshot = type(event)()
         snapshot.CopyFrom(event)
+        if held is not None:
+            held.append(snapshot)
+        else:
+            self._queue(task_id, snapshot)
+
+    def _queue(self, task_id: str, snapshot: PushNotificationEvent) -> None:
+        """Deliver ``snapshot`` after ``task_id``'s notifications queued before it."""
         previous = self._chains.get(task_id)
         chain = asyncio.create_task(self._deliver(previous, task_id, snapshot), name=f"kora-a2a-push-{task_id}")
         self._chains[task_id] = chain

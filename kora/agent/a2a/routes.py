@@ -50,6 +50,8 @@ from kora.agent.a2a.negotiation import (
     negotiate,
 )
 from kora.agent.a2a.paths import is_rest_path
+from kora.agent.a2a.requested import requested_task_id
+from kora.agent.a2a.shared_handler import SharedRequestHandler
 from kora.agent.a2a.store import DEFAULT_MAX_TASKS, KoraTaskStore, build_task_store
 from kora.agent.identity import ANONYMOUS, Identity, IdentityResolver
 from kora.agent.settings import AgentSettings
@@ -229,20 +231,31 @@ class A2AServer:
         self.store: KoraTaskStore | SharedTaskStore = (
             self.shared.store if self.shared else build_task_store(settings.task_store_type, max_tasks)
         )
-        self.handler = DefaultRequestHandler(
-            agent_executor=self.shared.wrap(executor) if self.shared else executor,
-            task_store=self.store,
-            event_stream=self.shared.events if self.shared else None,
-            push_config_store=self.shared.push_configs if self.shared else None,
-            push_sender=self.shared.push if self.shared else None,
-            # The handler reads only capabilities and modes from its card; the served card carries the URL.
-            agent_card=self.cards.card(settings.agent_public_url or "/"),
-            request_context_builder=SimpleRequestContextBuilder(
-                task_id_generator=legacy.RequestedTaskIdGenerator(self.shared.store.new_id if self.shared else None)
-            ),
-            # The handler serves an extended card only when it has one; the modifier gives the caller's URL.
-            extended_agent_card=self.cards.card(settings.agent_public_url or "/") if self.cards.extended else None,
-            extended_card_modifier=self._extended_card,
+        card = self.cards.card(settings.agent_public_url or "/")
+        context_builder = SimpleRequestContextBuilder(
+            task_id_generator=legacy.RequestedTaskIdGenerator(self.shared.store.new_id if self.shared else None)
+        )
+        # The handler reads only capabilities and modes from its card; the served card carries the URL. It serves
+        # an extended card only when it has one; the modifier gives the caller's URL.
+        extended = card if self.cards.extended else None
+        self.handler: DefaultRequestHandler = (
+            SharedRequestHandler(
+                self.shared,
+                agent_executor=self.shared.wrap(executor),
+                agent_card=card,
+                request_context_builder=context_builder,
+                extended_agent_card=extended,
+                extended_card_modifier=self._extended_card,
+            )
+            if self.shared
+            else DefaultRequestHandler(
+                agent_executor=executor,
+                task_store=self.store,
+                agent_card=card,
+                request_context_builder=context_builder,
+                extended_agent_card=extended,
+                extended_card_modifier=self._extended_card,
+            )
         )
         kora_executor.handler = self.handler
         self.context_builder = IdentityContextBuilder(settings)
@@ -492,8 +505,8 @@ class A2AServer:
         """Run ``prepared`` through the SDK dispatcher as if it were the request's body."""
         # The rewritten body first; afterwards the real channel, so SSE responses still see disconnects.
         receive = replay_body(json.dumps(prepared.body).encode(), request.receive)
-        token = legacy.requested_task_id.set(prepared.task_id)
+        token = requested_task_id.set(prepared.task_id)
         try:
             return await self.dispatcher.handle_requests(Request(request.scope, receive))
         finally:
-            legacy.requested_task_id.reset(token)
+            requested_task_id.reset(token)

@@ -34,6 +34,7 @@ Durability).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections import OrderedDict
@@ -52,7 +53,16 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events import Event, EventQueue
 from a2a.server.models import Base, PushNotificationConfigModel, TaskEventModel, TaskModel, TaskVersionModel
 from a2a.server.tasks.database_push_notification_config_store import DatabasePushNotificationConfigStore
-from a2a.types.a2a_pb2 import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
+from a2a.types.a2a_pb2 import (
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
 from a2a.utils.errors import InternalError
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 from sqlalchemy import create_engine, make_url, text
@@ -68,7 +78,7 @@ from kora.core import env as envnames
 from kora.core.settings_errors import SettingsError
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
     from psycopg import AsyncConnection
     from psycopg.rows import TupleRow
@@ -209,9 +219,11 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
         self._shared = shared
         #: Task ids this replica generated and has not stored yet (oldest first), read as absent without a query.
         self._new: OrderedDict[str, None] = OrderedDict()
-        #: task id -> its first change, held until its next one (task_rows, "The first two changes at once"),
-        #: oldest first, at most MAX_NEW_IDS.
+        #: task id -> its change held until its next one (task_rows, "The first two changes at once"; an artifact
+        #: of a turn answered at its end, "Held artifacts"), oldest first, at most MAX_NEW_IDS.
         self._first: dict[str, task_rows.PendingFirst] = {}
+        #: task id -> the write of its held change on its own (settle), while it runs.
+        self._settling: dict[str, asyncio.Future[None]] = {}
         #: The SDK's row conversion, each history message and artifact converted once.
         self._codec = task_rows.RowCodec()
 
@@ -237,6 +249,7 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
         replica generated and has not stored yet)."""
         if task_id in self._new:
             return None
+        await self.settle(task_id)
         owner = owner_of(context)
         found = await self._shared.run(lambda connection: task_rows.load(connection, self._db, task_id, owner))
         return None if found is None else StoredTask(found[0], TaskVersion(found[1]))
@@ -258,14 +271,23 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
         self._new.pop(task.id, None)
         owner = owner_of(context)
         previous = task_rows.number(prev_version)
+        if task.id not in self._first and self._holds_artifact(task, event, previous):
+            # Told to no one before the turn's answer (task_rows, "Held artifacts"): stored with the next change.
+            self._hold_again(task.id, task_rows.PendingFirst.of(task, event, previous, owner), generated=False)
+            self._shared.push.hold(task.id)
+            return TaskVersion(previous + 1)
+        settling = self._settling.get(task.id)
+        if settling is not None:  # its held change is being stored on its own: this write follows it
+            await asyncio.wait({settling})
         first = self._first.pop(task.id, None)
+        if first is not None and first.stored + 1 != previous:  # the SDK's view is not the held change's: apart
+            self._hold_again(task.id, first, generated)
+            await self.settle(task.id)
+            first = None
         if task.status.state == TaskState.TASK_STATE_CANCELED:
-            if first is not None:  # the held first change goes first: the SDK's write expects it stored
-                try:
-                    await self._store_first(first, owner)
-                except Exception:  # not a cancellation, which may come after the statement committed
-                    self._hold_again(task.id, first, generated)
-                    raise
+            if first is not None:  # the held change goes first: the SDK's write expects it stored
+                self._hold_again(task.id, first, generated)
+                await self.settle(task.id)
             return await self._save_cancel(task, event=event, prev=prev, prev_version=prev_version, context=context)
         if (
             generated
@@ -275,7 +297,7 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
             and task.id in self._shared.answered_at_end
         ):
             # Known to no one until stored (task_rows, "The first two changes at once"): stored with the next.
-            self._hold_again(task.id, task_rows.PendingFirst.of(task), generated=True)
+            self._hold_again(task.id, task_rows.PendingFirst.of(task, owner=owner), generated=True)
             self._shared.push.note_configs(task.id, False)  # no one could have set one for it
             return TaskVersion(1)
         # A task that waits for its user (input-required: a tool call waiting for approval) runs nowhere until the
@@ -313,11 +335,66 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
         if saved is None:
             if lease is not None and self._shared.runs(task.id):
                 self._shared.unclaimed[task.id] = lease  # nothing was stored: the next write takes it
-            if first is None and previous:
-                await self._check_not_lost(task.id, previous)
+            self._shared.push.drop_held(task.id)  # a held artifact's, never stored
+            stored = previous if first is None else first.stored
+            if stored:
+                await self._check_not_lost(task.id, stored)
             raise ConcurrentTaskModificationError(task.id)
         self._shared.push.note_configs(task.id, saved.has_push_configs)
         return TaskVersion(saved.version)
+
+    def _holds_artifact(self, task: Task, event: Event | None, previous: int) -> bool:
+        """Whether ``event``, an artifact of ``task`` (stored at version ``previous``), is held to be stored with
+        the task's next change (task_rows, "Held artifacts"): its turn's client is answered at its end, and no
+        subscriber on this replica could be told it before (the request handler counts them, :meth:`watch`)."""
+        return (
+            isinstance(event, TaskArtifactUpdateEvent)
+            and previous > 0
+            and self._shared.guarded
+            and task.id in self._shared.answered_at_end
+            and not self._shared.watchers.get(task.id)
+            and task.id not in self._settling
+        )
+
+    async def settle(self, task_id: str) -> None:
+        """Store ``task_id``'s held change on its own, if it has one (before a read of the task or a subscription
+        to it on this replica, and before a blocking ``SendMessage`` is answered), or wait for the one being
+        stored; a cancellation of the caller does not stop the write. Raises
+        :class:`ConcurrentTaskModificationError` when another writer moved the task on first (the held change is
+        dropped: it was never stored, and no one was told it), and what psycopg raises (the change is then still
+        held)."""
+        settling = self._settling.get(task_id)
+        if settling is None:
+            held = self._first.pop(task_id, None)
+            if held is None:
+                return
+            self._settling[task_id] = settling = asyncio.ensure_future(self._store_held(task_id, held))
+            settling.add_done_callback(lambda _: self._settling.pop(task_id, None))
+        await asyncio.shield(settling)
+
+    async def _store_held(self, task_id: str, held: task_rows.PendingFirst) -> None:
+        task = held.stored_task()
+        try:
+            saved = await self._shared.run(
+                lambda connection: task_rows.save(
+                    connection,
+                    self._codec,
+                    task,
+                    owner=held.owner,
+                    event=None,
+                    event_data=held.event,
+                    prev_version=held.stored,
+                    finished=False,
+                )
+            )
+        except Exception:
+            self._hold_again(task_id, held, generated=False)
+            raise
+        self._new.pop(task_id, None)  # stored (or another writer's): reads ask the database
+        if saved is None:
+            self._shared.push.drop_held(task_id)
+            raise ConcurrentTaskModificationError(task_id)
+        self._shared.push.note_configs(task_id, saved.has_push_configs)
 
     def _hold_again(self, task_id: str, first: task_rows.PendingFirst, generated: bool) -> None:
         """Hold ``first`` as ``task_id``'s first change, not stored (at most :data:`MAX_NEW_IDS` held, the oldest
@@ -353,18 +430,6 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
                 message=f"task {task_id}: the task store lost changes it had acknowledged (the database crashed); "
                 "the task cannot continue"
             )
-
-    async def _store_first(self, first: task_rows.PendingFirst, owner: str) -> None:
-        """Store a held first change on its own, as version 1 (raises :class:`ConcurrentTaskModificationError`
-        when another writer made the task's version row first)."""
-        task = first.stored_task()
-        saved = await self._shared.run(
-            lambda connection: task_rows.save(
-                connection, self._codec, task, owner=owner, event=task, prev_version=0, finished=False
-            )
-        )
-        if saved is None:
-            raise ConcurrentTaskModificationError(task.id)
 
     async def _save_cancel(
         self,
@@ -483,6 +548,11 @@ class SharedTasks:
         #: waiting for the disk. Kept after the turn's ``execute`` returns (its last changes may be stored after);
         #: dropped by the answered state's write.
         self.answered_at_end: OrderedDict[str, None] = OrderedDict()
+        #: Set by the request handler that counts :attr:`watchers` (:class:`~.shared_handler.SharedRequestHandler`):
+        #: only then may the store hold an artifact (task_rows, "Held artifacts").
+        self.guarded = False
+        #: task id -> requests on this replica that may subscribe to it or read it now (:meth:`watch`).
+        self.watchers: dict[str, int] = {}
         #: Set while the cancel listener is connected and listening.
         self.listening = asyncio.Event()
         self._background: list[asyncio.Task[None]] = []
@@ -503,6 +573,24 @@ class SharedTasks:
             self.answered_at_end[task_id] = None
             while len(self.answered_at_end) > MAX_NEW_IDS:
                 self.answered_at_end.popitem(last=False)
+
+    @contextlib.asynccontextmanager
+    async def watch(self, task_id: str | None) -> AsyncIterator[None]:
+        """Around a request that names ``task_id`` (None: none) and may subscribe to it: counted in
+        :attr:`watchers` from its start (no artifact of the task is held from then on), its held change stored
+        first (:meth:`SharedTaskStore.settle`; one that another writer's change replaced is not the task's)."""
+        if not task_id:
+            yield
+            return
+        self.watchers[task_id] = self.watchers.get(task_id, 0) + 1
+        try:
+            with contextlib.suppress(ConcurrentTaskModificationError):
+                await self.store.settle(task_id)
+            yield
+        finally:
+            left = self.watchers.pop(task_id) - 1
+            if left:
+                self.watchers[task_id] = left
 
     def runs(self, task_id: str) -> bool:
         """True when this replica runs ``task_id``'s turn."""

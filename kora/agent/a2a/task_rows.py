@@ -56,6 +56,18 @@ one statement (:data:`_SAVE_NEW` at version 2, both events logged with their ver
 replica, with its lease, from the moment its turn works; a cancel asked of this replica meanwhile stores the held
 change first.
 
+**Held artifacts.** Such a turn's artifact is told to no one before its answer when no one on this replica can
+subscribe to the task meanwhile: the request handler (:class:`~kora.agent.a2a.shared_handler.SharedRequestHandler`)
+counts every request that may, from its start, and stores a held change before it goes on; another replica reads
+the task only from the database; the blocking client is answered with the state that stores it. So the artifact is
+held too (the version after the stored one, returned to the SDK at once, as the SDK's event is then handed to the
+subscribers of this replica, who are none) and stored with the next change (the answered state) in one statement:
+the version moves by two, both events logged in their order. Its push notifications are held with it and go to
+the configurations the task has when it is stored. A read of the task on this replica, a request that may
+subscribe to it, a cancel, and the blocking send's answer itself store a held change first
+(:meth:`~kora.agent.a2a.shared.SharedTaskStore.settle`). What a crash of the replica loses with a held change was
+told to no one.
+
 Writes that move a task to ``canceled`` (no version check, read-then-write under row locks) stay with the SDK's
 store: they are rare and not on a turn's path.
 """
@@ -91,16 +103,21 @@ class Lease(NamedTuple):
 
 
 class PendingFirst(NamedTuple):
-    """A task's first change, not stored yet: the task as it was then (serialized) and its event as the log keeps
-    it (the SDK's ``StreamResponse`` bytes)."""
+    """A task's change, not stored yet (its first, or an artifact of a turn answered at its end): the task as it
+    was then (serialized), its event as the log keeps it (the SDK's ``StreamResponse`` bytes), and the version the
+    task has stored (0: none; the change is the version after it)."""
 
     task: bytes
     event: bytes
+    stored: int = 0
+    owner: str = ""
 
     @classmethod
-    def of(cls, task: Task) -> PendingFirst:
-        """``task``'s first change (the task is its own event), captured now: the SDK goes on changing the object."""
-        return cls(task.SerializeToString(), to_stream_response(task).SerializeToString())
+    def of(cls, task: Task, event: Event | None = None, stored: int = 0, owner: str = "") -> PendingFirst:
+        """``task``'s change by ``event`` (None: the task is its own event, a first change) after version
+        ``stored``, of ``owner``, captured now: the SDK goes on changing the objects."""
+        logged = to_stream_response(task if event is None else event).SerializeToString()
+        return cls(task.SerializeToString(), logged, stored, owner)
 
     def stored_task(self) -> Task:
         """The task as the change left it."""
@@ -212,10 +229,11 @@ _SAVE_NEW = (
     + _TAIL
 )
 
-#: A later write: the compare-and-swap of the version from ``prev`` to ``prev + 1``.
+#: A later write: the compare-and-swap of the version from ``prev`` to ``new`` (``prev + 1``; ``prev + 2`` with a
+#: held change, :class:`PendingFirst`, logged as ``prev + 1``).
 _SAVE_NEXT = (
     """WITH version AS (
-    UPDATE task_versions SET version = %(prev)s::bigint + 1
+    UPDATE task_versions SET version = %(new)s::bigint
     WHERE task_id = %(id)s::text AND owner = %(owner)s::text AND version = %(prev)s::bigint
     RETURNING version
 )"""
@@ -240,16 +258,18 @@ async def save(
     durable: bool = True,
     lease: Lease | None = None,
     first: PendingFirst | None = None,
+    event_data: bytes | None = None,
 ) -> Saved | None:
     """Store ``task`` of ``owner`` and ``event`` (the change that made it) as the version after ``prev_version``
     (0: the task's first write), dropping its lease when ``finished`` and taking ``lease`` (for its replica, unless
     ``finished``) otherwise; one statement on ``connection`` (autocommit), its commit waiting for the disk unless
     ``durable`` is false and the task has no push configuration.
 
-    With ``first`` (the task's held first change; ``prev_version`` is then 1), both are stored at once: version 2,
-    with ``first``'s event logged as version 1. ``codec`` converts the task to the SDK's rows. Returns None when
-    another writer won (the version row exists already, or is no longer at ``prev_version``): nothing is stored,
-    the lease not taken. Raises what psycopg raises when the statement fails.
+    With ``first`` (the task's held change, the version ``prev_version``, after the stored ``first.stored``), both
+    are stored at once: version ``prev_version + 1``, ``first``'s event logged as ``prev_version``. ``event_data``:
+    ``event`` as the log keeps it, already serialized (then ``event`` is None). ``codec`` converts the task to the
+    SDK's rows. Returns None when another writer won (the version row exists already, or is no longer at the stored
+    version): nothing is stored, the lease not taken. Raises what psycopg raises when the statement fails.
     """
     status, artifacts, history, metadata = codec.columns(task)
     params = {
@@ -261,16 +281,17 @@ async def save(
         "artifacts": artifacts,
         "history": history,
         "metadata": metadata,
-        "event": None if event is None else to_stream_response(event).SerializeToString(),
+        "event": event_data if event is None else to_stream_response(event).SerializeToString(),
         "finished": finished,
-        "prev": prev_version,
         "commit": "on" if durable else "off",
         "replica": None if lease is None or finished else lease.replica,
         "lease": 0.0 if lease is None else lease.seconds,
     }
+    stored = prev_version if first is None else first.stored
     params["first_event"] = None if first is None else first.event
-    params["new"] = 1 if first is None else 2
-    statement = _SAVE_NEW if first is not None or prev_version == 0 else _SAVE_NEXT
+    params["prev"] = stored
+    params["new"] = prev_version + 1
+    statement = _SAVE_NEW if stored == 0 else _SAVE_NEXT
     cursor = await connection.execute(statement, params, prepare=True)
     row = await cursor.fetchone()
     if row is None or row[0] is None:
