@@ -220,7 +220,7 @@ async def stream_chunks(
                 if include_usage:
                     yield chunks.usage(usage_body(item.input_tokens, item.output_tokens))
             else:
-                yield chunks.chunk({"content": item})
+                yield chunks.content(item)
     except KoraError as failure:
         yield sse_error(failure)
     finally:
