@@ -209,7 +209,7 @@ async def stream_chunks(
     in the stream, followed by ``[DONE]``.
     """
     chunks = ChunkWriter(completion_id(), model, int(time.time()), include_usage=include_usage)
-    yield chunks.chunk({"role": "assistant", "content": ""})
+    yield chunks.role()
     stream = runtime.stream(turn, resume=resume, checked=True)  # the route refused a session that waits
     try:
         async for item in stream:
@@ -232,7 +232,7 @@ async def whole_as_chunks(outcome: TurnOutcome, model: str, *, include_usage: bo
     """A finished turn as a stream: the role chunk, the answer in one content chunk, the finish chunk, the usage
     chunk when asked for, ``[DONE]``."""
     chunks = ChunkWriter(completion_id(), model, int(time.time()), include_usage=include_usage)
-    yield chunks.chunk({"role": "assistant", "content": ""})
+    yield chunks.role()
     if outcome.text:
         yield chunks.chunk({"content": outcome.text})
     if outcome.tool_calls or outcome.approvals:

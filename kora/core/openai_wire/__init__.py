@@ -300,6 +300,10 @@ def sse_error(error: KoraError) -> bytes:
     return sse_event(error_body(error))
 
 
+#: The choices of an answer's first chunk (:meth:`ChunkWriter.role`).
+_ROLE_CHOICES: Final = b'[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]'
+
+
 class ChunkWriter:
     """The SSE events of one streamed completion: every chunk carries the same ``id``, ``created`` (Unix seconds)
     and ``model``, and ``"usage": null`` when the client asked for a final usage chunk (``include_usage``), as
@@ -318,6 +322,11 @@ class ChunkWriter:
         """One ``chat.completion.chunk`` event with one choice: ``delta``, and ``finish_reason`` (null but last)."""
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
         return self._head + b"[" + _dumps(choice) + b"]" + self._tail
+
+    def role(self) -> bytes:
+        """The first chunk of an assistant's answer: :meth:`chunk` of ``{"role": "assistant", "content": ""}``, the same
+        bytes, without encoding its constant choice again."""
+        return self._head + _ROLE_CHOICES + self._tail
 
     def content(self, text: str) -> bytes:
         """:meth:`chunk` of a ``{"content": text}`` delta, the same bytes, with only ``text`` encoded (once per text
