@@ -53,7 +53,7 @@ from kora.core.openai_wire import (
     usage_body,
 )
 from kora.core.protocol import DELEGATED_BY_HEADER, SESSION_HEADER, check_session_id
-from kora.core.serving import error_response
+from kora.core.serving import StreamingAnswer, error_response
 
 if TYPE_CHECKING:
     from kora.agent.runtime import AgentRuntime
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 def event_stream(body: AsyncIterator[str | bytes], headers: dict[str, str]) -> StreamingResponse:
     """An answer streamed as server-sent events (``text/event-stream``, never cached) with ``headers``: the
     streamed shape of ``/v1/chat/completions`` and ``/v1/responses``."""
-    return StreamingResponse(body, media_type="text/event-stream", headers=headers | {"Cache-Control": "no-cache"})
+    return StreamingAnswer(body, media_type="text/event-stream", headers=headers | {"Cache-Control": "no-cache"})
 
 
 def add_chat_routes(router: APIRouter, state: AgentState) -> None:
