@@ -580,9 +580,12 @@ async def stream_latencies(model_port: int, agent_port: int, runs: int) -> dict[
 
 
 def serve_profiled(out: str) -> None:
+    """The agent under cProfile (on at SIGUSR1, dumped to ``out`` at SIGUSR2). ``PROFILE_CLOCK=cpu``: timed by the
+    thread's CPU time instead of the wall clock, so time the process spent preempted (on a loaded machine, right
+    after each socket write that wakes a peer) is not charged to the function that was running."""
     import cProfile
 
-    profiler = cProfile.Profile()
+    profiler = cProfile.Profile(time.thread_time) if os.environ.get("PROFILE_CLOCK") == "cpu" else cProfile.Profile()
     signal.signal(signal.SIGUSR1, lambda *_: profiler.enable())
 
     def dump(*_: object) -> None:

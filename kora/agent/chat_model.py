@@ -2,9 +2,9 @@
 ``MODEL_API_URL`` named ``MODEL_NAME``, its failures mapped to Kora's errors (:mod:`kora.core.errors`).
 
 :class:`KoraChatModel` speaks OpenAI chat completions through Kora's own HTTP client
-(:class:`~kora.agent.model_client.ModelClient`: aiohttp under ``httpx2``, one retry policy, one error mapping)
-and implements pydantic-ai's ``Model`` interface (``request`` and ``request_stream``). The same object serves
-every model request of a turn: the runtime calls it directly for a turn's first request, and pydantic-ai's
+(:class:`~kora.agent.model_client.ModelClient`: aiohttp, streams read by ``httpx2.EventSource``; one retry policy,
+one error mapping) and implements pydantic-ai's ``Model`` interface (``request`` and ``request_stream``). The same
+object serves every model request of a turn: the runtime calls it directly for a turn's first request, and pydantic-ai's
 ``Agent`` calls it for every later step. So answer parsing, retries, error mapping, the ``finish_reason``
 mapping and, later, model spans exist once.
 

@@ -162,8 +162,14 @@ class AgenticLoop:
         self, settings: AgentSettings, memory: Memory, model: KoraChatModel, tracing: AgentTracing | None = None
     ) -> None:
         self.settings = settings
-        self._http = httpx.AsyncClient(
-            timeout=settings.delegation_timeout_seconds, limits=httpx.Limits(keepalive_expiry=POOL_KEEPALIVE_SECONDS)
+        # Only an agent with sub-agents delegates: the client (httpcore's import, a TLS context) cost start-up ~80 ms.
+        self._http = (
+            httpx.AsyncClient(
+                timeout=settings.delegation_timeout_seconds,
+                limits=httpx.Limits(keepalive_expiry=POOL_KEEPALIVE_SECONDS),
+            )
+            if settings.sub_agent_urls
+            else None
         )
         self.delegation = Delegation(settings, self._http)
         self.approval = ApprovalPolicy.from_setting(settings.tool_approval_required)
@@ -212,14 +218,15 @@ class AgenticLoop:
             self._cards = asyncio.create_task(self.delegation.learn_cards(), name="kora-peer-cards")
 
     async def close(self) -> None:
-        """Stop reading cards; close tool-server sessions and the delegation HTTP client."""
+        """Stop reading cards; close tool-server sessions and the delegation HTTP client (if any)."""
         if self._cards is not None:
             self._cards.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._cards
         if self.mcp is not None:
             await self.mcp.close()
-        await self._http.aclose()
+        if self._http is not None:
+            await self._http.aclose()
 
     def _approved(self, toolset: AbstractToolset[TurnDeps], peers: dict[str, str]) -> AbstractToolset[TurnDeps]:
         """The delegation ``toolset``, its calls needing approval where the policy names ``agents/<peer>``

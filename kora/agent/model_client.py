@@ -7,12 +7,13 @@ HTTP 408, 409, 429 and 5xx (exponential back-off with jitter from 0.5 s, at most
 the server asks for, up to 60 s), the policy of the official ``openai`` client. A stream is retried only
 before its first event.
 
-Transport: aiohttp. A whole answer is one aiohttp request (~0.1-0.16 ms of CPU); a stream goes through
-``httpx2`` over the same library (``httpx_aiohttp``, ~0.23 ms) for ``httpx2.EventSource``, its server-sent-events
-reader; ~0.6 ms over httpx2's default transport and ~1.1-1.8 ms through the ``openai`` client (see
-``bench/README.md``). Both pools keep the same limits, expiry and proxy settings (``HTTP(S)_PROXY``, ``NO_PROXY``)
-and verify TLS with the same context. It is the transport of :class:`~kora.agent.chat_model.KoraChatModel`, the
-agent's one model adapter.
+Transport: aiohttp, one pool for both. A whole answer is one aiohttp request (~0.1-0.16 ms of CPU); a stream is one
+aiohttp request too, its body read as server-sent events by ``httpx2.EventSource`` (over ``httpx_aiohttp``'s
+stream of the aiohttp response: httpx2's client layers, its request objects, auth, redirects and hooks, are not
+on the path, which cost a streamed turn ~0.3 ms of CPU before the model was asked). ~0.6 ms over httpx2's default
+transport and ~1.1-1.8 ms through the ``openai`` client (see ``bench/README.md``). The pool's limits, expiry and
+proxy settings (``HTTP(S)_PROXY``, ``NO_PROXY``) and TLS context are set once. It is the transport of
+:class:`~kora.agent.chat_model.KoraChatModel`, the agent's one model adapter.
 
 Failures raise :class:`~kora.core.errors.ModelTimeout` (no answer in time) or
 :class:`~kora.core.errors.ModelError` (connection failure, an HTTP error status, or an answer that is not a
@@ -38,7 +39,7 @@ import httpx2
 import pydantic
 import pydantic_core
 from aiohttp.helpers import get_env_proxy_for_url
-from httpx_aiohttp.httpx2 import Httpx2AiohttpClient
+from httpx_aiohttp.httpx2.transport import AiohttpResponseStream
 from opentelemetry import trace
 from yarl import URL
 
@@ -85,23 +86,14 @@ class ModelClient:
     """
 
     def __init__(self, base_url: str, api_key: str, *, timeout: float, max_retries: int) -> None:
-        # Parsed once: httpx2 would parse a string URL again for every request (~40 us).
         self.url_text = base_url.rstrip("/") + "/chat/completions"
-        self.url = httpx2.URL(self.url_text)
+        # What a stream's httpx2 response names as its request (its errors' context; the request itself is sent by
+        # aiohttp): built once.
+        self._stream_request = httpx2.Request("POST", self.url_text)
         self.max_retries = max_retries
         self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
-        # Httpx2AiohttpClient: aiohttp for direct and proxied (HTTP(S)_PROXY) requests alike. Pool limits as the
-        # openai client's: a streamed turn holds its connection for as long as the model talks. Idle connections
-        # expire before the server closes them (POOL_KEEPALIVE_SECONDS): under load a reused connection the server
-        # was closing failed turns with "Can not write request body".
-        self.http: httpx2.AsyncClient = Httpx2AiohttpClient(
-            limits=httpx2.Limits(
-                max_connections=1000, max_keepalive_connections=100, keepalive_expiry=POOL_KEEPALIVE_SECONDS
-            ),
-            timeout=httpx2.Timeout(timeout),
-        )
         self._timeout = timeout
-        # Whole answers: aiohttp itself, opened at the first request (a session belongs to a running loop).
+        # aiohttp, opened at the first request (a session belongs to a running loop).
         self._session: aiohttp.ClientSession | None = None
         self._proxy: URL | None = None
         self._proxy_auth: aiohttp.BasicAuth | None = None
@@ -109,8 +101,7 @@ class ModelClient:
         self._inject = _trace_context_injector() if tracing_enabled() else None
 
     async def aclose(self) -> None:
-        """Close the connection pools."""
-        await self.http.aclose()
+        """Close the connection pool."""
         if self._session is not None:
             await self._session.close()
 
@@ -169,7 +160,9 @@ class ModelClient:
         return headers
 
     def _open_session(self) -> aiohttp.ClientSession:
-        # The stream pool's limits, expiry, proxies from the environment and TLS context, on aiohttp directly.
+        # Pool limits as the openai client's (a streamed turn holds its connection for as long as the model talks).
+        # Idle connections expire before the server closes them (POOL_KEEPALIVE_SECONDS): under load a reused
+        # connection the server was closing failed turns with "Can not write request body".
         connector = aiohttp.TCPConnector(
             limit=1000, keepalive_timeout=POOL_KEEPALIVE_SECONDS, ssl=httpx2.create_ssl_context()
         )
@@ -207,22 +200,41 @@ class ModelClient:
             raise ModelRetry(ModelError(f"The model API could not be reached: {error}"), None) from None
 
     async def _stream_once(self, content: bytes, headers: dict[str, str]) -> httpx2.Response:
-        """One attempt of a stream: the response, unread, when the status is 2xx; raises as :meth:`_post_once`."""
+        """One attempt of a stream: the response, unread, when the status is 2xx (its body an httpx2 stream of the
+        aiohttp response, as ``httpx_aiohttp`` gives it, so that :class:`httpx2.EventSource` reads it and aiohttp's
+        failures while reading are httpx2's); raises as :meth:`_post_once`."""
+        session = self._session or self._open_session()
         try:
-            request = self.http.build_request("POST", self.url, content=content, headers=headers)
-            response = await self.http.send(request, stream=True)
-        except httpx2.TimeoutException as error:
-            raise ModelRetry(_timeout_or_unreachable(error), None) from None
-        except httpx2.HTTPError as error:
+            # Not decompressed by aiohttp: the httpx2 response decodes the body by its Content-Encoding.
+            response = await session.post(
+                self.url_text,
+                data=content,
+                headers=headers,
+                proxy=self._proxy,
+                proxy_auth=self._proxy_auth,
+                auto_decompress=False,
+            )
+        except TimeoutError:  # aiohttp's connect and read timeouts are TimeoutErrors
+            raise ModelRetry(ModelTimeout("The model API did not answer in time."), None) from None
+        except aiohttp.ClientError as error:
             raise ModelRetry(ModelError(f"The model API could not be reached: {error}"), None) from None
-        if response.is_success:
-            return response
-        await response.aread()
+        if 200 <= response.status < 300:
+            return httpx2.Response(
+                response.status,
+                headers=response.raw_headers,
+                stream=AiohttpResponseStream(response),
+                request=self._stream_request,
+            )
+        try:
+            answer = await response.read()
+        except (TimeoutError, aiohttp.ClientError) as error:
+            answer = f"(the answer could not be read: {error or type(error).__name__})".encode()
+        finally:
+            response.release()
         failure = ModelError(
-            f"The model API answered HTTP {response.status_code}: {_error_text(response.content)}",
-            upstream_status=response.status_code,
+            f"The model API answered HTTP {response.status}: {_error_text(answer)}", upstream_status=response.status
         )
-        if response.status_code not in RETRY_STATUSES and response.status_code < 500:
+        if response.status not in RETRY_STATUSES and response.status < 500:
             raise failure
         raise ModelRetry(failure, _retry_after(response))
 
@@ -256,14 +268,6 @@ def _trace_context_injector() -> Callable[[dict[str, str]], None]:
     from opentelemetry import propagate
 
     return propagate.inject
-
-
-def _timeout_or_unreachable(error: httpx2.TimeoutException) -> ModelError:
-    """httpx_aiohttp 0.2 reports a refused connection as ``ConnectTimeout``; aiohttp's own error says which."""
-    cause = error.__cause__
-    if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(cause, aiohttp.ServerTimeoutError):
-        return ModelError(f"The model API could not be reached: {cause}")
-    return ModelTimeout("The model API did not answer in time.")
 
 
 def _first(error: pydantic.ValidationError) -> str:

@@ -77,6 +77,10 @@ class AgentState:
         self.lifecycle.begin()
 
     async def _start(self) -> None:
+        # What the server imported to answer /health lives as long as the process: frozen now, the collections the
+        # deferred imports trigger (~1300 modules' objects) no longer walk it (start to /ready: see bench/README.md).
+        # The end of start-up collects and freezes again, as before.
+        gc.freeze()
         if self._before is not None:
             await self._before()
         module = await asyncio.to_thread(import_without, "kora.agent.runtime", unused_packages(self.settings))

@@ -53,7 +53,7 @@ from kora.core.openai_wire import (
     usage_body,
 )
 from kora.core.protocol import DELEGATED_BY_HEADER, SESSION_HEADER, check_session_id
-from kora.core.serving import error_response
+from kora.core.serving import StreamingAnswer, error_response
 
 if TYPE_CHECKING:
     from kora.agent.runtime import AgentRuntime
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 def event_stream(body: AsyncIterator[str | bytes], headers: dict[str, str]) -> StreamingResponse:
     """An answer streamed as server-sent events (``text/event-stream``, never cached) with ``headers``: the
     streamed shape of ``/v1/chat/completions`` and ``/v1/responses``."""
-    return StreamingResponse(body, media_type="text/event-stream", headers=headers | {"Cache-Control": "no-cache"})
+    return StreamingAnswer(body, media_type="text/event-stream", headers=headers | {"Cache-Control": "no-cache"})
 
 
 def add_chat_routes(router: APIRouter, state: AgentState) -> None:
@@ -209,7 +209,7 @@ async def stream_chunks(
     in the stream, followed by ``[DONE]``.
     """
     chunks = ChunkWriter(completion_id(), model, int(time.time()), include_usage=include_usage)
-    yield chunks.chunk({"role": "assistant", "content": ""})
+    yield chunks.role()
     stream = runtime.stream(turn, resume=resume, checked=True)  # the route refused a session that waits
     try:
         async for item in stream:
@@ -220,7 +220,7 @@ async def stream_chunks(
                 if include_usage:
                     yield chunks.usage(usage_body(item.input_tokens, item.output_tokens))
             else:
-                yield chunks.chunk({"content": item})
+                yield chunks.content(item)
     except KoraError as failure:
         yield sse_error(failure)
     finally:
@@ -232,7 +232,7 @@ async def whole_as_chunks(outcome: TurnOutcome, model: str, *, include_usage: bo
     """A finished turn as a stream: the role chunk, the answer in one content chunk, the finish chunk, the usage
     chunk when asked for, ``[DONE]``."""
     chunks = ChunkWriter(completion_id(), model, int(time.time()), include_usage=include_usage)
-    yield chunks.chunk({"role": "assistant", "content": ""})
+    yield chunks.role()
     if outcome.text:
         yield chunks.chunk({"content": outcome.text})
     if outcome.tool_calls or outcome.approvals:

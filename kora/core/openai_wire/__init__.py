@@ -300,22 +300,38 @@ def sse_error(error: KoraError) -> bytes:
     return sse_event(error_body(error))
 
 
+#: The choices of an answer's first chunk (:meth:`ChunkWriter.role`).
+_ROLE_CHOICES: Final = b'[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]'
+
+
 class ChunkWriter:
     """The SSE events of one streamed completion: every chunk carries the same ``id``, ``created`` (Unix seconds)
     and ``model``, and ``"usage": null`` when the client asked for a final usage chunk (``include_usage``), as
     OpenAI sends them. The fixed fields are serialised once; each chunk only adds its delta."""
 
-    __slots__ = ("_head", "_tail")
+    __slots__ = ("_content_head", "_content_tail", "_head", "_tail")
 
     def __init__(self, id_: str, model: str, created: int, *, include_usage: bool = False) -> None:
         head = {"id": id_, "object": "chat.completion.chunk", "created": created, "model": model}
         self._head = b"data: " + _dumps(head)[:-1] + b',"choices":'
         self._tail = b',"usage":null}\n\n' if include_usage else b"}\n\n"
+        self._content_head = self._head + b'[{"index":0,"delta":{"content":'
+        self._content_tail = b'},"logprobs":null,"finish_reason":null}]' + self._tail
 
     def chunk(self, delta: JSONObject, finish_reason: str | None = None) -> bytes:
         """One ``chat.completion.chunk`` event with one choice: ``delta``, and ``finish_reason`` (null but last)."""
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
         return self._head + b"[" + _dumps(choice) + b"]" + self._tail
+
+    def role(self) -> bytes:
+        """The first chunk of an assistant's answer: :meth:`chunk` of ``{"role": "assistant", "content": ""}``, the same
+        bytes, without encoding its constant choice again."""
+        return self._head + _ROLE_CHOICES + self._tail
+
+    def content(self, text: str) -> bytes:
+        """:meth:`chunk` of a ``{"content": text}`` delta, the same bytes, with only ``text`` encoded (once per text
+        delta of a stream; the rest of the chunk is the writer's)."""
+        return self._content_head + _dumps(text) + self._content_tail
 
     def usage(self, usage: JSONObject) -> bytes:
         """The final usage chunk: no choices, ``usage`` (see :func:`usage_body`)."""

@@ -15,6 +15,7 @@ from kora.core.serving.errors import challenge, error_response, install_error_ha
 from kora.core.serving.lifecycle import STARTUP_WAIT_SECONDS, Lifecycle, Readiness, StartupText, Status
 from kora.core.serving.probes import add_probe_routes, is_probe_endpoint, probe_routes
 from kora.core.serving.settings import load_settings, request_limit_field
+from kora.core.serving.streaming import StreamingAnswer
 
 __all__ = [
     "STARTUP_WAIT_SECONDS",
@@ -22,6 +23,7 @@ __all__ = [
     "Readiness",
     "StartupText",
     "Status",
+    "StreamingAnswer",
     "add_probe_routes",
     "challenge",
     "error_response",
