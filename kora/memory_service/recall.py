@@ -11,10 +11,11 @@ word with the query in Postgres full-text search (English stemming, stop words l
   facts), as a share of the weight of all the query's words. A name or word found in most of a user's facts
   counts little, the one word that singles out the fact counts most;
 * ``cosine``: the mean of the query's cosine to the fact's own embedding and to its *contextual* embedding, the
-  fact embedded after the end of the fact its owner stored just before it (:func:`kora.memory_service.facts.
-  context_text`): a reply ("yes, last Friday") is embedded with what it answers. A fact the background ``embed``
-  jobs have not given its contextual embedding yet (they do so right after it is stored, and for the facts of a
-  store made before contextual embeddings) is compared by its own embedding alone;
+  fact embedded after the end of the fact its owner stored just before it
+  (:func:`kora.memory_service.facts.context_text`): a reply ("yes, last Friday") is embedded with what it
+  answers. A fact the background ``embed`` jobs have not given its contextual embedding yet (they do so right
+  after it is stored, and for the facts of a store made before contextual embeddings) is compared by its own
+  embedding alone;
 * ``own``: with embeddings, ``0.55 * cosine + 0.45 * text``; without (no embedding model, or a fact the background
   ``embed`` jobs have not reached yet: stored before the model was configured or changed, or while it was
   unreachable), ``text``;
