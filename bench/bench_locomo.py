@@ -21,7 +21,9 @@ Then each question is recalled at ``user`` scope, top 10:
   and **query embedding alone** (``POST /v1/embeddings`` to ``kora model-hosted``, latency only);
 * **full text only**: :func:`kora.memory_service.recall.recall_facts` in this process on the same database, with
   no query embedding (the service's path without an embedding model);
-* **vector only**: the nearest facts by cosine (pgvector, exact), the question embedded by the same model;
+* **vector only**: the nearest facts by cosine (pgvector, exact), the question embedded by the same model; and
+  **vector only, own and contextual**: by the mean of the cosines to a fact's own and contextual embeddings, the
+  cosine the hybrid ranking uses;
 * **rank fusion**: reciprocal rank fusion (k = 60) of the top 20 of those two lists, a candidate for the service.
 
 For each, evidence recall per question category: ``any@k`` (at least one evidence turn in the top k) and
@@ -185,11 +187,22 @@ async def measure(
     database = Database(settings)
     await database.open()
     assert database.pool is not None
-    names = ("hybrid", "hybrid, SQL alone", "query embedding alone", "full text only", "vector only", "rank fusion")
+    names = (
+        "hybrid",
+        "hybrid, SQL alone",
+        "query embedding alone",
+        "full text only",
+        "vector only",
+        "vector only, own and contextual",
+        "rank fusion",
+    )
     modes = {name: Scores() for name in names}
     turns = duplicates = superseded = 0
     started = time.perf_counter()
-    async with httpx.AsyncClient(base_url=service_url, headers=ADMIN) as client, httpx.AsyncClient() as model:
+    async with (
+        httpx.AsyncClient(base_url=service_url, headers=ADMIN, timeout=60) as client,
+        httpx.AsyncClient(timeout=60) as model,
+    ):
         dialogs = stored_dialogs(state)
         for conversation in data:
             if conversation.name in dialogs:
@@ -199,12 +212,25 @@ async def measure(
             turns += len(conversation.turns)
             duplicates += dups
         ingest_seconds = time.perf_counter() - started
-        # Wait for every fact's embedding (facts stored while the model was busy are embedded by jobs).
-        for _ in range(600):
+        # Wait for every fact's vectors: the contextual embeddings, and the own embeddings of facts stored while the
+        # model was busy, come from the background embed jobs (for a kept store made before contextual embeddings:
+        # every fact's, which is the cost of migrating a store).
+        waited = time.perf_counter()
+        waiting = first_waiting = 0
+        for _ in range(3600):
             details = (await client.get("/ready")).json().get("details", {})
-            if not details.get("facts_without_embedding"):
+            waiting = int(details.get("facts_without_embedding", 0))
+            first_waiting = first_waiting or waiting
+            if not waiting:
                 break
             await asyncio.sleep(1)
+        if first_waiting:
+            seconds = time.perf_counter() - waited
+            print(
+                f"embed jobs: {first_waiting} facts waiting for a vector, done in {seconds:.0f} s "
+                f"({first_waiting / seconds:.1f}/s); left: {waiting}",
+                flush=True,
+            )
         async with database.pool.connection() as conn:
             row = await (await conn.execute("SELECT count(*) FROM facts WHERE invalidated_at IS NOT NULL")).fetchone()
             superseded = int(row[0]) if row else 0
@@ -244,6 +270,19 @@ async def measure(
                     nearest = [str(r[0]) for r in await cur.fetchall()]
                     modes["vector only"].latencies.append(time.perf_counter() - begun)
                     modes["vector only"].add(category, [dialog.get(f, set()) for f in nearest[:TOP_K]], evidence)
+                    begun = time.perf_counter()
+                    cur = await conn.execute(
+                        f"SELECT f.fact_id FROM facts f WHERE f.invalidated_at IS NULL AND {condition} "
+                        f"ORDER BY (f.embedding <=> %(emb)s::vector) "
+                        f"+ coalesce(f.context_embedding <=> %(emb)s::vector, f.embedding <=> %(emb)s::vector) "
+                        f"LIMIT {TOP_K}",
+                        params | {"emb": vector},
+                    )
+                    mixed = [str(r[0]) for r in await cur.fetchall()]
+                    modes["vector only, own and contextual"].latencies.append(time.perf_counter() - begun)
+                    modes["vector only, own and contextual"].add(
+                        category, [dialog.get(f, set()) for f in mixed], evidence
+                    )
                     fused = fuse([h.id for h in lexical], nearest)
                     modes["rank fusion"].add(category, [dialog.get(f, set()) for f in fused[:TOP_K]], evidence)
     await database.close()

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from pgvector import Vector
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, JsonValue
@@ -309,31 +310,82 @@ async def fact_owner(conn: Conn, fact_id: str) -> tuple[Owner, str, list[float] 
     )
 
 
-#: The valid facts waiting for an embedding (found through the partial index ``facts_unembedded``).
-_UNEMBEDDED = "FROM facts WHERE embedding IS NULL AND invalidated_at IS NULL"
+#: The valid facts waiting for an embedding, their own or their contextual one (found through the partial index
+#: ``facts_unembedded``).
+_UNEMBEDDED = "FROM facts f WHERE (f.embedding IS NULL OR f.context_embedding IS NULL) AND f.invalidated_at IS NULL"
+
+#: How much of the fact before it a fact's contextual embedding reads: its last characters (a model truncates its
+#: input; the fact itself comes last and must not be what is cut).
+CONTEXT_CHARS = 500
 
 
-async def unembedded(conn: Conn, limit: int) -> list[tuple[str, str]]:
-    """Up to ``limit`` valid facts without an embedding, as ``(fact_id, text)``, by fact id (a stable order, so a
-    batch cut short by a crash is the next one again)."""
-    cur = await conn.execute(f"SELECT fact_id, body {_UNEMBEDDED} ORDER BY fact_id LIMIT %s", (limit,))
-    return [(str(row[0]), str(row[1])) for row in await cur.fetchall()]
+def context_text(previous: str, text: str) -> str:
+    """What a fact's contextual embedding embeds: the end of the ``previous`` fact of its owner, then ``text``."""
+    return f"{previous[-CONTEXT_CHARS:]}\n{text}"
+
+
+@dataclass(frozen=True)
+class Unembedded:
+    """A valid fact waiting for a vector: ``embedded`` when it has its own already (it waits for its contextual
+    one); ``previous`` is the text of the valid fact its owner stored just before it (None: it is the first)."""
+
+    fact_id: str
+    text: str
+    embedded: bool
+    previous: str | None
+
+    def texts(self) -> list[str]:
+        """The texts to embed for it, in order: its own (unless ``embedded``), then its :func:`context_text`
+        (unless it has no ``previous``: its contextual embedding is then its own)."""
+        own = [] if self.embedded else [self.text]
+        return own if self.previous is None else [*own, context_text(self.previous, self.text)]
+
+
+async def unembedded(conn: Conn, limit: int) -> list[Unembedded]:
+    """Up to ``limit`` valid facts waiting for a vector, by fact id (a stable order, so a batch cut short by a
+    crash is the next one again), each with the text of the fact before it (one probe of ``facts_neighbours``)."""
+    cur = await conn.execute(
+        """SELECT f.fact_id, f.body, f.embedding IS NOT NULL, p.body
+            FROM facts f LEFT JOIN LATERAL (
+                SELECT m.body FROM facts m
+                WHERE m.invalidated_at IS NULL AND m.app_name = f.app_name
+                  AND coalesce(m.user_id, '') = coalesce(f.user_id, '')
+                  AND coalesce(m.session_id, '') = coalesce(f.session_id, '')
+                  AND (m.created_at, m.fact_id) < (f.created_at, f.fact_id)
+                ORDER BY m.created_at DESC, m.fact_id DESC LIMIT 1
+            ) AS p ON true
+            WHERE (f.embedding IS NULL OR f.context_embedding IS NULL) AND f.invalidated_at IS NULL
+            ORDER BY f.fact_id LIMIT %s""",
+        (limit,),
+    )
+    return [
+        Unembedded(str(row[0]), str(row[1]), bool(row[2]), None if row[3] is None else str(row[3]))
+        for row in await cur.fetchall()
+    ]
 
 
 async def unembedded_count(conn: Conn) -> int:
-    """How many valid facts have no embedding (an index-only count of ``facts_unembedded``)."""
+    """How many valid facts wait for a vector (an index-only count of ``facts_unembedded``)."""
     row = await (await conn.execute(f"SELECT count(*) {_UNEMBEDDED}")).fetchone()
     return int(row[0]) if row else 0
 
 
-async def set_embeddings(conn: Conn, embeddings: Sequence[tuple[str, list[float]]]) -> None:
-    """Store ``(fact_id, embedding)`` pairs on the facts that still have none (a fact erased meanwhile is gone, and
-    one embedded by another worker keeps its vector: both are the same model's)."""
+async def set_embeddings(conn: Conn, embeddings: Sequence[tuple[str, list[float] | None, list[float] | None]]) -> None:
+    """Store ``(fact_id, embedding, context_embedding)`` on the facts, each vector only where the fact has none
+    (a fact erased meanwhile is gone, and one embedded by another worker keeps its vectors: both are the same
+    model's). ``embedding`` None: the fact has its own already; ``context_embedding`` None: it is its owner's
+    first fact, whose contextual embedding is its own."""
     async with conn.cursor() as cur:
         await cur.executemany(
-            "UPDATE facts SET embedding = %s WHERE fact_id = %s AND embedding IS NULL",
-            [(vector, fact_id) for fact_id, vector in embeddings],
+            "UPDATE facts SET embedding = coalesce(embedding, %(own)s::vector), "
+            "context_embedding = coalesce(context_embedding, %(context)s::vector, %(own)s::vector, embedding) "
+            "WHERE fact_id = %(id)s AND (embedding IS NULL OR context_embedding IS NULL)",
+            [{"id": fact_id, "own": _vector(own), "context": _vector(context)} for fact_id, own, context in embeddings],
         )
+
+
+def _vector(embedding: list[float] | None) -> Vector | None:
+    return None if embedding is None else vectors.parameter(embedding)
 
 
 class HistoryEntry(BaseModel):

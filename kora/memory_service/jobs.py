@@ -157,11 +157,13 @@ Commit = Callable[[Conn], Awaitable[None]]
 
 
 async def queue_embedding(conn: Conn) -> None:
-    """Queue an ``embed`` job when a valid fact has no embedding and no ``embed`` job waits unclaimed (one that is
-    running may have read its batch before the fact was stored). Inside the caller's transaction, if any."""
+    """Queue an ``embed`` job when a valid fact waits for a vector (its own or its contextual one) and no ``embed``
+    job waits unclaimed (one that is running may have read its batch before the fact was stored). Inside the
+    caller's transaction, if any."""
     await conn.execute(
         "INSERT INTO jobs (kind, sid) SELECT 'embed', NULL WHERE EXISTS "
-        "(SELECT 1 FROM facts WHERE embedding IS NULL AND invalidated_at IS NULL) AND NOT EXISTS "
+        "(SELECT 1 FROM facts WHERE (embedding IS NULL OR context_embedding IS NULL) AND invalidated_at IS NULL) "
+        "AND NOT EXISTS "
         "(SELECT 1 FROM jobs WHERE kind = 'embed' AND status = 'queued' AND locked_by IS NULL)"
     )
 
@@ -374,8 +376,8 @@ async def extract(service: JobHost, job: Job) -> Commit | None:
             )
             if written.status == "stored" and service.settings.has_summary_model:
                 await enqueue(conn, "reconcile", session.sid, {"fact_id": written.fact_id})
-        if service.embedder is not None and None in vectors:
-            await queue_embedding(conn)
+        if service.embedder is not None:
+            await queue_embedding(conn)  # their contextual embeddings (and their own where the model failed)
         service.wake_workers()
 
     return commit
@@ -386,9 +388,11 @@ def _speaker(event_type: str) -> str:
 
 
 async def embed(service: JobHost, job: Job) -> Commit | None:
-    """Embed the next ``embed_batch`` valid facts without an embedding; the commit stores their vectors (if the
-    store still holds this model's) and queues the next batch while facts are left. An unreachable model makes the
-    job wait and try again; an answer that is not one vector per text, of the store's dimension, fails it."""
+    """Embed the next ``embed_batch`` valid facts waiting for a vector, each with its own text (if it has no
+    embedding yet) and read after the fact before it (its contextual embedding, :func:`facts.context_text`), all
+    in one batch; the commit stores the vectors (if the store still holds this model's) and queues the next batch
+    while facts are left. An unreachable model makes the job wait and try again; an answer that is not one vector
+    per text, of the store's dimension, fails it."""
     assert service.db.pool is not None
     if service.embedder is None:
         raise JobFailed("no embedding model is configured")
@@ -397,9 +401,19 @@ async def embed(service: JobHost, job: Job) -> Commit | None:
     if not batch:
         return None
     try:
-        vectors = await service.embed_batch([text for _, text in batch])
+        answer = iter(await service.embed_batch([text for fact in batch for text in fact.texts()]))
+        found = [
+            (
+                fact.fact_id,
+                None if fact.embedded else next(answer),
+                None if fact.previous is None else next(answer),
+            )
+            for fact in batch
+        ]
     except InvalidAnswer as error:
         raise JobFailed(str(error)) from error
+    except StopIteration as error:
+        raise JobFailed("the embedding model answered fewer vectors than texts") from error
     model = service.embedder.model
 
     async def commit(conn: Conn) -> None:
@@ -407,9 +421,7 @@ async def embed(service: JobHost, job: Job) -> Commit | None:
             # Another replica moved the store to another model meanwhile; it queued its own embed jobs.
             log.info("memory job embed %d: the store's embedding model changed; results dropped", job.id)
             return
-        await facts.set_embeddings(
-            conn, [(fact_id, vector) for (fact_id, _), vector in zip(batch, vectors, strict=True)]
-        )
+        await facts.set_embeddings(conn, found)
         await queue_embedding(conn)
         service.wake_workers()
 

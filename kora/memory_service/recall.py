@@ -1,16 +1,22 @@
 """Recall by relevance within one scope: the long-term tier's read path (docs/memory.md "Recall").
 
 Candidates come from two indexes, each filtered by the scope *inside* the query: the nearest facts by pgvector
-cosine distance when the store has an embedding model (through the HNSW index, or exactly when the scope is small
-enough for that to be cheaper: :mod:`kora.memory_service.vectors`), and the facts sharing a word with the query in
-Postgres full-text search (English stemming, stop words left out), the best of them by ``text`` below. Each
-candidate is scored in ``[0, 1]``:
+cosine distance of their own embeddings when the store has an embedding model (through the HNSW index, or exactly
+when the scope is small enough for that to be cheaper: :mod:`kora.memory_service.vectors`), and the facts sharing a
+word with the query in Postgres full-text search (English stemming, stop words left out), the best of them by
+``text`` below. Each candidate is scored in ``[0, 1]``:
 
 * ``text``: the query's (stemmed, non-stop) words the fact contains, each weighted by how rare it is within the
   scope (inverse document frequency, ``ln(1 + (N - n + 0.5) / (n + 0.5))`` for a word in ``n`` of the scope's ``N``
   facts), as a share of the weight of all the query's words. A name or word found in most of a user's facts
   counts little, the one word that singles out the fact counts most;
-* ``own``: with embeddings, ``0.6 * cosine + 0.4 * text``; without (no embedding model, or a fact the background
+* ``cosine``: the mean of the query's cosine to the fact's own embedding and to its *contextual* embedding, the
+  fact embedded after the end of the fact its owner stored just before it
+  (:func:`kora.memory_service.facts.context_text`): a reply ("yes, last Friday") is embedded with what it
+  answers. A fact the background ``embed`` jobs have not given its contextual embedding yet (they do so right
+  after it is stored, and for the facts of a store made before contextual embeddings) is compared by its own
+  embedding alone;
+* ``own``: with embeddings, ``0.55 * cosine + 0.45 * text``; without (no embedding model, or a fact the background
   ``embed`` jobs have not reached yet: stored before the model was configured or changed, or while it was
   unreachable), ``text``;
 * the score: ``own + 0.5 * context * (1 - own)``, where ``context`` is the best ``own`` of the fact's neighbours,
@@ -103,7 +109,9 @@ def or_query(query: str) -> str:
 
 
 #: Weight of the cosine in a candidate's own score with embeddings (the rest is ``text``).
-VECTOR_WEIGHT = 0.6
+VECTOR_WEIGHT = 0.55
+#: Weight of the contextual embedding's cosine in a fact's cosine (the rest is its own embedding's).
+CONTEXT_VECTOR_WEIGHT = 0.5
 #: Weight of the best neighbour's own score (see the module docstring).
 CONTEXT_WEIGHT = 0.5
 #: How far a fact's neighbours reach: the facts up to this many places before and after it in its owner's order.
@@ -169,7 +177,12 @@ async def recall_facts(
             f"SELECT f.fact_id FROM facts f WHERE f.invalidated_at IS NULL AND f.embedding IS NOT NULL "
             f"AND {condition} ORDER BY {order} LIMIT %(pool)s"
         )
-        cosine = "1 - (f.embedding <=> %(emb)s::vector)"
+        # A fact's cosine reads its contextual embedding too, once the embed jobs have given it one.
+        cosine = (
+            "CASE WHEN f.context_embedding IS NULL THEN 1 - (f.embedding <=> %(emb)s::vector) "
+            f"ELSE 1 - {1 - CONTEXT_VECTOR_WEIGHT} * (f.embedding <=> %(emb)s::vector) "
+            f"- {CONTEXT_VECTOR_WEIGHT} * (f.context_embedding <=> %(emb)s::vector) END"
+        )
     else:
         vector_candidates = "SELECT NULL::text AS fact_id WHERE false"
         cosine = "NULL::float8"

@@ -172,6 +172,17 @@ CREATE INDEX facts_neighbours ON facts (app_name, coalesce(user_id, ''), coalesc
     WHERE invalidated_at IS NULL;
 """
 
+#: Version 8: contextual embeddings. ``context_embedding`` is the embedding of a fact read after the fact stored
+#: just before it by the same owner (:mod:`kora.memory_service.recall` scores with both vectors). Existing facts
+#: have none: the background ``embed`` jobs compute them (a fact is waiting for embedding until it has both
+#: vectors, so ``facts_unembedded`` covers either missing).
+_V8 = """
+ALTER TABLE facts ADD COLUMN context_embedding vector;
+DROP INDEX facts_unembedded;
+CREATE INDEX facts_unembedded ON facts (fact_id)
+    WHERE (embedding IS NULL OR context_embedding IS NULL) AND invalidated_at IS NULL;
+"""
+
 #: Most dimensions pgvector's HNSW index takes for ``halfvec`` (for ``vector``: 2 000).
 HNSW_MAX_DIMENSIONS = 4000
 
@@ -197,7 +208,7 @@ END $$;
 """
 
 #: Migrations in order: ``MIGRATIONS[i]`` brings the schema from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
 
 
 def index_expression(value: str, dimension: int) -> str:
@@ -290,7 +301,10 @@ async def ensure_embedding_model(conn: AsyncConnection[TupleRow], model: str, di
             return False
         async with conn.transaction():
             await conn.execute("DROP INDEX IF EXISTS facts_embedding")
-            await conn.execute("UPDATE facts SET embedding = NULL WHERE embedding IS NOT NULL")
+            await conn.execute(
+                "UPDATE facts SET embedding = NULL, context_embedding = NULL "
+                "WHERE embedding IS NOT NULL OR context_embedding IS NOT NULL"
+            )
             await conn.execute(
                 sql.SQL("ALTER TABLE facts ALTER COLUMN embedding TYPE vector({})").format(sql.Literal(dimension))
             )

@@ -215,8 +215,9 @@ class MemoryService:
 
     async def save_fact(self, request: FactCreate) -> FactWritten:
         """Store a fact now (``save_memory``), deduplicated against the owner's facts; a stored fact gets its
-        conflict check (with a summary model) and, when the embedding model could not be reached, an embedding
-        later. :class:`~kora.core.errors.Forbidden` for another user's session."""
+        conflict check (with a summary model) and its contextual embedding later (in the background ``embed``
+        job, batched), with its own embedding when the model could not be reached now.
+        :class:`~kora.core.errors.Forbidden` for another user's session."""
         runtime = self.runtime
         embedding = await runtime.embed_one(request.content)
         owner = facts.Owner(request.app_name, request.user_id, request.session_id)
@@ -241,8 +242,9 @@ class MemoryService:
                     )
                     sid = session.sid
                 await jobs.enqueue(conn, "reconcile", sid, {"fact_id": written.fact_id})
-            if written.status == "stored" and embedding is None and runtime.embedder is not None:
-                await jobs.queue_embedding(conn)  # the model could not be reached: embed it once it can
+            if written.status == "stored" and runtime.embedder is not None:
+                # Its contextual embedding, and its own if the model could not be reached.
+                await jobs.queue_embedding(conn)
         runtime.wake_workers()
         return FactWritten(fact_id=written.fact_id, status=written.status)
 
