@@ -123,9 +123,10 @@ class DelegationSettings(Protocol):
 
 
 class Delegation:
-    """Delegation tools for the sub-agents ``settings`` name, their requests made with ``http``."""
+    """Delegation tools for the sub-agents ``settings`` name, their requests made with ``http`` (``None`` when
+    ``settings`` name no sub-agent: nothing is then sent, and the process need not build a client)."""
 
-    def __init__(self, settings: DelegationSettings, http: httpx.AsyncClient) -> None:
+    def __init__(self, settings: DelegationSettings, http: httpx.AsyncClient | None) -> None:
         self._agent_name = settings.agent_name
         self._sub_agents = dict(settings.sub_agent_urls)
         self._timeout = settings.delegation_timeout_seconds
@@ -242,6 +243,13 @@ class Delegation:
                 return self._timed_out(name)
             return f"Error: could not reach agent '{name}': {error}"
 
+    @property
+    def _client(self) -> httpx.AsyncClient:
+        """The HTTP client; only a sub-agent's tool or card reaches here, and a client comes with sub-agents."""
+        if self._http is None:
+            raise RuntimeError("delegation to a sub-agent without an HTTP client")
+        return self._http
+
     def _timed_out(self, name: str) -> str:
         return f"Error: agent '{name}' did not answer within {self._timeout:g} s."
 
@@ -251,9 +259,9 @@ class Delegation:
         Raises ``AgentCardResolutionError`` when the peer cannot be reached at all (not cached: try again).
         """
         if name not in self._clients:
-            config = ClientConfig(streaming=False, httpx_client=self._http)
+            config = ClientConfig(streaming=False, httpx_client=self._client)
             try:
-                card = await A2ACardResolver(self._http, self._sub_agents[name]).get_agent_card()
+                card = await A2ACardResolver(self._client, self._sub_agents[name]).get_agent_card()
             except AgentCardResolutionError as error:
                 if error.status_code is None:
                     raise  # a network failure says nothing about whether the peer speaks A2A
@@ -298,7 +306,7 @@ class Delegation:
         url = self._sub_agents[name].rstrip("/") + "/v1/chat/completions"
         headers = credential | {DELEGATED_BY_HEADER: self._agent_name, SESSION_HEADER: session}
         body = {"model": name, "messages": [{"role": "user", "content": task}]}
-        response = await self._http.post(url, json=body, headers=headers, timeout=self._timeout)
+        response = await self._client.post(url, json=body, headers=headers, timeout=self._timeout)
         if response.status_code != 200:
             return f"Error: agent '{name}' failed with HTTP {response.status_code}: {_error_message(response)}"
         try:

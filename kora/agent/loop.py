@@ -162,8 +162,15 @@ class AgenticLoop:
         self, settings: AgentSettings, memory: Memory, model: KoraChatModel, tracing: AgentTracing | None = None
     ) -> None:
         self.settings = settings
-        self._http = httpx.AsyncClient(
-            timeout=settings.delegation_timeout_seconds, limits=httpx.Limits(keepalive_expiry=POOL_KEEPALIVE_SECONDS)
+        # Only delegation sends with this client: an agent without sub-agents builds none (nor imports httpcore and
+        # h2, nor loads an SSL context's CA bundle: ~3 MB of RSS).
+        self._http = (
+            httpx.AsyncClient(
+                timeout=settings.delegation_timeout_seconds,
+                limits=httpx.Limits(keepalive_expiry=POOL_KEEPALIVE_SECONDS),
+            )
+            if settings.sub_agent_urls
+            else None
         )
         self.delegation = Delegation(settings, self._http)
         self.approval = ApprovalPolicy.from_setting(settings.tool_approval_required)
@@ -219,7 +226,8 @@ class AgenticLoop:
                 await self._cards
         if self.mcp is not None:
             await self.mcp.close()
-        await self._http.aclose()
+        if self._http is not None:
+            await self._http.aclose()
 
     def _approved(self, toolset: AbstractToolset[TurnDeps], peers: dict[str, str]) -> AbstractToolset[TurnDeps]:
         """The delegation ``toolset``, its calls needing approval where the policy names ``agents/<peer>``
