@@ -38,6 +38,7 @@ from kora.agent.routes.responses import add_responses_routes
 from kora.agent.routes.tools import add_tool_routes
 from kora.agent.settings import AgentSettings
 from kora.agent.state import AgentState, unused_packages
+from kora.core.imports import modules_absent
 from kora.core.limits import RequestLimits
 from kora.core.serving import install_error_handlers
 from kora.memory import Memory, build_memory
@@ -94,17 +95,18 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
     # router tries routes in order and no two paths overlap, so the turns' routes come first (a chat turn matched
     # 17 routes before; /metrics stays in front, see kora.core.telemetry.http), the models' after them.
     turns = (add_chat_routes, add_responses_routes, add_ag_ui_routes)
-    for add_routes in (
-        *turns,
-        add_model_routes,
-        add_conversation_routes,
-        add_probe_routes,
-        add_tool_routes,
-        add_memory_routes,
-        add_approval_routes,
-    ):
-        add_routes(app.router, state)
-    a2a.add_routes(app.router)
+    with modules_absent(unused_packages(settings)):
+        for add_routes in (
+            *turns,
+            add_model_routes,
+            add_conversation_routes,
+            add_probe_routes,
+            add_tool_routes,
+            add_memory_routes,
+            add_approval_routes,
+        ):
+            add_routes(app.router, state)
+        a2a.add_routes(app.router)
     if settings.task_store_type == "postgres":
         # The shared task store's database is checked before the agent serves anything: a start-up error naming
         # TASK_STORE_URL, rather than an agent that never gets ready.

@@ -123,8 +123,8 @@ class DelegationSettings(Protocol):
 
 
 class Delegation:
-    """Delegation tools for the sub-agents ``settings`` name, their requests made with ``http`` (None only for an
-    agent without sub-agents, which never sends one)."""
+    """Delegation tools for the sub-agents ``settings`` name, their requests made with ``http`` (``None`` when
+    ``settings`` name no sub-agent: nothing is then sent, and the process need not build a client)."""
 
     def __init__(self, settings: DelegationSettings, http: httpx.AsyncClient | None) -> None:
         self._agent_name = settings.agent_name
@@ -136,12 +136,6 @@ class Delegation:
         self._clients: dict[str, Client | None] = {}
         # name -> its delegation tool, whose description the peer's card completes once read.
         self._tools: dict[str, Tool[TurnDeps]] = {}
-
-    @property
-    def _client(self) -> httpx.AsyncClient:
-        if self._http is None:
-            raise RuntimeError("This agent has no sub-agents, so no HTTP client to delegate with.")
-        return self._http
 
     @property
     def tool_agents(self) -> dict[str, str]:
@@ -248,6 +242,13 @@ class Delegation:
             if isinstance(error, A2AClientTimeoutError) or isinstance(error.__cause__, httpx.TimeoutException):
                 return self._timed_out(name)
             return f"Error: could not reach agent '{name}': {error}"
+
+    @property
+    def _client(self) -> httpx.AsyncClient:
+        """The HTTP client; only a sub-agent's tool or card reaches here, and a client comes with sub-agents."""
+        if self._http is None:
+            raise RuntimeError("delegation to a sub-agent without an HTTP client")
+        return self._http
 
     def _timed_out(self, name: str) -> str:
         return f"Error: agent '{name}' did not answer within {self._timeout:g} s."

@@ -32,15 +32,17 @@ STARTUP_TEXT = StartupText(
     subject="The agent", starting="agent runtime is still loading", failed="agent runtime failed to start"
 )
 
-#: Optional packages the a2a-sdk and httpx import whenever they are installed and the agent never uses: gRPC (the
-#: SDK's gRPC server handler and client transport; the agent speaks JSON-RPC and HTTP+JSON, and an OTLP gRPC
-#: exporter has imported it before) and ``rich`` (httpx's command-line client). ~17 MB of RSS.
-UNUSED_PACKAGES = ("grpc", "rich")
+#: Optional packages the agent's libraries import whenever they are installed and the agent never uses: gRPC (the
+#: a2a-sdk's gRPC server handler and client transport; the agent speaks JSON-RPC and HTTP+JSON, and an OTLP gRPC
+#: exporter has imported it before), ``rich`` and ``pygments`` (httpx's command-line client), ``h2`` (HTTP/2 in
+#: httpcore2, which pydantic-ai imports; the agent's clients speak HTTP/1.1) and ``pydantic.v1`` (FastAPI imports it
+#: to ask whether a route's types are v1 models; none is). ~20 MB of RSS.
+UNUSED_PACKAGES = ("grpc", "rich", "pygments", "h2", "pydantic.v1")
 
 
 def unused_packages(settings: AgentSettings) -> tuple[str, ...]:
-    """The packages the agent's deferred imports (the a2a-sdk, the runtime) are made without
-    (:func:`~kora.core.imports.import_without`): :data:`UNUSED_PACKAGES`, and SQLAlchemy (the SDK's database task
+    """The packages the agent's routes are built and its deferred imports (the a2a-sdk, the runtime) made without
+    (:func:`~kora.core.imports.modules_absent`): :data:`UNUSED_PACKAGES`, and SQLAlchemy (the SDK's database task
     store, ~16 MB) unless ``TASK_STORE_TYPE=postgres``."""
     return UNUSED_PACKAGES if settings.task_store_type == "postgres" else (*UNUSED_PACKAGES, "sqlalchemy")
 

@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from kora.core.imports import DeferredImport, import_without
+from kora.core.imports import DeferredImport, import_without, modules_absent
 
 pytestmark = pytest.mark.unit
 
@@ -60,6 +60,25 @@ def test_other_threads_import_the_package_meanwhile(packages: Path) -> None:
     )
     user = import_without("kora_test_user", ["kora_test_extra"])
     assert user.found == [1]
+
+
+def test_a_dotted_name_refuses_that_module_and_below_only(packages: Path) -> None:
+    (packages / "kora_test_extra" / "legacy.py").write_text("OLD = True\n")
+    (packages / "kora_test_extra" / "legacy_tools.py").write_text("TOOLS = True\n")
+    with modules_absent(["kora_test_extra.legacy"]):
+        import kora_test_extra
+        import kora_test_extra.legacy_tools
+
+        with pytest.raises(ModuleNotFoundError, match=r"kora_test_extra\.legacy"):
+            import kora_test_extra.legacy
+    assert kora_test_extra.VALUE == 1
+    assert kora_test_extra.legacy_tools.TOOLS
+    import kora_test_extra.legacy
+
+    assert kora_test_extra.legacy.OLD
+    assert not any(type(finder).__name__ == "_Absent" for finder in sys.meta_path)
+    for name in ("kora_test_extra.legacy", "kora_test_extra.legacy_tools"):
+        sys.modules.pop(name, None)
 
 
 def test_a_deferred_module_is_imported_by_its_first_load_only(packages: Path) -> None:

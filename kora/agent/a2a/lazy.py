@@ -27,7 +27,7 @@ from starlette.types import Receive, Scope, Send
 
 from kora.agent.a2a.paths import CARD_PATHS, JSONRPC_PATH, is_rest_path
 from kora.core.errors import KoraError, Unavailable
-from kora.core.imports import import_without
+from kora.core.imports import import_without, modules_absent
 from kora.core.limits import openai_refusal
 from kora.core.serving import STARTUP_WAIT_SECONDS
 from kora.core.telemetry.routing import NamedRoute
@@ -53,8 +53,8 @@ def a2a_refusal(path: str, error: KoraError) -> tuple[int, object]:
 class LazyA2A:
     """The agent's :class:`~kora.agent.a2a.routes.A2AServer`, built by ``build(module)`` (``module`` being
     :mod:`kora.agent.a2a.routes`) once :meth:`load` has imported it; ``server`` is ``None`` until then (and
-    again when it failed to start). The SDK is imported without the packages ``unused``
-    (:func:`~kora.core.imports.import_without`, e.g. :func:`kora.agent.state.unused_packages`)."""
+    again when it failed to start). The SDK is imported and the server built without the packages ``unused``
+    (:func:`~kora.core.imports.modules_absent`, e.g. :func:`kora.agent.state.unused_packages`)."""
 
     def __init__(self, build: Callable[[ModuleType], A2AServer], unused: tuple[str, ...] = ()) -> None:
         self._build = build
@@ -70,7 +70,9 @@ class LazyA2A:
         """Import the SDK and build the server at once, before the server answers anything: for an agent whose A2A
         server checks its settings as it is built (the shared task store's database). Raises what the build raises
         (:class:`~kora.core.settings_errors.SettingsError` naming the setting)."""
-        self.server = self._built = self._build(import_without(ROUTES_MODULE, self._unused))
+        module = import_without(ROUTES_MODULE, self._unused)
+        with modules_absent(self._unused):
+            self.server = self._built = self._build(module)
 
     async def load(self) -> None:
         """Import the SDK (in a thread, so the server keeps answering) and build the server, unless
@@ -79,7 +81,8 @@ class LazyA2A:
         try:
             if self.server is None:
                 module = await asyncio.to_thread(import_without, ROUTES_MODULE, self._unused)
-                self.server = self._built = self._build(module)
+                with modules_absent(self._unused):
+                    self.server = self._built = self._build(module)
             await self.server.start()
         except Exception as error:
             self._error = f"{type(error).__name__}: {error}"
