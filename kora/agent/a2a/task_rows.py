@@ -66,7 +66,10 @@ the version moves by two, both events logged in their order. Its push notificati
 the configurations the task has when it is stored. A read of the task on this replica, a request that may
 subscribe to it, a cancel, and the blocking send's answer itself store a held change first
 (:meth:`~kora.agent.a2a.shared.SharedTaskStore.settle`). What a crash of the replica loses with a held change was
-told to no one.
+told to no one. A cancel asked of *another* replica while an artifact is held cannot settle it: the task ends
+``canceled`` without that artifact (which no one was told of), and the turn's next write finds the task moved on
+(a concurrent modification, as without holding). A send naming an existing task counts itself as a possible
+subscriber, so only a task's first turn holds its artifact.
 
 Writes that move a task to ``canceled`` (no version check, read-then-write under row locks) stay with the SDK's
 store: they are rare and not on a turn's path.
