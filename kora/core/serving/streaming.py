@@ -18,8 +18,8 @@ from starlette.types import Receive, Scope, Send
 
 
 class StreamingAnswer(StreamingResponse):
-    """:class:`~starlette.responses.StreamingResponse` whose body stops (its iterator is cancelled at the await it
-    waits on, then closed) when the client leaves, watched by one asyncio task (module docstring). A cancellation
+    """:class:`~starlette.responses.StreamingResponse` whose body stops (cancelled at the await it waits on) when
+    the client leaves, watched by one asyncio task (module docstring). A cancellation
     from elsewhere (a server shutting down) is raised as before; an exception of the listener's ``receive`` is
     raised once the body ended."""
 
@@ -38,16 +38,20 @@ class StreamingAnswer(StreamingResponse):
             streaming.cancel()
 
         listener = asyncio.create_task(listen(), name="kora-client-left")
+        taken_back = False
         try:
             await self.stream_response(send)
         except asyncio.CancelledError:
-            # The listener's own cancellation ends the answer, as a task group's cancel scope does; any other (or
-            # one more) is not this response's to swallow.
-            if not left or streaming.cancelling() > 1:
+            # The listener's own cancellation ends the answer, as a task group's cancel scope does: taken back, and
+            # any other one (a shutdown's, a timeout's) is raised with its count intact.
+            if left:
+                streaming.uncancel()
+                taken_back = True
+            if not left or streaming.cancelling():
                 raise
         finally:
             listener.cancel()
-        if left:  # the listener's cancellation, delivered (and ended here) or swallowed by the body: taken back
+        if left and not taken_back:  # the listener's cancellation, swallowed by the body: taken back
             streaming.uncancel()
         if listener.done() and not listener.cancelled() and (failure := listener.exception()) is not None:
             raise failure
