@@ -608,6 +608,20 @@ def _gated_handler(shared: SharedTasks, executor: _GatedExecutor) -> SharedReque
     return SharedRequestHandler(shared, agent_executor=shared.wrap(executor), agent_card=card)
 
 
+async def _turn_held_before_its_answer(
+    shared: SharedTasks, *, adds_artifact: bool = True
+) -> tuple[_GatedExecutor, SharedRequestHandler, str]:
+    """A started store whose gated turns wait before their answer (and, unless ``adds_artifact``, before their
+    artifact): the executor, its request handler and a fresh context id."""
+    executor = _GatedExecutor()
+    if adds_artifact:
+        executor.gate.set()
+    executor.answer_gate.clear()
+    handler = _gated_handler(shared, executor)
+    await shared.start()
+    return executor, handler, str(uuid.uuid4())
+
+
 def _blocking_send(handler: SharedRequestHandler, context_id: str) -> asyncio.Task[Message | Task]:
     """A blocking JSON-RPC ``SendMessage`` of a new task in context ``context_id``, running."""
     message = Message(role=Role.ROLE_USER, message_id=str(uuid.uuid4()), context_id=context_id, parts=[Part(text="hi")])
@@ -637,12 +651,7 @@ async def _held_artifact(shared: SharedTasks, database_url: str, context_id: str
 
 
 async def test_a_blocking_sends_artifact_is_stored_with_its_answer_in_one_statement(shared, memory_db):
-    executor = _GatedExecutor()
-    executor.gate.set()
-    executor.answer_gate.clear()
-    handler = _gated_handler(shared, executor)
-    await shared.start()
-    context_id = str(uuid.uuid4())
+    executor, handler, context_id = await _turn_held_before_its_answer(shared)
     sending = _blocking_send(handler, context_id)
     task_id = await _held_artifact(shared, memory_db, context_id)
     # Told to no one yet, so not stored yet: the task is as its working change left it.
@@ -664,11 +673,7 @@ async def test_a_blocking_sends_artifact_is_stored_with_its_answer_in_one_statem
 
 @pytest.mark.parametrize("subscribes", ["before the artifact", "while the artifact is held"])
 async def test_a_subscriber_on_this_replica_is_told_the_artifact_only_once_it_is_stored(shared, memory_db, subscribes):
-    executor = _GatedExecutor()
-    executor.answer_gate.clear()
-    handler = _gated_handler(shared, executor)
-    await shared.start()
-    context_id = str(uuid.uuid4())
+    executor, handler, context_id = await _turn_held_before_its_answer(shared, adds_artifact=False)
     sending = _blocking_send(handler, context_id)
     if subscribes == "before the artifact":
 
@@ -722,12 +727,7 @@ async def test_a_subscriber_on_this_replica_is_told_the_artifact_only_once_it_is
 
 
 async def test_a_read_on_this_replica_stores_a_held_artifact_first(shared, memory_db):
-    executor = _GatedExecutor()
-    executor.gate.set()
-    executor.answer_gate.clear()
-    handler = _gated_handler(shared, executor)
-    await shared.start()
-    context_id = str(uuid.uuid4())
+    executor, handler, context_id = await _turn_held_before_its_answer(shared)
     sending = _blocking_send(handler, context_id)
     task_id = await _held_artifact(shared, memory_db, context_id)
     stored = await shared.store.get(task_id, _context("mallory"))  # any reader: the change is stored as its owner's
@@ -758,12 +758,7 @@ async def test_a_push_configuration_set_while_an_artifact_is_held_is_told_the_ar
         return Response(status_code=204)
 
     app = Starlette(routes=[Route("/hook", hook, methods=["POST"])])
-    executor = _GatedExecutor()
-    executor.gate.set()
-    executor.answer_gate.clear()
-    handler = _gated_handler(shared, executor)
-    await shared.start()
-    context_id = str(uuid.uuid4())
+    executor, handler, context_id = await _turn_held_before_its_answer(shared)
     async with ThreadedServer(app, name="push-receiver", lifespan="off") as receiver:
         sending = _blocking_send(handler, context_id)
         task_id = await _held_artifact(shared, memory_db, context_id)
