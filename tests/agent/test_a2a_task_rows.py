@@ -314,14 +314,22 @@ async def test_a_change_of_a_task_with_push_configurations_always_waits_for_the_
     assert (second.has_push_configs, second.durable) == (True, True)  # announced to the receiver: on disk first
 
 
-async def test_a_turn_answered_at_its_end_stores_its_first_change_with_its_next_one(shared, memory_db):
-    sdk = VersionedDatabaseTaskStore(shared.engine, create_table=False, owner_resolver=owner_of)
+async def _held_first_change(shared: SharedTasks, *, leased: bool = True) -> tuple[str, Task, TaskVersion]:
+    """A new task of this replica, answered at its end, whose first change (``submitted``) the store holds: its id,
+    that change and the version it was given (1). ``leased``: its turn's lease is waiting to be taken as well."""
     task_id = str(uuid.uuid4())
     shared.store.new_id(task_id)
     shared.note_answered_at_end(task_id, True)
-    shared.unclaimed[task_id] = task_rows.Lease(shared.replica, 30)
+    if leased:
+        shared.unclaimed[task_id] = task_rows.Lease(shared.replica, 30)
     submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
     v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+    return task_id, submitted, v1
+
+
+async def test_a_turn_answered_at_its_end_stores_its_first_change_with_its_next_one(shared, memory_db):
+    sdk = VersionedDatabaseTaskStore(shared.engine, create_table=False, owner_resolver=owner_of)
+    task_id, submitted, v1 = await _held_first_change(shared)
     assert v1 == TaskVersion(1)
     # Held: no one knows the id yet, and every replica still reads it absent.
     assert not await shared.store.holds(task_id)
@@ -343,11 +351,7 @@ async def test_a_turn_answered_at_its_end_stores_its_first_change_with_its_next_
 
 
 async def test_a_cancel_stores_a_held_first_change_before_it(shared):
-    task_id = str(uuid.uuid4())
-    shared.store.new_id(task_id)
-    shared.note_answered_at_end(task_id, True)
-    submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
-    v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+    task_id, submitted, v1 = await _held_first_change(shared, leased=False)
     canceled = _task(task_id, TaskState.TASK_STATE_CANCELED)
     v2 = await shared.store.save(canceled, event=_status(canceled), prev_version=v1, context=_context())
     assert v2 == TaskVersion(2)
@@ -480,12 +484,7 @@ async def test_a_write_that_another_writer_won_still_raises_the_retried_error(sh
 
 
 async def test_a_pair_statement_that_fails_leaves_the_first_change_held_for_the_failed_write(shared, monkeypatch):
-    task_id = str(uuid.uuid4())
-    shared.store.new_id(task_id)
-    shared.note_answered_at_end(task_id, True)
-    shared.unclaimed[task_id] = task_rows.Lease(shared.replica, 30)
-    submitted = _task(task_id, TaskState.TASK_STATE_SUBMITTED)
-    v1 = await shared.store.save(submitted, event=submitted, prev_version=TaskVersion.MISSING, context=_context())
+    task_id, submitted, v1 = await _held_first_change(shared)
     run = shared.run
     calls = 0
 
