@@ -145,8 +145,12 @@ class ModelClient:
                     yield chunk
         except pydantic.ValidationError as error:
             raise ModelError(f"The model API sent an invalid chunk: {_first(error)}") from None
-        except httpx2.TimeoutException:
-            raise ModelTimeout("The model API's stream stalled for longer than the timeout.") from None
+        except httpx2.TimeoutException as error:
+            # httpx_aiohttp maps every aiohttp connection error to a timeout (ConnectTimeout); only a read that
+            # timed out is one, a connection lost mid-stream is a failure.
+            if isinstance(error.__cause__, TimeoutError) or error.__cause__ is None:
+                raise ModelTimeout("The model API's stream stalled for longer than the timeout.") from None
+            raise ModelError(f"The model API stream failed: {error.__cause__!r}") from None
         except httpx2.HTTPError as error:
             raise ModelError(f"The model API stream failed: {error}") from None
         if not finished:

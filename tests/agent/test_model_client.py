@@ -1,10 +1,13 @@
 """ModelClient against the scripted model over real HTTP: answers, streams, retries, every failure kind."""
 
 import asyncio
+import json
 import time
 
+import aiohttp
 import httpx2
 import pytest
+from httpx_aiohttp.httpx2.transport import map_aiohttp_exceptions
 from pydantic_ai.messages import ModelRequest
 from pydantic_ai.models import ModelRequestParameters
 from starlette.applications import Starlette
@@ -245,5 +248,90 @@ async def test_concurrent_requests_each_get_their_own_answer(model):
     try:
         answers = await asyncio.gather(*(client.complete(body(f"n{i}")) for i in range(32)))
         assert sorted(a.text for a in answers) == sorted(f"You said: n{i}" for i in range(32))
+    finally:
+        await client.aclose()
+
+
+async def test_a_connection_dropped_mid_stream_is_a_stream_failure_not_a_timeout():
+    """A model server that resets its connection after the first chunk (chunked framing left unfinished): the
+    stream fails as a model error saying so, never as a stall or a clean end."""
+    chunk = {
+        "id": "c",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": "par"}, "finish_reason": None}],
+    }
+    first_sent = asyncio.Event()
+
+    async def drop(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        data = b"data: " + json.dumps(chunk).encode() + b"\n\n"
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        writer.write(b"%x\r\n%s\r\n" % (len(data), data))
+        await writer.drain()
+        await first_sent.wait()
+        writer.transport.abort()
+
+    server = await asyncio.start_server(drop, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = client_for(f"http://127.0.0.1:{port}/v1")
+    received = []
+
+    async def read(chunks) -> None:
+        async for one in chunks:
+            received.append(one)
+            first_sent.set()
+
+    try:
+        async with client.stream(body(stream=True)) as chunks:
+            with pytest.raises(ModelError) as caught:
+                await read(chunks)
+        assert [c.choices[0].delta.content for c in received] == ["par"]
+        assert caught.value.code == "model_error"
+        assert caught.value.message.startswith("The model API stream failed")
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+
+
+class _FailingBody(httpx2.AsyncByteStream):
+    """An SSE body that sends one event, then fails as an aiohttp response body does: ``error`` raised inside
+    ``httpx_aiohttp``'s own exception mapping, which the streamed response's body runs under."""
+
+    def __init__(self, error: Exception) -> None:
+        self._error = error
+
+    async def __aiter__(self):
+        with map_aiohttp_exceptions():
+            yield b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[]}\n\n'
+            raise self._error
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "said"),
+    [
+        (aiohttp.ServerDisconnectedError(), "model_error", "The model API stream failed: ServerDisconnectedError"),
+        (aiohttp.ClientConnectionResetError("reset"), "model_error", "The model API stream failed"),
+        (aiohttp.SocketTimeoutError("read"), "model_timeout", "The model API's stream stalled"),
+    ],
+)
+async def test_a_lost_connection_is_a_failure_and_only_a_read_timeout_a_stall(error, code, said):
+    """``httpx_aiohttp`` maps every aiohttp connection error to a timeout; the stream tells the lost connection
+    (the server went away) from a read that timed out."""
+    client = client_for("http://127.0.0.1:9/v1")
+    response = httpx2.Response(
+        200,
+        headers={"content-type": "text/event-stream"},
+        stream=_FailingBody(error),
+        request=httpx2.Request("POST", "http://127.0.0.1:9/v1/chat/completions"),
+    )
+    try:
+        with pytest.raises(ModelError) as caught:
+            async for _ in client._chunks(response):
+                pass
+        assert caught.value.code == code
+        assert caught.value.message.startswith(said)
     finally:
         await client.aclose()
