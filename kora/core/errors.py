@@ -332,6 +332,12 @@ class ModelUnreachable(Exception):
     out, or answered an error status."""
 
 
+class ModelRefused(ModelUnreachable):
+    """The memory service's model client (:mod:`kora.memory_service.models`): a model API refused the request's input
+    (HTTP 400, 413 or 422: a text longer than the model takes, say). Sent again unchanged it is refused again; where
+    nothing handles it, it is treated as :class:`ModelUnreachable` (tried again later)."""
+
+
 class InvalidAnswer(Exception):
     """The memory service's model client (:mod:`kora.memory_service.models`): a chat answer is not JSON of the requested
     shape."""

@@ -334,11 +334,13 @@ class Unembedded:
     embedded: bool
     previous: str | None
 
-    def texts(self) -> list[str]:
-        """The texts to embed for it, in order: its own (unless ``embedded``), then its :func:`context_text`
-        (unless it has no ``previous``: its contextual embedding is then its own)."""
-        own = [] if self.embedded else [self.text]
-        return own if self.previous is None else [*own, context_text(self.previous, self.text)]
+    def texts(self) -> list[tuple[str, bool]]:
+        """The texts to embed for it, in order, each with whether its end matters more than its start (where a
+        model that refuses it whole is given a cut, :func:`~kora.memory_service.jobs.embed`): its own (unless
+        ``embedded``; its start kept), then its :func:`context_text` (unless it has no ``previous``: its contextual
+        embedding is then its own; its end, the fact's text, kept)."""
+        own = [] if self.embedded else [(self.text, False)]
+        return own if self.previous is None else [*own, (context_text(self.previous, self.text), True)]
 
 
 async def unembedded(conn: Conn, limit: int) -> list[Unembedded]:

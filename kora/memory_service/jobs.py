@@ -44,7 +44,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from pydantic import AfterValidator, BaseModel, Field, JsonValue
 
-from kora.core.errors import InvalidAnswer, JobFailed, JobRetry, ModelUnreachable
+from kora.core.errors import InvalidAnswer, JobFailed, JobRetry, ModelRefused, ModelUnreachable
 from kora.core.events import EventType, MemoryEvent
 from kora.memory import event_text
 from kora.memory.wire import MAX_TEXT_CHARS, check_storable_json, strip_unstorable
@@ -82,6 +82,8 @@ MAX_ATTEMPTS = 20
 POLL_SECONDS = 1.0
 #: Events folded into a summary at most per fold.
 FOLD_BATCH = 200
+#: Characters of the shortest cut of a text the embedding model refused (:func:`embed`).
+MIN_CUT_CHARS = 64
 
 EXTRACTION_SYSTEM = (
     "You extract durable facts about the user from a conversation, to remember them in later conversations. "
@@ -392,7 +394,11 @@ async def embed(service: JobHost, job: Job) -> Commit | None:
     embedding yet) and read after the fact before it (its contextual embedding, :func:`facts.context_text`), all
     in one batch; the commit stores the vectors (if the store still holds this model's) and queues the next batch
     while facts are left. An unreachable model makes the job wait and try again; an answer that is not one vector
-    per text, of the store's dimension, fails it."""
+    per text, of the store's dimension, fails it. A text the model refuses (:class:`ModelRefused`: longer than it
+    takes, say) is embedded cut to half its length, again until the model takes it (its start kept for a fact's own
+    text, its end for a contextual one), so that one over-long fact does not hold up every fact queued after it; a
+    model that refuses even :data:`MIN_CUT_CHARS` characters refuses more than a length, and the job waits as for
+    an unreachable one."""
     assert service.db.pool is not None
     if service.embedder is None:
         raise JobFailed("no embedding model is configured")
@@ -401,7 +407,7 @@ async def embed(service: JobHost, job: Job) -> Commit | None:
     if not batch:
         return None
     try:
-        answer = iter(await service.embed_batch([text for fact in batch for text in fact.texts()]))
+        answer = iter(await _embed_cut_to_fit(service, [text for fact in batch for text in fact.texts()]))
         found = [
             (
                 fact.fact_id,
@@ -426,6 +432,28 @@ async def embed(service: JobHost, job: Job) -> Commit | None:
         service.wake_workers()
 
     return commit
+
+
+async def _embed_cut_to_fit(service: JobHost, texts: Sequence[tuple[str, bool]]) -> list[list[float]]:
+    """A vector for each of ``texts`` (a text, and whether to keep its end rather than its start when it is cut), in
+    order: the texts in one request, and when the model refuses it, each half of them apart, down to each refused
+    text alone, which is cut to half its length until taken. Raises :class:`ModelRefused` when a text of at most
+    :data:`MIN_CUT_CHARS` characters is refused, what :meth:`JobHost.embed_batch` raises otherwise."""
+    try:
+        return await service.embed_batch([text for text, _ in texts])
+    except ModelRefused:
+        if len(texts) > 1:
+            half = len(texts) // 2
+            return [
+                *await _embed_cut_to_fit(service, texts[:half]),
+                *await _embed_cut_to_fit(service, texts[half:]),
+            ]
+        ((text, keep_end),) = texts
+        if len(text) <= MIN_CUT_CHARS:
+            raise
+        cut = len(text) // 2
+        log.info("memory job embed: the embedding model refused a text of %d characters; cut to %d", len(text), cut)
+        return await _embed_cut_to_fit(service, [(text[-cut:] if keep_end else text[:cut], keep_end)])
 
 
 async def reconcile(service: JobHost, job: Job) -> Commit | None:

@@ -2,8 +2,9 @@
 and the embedding model (``/embeddings``), both OpenAI-compatible.
 
 Errors: :class:`ModelUnreachable` when a model API cannot be reached or answers an error status (the job is
-tried again later); :class:`InvalidAnswer` when a chat answer is not the JSON the request's schema asks for (the
-caller asks again, a bounded number of times).
+tried again later), :class:`ModelRefused` (one of them) when it refuses the request's input; :class:`InvalidAnswer`
+when a chat answer is not the JSON the request's schema asks for (the caller asks again, a bounded number of
+times).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from kora.core.errors import InvalidAnswer, ModelUnreachable
+from kora.core.errors import InvalidAnswer, ModelRefused, ModelUnreachable
 from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.core.openai_wire import ChatCompletion
 from kora.core.openai_wire.embeddings import EmbeddingResponse
@@ -25,6 +26,9 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 MODEL_TIMEOUT_SECONDS = 60.0
 #: Most texts sent in one embeddings request.
 EMBED_BATCH = 256
+#: The statuses by which a model API refuses a request's input (:class:`ModelRefused`); any other error status,
+#: an authentication or a rate limit one included, is :class:`ModelUnreachable`: the same request may pass later.
+REFUSED_STATUSES = frozenset({400, 413, 422})
 
 
 def json_schema_format(name: str, schema: Mapping[str, object]) -> dict[str, object]:
@@ -54,6 +58,8 @@ class MemoryModelClient:
             response = await self._client.post(path, json=body)
         except httpx.HTTPError as error:
             raise ModelUnreachable(f"{url}: {type(error).__name__}: {error}") from error
+        if response.status_code in REFUSED_STATUSES:
+            raise ModelRefused(f"{url} refused the input ({response.status_code}): {response.text[:300]}")
         if response.status_code >= 400:
             raise ModelUnreachable(f"{url} answered {response.status_code}: {response.text[:300]}")
         return response.content
@@ -95,8 +101,9 @@ class MemoryModelClient:
         return text
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One embedding per text, in order. Raises :class:`ModelUnreachable`, or :class:`InvalidAnswer` when the
-        answer does not hold one vector per text, all of one dimension."""
+        """One embedding per text, in order. Raises :class:`ModelUnreachable` (:class:`ModelRefused` when the model
+        refuses a text: too long for it, say), or :class:`InvalidAnswer` when the answer does not hold one vector per
+        text, all of one dimension."""
         vectors: list[list[float]] = []
         for start in range(0, len(texts), EMBED_BATCH):
             batch = list(texts[start : start + EMBED_BATCH])

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from kora.core.errors import InvalidAnswer, ModelUnreachable
+from kora.core.errors import InvalidAnswer, ModelRefused, ModelUnreachable
 from kora.core.serving import Lifecycle, Readiness, StartupText
 from kora.memory.wire import Mark
 from kora.memory_service import facts, jobs
@@ -112,6 +112,9 @@ class MemoryRuntime:
             return [None] * len(texts)
         try:
             vectors = await self.embedder.embed(texts)
+        except ModelRefused as error:  # these texts, not the model: the embed jobs give it them cut to fit
+            log.info("embedding model refused a text; its fact waits for an embed job: %s", error)
+            return [None] * len(texts)
         except (ModelUnreachable, InvalidAnswer) as error:
             self.embedding_problem = f"embedding model unusable, recall uses full text only: {error}"
             log.warning("%s", self.embedding_problem)

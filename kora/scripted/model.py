@@ -128,7 +128,7 @@ from kora.core.openai_wire import (
     tool_call_body,
     usage_body,
 )
-from kora.core.openai_wire.embeddings import embedding_request, embedding_response_body
+from kora.core.openai_wire.embeddings import MAX_INPUT_CHARS, embedding_request, embedding_response_body
 from kora.core.serving import Readiness, Status, probe_routes
 from kora.scripted.defaults import default_reply
 from kora.scripted.embedding import DEFAULT_DIMENSIONS, MAX_DIMENSIONS, embed
@@ -268,10 +268,11 @@ class ScriptedModel:
     ``rules`` is the script, ``model_name`` the name listed by ``/v1/models`` and used when a request
     names none, ``max_recorded`` caps :attr:`requests` and :attr:`embedding_requests` (oldest dropped
     first; ``None``: unbounded), ``embedding_dimensions`` is the length of embedding vectors when a
-    request gives no ``dimensions``. :attr:`requests` holds every chat request body in arrival order,
-    :attr:`aborted_requests` the bodies whose client disconnected before the reply finished,
-    :attr:`embedding_requests` every embeddings request body, valid or not. Raises ``ValueError`` if
-    ``embedding_dimensions`` is not positive.
+    request gives no ``dimensions``, ``embedding_max_chars`` the longest text it embeds (a longer one is refused
+    with a 400, as an embedding server that does not truncate refuses one over its context length).
+    :attr:`requests` holds every chat request body in arrival order, :attr:`aborted_requests` the bodies
+    whose client disconnected before the reply finished, :attr:`embedding_requests` every embeddings
+    request body, valid or not. Raises ``ValueError`` if ``embedding_dimensions`` is not positive.
     """
 
     def __init__(
@@ -281,10 +282,12 @@ class ScriptedModel:
         model_name: str = DEFAULT_MODEL_NAME,
         max_recorded: int | None = None,
         embedding_dimensions: int = DEFAULT_DIMENSIONS,
+        embedding_max_chars: int = MAX_INPUT_CHARS,
     ) -> None:
         if embedding_dimensions <= 0:
             raise ValueError(f"embedding_dimensions must be positive, got {embedding_dimensions}")
         self.model_name = model_name
+        self.embedding_max_chars = embedding_max_chars
         self.max_recorded = max_recorded
         self.embedding_dimensions = embedding_dimensions
         self.requests: list[JSONObject] = []
@@ -411,6 +414,10 @@ class ScriptedModel:
         request = embedding_request(body, default_model=self.model_name)
         if request.dimensions is not None and request.dimensions > MAX_DIMENSIONS:
             raise RequestError(f"Invalid request: dimensions: at most {MAX_DIMENSIONS}, got {request.dimensions}")
+        if longest := max((len(text) for text in request.texts if len(text) > self.embedding_max_chars), default=0):
+            raise RequestError(
+                f"Invalid request: input: at most {self.embedding_max_chars} characters per string, got {longest}"
+            )
         dimensions = request.dimensions or self.embedding_dimensions
         vectors = [embed(text, dimensions) for text in request.texts]
         tokens = sum(_words(text) for text in request.texts)

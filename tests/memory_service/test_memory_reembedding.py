@@ -312,3 +312,41 @@ async def test_a_store_from_before_contextual_embeddings_gets_them_without_re_em
     async with await psycopg.AsyncConnection.connect(memory_db) as conn:
         row = await (await conn.execute("SELECT max(version) FROM kora_schema_version")).fetchone()
         assert row == (len(MIGRATIONS),)
+
+
+def fitted(text: str, keep_end: bool, max_chars: int) -> str:
+    """``text`` as the ``embed`` jobs give it to a model that takes at most ``max_chars`` characters: halved, its
+    start (or its end, ``keep_end``) kept, until it fits."""
+    while len(text) > max_chars:
+        cut = len(text) // 2
+        text = text[-cut:] if keep_end else text[:cut]
+    return text
+
+
+async def test_a_fact_too_long_for_the_model_is_embedded_cut_and_holds_up_no_other(memory_db: str) -> None:
+    """An embedding server that does not truncate refuses a text over its context length with a 400: the fact is
+    embedded cut to what the model takes (its own text's start, its contextual text's end), and the facts queued
+    after it are embedded too, instead of every job waiting on the same refused batch."""
+    limit = 300
+    long_fact = "The user keeps a diary. " + " ".join(f"Day {day}: walked by the river." for day in range(40))
+    facts = [FACTS[1], long_fact, FACTS[2], FACTS[3]]
+    async with ScriptedModelServer(model_name="embed-a", embedding_dimensions=8, embedding_max_chars=limit) as model:
+        async with client_of(embedder_env(memory_db, model, workers="1")) as client:
+            await save(client, *facts)
+            await eventually(lambda: _no_backlog(client), "every fact's vectors, the long one's cut")
+            assert (await client.get("/v1/jobs")).json()["jobs"] == []
+            assert (await recalled(client, "diary"))[0] == long_fact
+        refused = [
+            request
+            for request in model.embedding_requests
+            if isinstance(request, dict) and any(len(text) > limit for text in request["input"])
+        ]
+        assert refused, "the model was never asked for the long text whole"
+    own = await embeddings(memory_db)
+    contextual = await context_embeddings(memory_db)
+    assert len(long_fact) > limit
+    for text in facts:
+        assert own[text] == pytest.approx(embed(fitted(text, False, limit), 8), abs=1e-6), text
+    for before, text in itertools.pairwise(facts):
+        expected = embed(fitted(context_text(before, text), True, limit), 8)
+        assert contextual[text] == pytest.approx(expected, abs=1e-6), text

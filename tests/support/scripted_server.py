@@ -17,6 +17,7 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kora.core.openai_wire.embeddings import MAX_INPUT_CHARS
 from kora.scripted.embedding import DEFAULT_DIMENSIONS
 from kora.scripted.model import DEFAULT_MODEL_NAME, ScriptedModel, create_app
 from kora.scripted.script import JSONObject, Reply, Rule
@@ -47,11 +48,16 @@ class ScriptedModelServer(ThreadedServer):
         *,
         model_name: str = DEFAULT_MODEL_NAME,
         embedding_dimensions: int = DEFAULT_DIMENSIONS,
+        embedding_max_chars: int = MAX_INPUT_CHARS,
         host: str = "127.0.0.1",
         startup_timeout: float = 10.0,
     ) -> None:
         if model is None:
-            model = ScriptedModel(model_name=model_name, embedding_dimensions=embedding_dimensions)
+            model = ScriptedModel(
+                model_name=model_name,
+                embedding_dimensions=embedding_dimensions,
+                embedding_max_chars=embedding_max_chars,
+            )
         self.model = model
         # lifespan off: the scripted model's app has none.
         super().__init__(
