@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import Protocol
 
 from opentelemetry import metrics
@@ -142,19 +143,39 @@ def record_model_request(
     model: str, seconds: float, input_tokens: int, output_tokens: int, error: BaseException | None = None
 ) -> None:
     """Record one model request: its duration (s) and, when it answered, the tokens the model reported."""
-    attributes: dict[str, str] = {
-        "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": PROVIDER,
-        "gen_ai.request.model": model,
-    }
     if error is not None:
-        attributes["error.type"] = error_type(error)
-    _operation_duration.record(seconds, attributes)
-    if error is None:
-        if input_tokens:
-            _token_usage.record(input_tokens, {**attributes, "gen_ai.token.type": "input"})
-        if output_tokens:
-            _token_usage.record(output_tokens, {**attributes, "gen_ai.token.type": "output"})
+        attributes: dict[str, str] = {**_model_attributes(model)[0], "error.type": error_type(error)}
+        _operation_duration.record(seconds, attributes)
+        return
+    ok, inputs, outputs = _model_attributes(model)
+    _operation_duration.record(seconds, ok)
+    if input_tokens:
+        _token_usage.record(input_tokens, inputs)
+    if output_tokens:
+        _token_usage.record(output_tokens, outputs)
+
+
+# The SDK copies the attributes it is given (``Measurement`` cleans them into a new dict), so one set per model
+# and per agent serves every turn; an agent has one model and one name, the bound only guards a misuse.
+@lru_cache(maxsize=64)
+def _model_attributes(model: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """A model request's attributes (answered), and the same with ``gen_ai.token.type`` input and output."""
+    attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": PROVIDER, "gen_ai.request.model": model}
+    return (
+        attributes,
+        {**attributes, "gen_ai.token.type": "input"},
+        {**attributes, "gen_ai.token.type": "output"},
+    )
+
+
+@lru_cache(maxsize=64)
+def _spend_attributes(agent: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """An agent's spend attributes: ``gen_ai.token.type`` input, output, and the agent alone (cost)."""
+    return (
+        {"gen_ai.agent.name": agent, "gen_ai.token.type": "input"},
+        {"gen_ai.agent.name": agent, "gen_ai.token.type": "output"},
+        {"gen_ai.agent.name": agent},
+    )
 
 
 def record_tool_call(tool: str, seconds: float, ok: bool) -> None:
@@ -170,12 +191,13 @@ def record_delegation(peer: str, seconds: float, ok: bool) -> None:
 
 def record_turn_spend(agent: str, input_tokens: int, output_tokens: int, cost_usd: float | None) -> None:
     """Record what one turn of ``agent`` spent on its own model requests (tokens, and USD when priced)."""
+    inputs, outputs, agent_only = _spend_attributes(agent)
     if input_tokens:
-        _spend_tokens.add(input_tokens, {"gen_ai.agent.name": agent, "gen_ai.token.type": "input"})
+        _spend_tokens.add(input_tokens, inputs)
     if output_tokens:
-        _spend_tokens.add(output_tokens, {"gen_ai.agent.name": agent, "gen_ai.token.type": "output"})
+        _spend_tokens.add(output_tokens, outputs)
     if cost_usd:
-        _spend_cost.add(cost_usd, {"gen_ai.agent.name": agent})
+        _spend_cost.add(cost_usd, agent_only)
 
 
 def record_budget_exhausted(agent: str, budget: str) -> None:
