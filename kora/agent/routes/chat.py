@@ -36,7 +36,7 @@ from pydantic import JsonValue
 from kora.agent.approvals import APPROVAL_FIELD, PausedTurn
 from kora.agent.identity import Identity, open_session
 from kora.agent.openai_api import ParsedChat, parse_chat_request
-from kora.agent.routes.request_route import RequestRoute
+from kora.agent.routes.request_route import request_route
 from kora.agent.state import AgentState
 from kora.agent.turn import TurnOutcome, TurnRequest
 from kora.core.errors import ApprovalConflict, KoraError, NotFound
@@ -70,6 +70,7 @@ def add_chat_routes(router: APIRouter, state: AgentState) -> None:
     """Add the chat completions route to ``router``, serving turns with ``state``'s runtime and memory."""
     agent_name = state.settings.agent_name
 
+    @request_route(router, "/v1/chat/completions", methods=["POST"])
     async def chat_completions(request: Request) -> Response:
         identity = await state.identity.resolve(request.headers)
         parsed = parse_chat_request(await request.body())
@@ -111,8 +112,6 @@ def add_chat_routes(router: APIRouter, state: AgentState) -> None:
         message = assistant_message(outcome.text or None if calls else outcome.text, calls)
         body = completion_body(completion_id(), model, message, outcome.finish_reason, usage)
         return JSONResponse(body, headers=headers)
-
-    router.add_api_route("/v1/chat/completions", chat_completions, methods=["POST"], route_class_override=RequestRoute)
 
 
 def add_model_routes(router: APIRouter, state: AgentState) -> None:

@@ -18,9 +18,12 @@ from inspect import signature
 from typing import Any
 
 from fastapi import Request, Response
-from fastapi.routing import APIRoute
+from fastapi.routing import APIRoute, APIRouter
 
-__all__ = ["RequestRoute"]
+__all__ = ["RequestRoute", "request_route"]
+
+#: An endpoint a :class:`RequestRoute` serves.
+Endpoint = Callable[[Request], Coroutine[Any, Any, Response]]
 
 
 class RequestRoute(APIRoute):
@@ -28,7 +31,7 @@ class RequestRoute(APIRoute):
     the endpoint declares anything besides the ``Request`` (a parameter, a dependency, a body or a response
     model), which this route would not resolve."""
 
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+    def get_route_handler(self) -> Endpoint:
         """The endpoint itself (see the module docstring)."""
         dependant = self.dependant
         declared = (
@@ -44,5 +47,16 @@ class RequestRoute(APIRoute):
         takes_request_alone = dependant.request_param_name is not None and len(signature(self.endpoint).parameters) == 1
         if declared or not takes_request_alone:
             raise TypeError(f"{self.path}: a RequestRoute's endpoint takes the Request alone and returns a Response")
-        endpoint: Callable[[Request], Coroutine[Any, Any, Response]] = self.endpoint
+        endpoint: Endpoint = self.endpoint
         return endpoint
+
+
+def request_route(router: APIRouter, path: str, *, methods: list[str]) -> Callable[[Endpoint], Endpoint]:
+    """A decorator adding its endpoint to ``router`` at ``path`` for ``methods`` as a :class:`RequestRoute` (what
+    ``@router.post(path)`` does for an ``APIRoute``: same name, operation id and place in the route table)."""
+
+    def add(endpoint: Endpoint) -> Endpoint:
+        router.add_api_route(path, endpoint, methods=methods, route_class_override=RequestRoute)
+        return endpoint
+
+    return add
