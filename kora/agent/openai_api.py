@@ -33,7 +33,7 @@ from kora.agent.turn import ClientTool, ImageRef, OutputFormat
 from kora.core.errors import InvalidJSON, RequestError
 from kora.core.events import utc_now
 from kora.core.openai_wire import chat_request as wire
-from kora.core.text import UNSTORABLE_MESSAGE, unstorable_location
+from kora.core.text import UNSTORABLE_MESSAGE, may_hold_unstorable, unstorable_location
 from kora.memory import Prompt, Request, Response, ResponseToolCall, ToolReturn
 
 #: Request field -> the pydantic-ai ``ModelSettings`` key it is sent as.
@@ -147,7 +147,7 @@ def parse_chat_request(raw: bytes) -> ParsedChat:
     (400) for malformed JSON, a string anywhere holding a NUL or a lone surrogate (no store could keep it), a
     field of the wrong type or out of bounds, a field or value Kora does not honour, missing or empty
     ``messages``, no user message with text, or tool results that do not answer the calls before them."""
-    return parse_chat_body(decode_body(raw))
+    return parse_chat_body(decode_body(raw), text_checked=not may_hold_unstorable(raw))
 
 
 def decode_body(raw: bytes) -> dict[str, Any]:
@@ -164,9 +164,11 @@ def decode_body(raw: bytes) -> dict[str, Any]:
     return data
 
 
-def parse_chat_body(data: dict[str, Any]) -> ParsedChat:
-    """:func:`parse_chat_request` for a decoded body (the Responses API translates its requests to one)."""
-    bad_text = unstorable_location(data)
+def parse_chat_body(data: dict[str, Any], *, text_checked: bool = False) -> ParsedChat:
+    """:func:`parse_chat_request` for a decoded body (the Responses API translates its requests to one).
+    ``text_checked``: the raw body was found to hold no string that could be unstorable
+    (:func:`~kora.core.text.may_hold_unstorable`), so its decoded strings are not walked again."""
+    bad_text = None if text_checked else unstorable_location(data)
     if bad_text is not None:
         param = "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in bad_text.split("."))[1:]
         raise _refuse(f"Invalid value for '{param}': {UNSTORABLE_MESSAGE}.", param, "invalid_value")

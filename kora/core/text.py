@@ -7,7 +7,7 @@ stored and then break every later read of its session. Each boundary that takes 
 the whole decoded body here, before any work, and refuses it as a client mistake:
 
 * :func:`unstorable_location` (the agent's ``/v1/chat/completions`` and A2A ``POST /``): where the first bad
-  string is, or ``None``;
+  string is, or ``None`` (:func:`may_hold_unstorable` tells from the raw bytes whether the walk is needed);
 * :func:`check_storable_json` and :func:`check_storable_text` (the memory service's body models, as pydantic
   validators): ``ValueError`` for a bad string, a non-finite number or nesting beyond 64 levels.
 
@@ -60,6 +60,19 @@ def check_storable_json(value: object, depth: int = 0) -> None:
         for key, item in value.items():
             check_storable_text(key)
             check_storable_json(item, depth + 1)
+
+
+#: What a JSON body must hold for a string decoded from it to hold a NUL or a lone surrogate: a ``\u`` escape, a raw
+#: NUL byte (also in every UTF-16 or UTF-32 body, whose ASCII characters carry one) or a surrogate written in UTF-8
+#: (``\xed\xa0``-``\xed\xbf``, which ``json.loads`` decodes with ``surrogatepass``).
+_MAY_BE_UNSTORABLE = re.compile(rb"\\u|\x00|\xed[\xa0-\xbf]")
+
+
+def may_hold_unstorable(raw: bytes) -> bool:
+    """False when no string ``json.loads(raw)`` gives can hold a NUL or an unpaired surrogate, so that walking the
+    decoded value (:func:`unstorable_location`) can be skipped: one scan of the bytes in C, where the walk visits
+    every string (~25 us for a small chat request). True means only that the walk is needed."""
+    return _MAY_BE_UNSTORABLE.search(raw) is not None
 
 
 def unstorable_location(value: object) -> str | None:

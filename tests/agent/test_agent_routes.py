@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from starlette.routing import Route
 
 from kora.agent.a2a.lazy import WaitingRestRoute
 from kora.agent.app import create_app
+from kora.agent.routes.request_route import RequestRoute
 from kora.agent.settings import load_agent_settings
 from kora.memory import NullMemory
 from tests.support.eventually import eventually
@@ -139,3 +141,22 @@ def test_openapi_operation_ids_are_stable() -> None:
         ("/approvals", "get"): "list_approvals_approvals_get",
         ("/approvals/{approval_id}", "post"): "decide_approval_approvals__approval_id__post",
     }
+
+
+def test_a_request_route_serves_its_endpoint_and_refuses_one_that_declares_more() -> None:
+    async def echo(request: Request) -> Response:
+        return JSONResponse({"path": request.url.path, "body": (await request.body()).decode()})
+
+    app = FastAPI()
+    app.router.add_api_route("/echo", echo, methods=["POST"], route_class_override=RequestRoute)
+    with TestClient(app) as client:
+        answer = client.post("/echo", content=b"hi")
+        assert (answer.status_code, answer.json()) == (200, {"path": "/echo", "body": "hi"})
+        assert client.get("/echo").status_code == 405
+    assert "/echo" in app.openapi()["paths"]
+
+    async def with_parameter(request: Request, n: int) -> Response:
+        return Response(str(n))
+
+    with pytest.raises(TypeError, match="takes the Request alone"):
+        app.router.add_api_route("/n", with_parameter, methods=["GET"], route_class_override=RequestRoute)

@@ -1,5 +1,7 @@
 """The boundary's rules as pure functions: JSON limits on raw bytes, session ids, storable text, byte-limit settings."""
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -7,7 +9,7 @@ from hypothesis import strategies as st
 from kora.core.errors import RequestError
 from kora.core.limits import MAX_JSON_DEPTH, MAX_NUMBER_DIGITS, json_problem
 from kora.core.protocol import MAX_SESSION_ID_CHARS, check_session_id, child_session_id, is_session_id
-from kora.core.text import unstorable_location
+from kora.core.text import may_hold_unstorable, unstorable_location
 
 pytestmark = pytest.mark.unit
 
@@ -78,3 +80,26 @@ def test_unstorable_location_names_the_field():
     for _ in range(5000):  # iterative: no recursion limit
         deep = [deep]
     assert unstorable_location(deep) is not None
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(value=_JSON_VALUES, ensure_ascii=st.booleans(), encoding=st.sampled_from(["utf-8", "utf-16", "utf-32"]))
+def test_a_body_said_to_hold_no_unstorable_text_holds_none(value, ensure_ascii, encoding):
+    # Every way a client can write the value: escaped or raw, any encoding json.loads reads.
+    raw = json.dumps(value, ensure_ascii=ensure_ascii).encode(encoding, "surrogatepass")
+    if not may_hold_unstorable(raw):
+        assert unstorable_location(json.loads(raw)) is None
+
+
+def test_the_raw_body_scan_sees_every_way_of_writing_unstorable_text():
+    assert not may_hold_unstorable(b'{"messages": [{"role": "user", "content": "caf\xc3\xa9 \\n \\" ok"}]}')
+    assert may_hold_unstorable(b'{"content": "a\\u0000"}')  # an escaped NUL
+    assert may_hold_unstorable(b'{"content": "a\\udc80"}')  # an escaped lone surrogate
+    assert may_hold_unstorable('{"content": "a\udc80"}'.encode("utf-8", "surrogatepass"))  # a raw one
+    assert may_hold_unstorable('{"content": "x"}'.encode("utf-16"))  # another encoding: always walked

@@ -5,8 +5,10 @@ Modules: :mod:`.chat` (``POST /v1/chat/completions``, ``GET /v1/models``), :mod:
 :mod:`.background` (the background responses it runs), :mod:`.conversations` (``/v1/conversations`` and its
 items), :mod:`.queries` (query parameters of those listings), :mod:`.ag_ui` (``POST /ag-ui``), :mod:`.tools`
 (``GET /tools``), :mod:`.memory` (``GET /memory/events``, ``GET /memory/sessions``), :mod:`.probes`
-(``GET /health``, ``GET /ready``). The exception handlers are the chassis's (:mod:`kora.core.serving.errors`:
-OpenAI's error body under ``/v1``, ``{"detail"}`` elsewhere). A2A's routes come from ``kora.agent.a2a.routes``.
+(``GET /health``, ``GET /ready``); :mod:`.request_route` (the route class of an endpoint that reads the request
+itself, served without FastAPI's per-request parameter solving). The exception handlers are the chassis's
+(:mod:`kora.core.serving.errors`: OpenAI's error body under ``/v1``, ``{"detail"}`` elsewhere). A2A's routes come
+from ``kora.agent.a2a.routes``.
 
 Each ``add_*_routes(router, state)`` adds its endpoints to ``router`` (the app's own ``app.router``), and
 the endpoints close over ``state``: no per-request dependency resolves it. The app's route table stays flat

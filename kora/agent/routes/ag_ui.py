@@ -19,6 +19,7 @@ from fastapi.responses import Response
 
 from kora.agent.identity import open_session
 from kora.agent.routes.chat import chat_turn, event_stream
+from kora.agent.routes.request_route import request_route
 from kora.agent.state import AgentState
 from kora.core.errors import RequestError
 from kora.core.protocol import SESSION_HEADER
@@ -28,7 +29,7 @@ def add_ag_ui_routes(router: APIRouter, state: AgentState) -> None:
     """Add ``POST /ag-ui`` to ``router``, serving turns with ``state``'s runtime and memory."""
     agent_name = state.settings.agent_name
 
-    @router.post("/ag-ui")
+    @request_route(router, "/ag-ui", methods=["POST"])
     async def ag_ui_run(request: Request) -> Response:
         from kora.agent import ag_ui
 

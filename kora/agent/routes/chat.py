@@ -36,6 +36,7 @@ from pydantic import JsonValue
 from kora.agent.approvals import APPROVAL_FIELD, PausedTurn
 from kora.agent.identity import Identity, open_session
 from kora.agent.openai_api import ParsedChat, parse_chat_request
+from kora.agent.routes.request_route import request_route
 from kora.agent.state import AgentState
 from kora.agent.turn import TurnOutcome, TurnRequest
 from kora.core.errors import ApprovalConflict, KoraError, NotFound
@@ -69,7 +70,7 @@ def add_chat_routes(router: APIRouter, state: AgentState) -> None:
     """Add the chat completions route to ``router``, serving turns with ``state``'s runtime and memory."""
     agent_name = state.settings.agent_name
 
-    @router.post("/v1/chat/completions")
+    @request_route(router, "/v1/chat/completions", methods=["POST"])
     async def chat_completions(request: Request) -> Response:
         identity = await state.identity.resolve(request.headers)
         parsed = parse_chat_request(await request.body())

@@ -69,6 +69,7 @@ from kora.agent.responses_api import (
 )
 from kora.agent.routes.chat import chat_turn, event_stream, requested_session, run_or_resume
 from kora.agent.routes.queries import PAGE_PARAMS, page, refuse_query
+from kora.agent.routes.request_route import request_route
 from kora.agent.state import AgentState
 from kora.agent.turn import ResponseRecord, TurnOutcome, TurnRequest
 from kora.core.errors import KoraError, RequestError, TurnError
@@ -105,7 +106,7 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
     agent_name = state.settings.agent_name
     background = state.background
 
-    @router.post("/v1/responses")
+    @request_route(router, "/v1/responses", methods=["POST"])
     async def create_response(request: Request) -> Response:
         identity = await state.identity.resolve(request.headers)
         body = decode_body(await request.body())

@@ -12,7 +12,8 @@ until :func:`kora.core.telemetry.setup_telemetry` installs one.
   sessions with a turn running or waiting (:func:`observe_sessions`);
 * ``kora.agent.spend.tokens`` ({token}, counter; ``gen_ai.agent.name``, ``gen_ai.token.type`` input/output) and
   ``kora.agent.spend.cost`` (USD, counter; only with the model's prices): what each agent's own model requests
-  spent, per turn (:func:`record_turn_spend`; a delegation's spend is counted by the peer that made it);
+  spent, added per turn (:func:`record_turn_spend`; a delegation's spend is counted by the peer that made it) and
+  read when the metrics are collected (observable counters: no exemplars);
 * ``kora.agent.budget.exhausted`` ({turn}, counter; ``gen_ai.agent.name``, ``kora.budget`` the budget's name):
   turns ended by a budget (:func:`record_budget_exhausted`);
 * ``kora.agent.approvals`` ({call}, counter; ``kora.approval.status`` requested, approved, rejected, expired) and
@@ -26,6 +27,8 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol
 
 from opentelemetry import metrics
@@ -88,11 +91,49 @@ _meter.create_observable_up_down_counter(
     unit="{session}",
     description="Sessions with a turn running or waiting to run.",
 )
-_spend_tokens = _meter.create_counter(
-    "kora.agent.spend.tokens", unit="{token}", description="Tokens the agent's own model requests spent."
+
+
+@dataclass
+class _Spend:
+    """What one agent's own model requests spent so far (the spend counters' values)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+#: Each agent's spend, by agent name. A turn adds to it (:func:`record_turn_spend`); the spend counters report it
+#: when the metrics are collected, as ``kora.agent.active_sessions`` does: two SDK measurements a turn cost ~15 us,
+#: the same sums kept here cost a dict update. A series appears once something was spent, as a counter's does.
+_spend: dict[str, _Spend] = {}
+
+
+def _spent_tokens(_options: CallbackOptions) -> Iterator[Observation]:
+    for agent, spend in list(_spend.items()):
+        inputs, outputs, _ = _spend_attributes(agent)
+        if spend.input_tokens:
+            yield Observation(spend.input_tokens, inputs)
+        if spend.output_tokens:
+            yield Observation(spend.output_tokens, outputs)
+
+
+def _spent_cost(_options: CallbackOptions) -> Iterator[Observation]:
+    for agent, spend in list(_spend.items()):
+        if spend.cost_usd:
+            yield Observation(spend.cost_usd, _spend_attributes(agent)[2])
+
+
+_meter.create_observable_counter(
+    "kora.agent.spend.tokens",
+    callbacks=[_spent_tokens],
+    unit="{token}",
+    description="Tokens the agent's own model requests spent.",
 )
-_spend_cost = _meter.create_counter(
-    "kora.agent.spend.cost", unit="USD", description="Cost of the agent's own model requests, at its model's prices."
+_meter.create_observable_counter(
+    "kora.agent.spend.cost",
+    callbacks=[_spent_cost],
+    unit="USD",
+    description="Cost of the agent's own model requests, at its model's prices.",
 )
 _budget_exhausted = _meter.create_counter(
     "kora.agent.budget.exhausted", unit="{turn}", description="Turns ended because a budget ran out, by budget."
@@ -142,19 +183,39 @@ def record_model_request(
     model: str, seconds: float, input_tokens: int, output_tokens: int, error: BaseException | None = None
 ) -> None:
     """Record one model request: its duration (s) and, when it answered, the tokens the model reported."""
-    attributes: dict[str, str] = {
-        "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": PROVIDER,
-        "gen_ai.request.model": model,
-    }
     if error is not None:
-        attributes["error.type"] = error_type(error)
-    _operation_duration.record(seconds, attributes)
-    if error is None:
-        if input_tokens:
-            _token_usage.record(input_tokens, {**attributes, "gen_ai.token.type": "input"})
-        if output_tokens:
-            _token_usage.record(output_tokens, {**attributes, "gen_ai.token.type": "output"})
+        attributes: dict[str, str] = {**_model_attributes(model)[0], "error.type": error_type(error)}
+        _operation_duration.record(seconds, attributes)
+        return
+    ok, inputs, outputs = _model_attributes(model)
+    _operation_duration.record(seconds, ok)
+    if input_tokens:
+        _token_usage.record(input_tokens, inputs)
+    if output_tokens:
+        _token_usage.record(output_tokens, outputs)
+
+
+# The SDK copies the attributes it is given (``Measurement`` cleans them into a new dict), so one set per model
+# and per agent serves every turn; an agent has one model and one name, the bound only guards a misuse.
+@lru_cache(maxsize=64)
+def _model_attributes(model: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """A model request's attributes (answered), and the same with ``gen_ai.token.type`` input and output."""
+    attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": PROVIDER, "gen_ai.request.model": model}
+    return (
+        attributes,
+        {**attributes, "gen_ai.token.type": "input"},
+        {**attributes, "gen_ai.token.type": "output"},
+    )
+
+
+@lru_cache(maxsize=64)
+def _spend_attributes(agent: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """An agent's spend attributes: ``gen_ai.token.type`` input, output, and the agent alone (cost)."""
+    return (
+        {"gen_ai.agent.name": agent, "gen_ai.token.type": "input"},
+        {"gen_ai.agent.name": agent, "gen_ai.token.type": "output"},
+        {"gen_ai.agent.name": agent},
+    )
 
 
 def record_tool_call(tool: str, seconds: float, ok: bool) -> None:
@@ -170,12 +231,13 @@ def record_delegation(peer: str, seconds: float, ok: bool) -> None:
 
 def record_turn_spend(agent: str, input_tokens: int, output_tokens: int, cost_usd: float | None) -> None:
     """Record what one turn of ``agent`` spent on its own model requests (tokens, and USD when priced)."""
-    if input_tokens:
-        _spend_tokens.add(input_tokens, {"gen_ai.agent.name": agent, "gen_ai.token.type": "input"})
-    if output_tokens:
-        _spend_tokens.add(output_tokens, {"gen_ai.agent.name": agent, "gen_ai.token.type": "output"})
+    spend = _spend.get(agent)
+    if spend is None:
+        spend = _spend[agent] = _Spend()
+    spend.input_tokens += input_tokens
+    spend.output_tokens += output_tokens
     if cost_usd:
-        _spend_cost.add(cost_usd, {"gen_ai.agent.name": agent})
+        spend.cost_usd += cost_usd
 
 
 def record_budget_exhausted(agent: str, budget: str) -> None:

@@ -35,6 +35,8 @@ __all__ = ["METRICS_PATH", "RequestMetrics", "instrument_app", "instrument_http_
 METRICS_PATH = "/metrics"
 #: Instrumentation scope of Kora's own request metrics.
 _SCOPE = "kora.http.server"
+#: Most distinct attribute sets :class:`RequestMetrics` keeps built (routes x methods x statuses in use).
+_MAX_ATTRIBUTE_SETS = 1024
 # The stable HTTP conventions' histogram buckets (seconds), as the OpenTelemetry instrumentations use.
 _DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 
@@ -59,6 +61,7 @@ class RequestMetrics:
         self.app = app
         self._sanitize_method = sanitize_method
         self._name_spans = name_spans
+        self._attribute_sets: dict[tuple[str, int, str, str | None], dict[str, str | int]] = {}
         meter = meter_provider.get_meter(_SCOPE)
         self._duration: Histogram = meter.create_histogram(
             "http.server.request.duration",
@@ -89,15 +92,24 @@ class RequestMetrics:
         try:
             await self.app(scope, receive, send_and_note_status)
         finally:
-            attributes: dict[str, str | int] = {
-                "http.request.method": self._sanitize_method(scope["method"]),
-                "http.response.status_code": status,
-                "url.scheme": scope.get("scheme", "http"),
-            }
-            route = _route(scope)
+            self._duration.record(time.perf_counter() - started, self._attributes(scope, status))
+
+    def _attributes(self, scope: Scope, status: int) -> dict[str, str | int]:
+        """The request's attributes, one dict per distinct set (the SDK copies what it is given): a route's
+        requests share one instead of building and sanitizing it each time."""
+        route = _route(scope)
+        key = (scope["method"], status, scope.get("scheme", "http"), route)
+        attributes = self._attribute_sets.get(key)
+        if attributes is None:
+            method = self._sanitize_method(scope["method"])
+            attributes = {"http.request.method": method, "http.response.status_code": status, "url.scheme": key[2]}
             if route:
                 attributes["http.route"] = route
-            self._duration.record(time.perf_counter() - started, attributes)
+            # A client cannot grow the set: an unknown method is never kept, nor anything past a bound (the
+            # OpenTelemetry variable that keeps every method's own name may be set).
+            if method != "_OTHER" and len(self._attribute_sets) < _MAX_ATTRIBUTE_SETS:
+                self._attribute_sets[key] = attributes
+        return attributes
 
     def _name_span(self, span: Span, scope: Scope) -> None:
         route = _route(scope)
