@@ -52,8 +52,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from kora.core.net import free_port
@@ -381,19 +383,34 @@ def text_turn(rounds: int = 3, turns: int = 1000, extra_env: dict[str, str] | No
             server.stop()
 
 
+def otlp_receiver() -> ThreadingHTTPServer:
+    """An OTLP/HTTP receiver serving from a daemon thread of this process (``bench_telemetry._Receiver``: answers
+    every export, counts them)."""
+    from bench_telemetry import _Receiver
+
+    receiver = ThreadingHTTPServer((HOST, 0), _Receiver)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    return receiver
+
+
+def traced_env(endpoint: str) -> dict[str, str]:
+    """The environment of an agent that traces every turn and exports it to ``endpoint`` (OTLP/HTTP)."""
+    return {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+        "OTEL_TRACES_SAMPLER": "always_on",
+        "OTEL_BSP_SCHEDULE_DELAY": "500",
+    }
+
+
 def tracing_turn(rounds: int = 3, turns: int = 1000) -> str:
     """The text turn with every turn traced and exported against the same turn untraced and the floor, one run:
     three servers (agent with ``OTEL_EXPORTER_OTLP_ENDPOINT`` set to an OTLP/HTTP receiver in this process and
     ``OTEL_TRACES_SAMPLER=always_on``; agent without; ``floor_proxy.py``) on one scripted model, alternating rounds
     of ``turns`` at concurrency 16. Returns the line printed: the medians, "on - off" and its target (+0.3 ms, or
     2x the floor's CPU if larger)."""
-    import threading
-    from http.server import ThreadingHTTPServer
-
     from bench_telemetry import _Receiver
 
-    receiver = ThreadingHTTPServer((HOST, 0), _Receiver)
-    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    receiver = otlp_receiver()
     endpoint = f"http://{HOST}:{receiver.server_address[1]}"
     model_port = free_port()
     model_env = os.environ | {"MODEL_PORT": str(model_port)}
@@ -404,9 +421,7 @@ def tracing_turn(rounds: int = 3, turns: int = 1000) -> str:
         env = {key: value for key, value in agent_env(model_port, port).items() if not key.startswith("OTEL_")}
         return Server([sys.executable, "-m", "kora.cli", "agent"], env | extra, port, "/ready")
 
-    traced = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_TRACES_SAMPLER": "always_on"}
-    traced["OTEL_BSP_SCHEDULE_DELAY"] = "500"
-    servers = {"off": agent({}), "on": agent(traced), "floor": floor_server(model_port, free_port())}
+    servers = {"off": agent({}), "on": agent(traced_env(endpoint)), "floor": floor_server(model_port, free_port())}
     try:
         model.start()
         for server in servers.values():
