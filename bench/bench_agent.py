@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -52,8 +53,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from kora.core.net import free_port
@@ -204,13 +207,15 @@ def agent_env(model_port: int, port: int) -> dict[str, str]:
 class Server:
     """A server subprocess; ``start`` returns (seconds to /health, seconds to /ready or None)."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], port: int, ready_path: str | None) -> None:
-        self.argv, self.env, self.port, self.ready_path = argv, env, port, ready_path
+    def __init__(
+        self, argv: list[str], env: dict[str, str], port: int, ready_path: str | None, cwd: Path = ROOT
+    ) -> None:
+        self.argv, self.env, self.port, self.ready_path, self.cwd = argv, env, port, ready_path, cwd
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> tuple[float, float | None]:
         started = time.monotonic()
-        self.proc = subprocess.Popen(self.argv, env=self.env, cwd=ROOT, stdout=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd, stdout=subprocess.DEVNULL)
         healthy = wait_status(self.port, "/health", started + 60)
         ready = wait_status(self.port, self.ready_path, started + 60) if self.ready_path else None
         return healthy - started, (ready - started if ready else None)
@@ -381,37 +386,73 @@ def text_turn(rounds: int = 3, turns: int = 1000, extra_env: dict[str, str] | No
             server.stop()
 
 
-def tracing_turn(rounds: int = 3, turns: int = 1000) -> str:
-    """The text turn with every turn traced and exported against the same turn untraced and the floor, one run:
-    three servers (agent with ``OTEL_EXPORTER_OTLP_ENDPOINT`` set to an OTLP/HTTP receiver in this process and
-    ``OTEL_TRACES_SAMPLER=always_on``; agent without; ``floor_proxy.py``) on one scripted model, alternating rounds
-    of ``turns`` at concurrency 16. Returns the line printed: the medians, "on - off" and its target (+0.3 ms, or
-    2x the floor's CPU if larger)."""
-    import threading
-    from http.server import ThreadingHTTPServer
-
+def otlp_receiver() -> ThreadingHTTPServer:
+    """An OTLP/HTTP receiver serving from a daemon thread of this process (``bench_telemetry._Receiver``: answers
+    every export, counts them)."""
     from bench_telemetry import _Receiver
 
     receiver = ThreadingHTTPServer((HOST, 0), _Receiver)
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    return receiver
+
+
+def traced_env(endpoint: str) -> dict[str, str]:
+    """The environment of an agent that traces every turn and exports it to ``endpoint`` (OTLP/HTTP)."""
+    return {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+        "OTEL_TRACES_SAMPLER": "always_on",
+        "OTEL_BSP_SCHEDULE_DELAY": "500",
+    }
+
+
+def thread_cpu_seconds(pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) of each thread of ``pid``, by thread id (the main thread's is ``pid``)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    result = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(FileNotFoundError), open(f"/proc/{pid}/task/{tid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+            result[int(tid)] = (int(fields[11]) + int(fields[12])) / ticks
+    return result
+
+
+def tracing_turn(rounds: int = 3, turns: int = 1000, before: Path | None = None) -> str:
+    """The text turn with every turn traced and exported against the same turn untraced and the floor, one run:
+    three servers (agent with ``OTEL_EXPORTER_OTLP_ENDPOINT`` set to an OTLP/HTTP receiver in this process and
+    ``OTEL_TRACES_SAMPLER=always_on``; agent without; ``floor_proxy.py``) on one scripted model, alternating rounds
+    of ``turns`` at concurrency 16; with ``before`` (another tree of the repository), a fourth server: that tree's
+    agent traced, run from that tree. Returns the line printed: the medians, "on - off" and its target (+0.3 ms,
+    or 2x the floor's CPU if larger), and how much of each traced agent's CPU its other threads (the span
+    exporter's) took."""
+    from bench_telemetry import _Receiver
+
+    receiver = otlp_receiver()
     endpoint = f"http://{HOST}:{receiver.server_address[1]}"
     model_port = free_port()
     model_env = os.environ | {"MODEL_PORT": str(model_port)}
     model = Server([sys.executable, str(HERE / "stamping_model.py")], model_env, model_port, None)
 
-    def agent(extra: dict[str, str]) -> Server:
+    def agent(extra: dict[str, str], tree: Path = ROOT) -> Server:
         port = free_port()
         env = {key: value for key, value in agent_env(model_port, port).items() if not key.startswith("OTEL_")}
-        return Server([sys.executable, "-m", "kora.cli", "agent"], env | extra, port, "/ready")
+        env["PYTHONPATH"] = str(tree)
+        return Server([sys.executable, "-m", "kora.cli", "agent"], env | extra, port, "/ready", cwd=tree)
 
-    traced = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_TRACES_SAMPLER": "always_on"}
-    traced["OTEL_BSP_SCHEDULE_DELAY"] = "500"
-    servers = {"off": agent({}), "on": agent(traced), "floor": floor_server(model_port, free_port())}
+    servers = {"off": agent({}), "on": agent(traced_env(endpoint)), "floor": floor_server(model_port, free_port())}
+    if before is not None:
+        servers["on (before)"] = agent(traced_env(endpoint), before)
+    traced = [name for name in servers if name.startswith("on")]
+    threads: dict[str, list[float]] = {name: [] for name in traced}
     try:
         model.start()
         for server in servers.values():
             server.start()
+        marks = {name: thread_cpu_seconds(servers[name].pid) for name in traced}
         per_round = cpu_rounds(servers, model, rounds, turns)
+        for name in traced:
+            pid, after = servers[name].pid, thread_cpu_seconds(servers[name].pid)
+            others = sum(cpu - marks[name].get(tid, 0.0) for tid, cpu in after.items() if tid != pid)
+            threads[name].append(1000 * others / (turns * (rounds + 1)))
     finally:
         for server in [*servers.values(), model]:
             server.stop()
@@ -422,11 +463,19 @@ def tracing_turn(rounds: int = 3, turns: int = 1000) -> str:
     target = max(0.3, 2 * floor)
     columns = zip(per_round["off"], per_round["on"], per_round["floor"], strict=True)
     rounds_text = " ".join(f"{a:.2f}/{b:.2f}/{c:.2f}" for a, b, c in columns)
-    return (
+    line = (
         f"bench tracing: agent traced {on:.3f} ms CPU per text turn, untraced {off:.3f} ms, floor {floor:.3f} ms; "
         f"on - off {on - off:+.3f} ms (target <= +{target:.2f} ms: max(0.3, 2x floor)) (rounds off/on/floor: "
-        f"{rounds_text}); exports {dict(_Receiver.exports)}; load average {os.getloadavg()[0]:.1f}"
+        f"{rounds_text}); export thread ~{threads['on'][0]:.2f} ms a turn"
     )
+    if before is not None:
+        was = statistics.median(per_round["on (before)"])
+        pairs = " ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(per_round["on (before)"], per_round["on"], strict=True))
+        line += (
+            f"; before ({before}): traced {was:.3f} ms, on - off {was - off:+.3f} ms, export thread "
+            f"~{threads['on (before)'][0]:.2f} ms (rounds before/now: {pairs})"
+        )
+    return f"{line}; exports {dict(_Receiver.exports)}; load average {os.getloadavg()[0]:.1f}"
 
 
 async def _first_content_round(port: int, turns: int, offset: int) -> list[float]:
@@ -713,6 +762,12 @@ def main() -> None:
         help="an MCP tool-calling turn, agent against pydantic-ai's own floor (pydantic_ai_floor.py), ~1-2 min",
     )
     parser.add_argument("--rounds", type=int, default=3, help="rounds of --text-turn, --tracing, --first-content")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="TREE",
+        help="--tracing: also another tree's traced agent (e.g. a worktree of main)",
+    )
     parser.add_argument("--loadgen", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-profiled", metavar="OUT", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -732,7 +787,7 @@ def main() -> None:
         print(text_turn(rounds=args.rounds, turns=args.turns or 1000).line(), flush=True)
         return
     if args.tracing:
-        print(tracing_turn(rounds=args.rounds, turns=args.turns or 1000), flush=True)
+        print(tracing_turn(rounds=args.rounds, turns=args.turns or 1000, before=args.before), flush=True)
         return
     if args.first_content:
         print(first_content(rounds=args.rounds, turns=args.turns or 200), flush=True)

@@ -11,7 +11,9 @@ request, median of ``--repeats`` runs. Modes:
 - ``otel-noop``: the OpenTelemetry ASGI instrumentation with a no-op tracer and a real meter provider: what
   tracing-off would cost had Kora used the instrumentation for metrics (the alternative not taken).
 - ``kora-on``: ``instrument_app`` with tracing on (SDK tracer, batch processor, exporter to a port nothing
-  listens on, so exports fail quietly off the request path): spans + metrics.
+  listens on, so exports fail quietly off the request path): spans + metrics. The server span is FastAPI's own.
+- ``asgi-on``: the same, with the server span made by the OpenTelemetry ASGI instrumentation instead (what
+  ``instrument_app`` did for FastAPI apps before November 27, and still does for plain Starlette apps).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MODES = ("none", "kora-off", "otel-noop", "kora-on")
+MODES = ("none", "kora-off", "otel-noop", "kora-on", "asgi-on")
 
 
 def _app():
@@ -79,6 +81,28 @@ def _child(mode: str, requests: int) -> None:
         from kora.core.telemetry import instrument_app, setup_telemetry
 
         instrument_app(app, setup_telemetry("Agent", "bench"))
+    elif mode == "asgi-on":
+        from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+        from opentelemetry.metrics import NoOpMeterProvider
+
+        from kora.core.telemetry import setup_telemetry
+        from kora.core.telemetry.http import (
+            RequestMetrics,
+            _provisional_span_details,
+            _switch_off_fastapi_native_telemetry,
+        )
+
+        telemetry = setup_telemetry("Agent", "bench")
+        _switch_off_fastapi_native_telemetry(app)
+        app.add_middleware(RequestMetrics, meter_provider=telemetry.meter_provider, name_spans=True)
+        app.add_middleware(
+            OpenTelemetryMiddleware,
+            tracer_provider=telemetry.tracer_provider,
+            meter_provider=NoOpMeterProvider(),
+            excluded_urls="/metrics",
+            exclude_spans=["receive", "send"],
+            default_span_details=_provisional_span_details,
+        )
     elif mode == "otel-noop":
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
@@ -103,7 +127,7 @@ def main() -> None:
     results: dict[str, list[float]] = {mode: [] for mode in MODES}
     for _ in range(args.repeats):
         for mode in MODES:  # interleaved, so machine load drifts over all modes alike
-            mode_env = env | ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"} if mode == "kora-on" else {})
+            mode_env = env | ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"} if mode.endswith("-on") else {})
             command = [sys.executable, __file__, "--child", mode, "--requests", str(args.requests)]
             out = subprocess.run(command, env=mode_env, capture_output=True, text=True, check=True, timeout=300)
             results[mode].append(float(out.stdout.strip().splitlines()[-1]))

@@ -36,15 +36,24 @@ from bench_agent import (
     _first_content_round,
     agent_env,
     free_port,
+    otlp_receiver,
     report_profile,
     run_load,
     text_turn,
+    traced_env,
 )
 
 
-def profile(turns: int, top: int, out: str | None) -> None:
-    """Run the profiled agent under ``turns`` text turns (each a fresh session) and print its profile."""
+def profile(turns: int, top: int, out: str | None, tracing: bool = False) -> None:
+    """Run the profiled agent under ``turns`` text turns (each a fresh session) and print its profile; with
+    ``tracing``, every turn traced and exported to an OTLP/HTTP receiver in this process (as ``bench_agent.py
+    --tracing`` runs it; cProfile sees the main thread only, not the export thread)."""
     py = sys.executable
+    extra: dict[str, str] = {}
+    receiver = None
+    if tracing:
+        receiver = otlp_receiver()
+        extra = traced_env(f"http://{HOST}:{receiver.server_address[1]}")
     model_port, agent_port = free_port(), free_port()
     model = Server(
         [py, str(HERE / "stamping_model.py")], os.environ | {"MODEL_PORT": str(model_port)}, model_port, None
@@ -53,7 +62,7 @@ def profile(turns: int, top: int, out: str | None) -> None:
     Path(stats).write_bytes(b"")
     agent = Server(
         [py, str(HERE / "bench_agent.py"), "--serve-profiled", stats],
-        agent_env(model_port, agent_port),
+        {key: value for key, value in agent_env(model_port, agent_port).items() if not key.startswith("OTEL_")} | extra,
         agent_port,
         "/ready",
     )
@@ -71,6 +80,8 @@ def profile(turns: int, top: int, out: str | None) -> None:
     finally:
         agent.stop()
         model.stop()
+        if receiver is not None:
+            receiver.shutdown()
     print(
         f"\nprofiled agent on {HOST}: {1000 * load['cpu_s']['server'] / load['turns']:.2f} ms CPU per turn "
         "under cProfile"
@@ -122,6 +133,9 @@ def main() -> None:
     parser.add_argument("--out", metavar="FILE", help="keep the cProfile stats in FILE")
     parser.add_argument("--no-ratio", action="store_true", help="skip the unprofiled agent-vs-floor measurement")
     parser.add_argument(
+        "--tracing", action="store_true", help="every turn traced and exported (OTLP/HTTP to a receiver here)"
+    )
+    parser.add_argument(
         "--first-content", action="store_true", help="profile streamed turns one at a time (CPU-time clock)"
     )
     args = parser.parse_args()
@@ -130,7 +144,7 @@ def main() -> None:
         return
     if not args.no_ratio:
         print(text_turn(rounds=2, turns=1000).line(), flush=True)
-    profile(args.turns, args.top, args.out)
+    profile(args.turns, args.top, args.out, tracing=args.tracing)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
+from opentelemetry.util.types import AttributeValue
 
 from kora.agent.approvals import PausedTurn
 from kora.agent.telemetry.conventions import error_type
@@ -55,37 +56,29 @@ class TurnSpan:
     def finish(self, outcome: TurnOutcome) -> None:
         """Record the turn's outcome on its span: finish reason, token usage summed over its model requests, and
         an error status when the turn stopped short of an answer (its step budget ran out)."""
-        self.span.set_attributes(
-            {
-                "gen_ai.response.finish_reasons": [outcome.finish_reason],
-                "gen_ai.usage.input_tokens": outcome.input_tokens,
-                "gen_ai.usage.output_tokens": outcome.output_tokens,
-                "kora.turn.model_requests": outcome.model_requests,
-            }
-        )
-        if outcome.spent is not None:
+        # One set_attributes call: the SDK takes the span's lock once per call.
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.response.finish_reasons": [outcome.finish_reason],
+            "gen_ai.usage.input_tokens": outcome.input_tokens,
+            "gen_ai.usage.output_tokens": outcome.output_tokens,
+            "kora.turn.model_requests": outcome.model_requests,
+        }
+        if (spent := outcome.spent) is not None:
             # Everything the turn spent, its delegations included (kora.agent.budget).
-            self.span.set_attributes(
-                {
-                    "kora.turn.tool_calls": outcome.spent.tool_calls,
-                    "kora.turn.spent_model_requests": outcome.spent.model_requests,
-                    "kora.turn.spent_input_tokens": outcome.spent.input_tokens,
-                    "kora.turn.spent_output_tokens": outcome.spent.output_tokens,
-                }
-            )
-            if outcome.spent.cost_usd is not None:
-                self.span.set_attribute("kora.turn.cost_usd", outcome.spent.cost_usd)
+            attributes["kora.turn.tool_calls"] = spent.tool_calls
+            attributes["kora.turn.spent_model_requests"] = spent.model_requests
+            attributes["kora.turn.spent_input_tokens"] = spent.input_tokens
+            attributes["kora.turn.spent_output_tokens"] = spent.output_tokens
+            if spent.cost_usd is not None:
+                attributes["kora.turn.cost_usd"] = spent.cost_usd
         if outcome.exhausted is not None:
-            self.span.set_attribute("kora.budget.exhausted", outcome.exhausted)
+            attributes["kora.budget.exhausted"] = outcome.exhausted
         if outcome.approvals:
             # The turn paused at calls that wait for a person's decision.
-            self.span.set_attributes(
-                {
-                    "kora.approval.requested": len(outcome.approvals),
-                    "kora.approval.ids": [a.id for a in outcome.approvals],
-                    "kora.approval.targets": [a.target for a in outcome.approvals],
-                }
-            )
+            attributes["kora.approval.requested"] = len(outcome.approvals)
+            attributes["kora.approval.ids"] = [a.id for a in outcome.approvals]
+            attributes["kora.approval.targets"] = [a.target for a in outcome.approvals]
+        self.span.set_attributes(attributes)
         if outcome.finish_reason != "stop":
             self.span.set_status(Status(StatusCode.ERROR, outcome.text))
 

@@ -11,11 +11,12 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Tracer
+from opentelemetry.util.types import AttributeValue
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models.instrumented import InstrumentationSettings
 
 from kora.agent.telemetry.capabilities import ToolMetrics, ToolSpans, TurnSteps
-from kora.agent.telemetry.conventions import SCOPE
+from kora.agent.telemetry.conventions import PROVIDER, SCOPE
 from kora.agent.telemetry.model_requests import ModelRequests
 from kora.agent.telemetry.spans import StepSpans, TurnSpan, current_steps, fail, span_ids
 from kora.core.telemetry import content_capture_enabled, tracing_enabled
@@ -59,6 +60,16 @@ class AgentTracing:
         )
         return cls(agent_name, model_name, provider.get_tracer(SCOPE), capture_content, settings)
 
+    def __post_init__(self) -> None:
+        # What every turn span of this agent carries, built once.
+        self._turn_name = f"invoke_agent {self.agent_name}"
+        self._turn_attributes: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": self.agent_name,
+            "gen_ai.request.model": self.model_name,
+            "gen_ai.provider.name": PROVIDER,
+        }
+
     @property
     def enabled(self) -> bool:
         """Whether spans are made."""
@@ -78,16 +89,9 @@ class AgentTracing:
         if self.tracer is None:
             yield None
             return
-        attributes = {
-            "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.agent.name": self.agent_name,
-            "gen_ai.conversation.id": session_id,
-            "gen_ai.request.model": self.model_name,
-            "gen_ai.provider.name": "openai",
-        }
         with self.tracer.start_as_current_span(
-            f"invoke_agent {self.agent_name}",
-            attributes=attributes,
+            self._turn_name,
+            attributes={**self._turn_attributes, "gen_ai.conversation.id": session_id},
             record_exception=False,
             set_status_on_exception=False,
         ) as span:
