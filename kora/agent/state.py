@@ -63,8 +63,10 @@ class AgentState:
         #: The background responses (``POST /v1/responses`` with ``background: true``) running in this process.
         self.background = BackgroundResponses(memory)
         self._before: Callable[[], Awaitable[None]] | None = None
-        #: Called with the runtime before it starts (the A2A server attaches its approval journal and task resumer).
-        self.attach: Callable[[AgentRuntime], None] | None = None
+        #: Called with the runtime once it is built (:meth:`on_runtime`).
+        self._attach: Callable[[AgentRuntime], None] | None = None
+        #: The runtime as built, before it has started (``runtime`` is set once it has).
+        self._built: AgentRuntime | None = None
         self.lifecycle = Lifecycle(self._start, STARTUP_TEXT)
 
     @property
@@ -87,8 +89,9 @@ class AgentState:
             await self._before()
         module = await asyncio.to_thread(import_without, "kora.agent.runtime", unused_packages(self.settings))
         runtime: AgentRuntime = module.AgentRuntime(self.settings, self.memory)
-        if self.attach is not None:
-            self.attach(runtime)
+        self._built = runtime
+        if self._attach is not None:
+            self._attach(runtime)
         await runtime.start()
         self.runtime = runtime
         # What start-up built (pydantic-ai, schemas, toolsets) lives as long as the process. Frozen, it is no
@@ -96,6 +99,16 @@ class AgentState:
         # nothing (bench_agent.py: p99 at concurrency 16 fell from ~65 to ~12 ms, CPU per turn by ~0.08 ms).
         gc.collect()
         gc.freeze()
+
+    def on_runtime(self, attach: Callable[[AgentRuntime], None]) -> None:
+        """Call ``attach`` with the runtime: at once if it has been built, else as soon as it is, before it starts
+        (the A2A server attaches its approval journal and task resumer; one ``attach``, the last given). A runtime
+        that already started gets it after its start: only the shared task store's journal, whose A2A server is
+        built before the runtime, must be attached before."""
+        if self._built is not None:
+            attach(self._built)
+        else:
+            self._attach = attach
 
     async def wait_runtime(self) -> AgentRuntime:
         """The runtime, waiting up to :data:`~kora.core.serving.STARTUP_WAIT_SECONDS` for it to load.
