@@ -9,12 +9,16 @@ from __future__ import annotations
 import logging
 import sys
 
-import uvicorn
-
 from kora.agent.settings import load_agent_settings
 from kora.core.command import run_command, survive_uvicorn_stop_signal
+from kora.core.imports import modules_absent
 from kora.core.settings_errors import SettingsError
 from kora.core.telemetry import instrument_app, setup_telemetry
+
+# uvicorn imports watchfiles (a Rust extension, ~1.3 MB) whenever installed, for its --reload supervisor; the
+# agent serves an app object, which uvicorn never reloads (its fallback, StatReload, is then imported instead).
+with modules_absent(("watchfiles",)):
+    import uvicorn
 
 #: The instrumentation scope of the a2a-sdk's spans (``a2a.utils.telemetry.INSTRUMENTING_MODULE_NAME``; not
 #: imported from there, which would load the SDK before ``/health`` answers).

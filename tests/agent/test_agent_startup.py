@@ -140,6 +140,24 @@ def test_openai_is_imported_by_the_first_responses_request_only() -> None:
     assert held == "[False, False, True]", done.stdout
 
 
+SERVE_COMMAND = """
+import sys
+from kora.agent.cli import cli  # what `kora agent` imports
+from kora.core.command import run_command
+
+run_command(lambda: 0, [], "kora agent")  # how `kora agent` (no arguments) is run
+print(" ".join(sorted(name for name in sys.modules if name.split(".")[0] in ("typer", "watchfiles"))))
+"""
+
+
+def test_kora_agent_imports_neither_typer_nor_uvicorns_reloader() -> None:
+    # `kora agent` takes no arguments (nothing for Typer to parse) and serves an app object (nothing to reload).
+    done = subprocess.run(
+        [sys.executable, "-c", SERVE_COMMAND], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.split() == [], done.stdout
+
+
 def test_the_app_that_answers_health_imports_neither_the_a2a_sdk_nor_the_runtime_nor_openai() -> None:
     script = BUILD_APP.format(deferred=DEFERRED)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
