@@ -142,20 +142,33 @@ def test_openai_is_imported_by_the_first_responses_request_only() -> None:
 
 SERVE_COMMAND = """
 import sys
-from kora.agent.cli import cli  # what `kora agent` imports
+from kora.agent.cli import build_server, cli  # what `kora agent` imports
+from kora.agent.settings import AgentSettings
 from kora.core.command import run_command
 
 run_command(lambda: 0, [], "kora agent")  # how `kora agent` (no arguments) is run
-print(" ".join(sorted(name for name in sys.modules if name.split(".")[0] in ("typer", "watchfiles"))))
+app, telemetry = build_server(AgentSettings(agent_name="a", model_api_url="http://127.0.0.1:9/v1", model_name="m"))
+print(" ".join(sorted(name for name in sys.modules if name in {unused!r})))
+print(telemetry.resource.attributes.get("process.owner") is not None)
 """
 
+#: What ``kora agent`` imports to serve, besides the app's own (:data:`UNUSED`), and must not hold: Typer (no
+#: arguments to parse), uvicorn's reloader, FastAPI's e-mail validator and, without an opt-in resource detector, psutil.
+UNUSED_TO_SERVE = ("typer", "watchfiles", "email_validator", "psutil")
 
-def test_kora_agent_imports_neither_typer_nor_uvicorns_reloader() -> None:
-    # `kora agent` takes no arguments (nothing for Typer to parse) and serves an app object (nothing to reload).
+
+@pytest.mark.parametrize("detectors", ["", "process"])
+def test_kora_agent_imports_what_it_does_not_use_only_when_asked(detectors: str) -> None:
+    # `kora agent` takes no arguments (nothing for Typer to parse), serves an app object (nothing to reload) whose
+    # OpenAPI document names no contact; psutil only for the SDK's process detector, which then reads it.
+    env = clean_env(OTEL_EXPERIMENTAL_RESOURCE_DETECTORS=detectors)
+    script = SERVE_COMMAND.format(unused=UNUSED_TO_SERVE)
     done = subprocess.run(
-        [sys.executable, "-c", SERVE_COMMAND], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True, env=env
     )
-    assert done.stdout.split() == [], done.stdout
+    held, owner = (done.stdout + "\n\n").split("\n")[:2]
+    assert held.split() == (["psutil"] if detectors else []), done.stdout + done.stderr
+    assert owner == str(bool(detectors)), done.stdout + done.stderr
 
 
 def test_the_app_that_answers_health_imports_neither_the_a2a_sdk_nor_the_runtime_nor_openai() -> None:
