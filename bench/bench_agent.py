@@ -207,10 +207,12 @@ class Server:
     def __init__(self, argv: list[str], env: dict[str, str], port: int, ready_path: str | None) -> None:
         self.argv, self.env, self.port, self.ready_path = argv, env, port, ready_path
         self.proc: subprocess.Popen[bytes] | None = None
+        #: The working directory (the tree whose ``kora`` a ``python -m kora.cli`` runs: Python puts it first).
+        self.cwd = ROOT
 
     def start(self) -> tuple[float, float | None]:
         started = time.monotonic()
-        self.proc = subprocess.Popen(self.argv, env=self.env, cwd=ROOT, stdout=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd, stdout=subprocess.DEVNULL)
         healthy = wait_status(self.port, "/health", started + 60)
         ready = wait_status(self.port, self.ready_path, started + 60) if self.ready_path else None
         return healthy - started, (ready - started if ready else None)
@@ -379,6 +381,49 @@ def text_turn(rounds: int = 3, turns: int = 1000, extra_env: dict[str, str] | No
     finally:
         for server in (agent, floor, model):
             server.stop()
+
+
+def rss_growth(trees: list[str], runs: int = 3, first: int = 5000, total: int = 20_000) -> str:
+    """RSS of ``kora agent`` over a long text-turn load, one tree after another in ``runs`` alternating runs (each
+    tree's agent runs from its own directory and ``PYTHONPATH``; default: this tree): seconds from start to
+    ``/health`` and ``/ready`` (and the floor's start to its first answer, same run), MB at ``/ready`` (1 s after),
+    after ``first`` and after ``total`` text turns (fresh session each, concurrency 16), and the growth between the
+    two. Returns the lines printed."""
+    lines = []
+    model_port = free_port()
+    model_env = os.environ | {"MODEL_PORT": str(model_port)}
+    model = Server([sys.executable, str(HERE / "stamping_model.py")], model_env, model_port, None)
+    model.start()
+    try:
+        for run in range(runs):
+            floor = floor_server(model_port, free_port())
+            floor_health, _ = floor.start()
+            floor.stop()
+            for tree in trees:
+                port = free_port()
+                env = agent_env(model_port, port) | {"PYTHONPATH": tree}
+                agent = Server([sys.executable, "-m", "kora.cli", "agent"], env, port, "/ready")
+                agent.cwd = Path(tree)
+                try:
+                    health, ready = agent.start()
+                    time.sleep(1)
+                    at_ready = rss_mb(agent.pid)
+                    run_load(agent.port, first, 0, {}, sessions=FRESH)
+                    at_first = rss_mb(agent.pid)
+                    run_load(agent.port, total - first, first, {}, sessions=FRESH)
+                    at_total = rss_mb(agent.pid)
+                finally:
+                    agent.stop()
+                lines.append(
+                    f"bench rss run {run + 1} {tree}: start to /health {health:.2f} s, /ready {ready or 0:.2f} s "
+                    f"(floor's first answer {floor_health:.2f} s); RSS at /ready {at_ready:.1f} MB, after {first} "
+                    f"turns {at_first:.1f} MB, after {total} {at_total:.1f} MB (growth {at_total - at_first:+.1f} MB); "
+                    f"load average {os.getloadavg()[0]:.1f}"
+                )
+                print(lines[-1], flush=True)
+    finally:
+        model.stop()
+    return "\n".join(lines)
 
 
 def tracing_turn(rounds: int = 3, turns: int = 1000) -> str:
@@ -712,6 +757,17 @@ def main() -> None:
         action="store_true",
         help="an MCP tool-calling turn, agent against pydantic-ai's own floor (pydantic_ai_floor.py), ~1-2 min",
     )
+    parser.add_argument(
+        "--rss",
+        action="store_true",
+        help="RSS at /ready, after 5k and 20k text turns, start to /health and /ready; ~1 min a run and tree",
+    )
+    parser.add_argument(
+        "--trees",
+        default=str(ROOT),
+        help="--rss: comma-separated source trees to run the agent from, alternating (default: this one)",
+    )
+    parser.add_argument("--runs", type=int, default=3, help="alternating runs of --rss")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of --text-turn, --tracing, --first-content")
     parser.add_argument("--loadgen", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-profiled", metavar="OUT", help=argparse.SUPPRESS)
@@ -730,6 +786,9 @@ def main() -> None:
         return
     if args.text_turn:
         print(text_turn(rounds=args.rounds, turns=args.turns or 1000).line(), flush=True)
+        return
+    if args.rss:
+        rss_growth(args.trees.split(","), runs=args.runs)
         return
     if args.tracing:
         print(tracing_turn(rounds=args.rounds, turns=args.turns or 1000), flush=True)
