@@ -37,7 +37,8 @@ from kora.agent.routes.probes import add_probe_routes
 from kora.agent.routes.responses import add_responses_routes
 from kora.agent.routes.tools import add_tool_routes
 from kora.agent.settings import AgentSettings
-from kora.agent.state import AgentState, unused_packages
+from kora.agent.state import AgentState
+from kora.agent.unused import unused_packages
 from kora.core.imports import modules_absent
 from kora.core.limits import RequestLimits
 from kora.core.serving import install_error_handlers

@@ -24,7 +24,7 @@ the peer's task, an error status when the answer is ``Error: ...``) whose trace 
 HTTP request, and a ``kora.agent.delegation.duration`` measurement (:mod:`kora.agent.telemetry`).
 
 The a2a-sdk's client is used through :mod:`kora.agent.delegation_a2a`, imported (off the event loop, without the
-SDK's unused extras: :data:`~kora.agent.state.UNUSED_PACKAGES`) by the first card read or delegation: an agent
+SDK's unused extras: :data:`~kora.agent.unused.UNUSED_PACKAGES`) by the first card read or delegation: an agent
 without sub-agents never loads it.
 """
 
@@ -44,9 +44,9 @@ from pydantic_ai import FunctionToolset, RunContext, Tool
 from pydantic_ai.usage import RunUsage
 
 from kora.agent.budget import TurnBudget
-from kora.agent.state import UNUSED_PACKAGES
 from kora.agent.telemetry import SCOPE, record_delegation
 from kora.agent.turn import TurnDeps
+from kora.agent.unused import UNUSED_PACKAGES
 from kora.core.imports import DeferredImport
 from kora.core.openai_wire import parse_error_body
 from kora.core.protocol import (

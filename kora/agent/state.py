@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from kora.agent.identity import IdentityResolver
 from kora.agent.routes.background import BackgroundResponses
 from kora.agent.settings import AgentSettings
+from kora.agent.unused import unused_packages
 from kora.core.errors import Unavailable
 from kora.core.imports import import_without
 from kora.core.serving import Lifecycle, Readiness, StartupText
@@ -31,20 +32,6 @@ log = logging.getLogger("kora.agent")
 STARTUP_TEXT = StartupText(
     subject="The agent", starting="agent runtime is still loading", failed="agent runtime failed to start"
 )
-
-#: Optional packages the agent's libraries import whenever they are installed and the agent never uses: gRPC (the
-#: a2a-sdk's gRPC server handler and client transport; the agent speaks JSON-RPC and HTTP+JSON, and an OTLP gRPC
-#: exporter has imported it before), ``rich`` and ``pygments`` (httpx's command-line client), ``h2`` (HTTP/2 in
-#: httpcore2, which pydantic-ai imports; the agent's clients speak HTTP/1.1) and ``pydantic.v1`` (FastAPI imports it
-#: to ask whether a route's types are v1 models; none is). ~20 MB of RSS.
-UNUSED_PACKAGES = ("grpc", "rich", "pygments", "h2", "pydantic.v1")
-
-
-def unused_packages(settings: AgentSettings) -> tuple[str, ...]:
-    """The packages the agent's routes are built and its deferred imports (the a2a-sdk, the runtime) made without
-    (:func:`~kora.core.imports.modules_absent`): :data:`UNUSED_PACKAGES`, and SQLAlchemy (the SDK's database task
-    store, ~16 MB) unless ``TASK_STORE_TYPE=postgres``."""
-    return UNUSED_PACKAGES if settings.task_store_type == "postgres" else (*UNUSED_PACKAGES, "sqlalchemy")
 
 
 class AgentState:

@@ -58,7 +58,7 @@ class LazyA2A:
     """The agent's :class:`~kora.agent.a2a.routes.A2AServer`, built by ``build(module)`` (``module`` being
     :mod:`kora.agent.a2a.routes`) once :meth:`load` has imported it; ``server`` is ``None`` until then (and
     again when it failed to start). The SDK is imported and the server built without the packages ``unused``
-    (:func:`~kora.core.imports.modules_absent`, e.g. :func:`kora.agent.state.unused_packages`)."""
+    (:func:`~kora.core.imports.modules_absent`, e.g. :func:`kora.agent.unused.unused_packages`)."""
 
     def __init__(self, build: Callable[[ModuleType], A2AServer], unused: tuple[str, ...] = ()) -> None:
         self._build = build
