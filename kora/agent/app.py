@@ -68,8 +68,8 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
             check_memory=state.check_memory,
         )
         state.on_runtime(server.attach)
-        # The HTTP+JSON binding's routes are the SDK's, so they join the route table once it has loaded (before
-        # /ready answers), after every other route: matching a chat request never tries a dozen REST patterns.
+        # The HTTP+JSON binding's routes are the SDK's, so they join the route table once it has loaded, after every
+        # other route: matching a chat request never tries a dozen REST patterns.
         server.add_rest_routes(app.router)
         app.state.a2a = server  # last: whoever sees it sees the whole route table
         return server

@@ -1,7 +1,8 @@
 """The a2a-sdk side of delegation (:mod:`kora.agent.delegation`): a peer's card and client, and one task sent.
 
 Kept apart so that only an agent that delegates imports the SDK's client, its protobuf types and ``culsans``
-(~5 MB, ~0.3 s): :class:`~kora.agent.delegation.Delegation` loads this module on its first use, off the event loop.
+(~5 MB, ~170 modules, ~0.15 s of CPU here): :class:`~kora.agent.delegation.Delegation` loads this module on its
+first use, off the event loop.
 """
 
 from __future__ import annotations
