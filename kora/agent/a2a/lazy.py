@@ -14,6 +14,7 @@ join the route table once it has loaded; a request to one of its paths before th
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import logging
 from collections.abc import Callable
@@ -103,6 +104,9 @@ class LazyA2A:
                 module = await asyncio.to_thread(import_without, ROUTES_MODULE, self._unused)
                 with modules_absent(self._unused):
                     self.server = self._built = self._build(module)
+                # What the import brought (~250 modules' objects) lives as long as the process: frozen, as what
+                # start-up built is (kora.agent.state), so full collections under load do not walk it.
+                gc.freeze()
             await self.server.start()
         except Exception as error:
             self._error = f"{type(error).__name__}: {error}"
