@@ -386,6 +386,48 @@ def text_turn(rounds: int = 3, turns: int = 1000, extra_env: dict[str, str] | No
             server.stop()
 
 
+def rss_growth(trees: list[str], runs: int = 3, first: int = 5000, total: int = 20_000) -> str:
+    """RSS of ``kora agent`` over a long text-turn load, one tree after another in ``runs`` alternating runs (each
+    tree's agent runs from its own directory and ``PYTHONPATH``; default: this tree): seconds from start to
+    ``/health`` and ``/ready`` (and the floor's start to its first answer, same run), MB at ``/ready`` (1 s after),
+    after ``first`` and after ``total`` text turns (fresh session each, concurrency 16), and the growth between the
+    two. Returns the lines printed."""
+    lines = []
+    model_port = free_port()
+    model_env = os.environ | {"MODEL_PORT": str(model_port)}
+    model = Server([sys.executable, str(HERE / "stamping_model.py")], model_env, model_port, None)
+    model.start()
+    try:
+        for run in range(runs):
+            floor = floor_server(model_port, free_port())
+            floor_health, _ = floor.start()
+            floor.stop()
+            for tree in trees:
+                port = free_port()
+                env = agent_env(model_port, port) | {"PYTHONPATH": tree}
+                agent = Server([sys.executable, "-m", "kora.cli", "agent"], env, port, "/ready", cwd=Path(tree))
+                try:
+                    health, ready = agent.start()
+                    time.sleep(1)
+                    at_ready = rss_mb(agent.pid)
+                    run_load(agent.port, first, 0, {}, sessions=FRESH)
+                    at_first = rss_mb(agent.pid)
+                    run_load(agent.port, total - first, first, {}, sessions=FRESH)
+                    at_total = rss_mb(agent.pid)
+                finally:
+                    agent.stop()
+                lines.append(
+                    f"bench rss run {run + 1} {tree}: start to /health {health:.2f} s, /ready {ready or 0:.2f} s "
+                    f"(floor's first answer {floor_health:.2f} s); RSS at /ready {at_ready:.1f} MB, after {first} "
+                    f"turns {at_first:.1f} MB, after {total} {at_total:.1f} MB (growth {at_total - at_first:+.1f} MB); "
+                    f"load average {os.getloadavg()[0]:.1f}"
+                )
+                print(lines[-1], flush=True)
+    finally:
+        model.stop()
+    return "\n".join(lines)
+
+
 def otlp_receiver() -> ThreadingHTTPServer:
     """An OTLP/HTTP receiver serving from a daemon thread of this process (``bench_telemetry._Receiver``: answers
     every export, counts them)."""
@@ -761,6 +803,17 @@ def main() -> None:
         action="store_true",
         help="an MCP tool-calling turn, agent against pydantic-ai's own floor (pydantic_ai_floor.py), ~1-2 min",
     )
+    parser.add_argument(
+        "--rss",
+        action="store_true",
+        help="RSS at /ready, after 5k and 20k text turns, start to /health and /ready; ~1 min a run and tree",
+    )
+    parser.add_argument(
+        "--trees",
+        default=str(ROOT),
+        help="--rss: comma-separated source trees to run the agent from, alternating (default: this one)",
+    )
+    parser.add_argument("--runs", type=int, default=3, help="alternating runs of --rss")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of --text-turn, --tracing, --first-content")
     parser.add_argument(
         "--before",
@@ -785,6 +838,9 @@ def main() -> None:
         return
     if args.text_turn:
         print(text_turn(rounds=args.rounds, turns=args.turns or 1000).line(), flush=True)
+        return
+    if args.rss:
+        rss_growth(args.trees.split(","), runs=args.runs)
         return
     if args.tracing:
         print(tracing_turn(rounds=args.rounds, turns=args.turns or 1000, before=args.before), flush=True)

@@ -14,8 +14,8 @@ Errors on ``/v1`` use OpenAI's body ``{"error": {"message", "type", "code"}}``: 
 502 when the model API fails, 504 when it times out, 503 while the agent is still starting; never a bare 500
 with a traceback (:mod:`kora.core.serving.errors`). Every request passes :class:`kora.core.limits.RequestLimits`
 first (``AGENT_MAX_REQUEST_BYTES``, JSON depth and number limits): refused in OpenAI's shape, or as a JSON-RPC
-error on ``POST /`` (:func:`kora.agent.a2a.routes.a2a_refusal`). The a2a-sdk, like the runtime, is imported after
-``/health`` answers (:mod:`kora.agent.a2a.lazy`).
+error on ``POST /`` (:func:`kora.agent.a2a.routes.a2a_refusal`). The a2a-sdk is imported by the first A2A request
+(:mod:`kora.agent.a2a.lazy`), or before ``/ready`` with the shared task store (``TASK_STORE_TYPE=postgres``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from kora.agent.routes.probes import add_probe_routes
 from kora.agent.routes.responses import add_responses_routes
 from kora.agent.routes.tools import add_tool_routes
 from kora.agent.settings import AgentSettings
-from kora.agent.state import AgentState, unused_packages
+from kora.agent.state import AgentState
+from kora.agent.unused import unused_packages
 from kora.core.imports import modules_absent
 from kora.core.limits import RequestLimits
 from kora.core.serving import install_error_handlers
@@ -50,8 +51,8 @@ if TYPE_CHECKING:
 def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI:
     """Build the agent server for ``settings``; ``memory`` defaults to the one the settings select.
 
-    The app's ``state.kora`` is its :class:`AgentState` and ``state.a2a`` its :class:`A2AServer` once loaded (in the
-    background after start-up, with the runtime: :class:`~kora.agent.a2a.lazy.LazyA2A`). Raises
+    The app's ``state.kora`` is its :class:`AgentState` and ``state.a2a`` its :class:`A2AServer` once loaded (by the
+    first A2A request, or before the runtime with the shared task store: :class:`~kora.agent.a2a.lazy.LazyA2A`). Raises
     ``ValueError`` when the memory settings cannot be served (e.g. ``MEMORY_STORE_ENDPOINT`` without the
     remote client).
     """
@@ -66,9 +67,9 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
             check_session=state.memory.check_access,
             check_memory=state.check_memory,
         )
-        state.attach = server.attach
-        # The HTTP+JSON binding's routes are the SDK's, so they join the route table once it has loaded (before
-        # /ready answers), after every other route: matching a chat request never tries a dozen REST patterns.
+        state.on_runtime(server.attach)
+        # The HTTP+JSON binding's routes are the SDK's, so they join the route table once it has loaded, after every
+        # other route: matching a chat request never tries a dozen REST patterns.
         server.add_rest_routes(app.router)
         app.state.a2a = server  # last: whoever sees it sees the whole route table
         return server
@@ -78,8 +79,10 @@ def create_app(settings: AgentSettings, memory: Memory | None = None) -> FastAPI
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await state.memory.start()
-        # The a2a-sdk, then the runtime, imported after /health answers; /ready waits for both.
-        state.begin(before=a2a.load)
+        # The runtime is imported after /health answers, and /ready waits for it. The a2a-sdk (~5 MB, ~0.3-0.6 s)
+        # is imported by the first A2A request, unless its server has work of its own from the start: the shared
+        # task store's (paused turns of A2A tasks in the approval journal, which the runtime loads as it starts).
+        state.begin(before=a2a.load if settings.task_store_type == "postgres" else None)
         try:
             yield
         finally:

@@ -22,6 +22,10 @@ or the first delegation); until then, and for a peer without a card, the peer's 
 Each delegated task is an ``invoke_agent {peer}`` CLIENT span (``gen_ai.agent.name`` the peer, ``kora.a2a.task_id``
 the peer's task, an error status when the answer is ``Error: ...``) whose trace context travels to the peer on the
 HTTP request, and a ``kora.agent.delegation.duration`` measurement (:mod:`kora.agent.telemetry`).
+
+The a2a-sdk's client is used through :mod:`kora.agent.delegation_a2a`, imported (off the event loop, without the
+SDK's unused extras: :data:`~kora.agent.unused.UNUSED_PACKAGES`) by the first card read or delegation: an agent
+without sub-agents never loads it.
 """
 
 from __future__ import annotations
@@ -29,42 +33,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
-from a2a.client import (
-    A2ACardResolver,
-    A2AClientError,
-    A2AClientTimeoutError,
-    AgentCardResolutionError,
-    ClientConfig,
-    create_client,
-)
-from a2a.client.client import Client, ClientCallContext
-from a2a.helpers.proto_helpers import get_message_text, new_text_part
-from a2a.types.a2a_pb2 import AgentCard, Message, Role, SendMessageRequest, Task, TaskState
-from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from pydantic_ai import FunctionToolset, RunContext, Tool
 from pydantic_ai.usage import RunUsage
 
-from kora.agent.budget import BUDGET_METADATA, SPENT_METADATA, Spend, TurnBudget
+from kora.agent.budget import TurnBudget
 from kora.agent.telemetry import SCOPE, record_delegation
 from kora.agent.turn import TurnDeps
+from kora.agent.unused import UNUSED_PACKAGES
+from kora.core.imports import DeferredImport
 from kora.core.openai_wire import parse_error_body
 from kora.core.protocol import (
     DELEGATED_BY_HEADER,
-    DELEGATED_BY_METADATA,
     DELEGATION_TASK_ARG,
     DELEGATION_TOOL_PREFIX,
     SESSION_HEADER,
     child_session_id,
 )
 
+if TYPE_CHECKING:
+    from a2a.client.client import Client
+    from a2a.types.a2a_pb2 import AgentCard
+
 _tracer = trace.get_tracer(SCOPE)
+
+#: The SDK's client, imported without the agent's unused extras: gRPC among them (its gRPC transport, which it
+#: imports whenever installed; delegation speaks JSON-RPC and HTTP+JSON).
+_SDK = DeferredImport("kora.agent.delegation_a2a", absent=UNUSED_PACKAGES)
 
 #: Skills of a peer its delegation tool's description lists at most, and characters of each skill's description.
 MAX_PEER_SKILLS = 8
@@ -152,11 +153,12 @@ class Delegation:
         again those that cannot be reached yet after :data:`CARD_RETRY_FIRST_SECONDS`, doubling up to
         :data:`CARD_RETRY_MAX_SECONDS`; returns once every peer answered (with a card or without). Run it as a
         background task and cancel it on shutdown."""
+        sdk = await self._sdk()
         delay = CARD_RETRY_FIRST_SECONDS
         while missing := [name for name in self._sub_agents if name not in self._clients]:
             for name in missing:
-                with contextlib.suppress(AgentCardResolutionError, A2AClientError, httpx.HTTPError):
-                    await self._a2a_client(name)
+                with contextlib.suppress(sdk.AgentCardResolutionError, sdk.A2AClientError, httpx.HTTPError):
+                    await self._a2a_client(sdk, name)
             if any(name not in self._clients for name in missing):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, CARD_RETRY_MAX_SECONDS)
@@ -227,19 +229,23 @@ class Delegation:
         usage: RunUsage | None,
     ) -> str:
         """The peer's answer, or ``Error: ...`` text (see :meth:`delegate`)."""
+        sdk = await self._sdk()
         try:
-            client = await self._a2a_client(name)
+            client = await self._a2a_client(sdk, name)
             if client is not None:
-                return await self._delegate_a2a(client, name, task, session, headers, span, budget, usage)
+                answer: str = await sdk.send_task(
+                    client, self._agent_name, name, task, session, headers, span, budget, usage
+                )
+                return answer
             return await self._delegate_chat(name, task, session, headers)
         except httpx.HTTPError as error:
             if isinstance(error, httpx.TimeoutException):
                 return self._timed_out(name)
             return f"Error: could not reach agent '{name}': {error or type(error).__name__}"
-        except A2AClientError as error:
+        except sdk.A2AClientError as error:
             # The SDK wraps httpx's errors: a timeout while fetching the card or awaiting the task is a peer that
             # accepted and did not answer in time, not one that could not be reached.
-            if isinstance(error, A2AClientTimeoutError) or isinstance(error.__cause__, httpx.TimeoutException):
+            if isinstance(error, sdk.A2AClientTimeoutError) or isinstance(error.__cause__, httpx.TimeoutException):
                 return self._timed_out(name)
             return f"Error: could not reach agent '{name}': {error}"
 
@@ -253,54 +259,29 @@ class Delegation:
     def _timed_out(self, name: str) -> str:
         return f"Error: agent '{name}' did not answer within {self._timeout:g} s."
 
-    async def _a2a_client(self, name: str) -> Client | None:
-        """The peer's A2A client, resolved from its card once; None when the peer serves no card.
+    @staticmethod
+    async def _sdk() -> ModuleType:
+        """:mod:`kora.agent.delegation_a2a`, imported on the first call (in a thread)."""
+        return await _SDK.load()
+
+    async def _a2a_client(self, sdk: ModuleType, name: str) -> Client | None:
+        """The peer's A2A client, resolved from its card once (``sdk``: :mod:`kora.agent.delegation_a2a`); None
+        when the peer serves no card.
 
         Raises ``AgentCardResolutionError`` when the peer cannot be reached at all (not cached: try again).
         """
         if name not in self._clients:
-            config = ClientConfig(streaming=False, httpx_client=self._client)
             try:
-                card = await A2ACardResolver(self._client, self._sub_agents[name]).get_agent_card()
-            except AgentCardResolutionError as error:
+                card, client = await sdk.peer_client(self._client, self._sub_agents[name])
+            except sdk.AgentCardResolutionError as error:
                 if error.status_code is None:
                     raise  # a network failure says nothing about whether the peer speaks A2A
                 self._clients[name] = None
             else:
-                self._clients[name] = await create_client(card, client_config=config)
+                self._clients[name] = client
                 if name in self._tools:
                     self._tools[name].description = peer_tool_description(name, card)
         return self._clients[name]
-
-    async def _delegate_a2a(
-        self,
-        client: Client,
-        name: str,
-        task: str,
-        session: str,
-        headers: dict[str, str],
-        span: Span,
-        budget: TurnBudget | None,
-        usage: RunUsage | None,
-    ) -> str:
-        message = Message(
-            role=Role.ROLE_USER, message_id=str(uuid.uuid4()), context_id=session, parts=[new_text_part(task)]
-        )
-        message.metadata.update({DELEGATED_BY_METADATA: self._agent_name})
-        if budget is not None and budget.limits.bounded:
-            message.metadata.update({BUDGET_METADATA: budget.remaining(usage or RunUsage()).to_metadata()})
-        # The SDK sends a call context's service parameters as HTTP headers of that request only.
-        context = ClientCallContext(service_parameters=headers) if headers else None
-        answer = ""
-        async for response in client.send_message(SendMessageRequest(message=message), context=context):
-            if response.HasField("message"):
-                answer = get_message_text(response.message)
-            elif response.HasField("task"):
-                span.set_attribute("kora.a2a.task_id", response.task.id)
-                answer = _task_answer(name, response.task)
-                if budget is not None and (spent := _task_spend(response.task)) is not None:
-                    budget.charge(spent)
-        return answer
 
     async def _delegate_chat(self, name: str, task: str, session: str, credential: dict[str, str]) -> str:
         url = self._sub_agents[name].rstrip("/") + "/v1/chat/completions"
@@ -314,23 +295,6 @@ class Delegation:
             return str(data["choices"][0]["message"]["content"] or "")
         except (ValueError, KeyError, IndexError, TypeError):
             return f"Error: agent '{name}' sent a response that is not a chat completion."
-
-
-def _task_answer(name: str, task: Task) -> str:
-    """The answer of a finished task: its artifacts' text, or ``Error: ...`` text when it did not complete."""
-    status_text = get_message_text(task.status.message) if task.status.HasField("message") else ""
-    if task.status.state != TaskState.TASK_STATE_COMPLETED:
-        state = TaskState.Name(task.status.state).removeprefix("TASK_STATE_").lower()
-        return f"Error: agent '{name}' ended the task {state}: {status_text or 'no reason given'}"
-    texts = [part.text for artifact in task.artifacts for part in artifact.parts if part.HasField("text")]
-    return "".join(texts) or status_text
-
-
-def _task_spend(task: Task) -> Spend | None:
-    """What a finished task reports it spent (``kora.spent`` on its status message); None when it says nothing."""
-    if not task.status.HasField("message") or SPENT_METADATA not in task.status.message.metadata:
-        return None
-    return Spend.from_metadata(MessageToDict(task.status.message.metadata).get(SPENT_METADATA))
 
 
 def _error_message(response: httpx.Response) -> str:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from kora.agent.identity import IdentityResolver
 from kora.agent.routes.background import BackgroundResponses
 from kora.agent.settings import AgentSettings
+from kora.agent.unused import unused_packages
 from kora.core.errors import Unavailable
 from kora.core.imports import import_without
 from kora.core.serving import Lifecycle, Readiness, StartupText
@@ -36,20 +37,6 @@ STARTUP_TEXT = StartupText(
     subject="The agent", starting="agent runtime is still loading", failed="agent runtime failed to start"
 )
 
-#: Optional packages the agent's libraries import whenever they are installed and the agent never uses: gRPC (the
-#: a2a-sdk's gRPC server handler and client transport; the agent speaks JSON-RPC and HTTP+JSON, and an OTLP gRPC
-#: exporter has imported it before), ``rich`` and ``pygments`` (httpx's command-line client), ``h2`` (HTTP/2 in
-#: httpcore2, which pydantic-ai imports; the agent's clients speak HTTP/1.1) and ``pydantic.v1`` (FastAPI imports it
-#: to ask whether a route's types are v1 models; none is). ~20 MB of RSS.
-UNUSED_PACKAGES = ("grpc", "rich", "pygments", "h2", "pydantic.v1")
-
-
-def unused_packages(settings: AgentSettings) -> tuple[str, ...]:
-    """The packages the agent's routes are built and its deferred imports (the a2a-sdk, the runtime) made without
-    (:func:`~kora.core.imports.modules_absent`): :data:`UNUSED_PACKAGES`, and SQLAlchemy (the SDK's database task
-    store, ~16 MB) unless ``TASK_STORE_TYPE=postgres``."""
-    return UNUSED_PACKAGES if settings.task_store_type == "postgres" else (*UNUSED_PACKAGES, "sqlalchemy")
-
 
 class AgentState:
     """What the routes share: settings, memory, the resolver of users' identities, and the runtime once it has
@@ -67,8 +54,10 @@ class AgentState:
         #: The background responses (``POST /v1/responses`` with ``background: true``) running in this process.
         self.background = BackgroundResponses(memory)
         self._before: Callable[[], Awaitable[None]] | None = None
-        #: Called with the runtime before it starts (the A2A server attaches its approval journal and task resumer).
-        self.attach: Callable[[AgentRuntime], None] | None = None
+        #: Called with the runtime once it is built (:meth:`on_runtime`).
+        self._attach: Callable[[AgentRuntime], None] | None = None
+        #: The runtime as built, before it has started (``runtime`` is set once it has).
+        self._built: AgentRuntime | None = None
         self.lifecycle = Lifecycle(self._start, STARTUP_TEXT)
 
     @property
@@ -91,8 +80,9 @@ class AgentState:
             await self._before()
         module = await asyncio.to_thread(import_without, "kora.agent.runtime", unused_packages(self.settings))
         runtime: AgentRuntime = module.AgentRuntime(self.settings, self.memory)
-        if self.attach is not None:
-            self.attach(runtime)
+        self._built = runtime
+        if self._attach is not None:
+            self._attach(runtime)
         await runtime.start()
         self.runtime = runtime
         # What start-up built (pydantic-ai, schemas, toolsets) lives as long as the process. Frozen, it is no
@@ -106,6 +96,16 @@ class AgentState:
         # collection sees them. Measured (GC callbacks, 9000 text turns at concurrency 16): 0.065 ms of collections
         # a turn at 700, 0.017 ms at 5000; RSS after the load the same (113 MB).
         gc.set_threshold(YOUNG_GENERATION_THRESHOLD, *gc.get_threshold()[1:])
+
+    def on_runtime(self, attach: Callable[[AgentRuntime], None]) -> None:
+        """Call ``attach`` with the runtime: at once if it has been built, else as soon as it is, before it starts
+        (the A2A server attaches its approval journal and task resumer; one ``attach``, the last given). A runtime
+        that already started gets it after its start: only the shared task store's journal, whose A2A server is
+        built before the runtime, must be attached before."""
+        if self._built is not None:
+            attach(self._built)
+        else:
+            self._attach = attach
 
     async def wait_runtime(self) -> AgentRuntime:
         """The runtime, waiting up to :data:`~kora.core.serving.STARTUP_WAIT_SECONDS` for it to load.

@@ -76,10 +76,11 @@ def import_without(module: str, absent: Iterable[str]) -> ModuleType:
 
 class DeferredImport:
     """The module named ``name``, imported on the first :meth:`load` (by name, so no import graph holds the
-    importer to it)."""
+    importer to it) while the packages ``absent`` cannot be imported (:func:`import_without`)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, absent: Iterable[str] = ()) -> None:
         self.name = name
+        self._absent = tuple(absent)
         self._module: ModuleType | None = None
 
     async def load(self) -> ModuleType:
@@ -87,5 +88,5 @@ class DeferredImport:
         meanwhile (callers that come while it imports wait for the same import: Python's import lock). Raises
         what the import raises."""
         if self._module is None:
-            self._module = await asyncio.to_thread(importlib.import_module, self.name)
+            self._module = await asyncio.to_thread(import_without, self.name, self._absent)
         return self._module

@@ -113,7 +113,7 @@ async def test_an_internal_failure_is_an_internal_error_not_a_traceback(agent, h
         raise RuntimeError("boom")
 
     # The handler is the SDK's; make it fail the way an unexpected bug would.
-    monkeypatch.setattr(agent.server.app.state.a2a.handler, "on_get_task", explode)
+    monkeypatch.setattr(agent.a2a_server().handler, "on_get_task", explode)
     answer = (await http.post("/", json=rpc_body("tasks/get", {"id": "x"}))).json()
     assert answer["error"]["code"] == -32603
 

@@ -3,6 +3,7 @@ server may hold the shared task store's pool and engine, which nothing else clos
 
 from __future__ import annotations
 
+import asyncio
 from types import ModuleType
 from typing import TYPE_CHECKING, cast
 
@@ -48,3 +49,37 @@ async def test_a_server_that_failed_to_start_is_still_closed(built_before_load: 
         await lazy.wait()
     await lazy.close()
     assert server.closed == 1
+
+
+class Started:
+    """An :class:`~kora.agent.a2a.routes.A2AServer` as far as :class:`LazyA2A` sees one: ``start`` counted."""
+
+    def __init__(self) -> None:
+        self.started = 0
+
+    async def start(self) -> None:
+        self.started += 1
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_the_first_request_loads_the_server_once_for_every_request_that_waits() -> None:
+    # No start-up load: the requests that come first start it, and share it.
+    server = Started()
+    builds: list[ModuleType] = []
+
+    def build(module: ModuleType) -> A2AServer:
+        builds.append(module)
+        return cast("A2AServer", server)
+
+    lazy = LazyA2A(build)
+    assert lazy.server is None
+    first, second = await asyncio.gather(lazy.wait(), lazy.wait())
+    assert first is second is server
+    assert [module.__name__ for module in builds] == ["kora.agent.a2a.routes"]
+    assert server.started == 1
+    assert await lazy.wait() is server
+    await lazy.load()  # a start-up load after the first request's waits for that one: nothing built or started again
+    assert len(builds) == 1
+    assert server.started == 1

@@ -605,7 +605,7 @@ async def test_a_delegation_named_agents_peer_waits_and_runs_once_approved(model
         answer = ask(parent, "p")
         [call] = answer.choices[0].message.tool_calls
         assert call.model_dump()["kora_approval"]["target"] == "agents/child"
-        assert len(child.server.app.state.a2a.store) == 0  # nothing delegated yet
+        assert len(child.a2a_server().store) == 0  # nothing delegated yet
         done = continue_chat(parent, "p", follow_up(answer, {"decision": "approve"}))
         assert done.choices[0].message.content == "The child counted."
         assert len(child.server.app.state.a2a.store) == 1

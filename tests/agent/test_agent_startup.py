@@ -1,6 +1,6 @@
-"""Start-up order of the agent server: ``/health`` needs only the app, so the a2a-sdk and the runtime
-(pydantic-ai) are imported after it answers; the A2A routes and ``/ready`` wait for them. ``openai`` (the Responses
-answers' types) is imported by the first Responses request only. Once loaded, the agent
+"""Start-up order of the agent server: ``/health`` needs only the app, so the runtime (pydantic-ai) is imported after
+it answers and ``/ready`` waits for it; the a2a-sdk is imported by the first A2A request, which waits for it.
+``openai`` (the Responses answers' types) is imported by the first Responses request only. Once loaded, the agent
 holds none of the optional packages its libraries import whenever installed and it never uses (gRPC, SQLAlchemy
 without the shared task store, httpx's command-line client, HTTP/2, ``pydantic.v1``) and, without sub-agents, no
 delegation client (httpx's transport).
@@ -49,15 +49,35 @@ UNUSED = ("grpc", "sqlalchemy", "rich", "pygments", "h2", "hpack", "pydantic.v1"
 
 LOAD_APP = """
 import asyncio
+import gc
 import sys
 from kora.agent.app import create_app
 from kora.agent.settings import AgentSettings
+
+async def get(app, path: str) -> int:
+    # One ASGI request, no HTTP client: the test also counts what a client library would import.
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": path, "raw_path": path.encode(), "query_string": b"",
+             "headers": [(b"host", b"agent")], "http_version": "1.1", "scheme": "http", "root_path": "",
+             "server": ("agent", 80), "client": ("127.0.0.1", 1), "app": app}
+    await app(scope, receive, send)
+    return sent[0]["status"]
 
 async def main() -> None:
     app = create_app(AgentSettings(agent_name="a", model_api_url="http://127.0.0.1:9/v1", model_name="m"))
     async with app.router.lifespan_context(app):
         await app.state.kora.wait_runtime()
-        print(type(app.state.a2a).__name__, type(app.state.kora.runtime).__name__)
+        print(type(app.state.kora.runtime).__name__, "a2a" in sys.modules, hasattr(app.state, "a2a"))
+        frozen = gc.get_freeze_count()
+        status = await get(app, "/.well-known/agent.json")
+        print(status, type(app.state.a2a).__name__, gc.get_freeze_count() > frozen)
         print(" ".join(sorted(sys.modules)))
 
 asyncio.run(main())
@@ -65,9 +85,11 @@ asyncio.run(main())
 
 
 def test_a_loaded_agent_holds_no_optional_package_it_does_not_use() -> None:
+    # Nor the a2a-sdk until the first A2A request (the card's), which loads it and is answered.
     done = subprocess.run([sys.executable, "-c", LOAD_APP], capture_output=True, text=True, timeout=120, check=True)
-    built, imported = (done.stdout + "\n").split("\n")[:2]
-    assert built == "A2AServer AgentRuntime", done.stdout + done.stderr
+    loaded, built, imported = (done.stdout + "\n\n").split("\n")[:3]
+    assert loaded == "AgentRuntime False False", done.stdout + done.stderr
+    assert built == "200 A2AServer True", done.stdout + done.stderr  # what it imported frozen, as start-up's
     assert "pydantic_ai" in imported.split(), imported  # the runtime did load
     held = [name for name in imported.split() if any(name == un or name.startswith(un + ".") for un in UNUSED)]
     assert held == [], held
@@ -119,6 +141,37 @@ def test_openai_is_imported_by_the_first_responses_request_only() -> None:
     assert statuses == "200 200 200", done.stdout + done.stderr
     assert text == "You said: hello", done.stdout
     assert held == "[False, False, True]", done.stdout
+
+
+SERVE_COMMAND = """
+import sys
+from kora.agent.cli import build_server, cli  # what `kora agent` imports
+from kora.agent.settings import AgentSettings
+from kora.core.command import run_command
+
+run_command(lambda: 0, [], "kora agent")  # how `kora agent` (no arguments) is run
+app, telemetry = build_server(AgentSettings(agent_name="a", model_api_url="http://127.0.0.1:9/v1", model_name="m"))
+print(" ".join(sorted(name for name in sys.modules if name in {unused!r})))
+print(telemetry.resource.attributes.get("process.owner") is not None)
+"""
+
+#: What ``kora agent`` imports to serve, besides the app's own (:data:`UNUSED`), and must not hold: Typer (no
+#: arguments to parse), uvicorn's reloader, FastAPI's e-mail validator and, without an opt-in resource detector, psutil.
+UNUSED_TO_SERVE = ("typer", "watchfiles", "email_validator", "psutil")
+
+
+@pytest.mark.parametrize("detectors", ["", "process"])
+def test_kora_agent_imports_what_it_does_not_use_only_when_asked(detectors: str) -> None:
+    # `kora agent` takes no arguments (nothing for Typer to parse), serves an app object (nothing to reload) whose
+    # OpenAPI document names no contact; psutil only for the SDK's process detector, which then reads it.
+    env = clean_env(OTEL_EXPERIMENTAL_RESOURCE_DETECTORS=detectors)
+    script = SERVE_COMMAND.format(unused=UNUSED_TO_SERVE)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True, env=env
+    )
+    held, owner = (done.stdout + "\n\n").split("\n")[:2]
+    assert held.split() == (["psutil"] if detectors else []), done.stdout + done.stderr
+    assert owner == str(bool(detectors)), done.stdout + done.stderr
 
 
 def test_the_app_that_answers_health_imports_neither_the_a2a_sdk_nor_the_runtime_nor_openai() -> None:

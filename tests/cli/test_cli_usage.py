@@ -175,3 +175,26 @@ def test_kora_up_on_a_taken_port_says_how_to_choose_another(tmp_path: Path, caps
     err = capsys.readouterr().err
     assert err.startswith(f"kora up: cannot listen on 127.0.0.1:{port}: ")
     assert err.rstrip().endswith("; choose another port with --port N (--port 0: any free one)")
+
+
+def test_a_command_without_parameters_given_no_arguments_is_called_as_it_is() -> None:
+    # Typer is not asked (nothing to parse); the code, an exception and Ctrl-C come out as through Typer.
+    from kora.core.command import EXIT_INTERRUPTED, run_command
+
+    def answers() -> int:
+        """Answer."""
+        return 7
+
+    def fails() -> int:
+        """Fail."""
+        raise ValueError("boom")
+
+    def interrupted() -> int:
+        """Be interrupted."""
+        raise KeyboardInterrupt
+
+    assert run_command(answers, [], "kora x") == 7
+    with pytest.raises(ValueError, match="boom"):
+        run_command(fails, [], "kora x")
+    assert run_command(interrupted, [], "kora x") == EXIT_INTERRUPTED
+    assert run_command(answers, ["--help"], "kora x") == 0  # arguments still go through Typer

@@ -91,3 +91,12 @@ def test_a_deferred_module_is_imported_by_its_first_load_only(packages: Path) ->
     first, second = asyncio.run(load_twice())
     assert first is second is sys.modules["kora_test_extra"]
     assert first.VALUE == 1
+
+
+def test_a_deferred_module_is_imported_without_the_packages_it_names_absent(packages: Path) -> None:
+    # kora_test_user takes its no-extra path; the extra itself can still be imported afterwards.
+    deferred = DeferredImport("kora_test_user", absent=["kora_test_extra"])
+    user = asyncio.run(deferred.load())
+    assert user.kora_test_extra is None
+    assert "kora_test_extra" not in sys.modules
+    assert not any(type(finder).__name__ == "_Absent" for finder in sys.meta_path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import openai
@@ -20,6 +20,9 @@ from tests.support.eventually import eventually
 from tests.support.memory import AGENT_TOKEN
 from tests.support.scripted_server import ScriptedModelServer
 from tests.support.threaded import ThreadedServer
+
+if TYPE_CHECKING:
+    from kora.agent.a2a.routes import A2AServer
 
 #: The operator token (``AGENT_ADMIN_TOKEN``) of every test agent, and the headers that send it.
 OPERATOR_TOKEN = "test-agent-operator-token"
@@ -45,6 +48,12 @@ class RunningAgent:
         """GET ``path``; the memory endpoints as the operator (:data:`OPERATOR`), who sees every session."""
         headers = OPERATOR if path.startswith("/memory/") else {}
         return httpx.get(f"{self.url}{path}", params=params, headers=headers, timeout=10)
+
+    def a2a_server(self) -> A2AServer:
+        """The agent's A2A server, loaded by a first A2A request (the card's) if no A2A request came before."""
+        assert self.get("/.well-known/agent.json").status_code == 200
+        server: A2AServer = self.server.app.state.a2a
+        return server
 
     def events(self, session_id: str | None = None) -> list[dict[str, Any]]:
         params = {"session_id": session_id} if session_id else {}

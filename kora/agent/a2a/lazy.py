@@ -1,19 +1,22 @@
 """A2A's routes on the agent server (the card and ``POST /``) before the a2a-sdk has loaded.
 
-Importing the SDK (its request handlers, the 0.3 compatibility types, protobuf) takes ~0.3-0.6 s, which would
-delay ``/health``. So the app adds the card routes and ``POST /`` from here, and :meth:`LazyA2A.load` imports
-:mod:`kora.agent.a2a.routes` in a thread after the server answers ``/health``, then builds the
-:class:`~kora.agent.a2a.routes.A2AServer`. A request that arrives before that waits for it (up to
-:data:`~kora.core.serving.STARTUP_WAIT_SECONDS`; then 503, as any request that needs the runtime). The HTTP+JSON
-binding's routes are the SDK's: they join the route table once it has loaded (before ``/ready`` answers); a request
-to one of its paths before then waits for the load in :class:`WaitingRestRoute` and is then routed again. This
-module imports nothing of the SDK.
+Importing the SDK (its request handlers, the 0.3 compatibility types, protobuf) takes ~0.3-0.6 s and holds ~5 MB,
+which an agent nobody asks over A2A never uses. So the app adds the card routes and ``POST /`` from here, and
+:meth:`LazyA2A.load` imports :mod:`kora.agent.a2a.routes` in a thread, then builds the
+:class:`~kora.agent.a2a.routes.A2AServer`: on the first A2A request (:meth:`LazyA2A.wait` starts it; that request
+and those that come meanwhile wait for it, up to :data:`~kora.core.serving.STARTUP_WAIT_SECONDS`, then 503 as any
+request that needs the runtime), or before ``/ready`` for an agent whose A2A server has background work (the shared
+task store: the app awaits :meth:`LazyA2A.load` at start-up). The HTTP+JSON binding's routes are the SDK's: they
+join the route table once it has loaded; a request to one of its paths before then starts the load, waits for it in
+:class:`WaitingRestRoute` and is then routed again. This module imports nothing of the SDK.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
+import logging
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -35,6 +38,8 @@ from kora.core.telemetry.routing import NamedRoute
 if TYPE_CHECKING:
     from kora.agent.a2a.routes import A2AServer
 
+log = logging.getLogger("kora.agent")
+
 #: The module that brings the SDK.
 ROUTES_MODULE = "kora.agent.a2a.routes"
 
@@ -54,7 +59,7 @@ class LazyA2A:
     """The agent's :class:`~kora.agent.a2a.routes.A2AServer`, built by ``build(module)`` (``module`` being
     :mod:`kora.agent.a2a.routes`) once :meth:`load` has imported it; ``server`` is ``None`` until then (and
     again when it failed to start). The SDK is imported and the server built without the packages ``unused``
-    (:func:`~kora.core.imports.modules_absent`, e.g. :func:`kora.agent.state.unused_packages`)."""
+    (:func:`~kora.core.imports.modules_absent`, e.g. :func:`kora.agent.unused.unused_packages`)."""
 
     def __init__(self, build: Callable[[ModuleType], A2AServer], unused: tuple[str, ...] = ()) -> None:
         self._build = build
@@ -65,6 +70,8 @@ class LazyA2A:
         self._built: A2AServer | None = None
         self._done = asyncio.Event()
         self._error: str | None = None
+        #: The load, once :meth:`load` or :meth:`start_loading` has started it.
+        self._loading: asyncio.Task[None] | None = None
 
     def load_now(self) -> None:
         """Import the SDK and build the server at once, before the server answers anything: for an agent whose A2A
@@ -76,13 +83,30 @@ class LazyA2A:
 
     async def load(self) -> None:
         """Import the SDK (in a thread, so the server keeps answering) and build the server, unless
-        :meth:`load_now` did; then start its background work (the shared task store's). Raises what the import,
-        the build or the start raised, after recording it for the requests that wait."""
+        :meth:`load_now` did; then start its background work (the shared task store's). Only the first call (or
+        :meth:`start_loading`) loads; a later one waits for that load. Raises what the import, the build or the
+        start raised, after recording it for the requests that wait."""
+        if self._loading is None:
+            self._loading = asyncio.get_running_loop().create_task(self._load(), name="a2a-sdk load")
+        # Shielded: a caller cancelled while it waits (a start-up cut short) leaves the load to close().
+        await asyncio.shield(self._loading)
+
+    def start_loading(self) -> None:
+        """Start :meth:`load` in the background unless it has started: the first A2A request's. A failure is
+        logged here and answered to the requests that wait (:meth:`wait`)."""
+        if self._loading is None:
+            self._loading = asyncio.get_running_loop().create_task(self._load(), name="a2a-sdk load")
+            self._loading.add_done_callback(_log_failure)
+
+    async def _load(self) -> None:
         try:
             if self.server is None:
                 module = await asyncio.to_thread(import_without, ROUTES_MODULE, self._unused)
                 with modules_absent(self._unused):
                     self.server = self._built = self._build(module)
+                # What the import brought (~250 modules' objects) lives as long as the process: frozen, as what
+                # start-up built is (kora.agent.state), so full collections under load do not walk it.
+                gc.freeze()
             await self.server.start()
         except Exception as error:
             self._error = f"{type(error).__name__}: {error}"
@@ -92,10 +116,12 @@ class LazyA2A:
             self._done.set()
 
     async def wait(self) -> A2AServer:
-        """The server, waiting for :meth:`load`; :class:`~kora.core.errors.Unavailable` (503) when it has not
-        loaded in time (``starting``) or failed to (``startup_failed``)."""
+        """The server, starting :meth:`load` if nothing has (:meth:`start_loading`) and waiting for it;
+        :class:`~kora.core.errors.Unavailable` (503) when it has not loaded in time (``starting``) or failed to
+        (``startup_failed``)."""
         if self.server is not None:
             return self.server
+        self.start_loading()
         try:
             await asyncio.wait_for(self._done.wait(), STARTUP_WAIT_SECONDS)
         except TimeoutError:
@@ -120,9 +146,18 @@ class LazyA2A:
 
     async def close(self) -> None:
         """Cancel tasks still running and close what the server holds (server shutdown), if it was built, whether
-        or not it started."""
+        or not it started; a load still running is cancelled first."""
+        if self._loading is not None and not self._loading.done():
+            self._loading.cancel()
+            await asyncio.gather(self._loading, return_exceptions=True)
         if self._built is not None:
             await self._built.close()
+
+
+def _log_failure(load: asyncio.Task[None]) -> None:
+    """Log why a load no caller awaits (:meth:`LazyA2A.start_loading`) failed."""
+    if not load.cancelled() and (error := load.exception()) is not None:
+        log.error("the A2A server failed to start: %s", error, exc_info=error)
 
 
 class WaitingRestRoute(BaseRoute):
