@@ -43,6 +43,9 @@ from a2a.types.a2a_pb2 import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import InternalError
+from google.protobuf.json_format import MessageToDict
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from psycopg_pool import PoolClosed
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -417,6 +420,32 @@ def test_the_row_codec_writes_the_sdks_columns_and_converts_each_message_once():
         codec.item(Message(role=Role.ROLE_USER, message_id=f"m{n}", parts=[Part(text="x" * 100)]))
     assert codec._chars <= 10_000
     assert len(codec._known) < 200
+
+
+_STRUCT_VALUES = st.none() | st.booleans() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    state=st.sampled_from([*TaskState.values(), 99]),  # 99: a state of a later protocol version
+    text=st.none() | st.text(max_size=20),
+    metadata=st.dictionaries(st.text(max_size=8), _STRUCT_VALUES, max_size=3),
+    timestamp=st.none() | st.tuples(st.integers(0, 253402300799), st.integers(0, 999_999_999)),
+)
+def test_the_row_codec_converts_a_status_as_message_to_dict_does(state, text, metadata, timestamp):
+    status = TaskStatus(state=state)
+    if text is not None:
+        status.message.CopyFrom(Message(role=Role.ROLE_AGENT, message_id="m", parts=[Part(text=text)]))
+        status.message.metadata.update(metadata)
+    if timestamp is not None:
+        status.timestamp.seconds, status.timestamp.nanos = timestamp
+    codec = task_rows.RowCodec()
+    converted = codec.status(status)
+    # The SDK's conversion, member for member and in its order.
+    assert list(json.loads(converted).items()) == list(MessageToDict(status).items())
+    assert codec.status(status) == converted
+    if text is not None:  # the message is remembered: the history converts it no more on the task's next turn
+        assert (Message.DESCRIPTOR.full_name, status.message.SerializeToString(deterministic=True)) in codec._known
 
 
 async def test_a_turns_first_write_takes_its_lease_in_the_same_statement(shared, memory_db):

@@ -83,7 +83,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from a2a.server.cluster import TaskVersion
 from a2a.server.models import TaskModel
-from a2a.types.a2a_pb2 import Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
+from a2a.types.a2a_pb2 import Task, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent
 from a2a.utils.proto_utils import to_stream_response
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 
@@ -151,12 +151,23 @@ def _dumps(value: object) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+_STATUS_STATE = TaskStatus.DESCRIPTOR.fields_by_name["state"]
+#: The fields of a status that :meth:`RowCodec.status` converts one by one (state, message, timestamp) -> the
+#: start of their JSON member: the field's JSON name (as ``MessageToDict`` names it) and the colon.
+_STATUS_KEYS = {
+    field.name: _dumps(field.json_name) + ":"
+    for field in TaskStatus.DESCRIPTOR.fields
+    if field.name in {"state", "message", "timestamp"}
+}
+
+
 class RowCodec:
     """A task's JSON columns as the SDK stores them (its default conversion,
     :meth:`~a2a.server.tasks.DatabaseTaskStore._to_orm`: ``MessageToDict`` of the status, of each artifact and of
-    each history message, the metadata's ``MessageToDict`` or NULL), as JSON text, with each history message and
-    artifact converted once: a task's every change stores its whole history and artifacts again, and those do not
-    change once added. They are remembered by their serialized bytes (so an artifact extended by a chunk is
+    each history message, the metadata's ``MessageToDict`` or NULL), as JSON text, with each history message,
+    artifact and status message converted once: a task's every change stores its whole history and artifacts
+    again, and those do not change once added; a turn's answer (its final status's message) moves into the history
+    on the task's next turn. They are remembered by their serialized bytes (so an artifact extended by a chunk is
     converted anew), the most recent first, at most :data:`CODEC_MAX_CHARS` of bytes and text in all."""
 
     def __init__(self, max_chars: int = CODEC_MAX_CHARS) -> None:
@@ -164,6 +175,8 @@ class RowCodec:
         self._chars = 0
         #: (message type name, serialized bytes) -> its JSON text, least recently used first.
         self._known: OrderedDict[tuple[str, bytes], str] = OrderedDict()
+        #: A status's state (its enum number) -> the state's JSON value, as ``MessageToDict`` of the status has it.
+        self._states: dict[int, str] = {}
 
     def item(self, message: ProtoMessage) -> str:
         """``MessageToDict(message)`` as JSON text, converted at most once while remembered."""
@@ -182,10 +195,34 @@ class RowCodec:
                 self._chars -= len(old) + len(old_text)
         return text
 
+    def status(self, status: TaskStatus) -> str:
+        """``MessageToDict(status)`` as JSON text: the JSON object of its fields (in field-number order, as
+        ``MessageToDict`` has them), each converted on its own by ``MessageToDict``: its message as an :meth:`item`,
+        its state once per state, its timestamp each time. A status with a field of another name (a later protocol
+        version's) is converted whole."""
+        members = []
+        for field, value in status.ListFields():
+            name = _STATUS_KEYS.get(field.name)
+            if name is None:
+                return _dumps(MessageToDict(status))
+            if field.name == "message":
+                text = self.item(value)
+            elif field.name == "timestamp":
+                text = _dumps(MessageToDict(value))
+            else:
+                text = self._states.get(value) or self._state(value)
+            members.append(name + text)
+        return "{" + ",".join(members) + "}"
+
+    def _state(self, state: int) -> str:
+        text = _dumps(MessageToDict(TaskStatus(state=state))[_STATUS_STATE.json_name])  # type: ignore[arg-type]
+        self._states[state] = text
+        return text
+
     def columns(self, task: Task) -> tuple[str, str, str, str | None]:
         """``task``'s status, artifacts, history and metadata columns (metadata None when it has no fields)."""
         return (
-            _dumps(MessageToDict(task.status)),
+            self.status(task.status),
             "[" + ",".join(self.item(artifact) for artifact in task.artifacts) + "]",
             "[" + ",".join(self.item(message) for message in task.history) + "]",
             _dumps(MessageToDict(task.metadata)) if task.metadata.fields else None,
