@@ -130,11 +130,11 @@ _LEASES = f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.task_leases (
 )"""
 #: The stored names of the terminal states (the SDK stores a status as protobuf JSON).
 _FINISHED_NAMES = tuple(TaskState.Name(state) for state in FINISHED_STATES)
-#: Deletes the finished tasks last changed more than ``:keep`` seconds ago, with their versions, events and push
+#: Deletes the finished tasks last changed more than ``keep`` seconds ago, with their versions, events and push
 #: configurations (``last_updated`` is a UTC time without zone).
 _RETIRE = f"""WITH gone AS (
     DELETE FROM tasks
-    WHERE last_updated < (now() AT TIME ZONE 'UTC') - make_interval(secs => :keep)
+    WHERE last_updated < (now() AT TIME ZONE 'UTC') - make_interval(secs => %(keep)s)
       AND status->>'state' IN ({", ".join(f"'{name}'" for name in _FINISHED_NAMES)})
     RETURNING id
 ), versions AS (
@@ -145,14 +145,14 @@ _RETIRE = f"""WITH gone AS (
     DELETE FROM push_notification_configs WHERE task_id IN (SELECT id FROM gone)
 )
 SELECT count(*) FROM gone"""
-#: Deletes the paused turns, of every agent of the database, whose last call expired more than ``:keep`` seconds
-#: ago (``expires_at``: seconds since the epoch, in the record; ``:keep`` the retention, at least
+#: Deletes the paused turns, of every agent of the database, whose last call expired more than ``keep`` seconds
+#: ago (``expires_at``: seconds since the epoch, in the record; ``keep`` the retention, at least
 #: :data:`PAUSED_RETENTION_FLOOR_SECONDS`). A replica of the turn's agent resumes it when its first call expires, or
 #: as it starts when that time passed meanwhile; a turn still kept that long after is no running agent's: its Agent
 #: was deleted, or none of its replicas ran for the whole retention.
 _RETIRE_PAUSED = f"""DELETE FROM {SCHEMA}.paused_turns AS p
 WHERE (SELECT max((a->>'expires_at')::float8) FROM jsonb_array_elements(p.record->'approvals') AS a)
-      < extract(epoch FROM now()) - :keep"""
+      < extract(epoch FROM now()) - %(keep)s"""
 #: The least time paused turns are kept after their calls expired, whatever the retention of finished tasks: a
 #: replica of their agent takes an expired turn at once, and a short retention must not delete it first.
 PAUSED_RETENTION_FLOOR_SECONDS = 3600.0
@@ -705,7 +705,8 @@ class SharedTasks:
 
     async def _lease_loop(self) -> None:
         """Every third of the lease: renew the leases of the turns running here, end the tasks whose lease ran out,
-        and delete the finished tasks and the paused turns of no running agent past their retention."""
+        and delete the finished tasks and the paused turns of no running agent past their retention. Each statement
+        on the hot path's pool (autocommit), not retried: the next pass does it again."""
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
             try:
@@ -713,7 +714,7 @@ class SharedTasks:
                 await self._stop_canceled()
                 await self._expire()
                 await self._retire()
-            except (SQLAlchemyError, OSError) as error:
+            except (psycopg.Error, SQLAlchemyError, OSError) as error:
                 log.warning("task store: lease renewal failed (%s); retrying", error)
             except Exception:  # the loop must outlive any one failure: without it, live turns would lose their leases
                 log.exception("task store: lease loop pass failed; retrying")
@@ -722,12 +723,10 @@ class SharedTasks:
         running = list(self.executor.running) if self.executor is not None else []
         if not running:
             return
-        async with self.engine.begin() as connection:
+        async with self.pool.connection() as connection:
             await connection.execute(
-                text(
-                    "UPDATE task_leases SET expires_at = now() + make_interval(secs => :lease) "
-                    "WHERE replica = :replica AND task_id = ANY(:ids)"
-                ),
+                "UPDATE task_leases SET expires_at = now() + make_interval(secs => %(lease)s) "
+                "WHERE replica = %(replica)s AND task_id = ANY(%(ids)s)",
                 {"lease": self.lease_seconds, "replica": self.replica, "ids": running},
             )
 
@@ -737,22 +736,22 @@ class SharedTasks:
         running = list(self.executor.running) if self.executor is not None else []
         if not running:
             return
-        async with self.engine.connect() as connection:
-            canceled = await connection.execute(
-                text("SELECT id FROM tasks WHERE id = ANY(:ids) AND status->>'state' = 'TASK_STATE_CANCELED'"),
+        async with self.pool.connection() as connection:
+            cursor = await connection.execute(
+                "SELECT id FROM tasks WHERE id = ANY(%(ids)s) AND status->>'state' = 'TASK_STATE_CANCELED'",
                 {"ids": running},
             )
-            for (task_id,) in canceled.all():
-                if self.executor is not None and self.executor.stop(task_id):
-                    log.info("task %s canceled on another replica (found stored): its turn is stopped", task_id)
+            canceled = await cursor.fetchall()
+        for (task_id,) in canceled:
+            if self.executor is not None and self.executor.stop(task_id):
+                log.info("task %s canceled on another replica (found stored): its turn is stopped", task_id)
 
     async def _expire(self) -> None:
-        async with self.engine.begin() as connection:
-            expired = (
-                await connection.execute(
-                    text("DELETE FROM task_leases WHERE expires_at < now() RETURNING task_id, owner")
-                )
-            ).all()
+        async with self.pool.connection() as connection:
+            cursor = await connection.execute(
+                "DELETE FROM task_leases WHERE expires_at < now() RETURNING task_id, owner"
+            )
+            expired = await cursor.fetchall()
         for task_id, owner in expired:  # their leases are gone: each is failed here or by no one
             try:
                 await self._fail_abandoned(task_id, owner)
@@ -760,10 +759,11 @@ class SharedTasks:
                 log.exception("task %s: its lease expired, and storing it failed raised", task_id)
 
     async def _retire(self) -> None:
-        async with self.engine.begin() as connection:
-            deleted = (await connection.execute(text(_RETIRE), {"keep": self.retention_seconds})).scalar_one()
-            kept = max(self.retention_seconds, PAUSED_RETENTION_FLOOR_SECONDS)
-            paused = (await connection.execute(text(_RETIRE_PAUSED), {"keep": kept})).rowcount
+        kept = max(self.retention_seconds, PAUSED_RETENTION_FLOOR_SECONDS)
+        async with self.pool.connection() as connection, connection.transaction():
+            row = await (await connection.execute(_RETIRE, {"keep": self.retention_seconds})).fetchone()
+            deleted = int(row[0]) if row is not None else 0
+            paused = (await connection.execute(_RETIRE_PAUSED, {"keep": kept})).rowcount
         if deleted:
             log.info("task store: deleted %d finished tasks past their retention", deleted)
         if paused:
