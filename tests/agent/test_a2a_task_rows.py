@@ -43,6 +43,9 @@ from a2a.types.a2a_pb2 import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import InternalError
+from google.protobuf.json_format import MessageToDict
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from psycopg_pool import PoolClosed
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -350,6 +353,74 @@ async def test_a_turn_answered_at_its_end_stores_its_first_change_with_its_next_
     assert shared.store._first == {}
 
 
+async def _working_after_its_turn_ended(shared: SharedTasks) -> tuple[str, Task, Task, TaskVersion]:
+    """A new task of this replica, answered at its end, whose turn ended before the SDK stored its ``working``
+    change (as when its executor answers at once): its id, its first two changes and the version of the second
+    (2), both held (the guarded request handler counts no request watching it)."""
+    shared.guarded = True
+    task_id, submitted, v1 = await _held_first_change(shared, leased=False)
+    shared.note_turn_ended(task_id)
+    working = _task(task_id, TaskState.TASK_STATE_WORKING)
+    v2 = await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
+    return task_id, submitted, working, v2
+
+
+async def test_the_working_change_of_a_turn_that_ended_is_stored_with_its_answer_in_one_statement(
+    shared, memory_db, monkeypatch
+):
+    statements: list[int] = []
+    save = task_rows.save
+
+    async def counted(*args, **kwargs):
+        statements.append(1)
+        return await save(*args, **kwargs)
+
+    monkeypatch.setattr(task_rows, "save", counted)
+    task_id, submitted, working, v2 = await _working_after_its_turn_ended(shared)
+    assert v2 == TaskVersion(2)
+    # Held: never stored working once its turn ended (a crash would leave it so without a lease).
+    assert await asyncio.to_thread(_stored_row, memory_db, working.context_id) is None
+    working.artifacts.append(Artifact(artifact_id="a1", name="answer", parts=[Part(text="hi")]))
+    artifact = TaskArtifactUpdateEvent(task_id=task_id, context_id=working.context_id, artifact=working.artifacts[0])
+    v3 = await shared.store.save(working, event=artifact, prev_version=v2, context=_context())
+    done = _task(task_id, TaskState.TASK_STATE_COMPLETED)
+    done.artifacts.append(working.artifacts[0])
+    v4 = await shared.store.save(done, event=_status(done), prev_version=v3, context=_context())
+    assert (v3, v4) == (TaskVersion(3), TaskVersion(4))
+    assert len(statements) == 1
+    assert await asyncio.to_thread(_stored_row, memory_db, done.context_id) == (task_id, "TASK_STATE_COMPLETED", 1, 4)
+    events = [event async for event in _first(shared, task_id, 4)]
+    assert [(event.version, event.event) for event in events] == [
+        (TaskVersion(1), submitted),
+        (v2, _status(working)),
+        (v3, artifact),
+        (v4, _status(done)),
+    ]
+    assert shared.store._first == {}
+
+
+async def test_a_request_that_may_subscribe_stores_a_held_working_change_first(shared, memory_db):
+    task_id, submitted, working, v2 = await _working_after_its_turn_ended(shared)
+    async with shared.watch(task_id):
+        assert await asyncio.to_thread(_stored_row, memory_db, working.context_id) == (
+            task_id,
+            "TASK_STATE_WORKING",
+            0,
+            2,
+        )
+    events = [event async for event in _first(shared, task_id, 2)]
+    assert [(event.version, event.event) for event in events] == [(TaskVersion(1), submitted), (v2, _status(working))]
+    assert shared.store._first == {}
+
+
+async def test_the_working_change_of_a_running_turn_is_stored_at_once(shared, memory_db):
+    shared.guarded = True
+    task_id, _, v1 = await _held_first_change(shared)
+    working = _task(task_id, TaskState.TASK_STATE_WORKING)
+    await shared.store.save(working, event=_status(working), prev_version=v1, context=_context())
+    assert await asyncio.to_thread(_stored_row, memory_db, working.context_id) == (task_id, "TASK_STATE_WORKING", 0, 2)
+
+
 async def test_a_cancel_stores_a_held_first_change_before_it(shared):
     task_id, submitted, v1 = await _held_first_change(shared, leased=False)
     canceled = _task(task_id, TaskState.TASK_STATE_CANCELED)
@@ -417,6 +488,32 @@ def test_the_row_codec_writes_the_sdks_columns_and_converts_each_message_once():
         codec.item(Message(role=Role.ROLE_USER, message_id=f"m{n}", parts=[Part(text="x" * 100)]))
     assert codec._chars <= 10_000
     assert len(codec._known) < 200
+
+
+_STRUCT_VALUES = st.none() | st.booleans() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    state=st.sampled_from([*TaskState.values(), 99]),  # 99: a state of a later protocol version
+    text=st.none() | st.text(max_size=20),
+    metadata=st.dictionaries(st.text(max_size=8), _STRUCT_VALUES, max_size=3),
+    timestamp=st.none() | st.tuples(st.integers(0, 253402300799), st.integers(0, 999_999_999)),
+)
+def test_the_row_codec_converts_a_status_as_message_to_dict_does(state, text, metadata, timestamp):
+    status = TaskStatus(state=state)
+    if text is not None:
+        status.message.CopyFrom(Message(role=Role.ROLE_AGENT, message_id="m", parts=[Part(text=text)]))
+        status.message.metadata.update(metadata)
+    if timestamp is not None:
+        status.timestamp.seconds, status.timestamp.nanos = timestamp
+    codec = task_rows.RowCodec()
+    converted = codec.status(status)
+    # The SDK's conversion, member for member and in its order.
+    assert list(json.loads(converted).items()) == list(MessageToDict(status).items())
+    assert codec.status(status) == converted
+    if text is not None:  # the message is remembered: the history converts it no more on the task's next turn
+        assert (Message.DESCRIPTOR.full_name, status.message.SerializeToString(deterministic=True)) in codec._known
 
 
 async def test_a_turns_first_write_takes_its_lease_in_the_same_statement(shared, memory_db):

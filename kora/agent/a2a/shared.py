@@ -130,11 +130,11 @@ _LEASES = f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.task_leases (
 )"""
 #: The stored names of the terminal states (the SDK stores a status as protobuf JSON).
 _FINISHED_NAMES = tuple(TaskState.Name(state) for state in FINISHED_STATES)
-#: Deletes the finished tasks last changed more than ``:keep`` seconds ago, with their versions, events and push
+#: Deletes the finished tasks last changed more than ``keep`` seconds ago, with their versions, events and push
 #: configurations (``last_updated`` is a UTC time without zone).
 _RETIRE = f"""WITH gone AS (
     DELETE FROM tasks
-    WHERE last_updated < (now() AT TIME ZONE 'UTC') - make_interval(secs => :keep)
+    WHERE last_updated < (now() AT TIME ZONE 'UTC') - make_interval(secs => %(keep)s)
       AND status->>'state' IN ({", ".join(f"'{name}'" for name in _FINISHED_NAMES)})
     RETURNING id
 ), versions AS (
@@ -145,14 +145,14 @@ _RETIRE = f"""WITH gone AS (
     DELETE FROM push_notification_configs WHERE task_id IN (SELECT id FROM gone)
 )
 SELECT count(*) FROM gone"""
-#: Deletes the paused turns, of every agent of the database, whose last call expired more than ``:keep`` seconds
-#: ago (``expires_at``: seconds since the epoch, in the record; ``:keep`` the retention, at least
+#: Deletes the paused turns, of every agent of the database, whose last call expired more than ``keep`` seconds
+#: ago (``expires_at``: seconds since the epoch, in the record; ``keep`` the retention, at least
 #: :data:`PAUSED_RETENTION_FLOOR_SECONDS`). A replica of the turn's agent resumes it when its first call expires, or
 #: as it starts when that time passed meanwhile; a turn still kept that long after is no running agent's: its Agent
 #: was deleted, or none of its replicas ran for the whole retention.
 _RETIRE_PAUSED = f"""DELETE FROM {SCHEMA}.paused_turns AS p
 WHERE (SELECT max((a->>'expires_at')::float8) FROM jsonb_array_elements(p.record->'approvals') AS a)
-      < extract(epoch FROM now()) - :keep"""
+      < extract(epoch FROM now()) - %(keep)s"""
 #: The least time paused turns are kept after their calls expired, whatever the retention of finished tasks: a
 #: replica of their agent takes an expired turn at once, and a short retention must not delete it first.
 PAUSED_RETENTION_FLOOR_SECONDS = 3600.0
@@ -219,8 +219,8 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
         self._shared = shared
         #: Task ids this replica generated and has not stored yet (oldest first), read as absent without a query.
         self._new: OrderedDict[str, None] = OrderedDict()
-        #: task id -> its change held until its next one (task_rows, "The first two changes at once"; an artifact
-        #: of a turn answered at its end, "Held artifacts"), oldest first, at most MAX_NEW_IDS.
+        #: task id -> its changes held until its next one (task_rows, "The first two changes at once"; an artifact
+        #: of a turn answered at its end, "Held artifacts"; "A turn that ended"), oldest first, at most MAX_NEW_IDS.
         self._first: dict[str, task_rows.PendingFirst] = {}
         #: task id -> the write of its held change on its own (settle), while it runs.
         self._settling: dict[str, asyncio.Future[None]] = {}
@@ -271,16 +271,19 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
         self._new.pop(task.id, None)
         owner = owner_of(context)
         previous = task_rows.number(prev_version)
-        if task.id not in self._first and self._holds_artifact(task, event, previous):
-            # Told to no one before the turn's answer (task_rows, "Held artifacts"): stored with the next change.
-            self._hold_again(task.id, task_rows.PendingFirst.of(task, event, previous, owner), generated=False)
+        held = self._first.get(task.id)
+        if (held is None or held.version == previous) and self._holds(task, event, previous):
+            # Told to no one before the turn's answer (task_rows, "Held artifacts", "A turn that ended"): stored with
+            # the next change, after the changes held before it.
+            change = task_rows.PendingFirst.of(task, event, previous, owner) if held is None else held.then(task, event)
+            self._hold_again(task.id, change, generated)
             self._shared.push.hold(task.id)
             return TaskVersion(previous + 1)
         settling = self._settling.get(task.id)
         if settling is not None:  # its held change is being stored on its own: this write follows it
             await asyncio.wait({settling})
         first = self._first.pop(task.id, None)
-        if first is not None and first.stored + 1 != previous:  # the SDK's view is not the held change's: apart
+        if first is not None and first.version != previous:  # the SDK's view is not the held changes': apart
             self._hold_again(task.id, first, generated)
             await self.settle(task.id)
             first = None
@@ -343,17 +346,26 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
         self._shared.push.note_configs(task.id, saved.has_push_configs)
         return TaskVersion(saved.version)
 
-    def _holds_artifact(self, task: Task, event: Event | None, previous: int) -> bool:
-        """Whether ``event``, an artifact of ``task`` (stored at version ``previous``), is held to be stored with
-        the task's next change (task_rows, "Held artifacts"): its turn's client is answered at its end, and no
-        subscriber on this replica could be told it before (the request handler counts them, :meth:`watch`)."""
-        return (
-            isinstance(event, TaskArtifactUpdateEvent)
-            and previous > 0
+    def _holds(self, task: Task, event: Event | None, previous: int) -> bool:
+        """Whether ``event``, a change of ``task`` (at version ``previous``), is held to be stored with the task's
+        next change: its turn's client is answered at its end, no subscriber on this replica could be told it before
+        (the request handler counts them, :meth:`watch`), and it is an artifact (task_rows, "Held artifacts") or the
+        change to ``working`` of a turn that ended already (task_rows, "A turn that ended")."""
+        if not (
+            previous > 0
             and self._shared.guarded
             and task.id in self._shared.answered_at_end
             and not self._shared.watchers.get(task.id)
             and task.id not in self._settling
+        ):
+            return False
+        if isinstance(event, TaskArtifactUpdateEvent):
+            return True
+        return (
+            isinstance(event, TaskStatusUpdateEvent)
+            and event.status.state == TaskState.TASK_STATE_WORKING
+            and task.status.state == TaskState.TASK_STATE_WORKING
+            and self._shared.answered_at_end.get(task.id, False)
         )
 
     async def settle(self, task_id: str) -> None:
@@ -374,6 +386,8 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
 
     async def _store_held(self, task_id: str, held: task_rows.PendingFirst) -> None:
         task = held.stored_task()
+        # The last held change is the one stored, the others before it (as a write after them would store them).
+        before = held._replace(events=held.events[:-1]) if len(held.events) > 1 else None
         try:
             saved = await self._shared.run(
                 lambda connection: task_rows.save(
@@ -382,9 +396,10 @@ class SharedTaskStore(VersionedDatabaseTaskStore):
                     task,
                     owner=held.owner,
                     event=None,
-                    event_data=held.event,
-                    prev_version=held.stored,
+                    event_data=held.events[-1],
+                    prev_version=held.version - 1,
                     finished=False,
+                    first=before,
                 )
             )
         except Exception:
@@ -486,6 +501,7 @@ class ReplicaExecutor(AgentExecutor):
             await self._inner.cancel(context, event_queue)
         finally:
             self.running.pop(task_id, None)
+            self._shared.note_turn_ended(task_id)
             self._shared.unclaimed.pop(task_id, None)
             self._stopped.discard(task_id)
             self._remote.discard(task_id)
@@ -545,9 +561,9 @@ class SharedTasks:
         self.unclaimed: dict[str, task_rows.Lease] = {}
         #: Tasks whose running turn's only client is answered with its final or interrupted state (oldest first,
         #: at most :data:`MAX_NEW_IDS`; :func:`task_rows.answers_at_end`): their changes before it commit without
-        #: waiting for the disk. Kept after the turn's ``execute`` returns (its last changes may be stored after);
-        #: dropped by the answered state's write.
-        self.answered_at_end: OrderedDict[str, None] = OrderedDict()
+        #: waiting for the disk. Kept after the turn's ``execute`` returns (its last changes may be stored after; the
+        #: value: True from then on, :meth:`note_turn_ended`); dropped by the answered state's write.
+        self.answered_at_end: OrderedDict[str, bool] = OrderedDict()
         #: Set by the request handler that counts :attr:`watchers` (:class:`~.shared_handler.SharedRequestHandler`):
         #: only then may the store hold an artifact (task_rows, "Held artifacts").
         self.guarded = False
@@ -570,9 +586,16 @@ class SharedTasks:
         :attr:`answered_at_end`)."""
         self.answered_at_end.pop(task_id, None)
         if answered_at_end:
-            self.answered_at_end[task_id] = None
+            self.answered_at_end[task_id] = False
             while len(self.answered_at_end) > MAX_NEW_IDS:
                 self.answered_at_end.popitem(last=False)
+
+    def note_turn_ended(self, task_id: str) -> None:
+        """Note that the turn of ``task_id`` that runs here has ended (its executor returned), if its client is
+        answered at its end: its change to ``working``, not stored yet, is then held (task_rows, "A turn that
+        ended")."""
+        if task_id in self.answered_at_end:
+            self.answered_at_end[task_id] = True
 
     @contextlib.asynccontextmanager
     async def watch(self, task_id: str | None) -> AsyncIterator[None]:
@@ -682,7 +705,8 @@ class SharedTasks:
 
     async def _lease_loop(self) -> None:
         """Every third of the lease: renew the leases of the turns running here, end the tasks whose lease ran out,
-        and delete the finished tasks and the paused turns of no running agent past their retention."""
+        and delete the finished tasks and the paused turns of no running agent past their retention. Each statement
+        on the hot path's pool (autocommit), not retried: the next pass does it again."""
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
             try:
@@ -690,7 +714,7 @@ class SharedTasks:
                 await self._stop_canceled()
                 await self._expire()
                 await self._retire()
-            except (SQLAlchemyError, OSError) as error:
+            except (psycopg.Error, SQLAlchemyError, OSError) as error:
                 log.warning("task store: lease renewal failed (%s); retrying", error)
             except Exception:  # the loop must outlive any one failure: without it, live turns would lose their leases
                 log.exception("task store: lease loop pass failed; retrying")
@@ -699,12 +723,10 @@ class SharedTasks:
         running = list(self.executor.running) if self.executor is not None else []
         if not running:
             return
-        async with self.engine.begin() as connection:
+        async with self.pool.connection() as connection:
             await connection.execute(
-                text(
-                    "UPDATE task_leases SET expires_at = now() + make_interval(secs => :lease) "
-                    "WHERE replica = :replica AND task_id = ANY(:ids)"
-                ),
+                "UPDATE task_leases SET expires_at = now() + make_interval(secs => %(lease)s) "
+                "WHERE replica = %(replica)s AND task_id = ANY(%(ids)s)",
                 {"lease": self.lease_seconds, "replica": self.replica, "ids": running},
             )
 
@@ -714,22 +736,22 @@ class SharedTasks:
         running = list(self.executor.running) if self.executor is not None else []
         if not running:
             return
-        async with self.engine.connect() as connection:
-            canceled = await connection.execute(
-                text("SELECT id FROM tasks WHERE id = ANY(:ids) AND status->>'state' = 'TASK_STATE_CANCELED'"),
+        async with self.pool.connection() as connection:
+            cursor = await connection.execute(
+                "SELECT id FROM tasks WHERE id = ANY(%(ids)s) AND status->>'state' = 'TASK_STATE_CANCELED'",
                 {"ids": running},
             )
-            for (task_id,) in canceled.all():
-                if self.executor is not None and self.executor.stop(task_id):
-                    log.info("task %s canceled on another replica (found stored): its turn is stopped", task_id)
+            canceled = await cursor.fetchall()
+        for (task_id,) in canceled:
+            if self.executor is not None and self.executor.stop(task_id):
+                log.info("task %s canceled on another replica (found stored): its turn is stopped", task_id)
 
     async def _expire(self) -> None:
-        async with self.engine.begin() as connection:
-            expired = (
-                await connection.execute(
-                    text("DELETE FROM task_leases WHERE expires_at < now() RETURNING task_id, owner")
-                )
-            ).all()
+        async with self.pool.connection() as connection:
+            cursor = await connection.execute(
+                "DELETE FROM task_leases WHERE expires_at < now() RETURNING task_id, owner"
+            )
+            expired = await cursor.fetchall()
         for task_id, owner in expired:  # their leases are gone: each is failed here or by no one
             try:
                 await self._fail_abandoned(task_id, owner)
@@ -737,10 +759,11 @@ class SharedTasks:
                 log.exception("task %s: its lease expired, and storing it failed raised", task_id)
 
     async def _retire(self) -> None:
-        async with self.engine.begin() as connection:
-            deleted = (await connection.execute(text(_RETIRE), {"keep": self.retention_seconds})).scalar_one()
-            kept = max(self.retention_seconds, PAUSED_RETENTION_FLOOR_SECONDS)
-            paused = (await connection.execute(text(_RETIRE_PAUSED), {"keep": kept})).rowcount
+        kept = max(self.retention_seconds, PAUSED_RETENTION_FLOOR_SECONDS)
+        async with self.pool.connection() as connection, connection.transaction():
+            row = await (await connection.execute(_RETIRE, {"keep": self.retention_seconds})).fetchone()
+            deleted = int(row[0]) if row is not None else 0
+            paused = (await connection.execute(_RETIRE_PAUSED, {"keep": kept})).rowcount
         if deleted:
             log.info("task store: deleted %d finished tasks past their retention", deleted)
         if paused:

@@ -60,16 +60,26 @@ change first.
 subscribe to the task meanwhile: the request handler (:class:`~kora.agent.a2a.shared_handler.SharedRequestHandler`)
 counts every request that may, from its start, and stores a held change before it goes on; another replica reads
 the task only from the database; the blocking client is answered with the state that stores it. So the artifact is
-held too (the version after the stored one, returned to the SDK at once, as the SDK's event is then handed to the
-subscribers of this replica, who are none) and stored with the next change (the answered state) in one statement:
-the version moves by two, both events logged in their order. Its push notifications are held with it and go to
-the configurations the task has when it is stored. A read of the task on this replica, a request that may
-subscribe to it, a cancel, and the blocking send's answer itself store a held change first
+held too (the version after the stored or held one, returned to the SDK at once, as the SDK's event is then handed
+to the subscribers of this replica, who are none) and stored with the next change (the answered state) in one statement:
+the version moves by two (more with changes held before it), each event logged in its order. Its push notifications
+are held with it and go to the configurations the task has when it is stored. A read of the task on this replica, a
+request that may subscribe to it, a cancel, and the blocking send's answer itself store a held change first
 (:meth:`~kora.agent.a2a.shared.SharedTaskStore.settle`). What a crash of the replica loses with a held change was
 told to no one. A cancel asked of *another* replica while an artifact is held cannot settle it: the task ends
 ``canceled`` without that artifact (which no one was told of), and the turn's next write finds the task moved on
 (a concurrent modification, as without holding). A send naming an existing task counts itself as a possible
 subscriber, so only a task's first turn holds its artifact.
+
+**A turn that ended.** The SDK stores a turn's changes as its own consumer of the turn's events gets to them,
+which is often after the turn has ended (the change to ``working`` of a turn that answers at once is then stored
+after its last event was announced by the executor, when the replica no longer runs it and has no lease to take
+for it). Such a turn's change to ``working``, when its client is answered at its end and no one on this replica can
+subscribe to the task (as for a held artifact), is held too, after the changes held before it, and stored with the
+next change (the answered state): the task is never stored ``working`` once its turn ended, where a crash of the
+replica would have left it ``working`` without a lease, so forever; and a blocking task whose turn is quick is
+stored in one statement, all its events logged in their order. A change to ``working`` while the turn runs is
+stored with its lease, as above.
 
 Writes that move a task to ``canceled`` (no version check, read-then-write under row locks) stay with the SDK's
 store: they are rare and not on a turn's path.
@@ -83,7 +93,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from a2a.server.cluster import TaskVersion
 from a2a.server.models import TaskModel
-from a2a.types.a2a_pb2 import Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
+from a2a.types.a2a_pb2 import Task, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent
 from a2a.utils.proto_utils import to_stream_response
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 
@@ -106,12 +116,13 @@ class Lease(NamedTuple):
 
 
 class PendingFirst(NamedTuple):
-    """A task's change, not stored yet (its first, or an artifact of a turn answered at its end): the task as it
-    was then (serialized), its event as the log keeps it (the SDK's ``StreamResponse`` bytes), and the version the
-    task has stored (0: none; the change is the version after it)."""
+    """A task's changes, not stored yet (its first, its ``working`` once its turn ended, an artifact of a turn
+    answered at its end): the task as the last left it (serialized), their events in order as the log keeps them
+    (the SDK's ``StreamResponse`` bytes), and the version the task has stored (0: none; the changes are the
+    versions after it)."""
 
     task: bytes
-    event: bytes
+    events: tuple[bytes, ...]
     stored: int = 0
     owner: str = ""
 
@@ -120,7 +131,17 @@ class PendingFirst(NamedTuple):
         """``task``'s change by ``event`` (None: the task is its own event, a first change) after version
         ``stored``, of ``owner``, captured now: the SDK goes on changing the objects."""
         logged = to_stream_response(task if event is None else event).SerializeToString()
-        return cls(task.SerializeToString(), logged, stored, owner)
+        return cls(task.SerializeToString(), (logged,), stored, owner)
+
+    def then(self, task: Task, event: Event | None) -> PendingFirst:
+        """These changes followed by ``task``'s change by ``event`` (None: the task is its own event), all held."""
+        logged = to_stream_response(task if event is None else event).SerializeToString()
+        return self._replace(task=task.SerializeToString(), events=(*self.events, logged))
+
+    @property
+    def version(self) -> int:
+        """The version the last of these changes makes (the SDK's view of the task)."""
+        return self.stored + len(self.events)
 
     def stored_task(self) -> Task:
         """The task as the change left it."""
@@ -151,12 +172,23 @@ def _dumps(value: object) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+_STATUS_STATE = TaskStatus.DESCRIPTOR.fields_by_name["state"]
+#: The fields of a status that :meth:`RowCodec.status` converts one by one (state, message, timestamp) -> the
+#: start of their JSON member: the field's JSON name (as ``MessageToDict`` names it) and the colon.
+_STATUS_KEYS = {
+    field.name: _dumps(field.json_name) + ":"
+    for field in TaskStatus.DESCRIPTOR.fields
+    if field.name in {"state", "message", "timestamp"}
+}
+
+
 class RowCodec:
     """A task's JSON columns as the SDK stores them (its default conversion,
     :meth:`~a2a.server.tasks.DatabaseTaskStore._to_orm`: ``MessageToDict`` of the status, of each artifact and of
-    each history message, the metadata's ``MessageToDict`` or NULL), as JSON text, with each history message and
-    artifact converted once: a task's every change stores its whole history and artifacts again, and those do not
-    change once added. They are remembered by their serialized bytes (so an artifact extended by a chunk is
+    each history message, the metadata's ``MessageToDict`` or NULL), as JSON text, with each history message,
+    artifact and status message converted once: a task's every change stores its whole history and artifacts
+    again, and those do not change once added; a turn's answer (its final status's message) moves into the history
+    on the task's next turn. They are remembered by their serialized bytes (so an artifact extended by a chunk is
     converted anew), the most recent first, at most :data:`CODEC_MAX_CHARS` of bytes and text in all."""
 
     def __init__(self, max_chars: int = CODEC_MAX_CHARS) -> None:
@@ -164,6 +196,8 @@ class RowCodec:
         self._chars = 0
         #: (message type name, serialized bytes) -> its JSON text, least recently used first.
         self._known: OrderedDict[tuple[str, bytes], str] = OrderedDict()
+        #: A status's state (its enum number) -> the state's JSON value, as ``MessageToDict`` of the status has it.
+        self._states: dict[int, str] = {}
 
     def item(self, message: ProtoMessage) -> str:
         """``MessageToDict(message)`` as JSON text, converted at most once while remembered."""
@@ -182,10 +216,34 @@ class RowCodec:
                 self._chars -= len(old) + len(old_text)
         return text
 
+    def status(self, status: TaskStatus) -> str:
+        """``MessageToDict(status)`` as JSON text: the JSON object of its fields (in field-number order, as
+        ``MessageToDict`` has them), each converted on its own by ``MessageToDict``: its message as an :meth:`item`,
+        its state once per state, its timestamp each time. A status with a field of another name (a later protocol
+        version's) is converted whole."""
+        members = []
+        for field, value in status.ListFields():
+            name = _STATUS_KEYS.get(field.name)
+            if name is None:
+                return _dumps(MessageToDict(status))
+            if field.name == "message":
+                text = self.item(value)
+            elif field.name == "timestamp":
+                text = _dumps(MessageToDict(value))
+            else:
+                text = self._states.get(value) or self._state(value)
+            members.append(name + text)
+        return "{" + ",".join(members) + "}"
+
+    def _state(self, state: int) -> str:
+        text = _dumps(MessageToDict(TaskStatus(state=state))[_STATUS_STATE.json_name])  # type: ignore[arg-type]
+        self._states[state] = text
+        return text
+
     def columns(self, task: Task) -> tuple[str, str, str, str | None]:
         """``task``'s status, artifacts, history and metadata columns (metadata None when it has no fields)."""
         return (
-            _dumps(MessageToDict(task.status)),
+            self.status(task.status),
             "[" + ",".join(self.item(artifact) for artifact in task.artifacts) + "]",
             "[" + ",".join(self.item(message) for message in task.history) + "]",
             _dumps(MessageToDict(task.metadata)) if task.metadata.fields else None,
@@ -203,11 +261,9 @@ _TAIL = """, stored AS (
         history = excluded.history, protocol_version = excluded.protocol_version, metadata = excluded.metadata
 ), logged AS (
     INSERT INTO task_events (task_id, owner, task_version, event_data)
-    SELECT %(id)s::text, %(owner)s::text, e.version, e.data
-    FROM version CROSS JOIN LATERAL
-        (VALUES (version.version - 1, %(first_event)s::bytea), (version.version, %(event)s::bytea)) AS e (version, data)
-    WHERE e.data IS NOT NULL
-    ORDER BY e.version
+    SELECT %(id)s::text, %(owner)s::text, version.version - cardinality(%(events)s::bytea[]) + e.n, e.data
+    FROM version CROSS JOIN LATERAL unnest(%(events)s::bytea[]) WITH ORDINALITY AS e (data, n)
+    ORDER BY e.n
 ), unleased AS (
     DELETE FROM task_leases WHERE %(finished)s::boolean AND task_id = %(id)s::text AND EXISTS (SELECT FROM version)
 ), leased AS (
@@ -220,9 +276,9 @@ SELECT (SELECT version.version FROM version), pushed.any,
        set_config('synchronous_commit', CASE WHEN pushed.any THEN 'on' ELSE %(commit)s::text END, true)
 FROM (SELECT EXISTS (SELECT FROM push_notification_configs WHERE task_id = %(id)s::text) AS any) AS pushed"""
 
-#: A task's first write, version ``new`` (1; 2 for its first two changes at once, the first held,
-#: :class:`PendingFirst`, both events logged in their order: the event log's order is its rows' sequence), unless
-#: some writer made the task's version row first.
+#: A task's first write, version ``new`` (1; more with changes held before it, :class:`PendingFirst`, every event
+#: logged in its order with its version: the event log's order is its rows' sequence), unless some writer made the
+#: task's version row first.
 _SAVE_NEW = (
     """WITH version AS (
     INSERT INTO task_versions (task_id, owner, version) VALUES (%(id)s::text, %(owner)s::text, %(new)s::bigint)
@@ -232,8 +288,8 @@ _SAVE_NEW = (
     + _TAIL
 )
 
-#: A later write: the compare-and-swap of the version from ``prev`` to ``new`` (``prev + 1``; ``prev + 2`` with a
-#: held change, :class:`PendingFirst`, logged as ``prev + 1``).
+#: A later write: the compare-and-swap of the version from ``prev`` to ``new`` (``prev + 1``; more with held
+#: changes, :class:`PendingFirst`, logged with the versions between).
 _SAVE_NEXT = (
     """WITH version AS (
     UPDATE task_versions SET version = %(new)s::bigint
@@ -268,8 +324,9 @@ async def save(
     ``finished``) otherwise; one statement on ``connection`` (autocommit), its commit waiting for the disk unless
     ``durable`` is false and the task has no push configuration.
 
-    With ``first`` (the task's held change, the version ``prev_version``, after the stored ``first.stored``), both
-    are stored at once: version ``prev_version + 1``, ``first``'s event logged as ``prev_version``. ``event_data``:
+    With ``first`` (the task's held changes, up to the version ``prev_version``, after the stored ``first.stored``),
+    all are stored at once: version ``prev_version + 1``, ``first``'s events logged with the versions before it.
+    ``event_data``:
     ``event`` as the log keeps it, already serialized (then ``event`` is None). ``codec`` converts the task to the
     SDK's rows. Returns None when another writer won (the version row exists already, or is no longer at the stored
     version): nothing is stored, the lease not taken. Raises what psycopg raises when the statement fails.
@@ -284,14 +341,14 @@ async def save(
         "artifacts": artifacts,
         "history": history,
         "metadata": metadata,
-        "event": event_data if event is None else to_stream_response(event).SerializeToString(),
         "finished": finished,
         "commit": "on" if durable else "off",
         "replica": None if lease is None or finished else lease.replica,
         "lease": 0.0 if lease is None else lease.seconds,
     }
+    logged = event_data if event is None else to_stream_response(event).SerializeToString()
+    params["events"] = [logged] if first is None else [*first.events, logged]
     stored = prev_version if first is None else first.stored
-    params["first_event"] = None if first is None else first.event
     params["prev"] = stored
     params["new"] = prev_version + 1
     statement = _SAVE_NEW if stored == 0 else _SAVE_NEXT
