@@ -83,3 +83,43 @@ async def test_the_first_request_loads_the_server_once_for_every_request_that_wa
     await lazy.load()  # a start-up load after the first request's waits for that one: nothing built or started again
     assert len(builds) == 1
     assert server.started == 1
+
+
+async def test_a_load_that_failed_before_the_server_was_built_is_tried_again_by_the_next_request() -> None:
+    # The first build fails (as the SDK's import would on a transient error); the request that waits is told so,
+    # and the next request loads it again.
+    server = Started()
+    attempts: list[ModuleType] = []
+
+    def build(module: ModuleType) -> A2AServer:
+        attempts.append(module)
+        if len(attempts) == 1:
+            raise OSError("no space left on device")
+        return cast("A2AServer", server)
+
+    lazy = LazyA2A(build)
+    with pytest.raises(Unavailable, match="no space left on device"):
+        await lazy.wait()
+    assert await lazy.wait() is server
+    assert len(attempts) == 2
+    assert server.started == 1
+    assert await lazy.wait() is server  # loaded: not built again
+    assert len(attempts) == 2
+
+
+async def test_a_server_built_that_failed_to_start_is_not_built_again() -> None:
+    # Built, then its start failed: what it holds stays for close(), and a request does not build a second one.
+    server = FailingToStart()
+    builds: list[ModuleType] = []
+
+    def build(module: ModuleType) -> A2AServer:
+        builds.append(module)
+        return cast("A2AServer", server)
+
+    lazy = LazyA2A(build)
+    for _ in range(2):
+        with pytest.raises(Unavailable, match="failed to start"):
+            await lazy.wait()
+    assert len(builds) == 1
+    await lazy.close()
+    assert server.closed == 1

@@ -93,7 +93,12 @@ class LazyA2A:
 
     def start_loading(self) -> None:
         """Start :meth:`load` in the background unless it has started: the first A2A request's. A failure is
-        logged here and answered to the requests that wait (:meth:`wait`)."""
+        logged here and answered to the requests that wait (:meth:`wait`); a load that failed before the server was
+        built (the SDK's import, the build) is started again by the next request, since no start-up check (``/ready``)
+        covers it."""
+        if self._loading is not None and self._loading.done() and self._built is None:
+            self._loading, self._error = None, None
+            self._done = asyncio.Event()
         if self._loading is None:
             self._loading = asyncio.get_running_loop().create_task(self._load(), name="a2a-sdk load")
             self._loading.add_done_callback(_log_failure)
@@ -105,7 +110,9 @@ class LazyA2A:
                 with modules_absent(self._unused):
                     self.server = self._built = self._build(module)
                 # What the import brought (~250 modules' objects) lives as long as the process: frozen, as what
-                # start-up built is (kora.agent.state), so full collections under load do not walk it.
+                # start-up built is (kora.agent.state), so full collections under load do not walk it. Collected
+                # first, as there: garbage cycles of the turns served so far would be kept for good.
+                gc.collect()
                 gc.freeze()
             await self.server.start()
         except Exception as error:
