@@ -113,7 +113,7 @@ class MemoryRuntime:
         try:
             vectors = await self.embedder.embed(texts)
         except ModelRefused as error:  # these texts, not the model: the embed jobs give it them cut to fit
-            log.info("embedding model refused a text; its fact waits for an embed job: %s", error)
+            log.warning("embedding model refused a text; its fact waits for an embed job: %s", error)
             return [None] * len(texts)
         except (ModelUnreachable, InvalidAnswer) as error:
             self.embedding_problem = f"embedding model unusable, recall uses full text only: {error}"

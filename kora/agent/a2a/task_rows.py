@@ -79,7 +79,9 @@ subscribe to the task (as for a held artifact), is held too, after the changes h
 next change (the answered state): the task is never stored ``working`` once its turn ended, where a crash of the
 replica would have left it ``working`` without a lease, so forever; and a blocking task whose turn is quick is
 stored in one statement, all its events logged in their order. A change to ``working`` while the turn runs is
-stored with its lease, as above.
+stored with its lease, as above. One exception: a held change stored on its own (a read of the task on this
+replica, a cancel, a possible subscriber) takes no lease; only tasks whose id this replica generated hold such a
+change, and no one can name such a task before its answer.
 
 Writes that move a task to ``canceled`` (no version check, read-then-write under row locks) stay with the SDK's
 store: they are rare and not on a turn's path.

@@ -29,7 +29,8 @@ Endpoint = Callable[[Request], Coroutine[Any, Any, Response]]
 class RequestRoute(APIRoute):
     """An ``APIRoute`` served by its endpoint alone, called with the request. ``TypeError`` at construction when
     the endpoint declares anything besides the ``Request`` (a parameter, a dependency, a body or a response
-    model), which this route would not resolve."""
+    model), which this route would not resolve. Add it to the app's own router (as :func:`request_route` does):
+    dependencies given to ``include_router`` are not seen here, and would not run."""
 
     def get_route_handler(self) -> Endpoint:
         """The endpoint itself (see the module docstring)."""
