@@ -4,6 +4,7 @@ server may hold the shared task store's pool and engine, which nothing else clos
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, cast
 
@@ -64,15 +65,21 @@ class Started:
         pass
 
 
-async def test_the_first_request_loads_the_server_once_for_every_request_that_waits() -> None:
-    # No start-up load: the requests that come first start it, and share it.
-    server = Started()
+def counted_build(server: object) -> tuple[Callable[[ModuleType], A2AServer], list[ModuleType]]:
+    """A build of ``server`` for :class:`LazyA2A`, and the modules it was called with, one per build."""
     builds: list[ModuleType] = []
 
     def build(module: ModuleType) -> A2AServer:
         builds.append(module)
         return cast("A2AServer", server)
 
+    return build, builds
+
+
+async def test_the_first_request_loads_the_server_once_for_every_request_that_waits() -> None:
+    # No start-up load: the requests that come first start it, and share it.
+    server = Started()
+    build, builds = counted_build(server)
     lazy = LazyA2A(build)
     assert lazy.server is None
     first, second = await asyncio.gather(lazy.wait(), lazy.wait())
@@ -110,12 +117,7 @@ async def test_a_load_that_failed_before_the_server_was_built_is_tried_again_by_
 async def test_a_server_built_that_failed_to_start_is_not_built_again() -> None:
     # Built, then its start failed: what it holds stays for close(), and a request does not build a second one.
     server = FailingToStart()
-    builds: list[ModuleType] = []
-
-    def build(module: ModuleType) -> A2AServer:
-        builds.append(module)
-        return cast("A2AServer", server)
-
+    build, builds = counted_build(server)
     lazy = LazyA2A(build)
     for _ in range(2):
         with pytest.raises(Unavailable, match="failed to start"):
