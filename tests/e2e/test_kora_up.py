@@ -343,9 +343,12 @@ def test_the_gateway_sends_nothing_to_an_agent_that_is_not_ready(tmp_path: Path)
 
 
 # Runs kora's command line with a real Ctrl-C (SIGINT to itself) sent once, as ``import MODULE`` begins: a point of
-# kora up's start-up chosen by what it imports there, the same on a fast machine and a loaded one.
+# kora up's start-up chosen by what it imports there, the same on a fast machine and a loaded one. SIGINT is given
+# Python's own handler first, as in a terminal: a test run started in the background of a non-interactive shell
+# inherits SIGINT ignored, and Python then installs no handler, so the Ctrl-C would be ignored as such a shell asks.
 _CTRL_C_AT_IMPORT = """
 import builtins, os, runpy, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
 module = sys.argv.pop(1)
 real_import = builtins.__import__
 def import_after_ctrl_c(name, *args, **kwargs):
