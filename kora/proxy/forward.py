@@ -97,12 +97,14 @@ HTTP_ERROR_HANDLERS = {HTTPException: _http_error}
 
 def request_headers(request: Request, *, drop: frozenset[str] = frozenset()) -> list[tuple[bytes, bytes]]:
     """The request's end-to-end headers for the upstream, as the raw bytes the client sent: hop-by-hop, ``host``
-    and every lower-case name in ``drop`` removed; ``X-Forwarded-*`` added. The client's ``content-length`` is
+    and every lower-case name in ``drop`` removed; each value without the whitespace around it (not part of a field
+    value, RFC 9110 5.5; the server may pass a trailing tab on, and the upstream client refuses to send it);
+    ``X-Forwarded-*`` added. The client's ``content-length`` is
     kept (the body is relayed as it streams in, and httpx sends a streamed body chunked unless its length is
     given). Bytes, not text: a value with bytes above 0x7F (legal in HTTP/1.1, e.g. Latin-1) would make httpx
     raise while encoding text as ASCII."""
     skip = {name.encode("latin-1") for name in HOP_BY_HOP | {"host"} | drop}
-    headers = [(name, value) for name, value in request.headers.raw if name.lower() not in skip]
+    headers = [(name, value.strip(b" \t")) for name, value in request.headers.raw if name.lower() not in skip]
     client = request.client.host if request.client is not None else ""
     headers += [
         (b"x-forwarded-for", client.encode("latin-1")),

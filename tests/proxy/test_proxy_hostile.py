@@ -20,7 +20,7 @@ from urllib.parse import quote
 import httpx
 import openai
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from starlette.types import Receive, Scope, Send
 
@@ -279,6 +279,7 @@ FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=[HealthChe
 @pytest.mark.parametrize("name", TARGETS)
 @FUZZ
 @given(method=methods, path=paths, query=queries, sent_headers=headers)
+@example(method=b"GET", path=b"/v1/", query=b"", sent_headers=[(b"X-A", b"0\t")])  # a value ending in a tab
 def test_fuzz_paths_methods_and_headers(servers, name, method, path, query, sent_headers):
     target = servers.target(name)
     answer = exchange(target.port, request_bytes(method, target.prefix.encode() + path + query, sent_headers))
