@@ -109,7 +109,7 @@ def serve_while_building(app: BuildingApp, *, host: str, port: int, log_level: s
     """
     import uvicorn
 
-    from kora.core.serving import StartupFailed
+    from kora.core.errors import AppStartupFailed
 
     server = uvicorn.Server(
         uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=access_log, lifespan="on")
@@ -121,7 +121,7 @@ def serve_while_building(app: BuildingApp, *, host: str, port: int, log_level: s
     app.on_failure(stop)
     with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run: Ctrl-C before its handlers are installed
         server.run()
-    if app.error is not None and not isinstance(app.error, StartupFailed):
+    if app.error is not None and not isinstance(app.error, AppStartupFailed):
         raise app.error
     if app.error is not None or not server.started:
         sys.exit(EXIT_STARTUP_FAILED)

@@ -20,7 +20,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from kora.core.serving import BuildingApp, StartupFailed, StartupText
+from kora.core.errors import AppStartupFailed
+from kora.core.serving import BuildingApp, StartupText
 from tests.support.threaded import ThreadedServer
 
 pytestmark = pytest.mark.integration
@@ -141,7 +142,7 @@ def test_an_app_whose_start_up_fails_stops_the_server() -> None:
     with serving(gated) as (front, _, stopped):
         gated.release()
         assert stopped.wait(30)
-        assert isinstance(front.error, StartupFailed)
+        assert isinstance(front.error, AppStartupFailed)
         assert "no database" in str(front.error)
     assert gated.events == ["built", "startup"]
 
@@ -179,6 +180,7 @@ def test_a_stop_during_the_build_waits_for_it_and_never_starts_the_app() -> None
 
 SERVE = """
 import sys
+from contextlib import asynccontextmanager
 from starlette.applications import Starlette
 from kora.core.command import serve_while_building, survive_uvicorn_stop_signal
 from kora.core.serving import BuildingApp, StartupText
@@ -186,6 +188,7 @@ from kora.core.serving import BuildingApp, StartupText
 def build():
     if sys.argv[1] == "build":
         raise ValueError("THING_URL: must be a URL")
+    @asynccontextmanager
     async def lifespan(app):
         raise RuntimeError("no database")
         yield

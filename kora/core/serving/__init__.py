@@ -12,7 +12,7 @@ Other packages import from this package's face, never from its modules.
 Starlette only: a workload built on plain Starlette (the model proxy, the console) does not load FastAPI.
 """
 
-from kora.core.serving.building import BuildingApp, StartupFailed
+from kora.core.serving.building import BuildingApp
 from kora.core.serving.errors import challenge, error_response, install_error_handlers
 from kora.core.serving.lifecycle import STARTUP_WAIT_SECONDS, Lifecycle, Readiness, StartupText, Status
 from kora.core.serving.probes import add_probe_routes, is_probe_endpoint, probe_routes
@@ -24,7 +24,6 @@ __all__ = [
     "BuildingApp",
     "Lifecycle",
     "Readiness",
-    "StartupFailed",
     "StartupText",
     "Status",
     "StreamingAnswer",

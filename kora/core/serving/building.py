@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.responses import JSONResponse
 
-from kora.core.errors import Unavailable
+from kora.core.errors import AppStartupFailed, Unavailable
 from kora.core.serving.errors import error_response
 from kora.core.serving.lifecycle import STARTUP_WAIT_SECONDS, Readiness, StartupText, Status
 
@@ -27,10 +27,6 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger("kora.serving")
-
-
-class StartupFailed(Exception):
-    """The built app's lifespan start-up failed (its message: what the app said, e.g. a traceback)."""
 
 
 class BuildingApp:
@@ -43,10 +39,10 @@ class BuildingApp:
     OpenAI's error body if it is still not started, ``text.codes[1]`` if it failed). Afterwards every request goes
     straight to the app; the app's lifespan state (``scope["state"]``) is the server's, as if the server ran it.
 
-    ``build`` may raise: the error (for the command to report: it is not logged here), or :class:`StartupFailed`
-    (logged) when the app's own start-up fails, is kept in :attr:`error` and the callback set by
-    :meth:`on_failure` stops the server. A stop during the build waits for it and never starts the
-    app; a stop after it runs the app's shutdown.
+    ``build`` may raise: its error (for the command to report; not logged here), or
+    :class:`~kora.core.errors.AppStartupFailed` (logged) when the app's own start-up fails, is kept in
+    :attr:`error`, and the callback set by :meth:`on_failure` stops the server. A stop during the build waits for
+    it and never starts the app; a stop after it runs the app's shutdown.
     """
 
     def __init__(
@@ -119,7 +115,7 @@ class BuildingApp:
 
     def _fail(self, error: BaseException) -> None:
         self.error = error
-        if isinstance(error, StartupFailed):
+        if isinstance(error, AppStartupFailed):
             log.error("%s failed to start: %s", self.text.subject, error)
         self._ended.set()
         self._stop()
@@ -149,7 +145,7 @@ class BuildingApp:
                 self.app = app
                 self._ended.set()
             elif message["type"] == "lifespan.startup.failed":
-                self._fail(StartupFailed(message.get("message", "")))
+                self._fail(AppStartupFailed(message.get("message", "")))
             elif message["type"] == "lifespan.shutdown.failed":
                 log.error("%s failed to shut down: %s", self.text.subject, message.get("message", ""))
 
@@ -159,4 +155,4 @@ class BuildingApp:
             if self.app is not None:
                 log.error("%s failed to shut down", self.text.subject, exc_info=error)
             elif self.error is None:
-                self._fail(StartupFailed(f"{type(error).__name__}: {error}"))
+                self._fail(AppStartupFailed(f"{type(error).__name__}: {error}"))
