@@ -9,6 +9,7 @@ function to :func:`run_command`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import signal
@@ -20,10 +21,22 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
-__all__ = ["EXIT_INTERRUPTED", "run_command", "serve_until_stopped", "survive_uvicorn_stop_signal"]
+    from kora.core.serving import BuildingApp
+
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "EXIT_STARTUP_FAILED",
+    "run_command",
+    "serve_until_stopped",
+    "serve_while_building",
+    "survive_uvicorn_stop_signal",
+]
 
 #: Exit code after Ctrl-C (128 + SIGINT, the shells' convention).
 EXIT_INTERRUPTED = 130
+
+#: Exit code when the app's lifespan start-up failed (uvicorn's own for it, ``uvicorn.main.STARTUP_FAILURE``).
+EXIT_STARTUP_FAILED = 3
 
 
 def run_command(command: Callable[..., int], argv: Sequence[str], prog_name: str) -> int:
@@ -84,6 +97,34 @@ def serve_until_stopped(app: ASGIApp, sock: socket.socket, *, lifespan: Literal[
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan=lifespan)
     survive_uvicorn_stop_signal()
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def serve_while_building(app: BuildingApp, *, host: str, port: int, log_level: str, access_log: bool) -> None:
+    """Serve ``app`` with uvicorn on ``host``:``port`` until SIGINT or SIGTERM, as ``uvicorn.run`` does with these
+    options, and stop it as soon as the build or the built app's start-up fails.
+
+    Raises what the build raised (the command reports it: a configuration error, exit 2); exits
+    :data:`EXIT_STARTUP_FAILED` when the built app's start-up failed or the server could not start (as
+    ``uvicorn.run``). Call :func:`survive_uvicorn_stop_signal` first for the code after it to run on a stop.
+    """
+    import uvicorn
+
+    from kora.core.errors import AppStartupFailed
+
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=access_log, lifespan="on")
+    )
+
+    def stop() -> None:
+        server.should_exit = True
+
+    app.on_failure(stop)
+    with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run: Ctrl-C before its handlers are installed
+        server.run()
+    if app.error is not None and not isinstance(app.error, AppStartupFailed):
+        raise app.error
+    if app.error is not None or not server.started:
+        sys.exit(EXIT_STARTUP_FAILED)
 
 
 def survive_uvicorn_stop_signal() -> None:

@@ -280,6 +280,11 @@ class SettingsError(Exception):
         super().__init__(f"{component}: invalid configuration ({len(self.problems)} problem(s)):\n{lines}")
 
 
+class AppStartupFailed(Exception):
+    """The chassis's :class:`~kora.core.serving.BuildingApp`: the app it built failed its lifespan start-up (the
+    message: what the app said, a traceback for a Starlette app). The command ends with uvicorn's exit code 3."""
+
+
 class PackageError(Exception):
     """The MCP tool server's Python package (:mod:`kora.mcp.package`) cannot be served: not installed, fails to import,
     or exposes no ``MCPServer``."""

@@ -42,12 +42,19 @@ def run_kora_agent(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
             {"AGENT_NAME": "a", "MODEL_API_URL": "http://m/v1", "MODEL_NAME": "m", "MEMORY_MAX_READ_SCOPE": "user"},
             ["MEMORY_MAX_READ_SCOPE"],
         ),
+        (
+            # Checked by the telemetry's set-up, which runs as the app is built: read before the server listens.
+            {"AGENT_NAME": "a", "MODEL_API_URL": "http://m/v1", "MODEL_NAME": "m", "OTEL_EXPORTER_OTLP_ENDPOINT": "c"},
+            ["OTEL_EXPORTER_OTLP_ENDPOINT"],
+        ),
     ],
 )
 def test_bad_configuration_stops_start_up_with_one_message_and_no_traceback(env, named):
-    done = run_kora_agent(env)
+    # At INFO uvicorn says when it listens: a bad setting stops the agent before it serves anything, /health too.
+    done = run_kora_agent({"AGENT_LOG_LEVEL": "INFO", "AGENT_PORT": str(free_port())} | env)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
+    assert "Uvicorn running" not in done.stderr
     for variable in named:
         assert variable in done.stderr
 

@@ -8,9 +8,11 @@ delegation client (httpx's transport).
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import httpx
@@ -20,7 +22,7 @@ from kora.core.net import free_port
 from kora.scripted.model import ScriptedModel, create_app
 from tests.support.a2a import message_params, rpc_body
 from tests.support.eventually import eventually
-from tests.support.processes import clean_env, kora_process
+from tests.support.processes import KORA, clean_env, kora_process, wait_healthy
 from tests.support.threaded import ThreadedServer
 
 pytestmark = pytest.mark.integration
@@ -234,3 +236,65 @@ def test_an_http_json_request_made_as_soon_as_health_answers_waits_for_the_sdk_i
         assert listed.status_code == 200, listed.text
         assert [task["id"] for task in listed.json()["tasks"]] == [sent.json()["task"]["id"]]
         assert client.get("/tasks/no-such-task").status_code == 404  # now the SDK's own answer
+
+
+@contextmanager
+def starting_agent(name: str) -> Iterator[tuple[subprocess.Popen[bytes], str, Callable[[], str]]]:
+    """A ``kora agent`` named ``name`` (on the scripted model) just started: the process, its URL and a function
+    giving its output so far (stdout and stderr, log level INFO). Killed if the test leaves it running."""
+    with (
+        ThreadedServer(create_app(ScriptedModel()), name="scripted-model", lifespan="off") as model,
+        tempfile.TemporaryFile() as output,
+    ):
+        port = free_port()
+        env = clean_env(
+            AGENT_NAME=name,
+            AGENT_HOST="127.0.0.1",
+            AGENT_PORT=str(port),
+            AGENT_LOG_LEVEL="INFO",
+            MODEL_API_URL=model.root_url + "/v1",
+            MODEL_NAME="scripted",
+        )
+        process = subprocess.Popen([*KORA, "agent"], env=env, stdout=output, stderr=subprocess.STDOUT)
+
+        def said() -> str:
+            output.seek(0)
+            return output.read().decode(errors="replace")
+
+        try:
+            yield process, f"http://127.0.0.1:{port}", said
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
+
+
+def test_health_answers_from_the_servers_first_moment_and_ready_only_once_the_agent_is_ready() -> None:
+    # Polled in turn from the start: /health's first 200 comes first, with the agent's name; /ready says "starting"
+    # (the app being built, then the runtime loading) until it answers 200.
+    with starting_agent("first") as (process, url, said), httpx.Client(base_url=url, timeout=30) as client:
+        seen: list[tuple[str, int, dict[str, object]]] = []
+
+        def ready() -> bool:
+            assert process.poll() is None, said()
+            for path in ("/health", "/ready"):
+                answer = client.get(path)
+                seen.append((path, answer.status_code, answer.json()))
+            return seen[-1][1] == 200
+
+        eventually(ready, "/ready answering 200", tolerate=(httpx.TransportError,), every=0.005, explain=said)
+        health = [(status, body) for path, status, body in seen if path == "/health"]
+        assert health == [(200, {"status": "ok", "agent": "first"})] * len(health)
+        ready_answers = [(status, body) for path, status, body in seen if path == "/ready"]
+        assert ready_answers[-1] == (200, {"status": "ready"})
+        assert all(status == 503 and body["status"] == "starting" for status, body in ready_answers[:-1])
+
+
+def test_a_stop_as_soon_as_health_answers_ends_the_agent_cleanly() -> None:
+    # SIGTERM at the first 200 of /health, while the app is still being built (or just built): exit 0, no error.
+    with starting_agent("stopped") as (process, url, said):
+        wait_healthy(url + "/health", process, every=0.005, explain=said)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0, said()
+        assert "Traceback" not in said()
+        assert " ERROR " not in said()

@@ -22,7 +22,12 @@ the telemetry configuration, does not load a web framework.
 
 from __future__ import annotations
 
-from kora.core.telemetry.config import content_capture_enabled, resource_attributes_value, tracing_enabled
+from kora.core.telemetry.config import (
+    content_capture_enabled,
+    read_telemetry_config,
+    resource_attributes_value,
+    tracing_enabled,
+)
 from kora.core.telemetry.http import METRICS_PATH, instrument_app, instrument_http_client
 from kora.core.telemetry.setup import Telemetry, setup_telemetry
 
@@ -32,6 +37,7 @@ __all__ = [
     "content_capture_enabled",
     "instrument_app",
     "instrument_http_client",
+    "read_telemetry_config",
     "resource_attributes_value",
     "setup_telemetry",
     "tracing_enabled",
