@@ -386,6 +386,51 @@ def text_turn(rounds: int = 3, turns: int = 1000, extra_env: dict[str, str] | No
             server.stop()
 
 
+def library_floor(rounds: int = 6, turns: int = 600) -> str:
+    """The text turn of the agent against the library floor (``library_floor.py``: the least a turn does on the
+    libraries Kora is built on; with its four metric records and without) and the floor, in alternating rounds of
+    ``turns`` (:func:`cpu_rounds`). Returns the lines printed: each server's CPU per turn (median, ms) and its
+    ratio to the floor."""
+    model_port = free_port()
+    model = Server(
+        [sys.executable, str(HERE / "stamping_model.py")],
+        os.environ | {"MODEL_PORT": str(model_port)},
+        model_port,
+        None,
+    )
+    agent_port = free_port()
+    agent = Server([sys.executable, "-m", "kora.cli", "agent"], agent_env(model_port, agent_port), agent_port, "/ready")
+    libraries: dict[str, Server] = {}
+    for name, metrics in (("library floor", "on"), ("library floor, no metrics", "off")):
+        port = free_port()
+        env = os.environ | {
+            "MODEL_API_URL": f"http://{HOST}:{model_port}/v1",
+            "PROXY_PORT": str(port),
+            "LIBRARY_FLOOR_METRICS": metrics,
+        }
+        libraries[name] = Server([sys.executable, str(HERE / "library_floor.py")], env, port, None)
+    floor = floor_server(model_port, free_port())
+    servers = {"agent": agent, **libraries, "floor": floor}
+    try:
+        model.start()
+        for server in servers.values():
+            server.start()
+        load = os.getloadavg()[0]
+        per_round = cpu_rounds(servers, model, rounds, turns)
+        floor_ms = statistics.median(per_round["floor"])
+        lines = []
+        for name in servers:
+            median = statistics.median(per_round[name])
+            each = " ".join(f"{ms:.3f}" for ms in per_round[name])
+            lines.append(f"{name:27s} {median:.3f} ms CPU per turn ({median / floor_ms:.2f}x the floor); rounds {each}")
+        lines.append(f"load average {load:.1f} -> {os.getloadavg()[0]:.1f}")
+        print("\n".join(lines), flush=True)
+        return "\n".join(lines)
+    finally:
+        for server in (*servers.values(), model):
+            server.stop()
+
+
 def rss_growth(trees: list[str], runs: int = 3, first: int = 5000, total: int = 20_000) -> str:
     """RSS of ``kora agent`` over a long text-turn load, one tree after another in ``runs`` alternating runs (each
     tree's agent runs from its own directory and ``PYTHONPATH``; default: this tree): seconds from start to
@@ -804,6 +849,11 @@ def main() -> None:
         help="an MCP tool-calling turn, agent against pydantic-ai's own floor (pydantic_ai_floor.py), ~1-2 min",
     )
     parser.add_argument(
+        "--library-floor",
+        action="store_true",
+        help="the text turn of the agent against the library floor (library_floor.py) and the floor, ~1-2 min",
+    )
+    parser.add_argument(
         "--rss",
         action="store_true",
         help="RSS at /ready, after 5k and 20k text turns, start to /health and /ready; ~1 min a run and tree",
@@ -838,6 +888,9 @@ def main() -> None:
         return
     if args.text_turn:
         print(text_turn(rounds=args.rounds, turns=args.turns or 1000).line(), flush=True)
+        return
+    if args.library_floor:
+        library_floor(rounds=args.rounds if args.rounds != 3 else 6, turns=args.turns or 600)
         return
     if args.rss:
         rss_growth(args.trees.split(","), runs=args.runs)

@@ -2,8 +2,10 @@
 
 ``/{namespace}/{agent|modelapi|mcp|memorystore}/{name}/<rest>`` goes to ``<upstream>/<rest>`` (the prefix is
 stripped, the query string kept), with the route's timeout (:mod:`kora.proxy.forward` explains the timeout,
-streaming and the 502/504 bodies). Any other path goes to the web console when ``kora up`` runs one (``kora
-console``, the gateway's root), else answers 404 JSON listing the known prefixes.
+streaming and the 502/504 bodies). A path of that shape in a namespace the gateway routes that names no workload
+(a mistyped name) answers 404 JSON listing the known prefixes, in OpenAI's error shape, as a client of that
+workload expects; any other path goes to the web console when ``kora up`` runs one (``kora console``, the
+gateway's root), else answers the same 404.
 
 A workload that is not Ready gets nothing: as a Kubernetes Service with no ready endpoint, the route answers
 503 (code ``not_ready``, the workload's phase and reason in the message) without contacting it, so an agent
@@ -39,11 +41,13 @@ from kora.core.limits import RequestLimits, jsonrpc_refusal, openai_refusal
 from kora.core.net import POOL_KEEPALIVE_SECONDS
 from kora.core.openai_wire import openai_error_body
 from kora.proxy.forward import HTTP_ERROR_HANDLERS, error_response, forward, raw_path
-from kora.resources import WorkloadPlan, route_path
+from kora.resources import RESOURCE_CLASSES, WorkloadPlan, route_path
 
 __all__ = ["GatewayRoute", "create_gateway_app", "gateway_body_limit", "match_route", "routes_from_plans"]
 
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+#: The second segment of every route prefix: one per resource kind (``agent``, ``modelapi``, ``mcp``, ...).
+_ROUTE_SEGMENTS = frozenset(resource.ROUTE_SEGMENT for resource in RESOURCE_CLASSES.values())
 #: ``Retry-After`` (seconds) of a route whose workload is not Ready.
 NOT_READY_RETRY_SECONDS = 1
 
@@ -113,6 +117,15 @@ def match_route(routes: Mapping[str, GatewayRoute], path: str) -> tuple[GatewayR
     return route, rest
 
 
+def names_a_workload(routes: Mapping[str, GatewayRoute], path: str) -> bool:
+    """Whether ``path`` has the shape of a route, ``/{namespace}/{kind segment}/{name}...``, in a namespace some
+    route of ``routes`` is in (whether or not a workload of that name exists)."""
+    parts = path.split("/", 4)
+    if len(parts) < 4 or parts[0] != "" or not parts[3] or parts[2] not in _ROUTE_SEGMENTS:
+        return False
+    return any(prefix.split("/", 2)[1] == parts[1] for prefix in routes)
+
+
 def create_gateway_app(
     routes: Mapping[str, GatewayRoute],
     *,
@@ -127,7 +140,8 @@ def create_gateway_app(
     docstring); the app's own 404/405 answers are JSON in OpenAI's shape. ``not_ready(prefix)`` says why the
     workload behind a route prefix is not Ready (None: it is); such a route answers 503 without forwarding.
     ``fallback`` (an upstream URL, the web console's) serves every path no route matches, path and query as
-    they are; without it such a path answers 404."""
+    they are, but a path that names a workload no route has (:func:`names_a_workload`); without it such a path
+    answers 404."""
     state: dict[str, httpx.AsyncClient] = {}
 
     @asynccontextmanager
@@ -144,7 +158,12 @@ def create_gateway_app(
 
     async def proxy(request: Request) -> Response:
         matched = match_route(routes, raw_path(request))
-        if matched is None and fallback is not None and "client" in state:
+        if (
+            matched is None
+            and fallback is not None
+            and "client" in state
+            and not names_a_workload(routes, raw_path(request))
+        ):
             return await forward(state["client"], request, fallback + raw_path(request), timeout_seconds=60.0)
         if matched is None:
             body = openai_error_body(

@@ -67,6 +67,22 @@ async def test_the_card_is_cacheable_and_revalidated_with_its_etag(model):
         # Another URL (behind a gateway) is another card, with another tag.
         other = await http.get("/.well-known/agent-card.json", headers={"X-Forwarded-Host": "gw.example.com"})
         assert other.headers["etag"] != etag
+        # The URL comes from the request's headers: a shared cache must keep a card per value of each, or a request
+        # naming another host would have its card served to every client.
+        for answer in (first, again, other):
+            assert answer.headers["vary"] == "Host, X-Forwarded-Proto, X-Forwarded-Host, X-Forwarded-Prefix"
+
+
+async def test_a_card_with_the_configured_public_url_varies_with_no_header(model):
+    async with (
+        running_agent(model, AGENT_PUBLIC_URL="https://agents.example.com/writer") as agent,
+        httpx.AsyncClient(base_url=agent.url, timeout=10) as http,
+    ):
+        plain = await http.get("/.well-known/agent-card.json")
+        forged = await http.get("/.well-known/agent-card.json", headers={"X-Forwarded-Host": "evil.example"})
+        assert plain.json()["url"] == forged.json()["url"] == "https://agents.example.com/writer/"
+        assert plain.headers["etag"] == forged.headers["etag"]
+        assert "vary" not in plain.headers
 
 
 async def test_the_card_url_follows_the_gateway_prefix_or_the_configured_public_url(model):

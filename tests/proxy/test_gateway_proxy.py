@@ -279,3 +279,18 @@ def test_with_a_fallback_every_unrouted_path_goes_to_it_whole_and_routes_still_w
         assert console.json()["body"] == "user=ana"
         routed = httpx.get(f"{gateway.root_url}/default/agent/a/v1/models", timeout=30)
         assert routed.json()["path"] == "/v1/models"
+        # A mistyped workload name is the gateway's JSON 404 (what an OpenAI client reads), not the console's page.
+        with pytest.raises(openai.NotFoundError) as raised:
+            openai.OpenAI(
+                base_url=f"{gateway.root_url}/default/agent/nobody/v1", api_key="x", max_retries=0
+            ).models.list()
+        assert raised.value.body == {
+            "message": "no route for /default/agent/nobody/v1/models",
+            "type": "not_found",
+            "param": None,
+            "code": "not_found",
+            "routes": ["/default/agent/a"],
+        }
+        # Paths of another shape, or of a namespace nothing is routed in, are still the console's.
+        for path in ("/sessions/default/a/s1", "/other/agent/a/v1/models", "/default/agent"):
+            assert httpx.get(f"{gateway.root_url}{path}", timeout=30).json()["path"] == path

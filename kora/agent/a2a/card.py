@@ -69,6 +69,9 @@ CARD_MAX_AGE_SECONDS = 300
 MAX_CACHED_URLS = 16
 
 ToolDefinitions = Callable[[], Sequence[Mapping[str, Any]]]
+#: The request headers a card's URL is derived from when ``AGENT_PUBLIC_URL`` is not set (:func:`public_base_url`),
+#: as a ``Vary`` header's value.
+URL_HEADERS = "Host, X-Forwarded-Proto, X-Forwarded-Host, X-Forwarded-Prefix"
 
 
 def public_base_url(settings: AgentSettings, request: Request) -> str:
@@ -91,10 +94,15 @@ def public_base_url(settings: AgentSettings, request: Request) -> str:
     return f"{scheme}://{host}/{prefix + '/' if prefix else ''}"
 
 
-def card_response(wire: Mapping[str, Any], request: Request, changed_at: float) -> Response:
+def card_response(
+    wire: Mapping[str, Any], request: Request, changed_at: float, *, from_request: bool = False
+) -> Response:
     """The card ``wire`` as an HTTP response: JSON with ``Cache-Control: public, max-age=...``, a strong ``ETag``
     (SHA-256 of the body) and ``Last-Modified`` (``changed_at``, Unix seconds: when the card's contents last
-    changed); 304 without a body when ``If-None-Match`` names that tag (or ``*``)."""
+    changed); 304 without a body when ``If-None-Match`` names that tag (or ``*``). ``from_request``: the card's URL
+    was derived from the request's headers (:func:`public_base_url` without ``AGENT_PUBLIC_URL``), so the answer
+    says ``Vary`` on those headers (:data:`URL_HEADERS`): a shared cache keeps one card per URL, and a request that
+    names another host never has its card served to others."""
     body = json.dumps(wire, ensure_ascii=False, separators=(",", ":")).encode()
     etag = f'"{hashlib.sha256(body).hexdigest()[:32]}"'
     headers = {
@@ -102,6 +110,8 @@ def card_response(wire: Mapping[str, Any], request: Request, changed_at: float) 
         "ETag": etag,
         "Last-Modified": formatdate(changed_at, usegmt=True),
     }
+    if from_request:
+        headers["Vary"] = URL_HEADERS
     asked = {tag.strip().removeprefix("W/") for tag in request.headers.get("if-none-match", "").split(",")}
     if etag in asked or "*" in asked:
         return Response(status_code=304, headers=headers)

@@ -331,7 +331,7 @@ class A2AServer:
     async def card_endpoint(self, request: Request) -> Response:
         """``GET`` the agent card, with the URL this client reached the agent at (cacheable: ``ETag``, 304)."""
         wire = self.cards.card_dict(public_base_url(self.settings, request))
-        return card_response(wire, request, self.cards.changed_at)
+        return card_response(wire, request, self.cards.changed_at, from_request=not self.settings.agent_public_url)
 
     async def rpc_endpoint(self, request: Request) -> Response:
         """``POST /``: one JSON-RPC request or a batch (see :mod:`.legacy` for the rules).
