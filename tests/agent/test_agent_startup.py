@@ -16,6 +16,7 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
+from kora.agent.state import TRACED_YOUNG_GENERATION_THRESHOLD, YOUNG_GENERATION_THRESHOLD
 from kora.core.net import free_port
 from kora.scripted.model import ScriptedModel, create_app
 from tests.support.a2a import message_params, rpc_body
@@ -234,3 +235,35 @@ def test_an_http_json_request_made_as_soon_as_health_answers_waits_for_the_sdk_i
         assert listed.status_code == 200, listed.text
         assert [task["id"] for task in listed.json()["tasks"]] == [sent.json()["task"]["id"]]
         assert client.get("/tasks/no-such-task").status_code == 404  # now the SDK's own answer
+
+
+YOUNG_GENERATION = """
+import asyncio
+import gc
+from kora.agent.app import create_app
+from kora.agent.settings import AgentSettings
+
+async def main() -> None:
+    app = create_app(AgentSettings(agent_name="a", model_api_url="http://127.0.0.1:9/v1", model_name="m"))
+    async with app.router.lifespan_context(app):
+        await app.state.kora.wait_runtime()
+        print(app.state.kora.runtime.tracing.enabled, gc.get_threshold()[0])
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, f"False {YOUNG_GENERATION_THRESHOLD}"),
+        # Spans waiting for the batch processor's export live longer than a turn.
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}, f"True {TRACED_YOUNG_GENERATION_THRESHOLD}"),
+    ],
+)
+def test_a_started_agent_sets_its_young_generation_by_whether_it_traces(env: dict[str, str], expected: str) -> None:
+    environ = {k: v for k, v in clean_env(**env).items() if not k.startswith("OTEL_") or k in env}
+    done = subprocess.run(
+        [sys.executable, "-c", YOUNG_GENERATION], env=environ, capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == expected, done.stdout + done.stderr
