@@ -31,6 +31,12 @@ log = logging.getLogger("kora.agent")
 #: Python's youngest-generation collection threshold once the agent has started (the default is 700): see
 #: ``AgentState._start``.
 YOUNG_GENERATION_THRESHOLD = 5000
+#: The same with tracing on. The batch span processor holds every finished span until it exports them (~12 objects
+#: the collector tracks a span; 512 spans a batch by default, and those ended while a batch is encoded): at 5000,
+#: collections ran every ~50 traced text turns and walked the spans waiting, ~1.1 ms each, 0.025 ms a turn
+#: (GC callbacks, 4000 turns at concurrency 16); at 20000 the spans are exported and freed before one is due
+#: (1 collection in 4000 turns).
+TRACED_YOUNG_GENERATION_THRESHOLD = 20000
 
 #: How the agent names its start-up in 503 answers and on ``/ready``.
 STARTUP_TEXT = StartupText(
@@ -94,8 +100,10 @@ class AgentState:
         # generation (700 objects) a collection ran every ~5 turns and walked the live turns' objects, promoting
         # them to be walked again; with a larger one most of them are freed by their reference counts before any
         # collection sees them. Measured (GC callbacks, 9000 text turns at concurrency 16): 0.065 ms of collections
-        # a turn at 700, 0.017 ms at 5000; RSS after the load the same (113 MB).
-        gc.set_threshold(YOUNG_GENERATION_THRESHOLD, *gc.get_threshold()[1:])
+        # a turn at 700, 0.017 ms at 5000; RSS after the load the same (113 MB). Traced, the spans waiting to be
+        # exported live longer than a turn (TRACED_YOUNG_GENERATION_THRESHOLD).
+        young = TRACED_YOUNG_GENERATION_THRESHOLD if runtime.tracing.enabled else YOUNG_GENERATION_THRESHOLD
+        gc.set_threshold(young, *gc.get_threshold()[1:])
 
     def on_runtime(self, attach: Callable[[AgentRuntime], None]) -> None:
         """Call ``attach`` with the runtime: at once if it has been built, else as soon as it is, before it starts

@@ -277,3 +277,21 @@ async def test_a_turn_ended_by_its_budget_names_it_on_its_span_with_its_spend(mo
     assert span.attributes["kora.turn.spent_model_requests"] == 1
     assert span.attributes["kora.turn.spent_input_tokens"] == outcome.input_tokens > 0
     assert span.attributes["kora.turn.spent_output_tokens"] == outcome.output_tokens
+
+
+async def test_a_streamed_turn_closed_by_its_consumer_ends_its_spans_as_cancelled(model, exporter):
+    # The client went away after the first text: the turn, its step and its model request end, marked cancelled.
+    model.enqueue(TextReply("one two three four", chunks=["one ", "two ", "three ", "four"]))
+    runtime = traced_runtime(model, exporter)
+    try:
+        stream = runtime.stream(TurnRequest("s1", "hello"))
+        assert isinstance(await anext(stream), str)
+        await stream.aclose()
+    finally:
+        await runtime.close()
+    spans = exporter.get_finished_spans()
+    assert tree(spans) == [(0, "invoke_agent a"), (1, "step 1"), (2, f"chat {model.model_name}")]
+    for span in spans:
+        assert span.status.status_code is StatusCode.ERROR, span.name
+        assert span.attributes is not None
+        assert span.attributes["error.type"] == "cancelled", span.name

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
+from kora.agent.state import TRACED_YOUNG_GENERATION_THRESHOLD, YOUNG_GENERATION_THRESHOLD
 from kora.core.net import free_port
 from kora.scripted.model import ScriptedModel, create_app
 from tests.support.a2a import message_params, rpc_body
@@ -298,3 +299,35 @@ def test_a_stop_as_soon_as_health_answers_ends_the_agent_cleanly() -> None:
         assert process.wait(30) == 0, said()
         assert "Traceback" not in said()
         assert " ERROR " not in said()
+
+
+YOUNG_GENERATION = """
+import asyncio
+import gc
+from kora.agent.app import create_app
+from kora.agent.settings import AgentSettings
+
+async def main() -> None:
+    app = create_app(AgentSettings(agent_name="a", model_api_url="http://127.0.0.1:9/v1", model_name="m"))
+    async with app.router.lifespan_context(app):
+        await app.state.kora.wait_runtime()
+        print(app.state.kora.runtime.tracing.enabled, gc.get_threshold()[0])
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, f"False {YOUNG_GENERATION_THRESHOLD}"),
+        # Spans waiting for the batch processor's export live longer than a turn.
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}, f"True {TRACED_YOUNG_GENERATION_THRESHOLD}"),
+    ],
+)
+def test_a_started_agent_sets_its_young_generation_by_whether_it_traces(env: dict[str, str], expected: str) -> None:
+    environ = {k: v for k, v in clean_env(**env).items() if not k.startswith("OTEL_") or k in env}
+    done = subprocess.run(
+        [sys.executable, "-c", YOUNG_GENERATION], env=environ, capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == expected, done.stdout + done.stderr

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from opentelemetry.sdk.resources import OTELResourceDetector
+from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 
 from kora.core.settings_errors import SettingsError
 from kora.core.telemetry.config import (
@@ -17,6 +17,7 @@ from kora.core.telemetry.config import (
     resource_attributes_value,
     tracing_enabled,
 )
+from kora.core.telemetry.setup import _resource
 
 pytestmark = pytest.mark.unit
 
@@ -141,3 +142,15 @@ def test_resource_attributes_survive_the_sdks_parser(namespace, kind, name):
         attributes = OTELResourceDetector().detect().attributes
     assert attributes["service.namespace"] == namespace
     assert (attributes["kora.resource.kind"], attributes["kora.resource.name"]) == (kind, name)
+
+
+@given(namespace=names, name=names)
+def test_the_workloads_resource_is_equal_to_and_hashes_as_the_sdks_resource_of_its_attributes(namespace, name):
+    # Its hash is worked out once (the span exporter hashes it per span); a plain Resource of the same attributes
+    # must still find it in a dict, and the other way round.
+    resource = _resource("Agent", name, namespace)
+    plain = Resource(dict(resource.attributes), resource.schema_url)
+    assert resource == plain
+    assert plain == resource
+    assert hash(resource) == hash(resource) == hash(plain)
+    assert {plain: "found"}[resource] == {resource: "found"}[plain] == "found"

@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext, suppress
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, field
+from types import TracebackType
 from urllib.parse import urlsplit
 
-from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Tracer
+from opentelemetry.trace import Span, SpanKind, Tracer
 from opentelemetry.util.types import AttributeValue
 from pydantic_ai.messages import ModelResponse
 
 from kora.agent.telemetry.conventions import PROVIDER, otel_input_messages, otel_output_message
 from kora.agent.telemetry.metrics import record_model_request
-from kora.agent.telemetry.spans import fail
+from kora.agent.telemetry.spans import Current, fail
 from kora.core.openai_wire import JSONObject
 
 
@@ -48,37 +47,14 @@ class ModelRequests:
         with suppress(ValueError):
             self._server["server.port"] = url.port or (443 if url.scheme == "https" else 80)
 
-    @contextmanager
-    def observe(self, body: JSONObject) -> Iterator[RequestRecord]:
+    def observe(self, body: JSONObject) -> AbstractContextManager[RequestRecord]:
         """Around one request with ``body`` (the chat-completions body sent); the adapter sets
         ``record.response`` when the answer is complete. An exception leaving the block is recorded as the
         request's failure and re-raised."""
-        record = RequestRecord()
-        started = time.perf_counter()
-        span = None
-        if self.tracer is not None:
-            span = self.tracer.start_span(f"chat {self.model}", kind=SpanKind.CLIENT, attributes=self._attributes(body))
-        current = (
-            trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False)
-            if span is not None
-            else nullcontext()
-        )
-        try:
-            with current:
-                yield record
-        except BaseException as error:
-            record_model_request(self.model, time.perf_counter() - started, 0, 0, error)
-            if span is not None:
-                fail(span, error)
-                span.end()
-            raise
-        self._record(record, started)
-        if span is not None:
-            if record.response is not None:
-                span.set_attributes(self._response_attributes(record.response))
-            span.end()
+        return _Observation(self, body)
 
     def _record(self, record: RequestRecord, started: float) -> None:
+        """The request's metrics (its duration and, when it answered, the tokens the model reported)."""
         usage = record.response.usage if record.response is not None else None
         record_model_request(
             self.model,
@@ -114,3 +90,49 @@ class ModelRequests:
         if self.capture_content:
             attributes["gen_ai.output.messages"] = json.dumps([otel_output_message(response)], ensure_ascii=False)
         return attributes
+
+
+class _Observation:
+    """The block of :meth:`ModelRequests.observe` (a class rather than a generator: it runs around every model
+    request, traced or not)."""
+
+    __slots__ = ("_body", "_current", "_observer", "_record", "_span", "_started")
+    _record: RequestRecord
+    _started: float
+    _span: Span | None
+    _current: Current | None
+
+    def __init__(self, observer: ModelRequests, body: JSONObject) -> None:
+        self._observer = observer
+        self._body = body
+
+    def __enter__(self) -> RequestRecord:
+        observer = self._observer
+        self._record = RequestRecord()
+        self._started = time.perf_counter()
+        self._span = self._current = None
+        if observer.tracer is not None:
+            self._span = observer.tracer.start_span(
+                f"chat {observer.model}", kind=SpanKind.CLIENT, attributes=observer._attributes(self._body)
+            )
+            self._current = Current(self._span)
+            self._current.__enter__()
+        return self._record
+
+    def __exit__(
+        self, error_type: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        observer, span, record = self._observer, self._span, self._record
+        if self._current is not None:
+            self._current.__exit__()
+        if error is not None:
+            record_model_request(observer.model, time.perf_counter() - self._started, 0, 0, error)
+            if span is not None:
+                fail(span, error)
+                span.end()
+            return
+        observer._record(record, self._started)
+        if span is not None:
+            if record.response is not None:
+                span.set_attributes(observer._response_attributes(record.response))
+            span.end()

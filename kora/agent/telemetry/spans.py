@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import contextvars
 import time
-from dataclasses import dataclass
+from contextlib import suppress
+from dataclasses import dataclass, field
+from types import TracebackType
 
-from opentelemetry import trace
+from opentelemetry import context, trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
@@ -16,6 +19,24 @@ from kora.agent.approvals import PausedTurn
 from kora.agent.telemetry.conventions import error_type
 from kora.agent.turn import TurnOutcome
 from kora.core.errors import KoraError
+
+
+class Current:
+    """``span`` made current inside a ``with`` block and left open (the caller ends it): what
+    ``trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False)`` does, without
+    its two generator-based layers (~2 us CPU a use less, in process; a text turn makes three spans current)."""
+
+    __slots__ = ("_span", "_token")
+
+    def __init__(self, span: Span) -> None:
+        self._span = span
+
+    def __enter__(self) -> Span:
+        self._token = context.attach(trace.set_span_in_context(self._span))
+        return self._span
+
+    def __exit__(self, *exc_info: object) -> None:
+        context.detach(self._token)
 
 
 @dataclass
@@ -27,7 +48,7 @@ class StepSpans:
     open: Span | None = None
 
     def begin(self) -> Span:
-        """End the open step, if any, and start the next one (not made current: see :func:`trace.use_span`)."""
+        """End the open step, if any, and start the next one (not made current: see :class:`Current`)."""
         self.end()
         self.count += 1
         self.open = self.tracer.start_span(f"step {self.count}", attributes={"kora.turn.step": self.count})
@@ -48,10 +69,38 @@ current_steps: contextvars.ContextVar[StepSpans | None] = contextvars.ContextVar
 
 @dataclass
 class TurnSpan:
-    """The ``invoke_agent`` span of a running turn; the runtime reports the outcome with :meth:`finish`."""
+    """The ``invoke_agent`` span of a running turn; the runtime reports the outcome with :meth:`finish`.
+
+    As a context manager (:meth:`AgentTracing.turn <kora.agent.telemetry.AgentTracing.turn>`): the span and its
+    steps are current inside the block and ended when it exits; an exception leaving the block (cancellation and
+    ``GeneratorExit`` included) ends the open step and the span failed (:func:`fail`) and goes on."""
 
     span: Span
     steps: StepSpans
+    _context: contextvars.Token[Context] | None = field(default=None, init=False, repr=False)
+    _steps: contextvars.Token[StepSpans | None] | None = field(default=None, init=False, repr=False)
+
+    def __enter__(self) -> TurnSpan:
+        self._context = context.attach(trace.set_span_in_context(self.span))
+        self._steps = current_steps.set(self.steps)
+        return self
+
+    def __exit__(
+        self, error_type: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        try:
+            if error is not None:
+                self.steps.end(error)
+                fail(self.span, error)
+            self.steps.end()
+            if self._steps is not None:
+                # A streamed turn closed by its consumer from another context cannot reset its own token there.
+                with suppress(ValueError):
+                    current_steps.reset(self._steps)
+            if self._context is not None:
+                context.detach(self._context)
+        finally:
+            self.span.end()
 
     def finish(self, outcome: TurnOutcome) -> None:
         """Record the turn's outcome on its span: finish reason, token usage summed over its model requests, and

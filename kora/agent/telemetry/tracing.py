@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any
 
 from opentelemetry import metrics, trace
@@ -18,8 +19,32 @@ from pydantic_ai.models.instrumented import InstrumentationSettings
 from kora.agent.telemetry.capabilities import ToolMetrics, ToolSpans, TurnSteps
 from kora.agent.telemetry.conventions import PROVIDER, SCOPE
 from kora.agent.telemetry.model_requests import ModelRequests
-from kora.agent.telemetry.spans import StepSpans, TurnSpan, current_steps, fail, span_ids
+from kora.agent.telemetry.spans import Current, StepSpans, TurnSpan, current_steps, span_ids
 from kora.core.telemetry import content_capture_enabled, tracing_enabled
+
+#: What :meth:`AgentTracing.turn` and :meth:`AgentTracing.first_step` answer with tracing off (reusable).
+_NO_SPAN = nullcontext(None)
+
+
+class _FirstStep:
+    """The block of :meth:`AgentTracing.first_step`: the turn's next step begun and current inside it."""
+
+    __slots__ = ("_current", "_steps")
+    _current: Current
+
+    def __init__(self, steps: StepSpans) -> None:
+        self._steps = steps
+
+    def __enter__(self) -> None:
+        self._current = Current(self._steps.begin())
+        self._current.__enter__()
+
+    def __exit__(
+        self, error_type: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self._current.__exit__()
+        if error is not None:
+            self._steps.end(error)
 
 
 @dataclass
@@ -82,52 +107,27 @@ class AgentTracing:
             return [ToolMetrics()]
         return [ToolMetrics(), ToolSpans(settings=self.settings), TurnSteps()]
 
-    @contextmanager
-    def turn(self, session_id: str) -> Iterator[TurnSpan | None]:
-        """The ``invoke_agent`` span of a turn, current inside the block; None with tracing off. An exception
-        leaving the block marks it failed; cancellation too (``error.type`` ``cancelled``)."""
+    def turn(self, session_id: str) -> AbstractContextManager[TurnSpan | None]:
+        """The ``invoke_agent`` span of a turn, current inside the block (a :class:`TurnSpan`); None with tracing
+        off. An exception leaving the block marks it failed; cancellation too (``error.type`` ``cancelled``)."""
         if self.tracer is None:
-            yield None
-            return
-        with self.tracer.start_as_current_span(
-            self._turn_name,
-            attributes={**self._turn_attributes, "gen_ai.conversation.id": session_id},
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            steps = StepSpans(self.tracer)
-            token = current_steps.set(steps)
-            try:
-                yield TurnSpan(span, steps)
-            except BaseException as error:
-                steps.end(error)
-                fail(span, error)
-                raise
-            finally:
-                steps.end()
-                # A streamed turn closed by its consumer from another context cannot reset its own token there.
-                with suppress(ValueError):
-                    current_steps.reset(token)
+            return _NO_SPAN
+        span = self.tracer.start_span(
+            self._turn_name, attributes={**self._turn_attributes, "gen_ai.conversation.id": session_id}
+        )
+        return TurnSpan(span, StepSpans(self.tracer))
 
     def model_requests(self, base_url: str) -> ModelRequests:
         """The observer of the agent's model requests (metrics always; ``chat`` spans with tracing on)."""
         return ModelRequests(self.model_name, base_url, self.tracer, self.capture_content)
 
-    @contextmanager
-    def first_step(self, turn: TurnSpan | None) -> Iterator[None]:
+    def first_step(self, turn: TurnSpan | None) -> AbstractContextManager[object]:
         """Step 1 of ``turn`` around its direct first request, current inside the block. It stays open after the
         block so the loop's first tool-call node continues it (see :class:`TurnSteps`); :meth:`end_step` or the
         turn's end closes it. An exception leaving the block ends it failed."""
         if turn is None:
-            yield
-            return
-        step = turn.steps.begin()
-        try:
-            with trace.use_span(step, end_on_exit=False, record_exception=False, set_status_on_exception=False):
-                yield
-        except BaseException as error:
-            turn.steps.end(error)
-            raise
+            return _NO_SPAN
+        return _FirstStep(turn.steps)
 
     def end_step(self) -> None:
         """End the current turn's open step, if any (a turn whose answer came: nothing more runs in the step)."""

@@ -113,7 +113,25 @@ def _resource(kind: str, name: str | None, namespace: str | None) -> Resource:
         defaults[SERVICE_NAMESPACE] = namespace
     # Resource.create lets its arguments override OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME; Kora's values
     # are only defaults, so the environment (the wiring's and the user's) is merged over them again.
-    return SdkResource.create(defaults).merge(OTELResourceDetector().detect())
+    return _hashed_once(SdkResource.create(defaults).merge(OTELResourceDetector().detect()))
+
+
+def _hashed_once(resource: Resource) -> Resource:
+    """``resource`` (same attributes, same schema URL, equal to it) as a ``Resource`` whose hash is worked out once.
+    The SDK's ``Resource.__hash__`` dumps the attributes to sorted JSON on every call, and the OTLP span exporter
+    hashes the resource of every span it encodes (it groups a batch by resource): 3.4 us a span for an agent's
+    resource, four spans a traced text turn, on the exporter's thread. A resource never changes once made."""
+    from opentelemetry.sdk.resources import Resource as SdkResource
+
+    class HashedOnceResource(SdkResource):
+        _hash: int | None = None
+
+        def __hash__(self) -> int:
+            if self._hash is None:
+                self._hash = super().__hash__()
+            return self._hash
+
+    return HashedOnceResource(resource.attributes, resource.schema_url)
 
 
 def _span_exporter(protocol: Protocol) -> SpanExporter:
