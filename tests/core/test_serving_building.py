@@ -22,6 +22,7 @@ from starlette.routing import Route
 
 from kora.core.errors import AppStartupFailed
 from kora.core.serving import BuildingApp, StartupText
+from tests.support.eventually import eventually
 from tests.support.threaded import ThreadedServer
 
 pytestmark = pytest.mark.integration
@@ -33,11 +34,11 @@ class Gated:
     """A build that waits for :meth:`release` (or the test's end), then makes a Starlette app whose lifespan and
     requests are written to :attr:`events` in the order they happen."""
 
-    def __init__(self, *, fail_build: bool = False, fail_startup: bool = False) -> None:
+    def __init__(self, *, fail_build: bool = False, fail_startup: bool = False, fail_shutdown: bool = False) -> None:
         self.gate = threading.Event()
         self.building = threading.Event()
         self.events: list[str] = []
-        self.fail_build, self.fail_startup = fail_build, fail_startup
+        self.fail_build, self.fail_startup, self.fail_shutdown = fail_build, fail_startup, fail_shutdown
 
     def release(self) -> None:
         self.gate.set()
@@ -56,6 +57,8 @@ class Gated:
                 raise RuntimeError("no database")
             yield {"made_by": "lifespan"}
             self.events.append("shutdown")
+            if self.fail_shutdown:
+                raise RuntimeError("cannot flush")
 
         async def echo(request: Request) -> JSONResponse:
             self.events.append(f"request {request.url.path}")
@@ -72,10 +75,10 @@ class Gated:
 
 
 @contextmanager
-def serving(gated: Gated) -> Iterator[tuple[BuildingApp, httpx.Client, threading.Event]]:
+def serving(gated: Gated, wait_seconds: float = 30) -> Iterator[tuple[BuildingApp, httpx.Client, threading.Event]]:
     """``gated``'s build served by uvicorn through a :class:`BuildingApp`; the event is set when it asks the server
     to stop."""
-    front = BuildingApp(gated.build, TEXT, identity={"thing": "t"}, wait_seconds=30)
+    front = BuildingApp(gated.build, TEXT, identity={"thing": "t"}, wait_seconds=wait_seconds)
     stopped = threading.Event()
     front.on_failure(stopped.set)
     try:
@@ -133,8 +136,60 @@ def test_a_build_that_fails_stops_the_server_keeps_the_error_and_answers_waiting
         assert json.loads(answer.read())["error"]["code"] == "startup_failed"
         assert isinstance(front.error, ValueError)
         assert str(front.error) == "THING_URL: must be a URL"
-        assert client.get("/ready").json()["status"] == "starting"  # never the app's
+        # Never the app's: the failure, on both probes (a liveness probe restarts the process).
+        ready = client.get("/ready")
+        assert (ready.status_code, ready.json()) == (
+            503,
+            {"status": "failed", "reasons": ["the thing failed to start: ValueError: THING_URL: must be a URL"]},
+        )
+        health = client.get("/health")
+        assert (health.status_code, health.json()) == (503, {"status": "failed", "thing": "t"})
     assert gated.events == ["built"]
+
+
+def test_a_build_that_hangs_fails_the_liveness_probe_once_it_ran_longer_than_it_may() -> None:
+    gated = Gated()
+    with serving(gated, wait_seconds=0.5) as (_, client, stopped):
+        assert gated.building.wait(30)
+        assert client.get("/health").status_code == 200  # building, for now
+        hung = eventually(lambda: client.get("/health").status_code == 503, "/health answering 503")
+        assert hung
+        assert client.get("/health").json() == {"status": "hung", "thing": "t"}
+        assert client.get("/ready").json()["status"] == "starting"
+        assert not stopped.is_set()  # the build may still end: the probe decides, not the server
+
+
+class Records(logging.Handler):
+    """Keeps the messages logged to it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_a_shutdown_that_fails_is_logged_once_and_reported_to_the_server_as_failed() -> None:
+    gated = Gated(fail_shutdown=True)
+    ours, servers = Records(), Records()
+    loggers = [(logging.getLogger("kora.serving"), ours), (logging.getLogger("uvicorn.error"), servers)]
+    for logger, records in loggers:
+        logger.addHandler(records)
+    try:
+        with serving(gated) as (front, client, _):
+            gated.release()
+            eventually(lambda: client.get("/ready").json().get("by") == "app", "the app's /ready")
+        assert gated.events[-1] == "shutdown"
+        assert front.error is None
+    finally:
+        for logger, records in loggers:
+            logger.removeHandler(records)
+    assert len(ours.messages) == 1, ours.messages  # the app's own report, with its traceback, not a second one
+    assert ours.messages[0].startswith("The thing failed to shut down")
+    assert "cannot flush" in ours.messages[0]
+    assert "Application shutdown failed. Exiting." in servers.messages
+    assert "Application shutdown complete." not in servers.messages
 
 
 def test_an_app_whose_start_up_fails_stops_the_server() -> None:

@@ -93,13 +93,13 @@ class TurnSpan:
                 self.steps.end(error)
                 fail(self.span, error)
             self.steps.end()
+        finally:
             if self._steps is not None:
                 # A streamed turn closed by its consumer from another context cannot reset its own token there.
                 with suppress(ValueError):
                     current_steps.reset(self._steps)
             if self._context is not None:
                 context.detach(self._context)
-        finally:
             self.span.end()
 
     def finish(self, outcome: TurnOutcome) -> None:

@@ -2,8 +2,10 @@
 
 Importing and building a workload's app (its web framework, routes, telemetry) takes longer than starting the
 HTTP server. :class:`BuildingApp` is what the server runs instead: its lifespan starts the build in a thread and
-completes at once, so the server listens while the app is made; meanwhile ``GET /health`` answers 200 and
-``GET /ready`` 503 ``starting``, and every other request waits for the app. Once built, the app's own lifespan
+completes at once, so the server listens while the app is made; meanwhile ``GET /health`` answers 200 (503 once
+the build failed, or ran longer than it may: a liveness probe restarts a process whose build hangs, as it did when
+nothing listened) and ``GET /ready`` 503 ``starting`` (``failed`` after a failure), and every other request waits
+for the app. Once built, the app's own lifespan
 runs (its start-up, then, when the server stops, its shutdown) and every request, the probes included, is the
 app's. A build or start-up that fails stops the server (:meth:`BuildingApp.on_failure`), and the error is kept
 (:attr:`BuildingApp.error`) for the command to report.
@@ -34,15 +36,19 @@ class BuildingApp:
     makes the app it then hands every request to.
 
     Until the app is built and its lifespan start-up has completed: ``GET /health`` answers 200
-    ``{"status": "ok", **identity}``; ``GET /ready`` 503 ``{"status": "starting", "reasons": [text.starting]}``;
-    any other request waits for the app, up to ``wait_seconds``, and is then the app's (503 ``text.codes[0]`` in
-    OpenAI's error body if it is still not started, ``text.codes[1]`` if it failed). Afterwards every request goes
-    straight to the app; the app's lifespan state (``scope["state"]``) is the server's, as if the server ran it.
+    ``{"status": "ok", **identity}``, but 503 (``"status"`` ``failed``, or ``hung`` once the start-up has run longer
+    than ``wait_seconds``); ``GET /ready`` 503 ``{"status": "starting", "reasons": [text.starting]}`` (``failed``
+    with ``text.failed`` and the error after a failure); any other request waits for the app, up to
+    ``wait_seconds``, and is then the app's (503 ``text.codes[0]`` in OpenAI's error body if it is still not
+    started, ``text.codes[1]`` if it failed). Afterwards every request goes straight to the app; the app's lifespan
+    state (``scope["state"]``) is the server's, as if the server ran it.
 
     ``build`` may raise: its error (for the command to report; not logged here), or
     :class:`~kora.core.errors.AppStartupFailed` (logged) when the app's own start-up fails, is kept in
     :attr:`error`, and the callback set by :meth:`on_failure` stops the server. A stop during the build waits for
-    it and never starts the app; a stop after it runs the app's shutdown.
+    it; the app is then not started, unless a request already waits for it (the server lets open requests finish
+    before it stops its lifespan: the app starts, answers it, and shuts down). A stop after it runs the app's
+    shutdown; one that fails is logged once and reported to the server as failed.
     """
 
     def __init__(
@@ -64,6 +70,10 @@ class BuildingApp:
         self._ended = asyncio.Event()  # started, failed or stopped before it started: nobody waits any longer
         self._stopping = asyncio.Event()
         self._state: dict[str, Any] = {}
+        #: When the build began (the event loop's clock), for :attr:`build_deadline_seconds`.
+        self._began: float | None = None
+        #: Set when the app's lifespan already reported its shutdown's failure (it is then not logged again).
+        self._shutdown_failed = False
 
     def on_failure(self, stop: Callable[[], None]) -> None:
         """Call ``stop`` (stop the server) when the build or the app's start-up fails."""
@@ -72,16 +82,32 @@ class BuildingApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         app = self.app
         if app is not None:
+            if self._state and "state" in scope and len(scope["state"]) < len(self._state):
+                # Parsed by the server a moment before the app's start-up filled the lifespan state.
+                scope["state"] = {**self._state, **scope["state"]}
             await app(scope, receive, send)
         elif scope["type"] == "lifespan":
             await self._lifespan(scope, receive, send)
         elif scope["type"] == "http" and scope["method"] == "GET" and scope["path"] == "/health":
-            await JSONResponse(self._health)(scope, receive, send)
+            await self._liveness()(scope, receive, send)
         elif scope["type"] == "http" and scope["method"] == "GET" and scope["path"] == "/ready":
-            starting = Readiness(Status.STARTING, [self.text.starting])
-            await JSONResponse(starting.body(), status_code=starting.http_status)(scope, receive, send)
+            if self.error is not None:
+                readiness = Readiness(Status.FAILED, [f"{self.text.failed}: {type(self.error).__name__}: {self.error}"])
+            else:
+                readiness = Readiness(Status.STARTING, [self.text.starting])
+            await JSONResponse(readiness.body(), status_code=readiness.http_status)(scope, receive, send)
         else:
             await self._when_started(scope, receive, send)
+
+    def _liveness(self) -> JSONResponse:
+        """``/health`` before the app answers it: 200 while the build runs, 503 once it failed or has run longer
+        than :attr:`wait_seconds` (hung: a liveness probe then restarts the process, as when nothing listened)."""
+        if self.error is not None:
+            return JSONResponse({**self._health, "status": "failed"}, status_code=503)
+        began = self._began
+        if began is not None and asyncio.get_running_loop().time() - began > self.wait_seconds:
+            return JSONResponse({**self._health, "status": "hung"}, status_code=503)
+        return JSONResponse(self._health)
 
     async def _when_started(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Hand the request to the app once it has started; 503 after ``wait_seconds`` or a failure."""
@@ -104,14 +130,18 @@ class BuildingApp:
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
         await receive()  # lifespan.startup
         self._state = scope.setdefault("state", {})
+        self._began = asyncio.get_running_loop().time()
         running = asyncio.get_running_loop().create_task(self._build_and_run(scope), name="kora-build")
         await send({"type": "lifespan.startup.complete"})
         await receive()  # lifespan.shutdown
         self._stopping.set()
-        if not running.done():
+        if self.app is None and self.error is None:
             log.info("%s stops before its start-up has ended: waiting for it", self.text.subject)
         await running
-        await send({"type": "lifespan.shutdown.complete"})
+        if self._shutdown_failed:
+            await send({"type": "lifespan.shutdown.failed", "message": f"{self.text.subject} failed to shut down"})
+        else:
+            await send({"type": "lifespan.shutdown.complete"})
 
     def _fail(self, error: BaseException) -> None:
         self.error = error
@@ -147,12 +177,15 @@ class BuildingApp:
             elif message["type"] == "lifespan.startup.failed":
                 self._fail(AppStartupFailed(message.get("message", "")))
             elif message["type"] == "lifespan.shutdown.failed":
+                self._shutdown_failed = True
                 log.error("%s failed to shut down: %s", self.text.subject, message.get("message", ""))
 
         try:
             await app(scope, app_receive, app_send)
         except Exception as error:  # the app's lifespan raised (having said it failed, or not)
             if self.app is not None:
-                log.error("%s failed to shut down", self.text.subject, exc_info=error)
+                if not self._shutdown_failed:  # else its lifespan said so, with the traceback
+                    self._shutdown_failed = True
+                    log.error("%s failed to shut down", self.text.subject, exc_info=error)
             elif self.error is None:
                 self._fail(AppStartupFailed(f"{type(error).__name__}: {error}"))
