@@ -218,7 +218,7 @@ class OperatorSettings(WorkloadSettings):
     def _approval_patterns(cls, value: str) -> str:
         for item in (item.strip() for item in value.split(",")):
             if item and not re.fullmatch(APPROVAL_PATTERN, item):
-                raise ValueError(f"{item!r} is no '<server>/<tool>' pattern (e.g. 'files/delete_*', 'agents/*')")
+                raise ValueError(names.not_an_approval_pattern(item))
         return value
 
     @property
