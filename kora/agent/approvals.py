@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from kora.agent.approval_calls import Decision, PendingApproval
 from kora.agent.budget import Limits, Spend
+from kora.core.env import not_an_approval_pattern
 from kora.core.errors import ApprovalConflict, Forbidden, NotFound
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ def parse_approval_patterns(value: str) -> tuple[str, ...]:
             continue
         server, slash, tool = pattern.partition("/")
         if not slash or not server or not tool or "/" in tool:
-            raise ValueError(f"{pattern!r} is no '<server>/<tool>' pattern (e.g. 'files/delete_*', 'agents/*')")
+            raise ValueError(not_an_approval_pattern(pattern))
     return patterns
 
 

@@ -636,8 +636,9 @@ class AgentRuntime:
             source, slash, tool = self.loop.approval_target(name).partition("/")
             if slash and self.loop.approval.requires(source, tool):
                 raise ApprovalConflict(
-                    f"The call '{result.tool_call_id}' of '{name}' no longer waits for approval: this agent does not "
-                    "know it (it restarted since).",
+                    f"The call '{result.tool_call_id}' of '{name}' is not waiting for approval in session "
+                    f"'{turn.session_id}': this session holds no such waiting call, though its history has the call "
+                    "unanswered. The agent most likely restarted since and forgot it.",
                     code="approval_unknown",
                 )
 

@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic.json_schema import SkipJsonSchema
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kora.agent.approvals import parse_approval_patterns
 from kora.core import env as envnames
@@ -23,6 +22,7 @@ from kora.core import protocol
 from kora.core.env import DEFAULT_MAX_REQUEST_BYTES, MIN_MAX_REQUEST_BYTES
 from kora.core.net import is_http_url, is_postgres_url
 from kora.core.serving import load_settings
+from kora.core.settings_model import WorkloadSettings
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 #: Scopes an agent may read, narrowest first: this session < this agent's memories of the user (across
@@ -76,14 +76,12 @@ _MCP_SERVER_URL = envnames.mcp_server_url_var("<NAME>")
 _PEER_AGENT_CARD_URL = envnames.peer_agent_card_url_var("<NAME>")
 
 
-class AgentSettings(BaseSettings):
+class AgentSettings(WorkloadSettings):
     """Settings of one agent server. Required: ``AGENT_NAME``, ``MODEL_API_URL``, ``MODEL_NAME``.
 
     Each field's ``description`` is its row in docs/configuration.md (``python scripts/gen_config_docs.py``);
     descriptions starting "Kora:" mark Kora's additions to the agent resource's standard settings.
     """
-
-    model_config = SettingsConfigDict(case_sensitive=False, extra="ignore", frozen=True)
 
     # Identity and model.
     agent_name: str = Field(

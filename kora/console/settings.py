@@ -11,21 +11,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kora.core.serving import load_settings
+from kora.core.settings_model import WorkloadSettings
 from kora.core.trace_links import check_trace_url
 
 COMPONENT = "kora console"
 
 
-class ConsoleSettings(BaseSettings):
+class ConsoleSettings(WorkloadSettings):
     """Where the console listens and which ``kora up`` run it shows.
 
     Each field's ``description`` is its row in docs/configuration.md (``python scripts/gen_config_docs.py``).
     """
-
-    model_config = SettingsConfigDict(case_sensitive=False, extra="ignore", frozen=True)
 
     console_host: str = Field(default="127.0.0.1", description="Interface to bind.")
     console_port: int = Field(default=8090, ge=1, le=65535, description="Port to listen on.")

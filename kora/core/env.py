@@ -39,6 +39,15 @@ MODEL_PRICE_OUTPUT_PER_MILLION = "MODEL_PRICE_OUTPUT_PER_MILLION"
 # Kora: tool calls that wait for a person's approval (spec.config.toolApproval).
 TOOL_APPROVAL_REQUIRED = "TOOL_APPROVAL_REQUIRED"
 TOOL_APPROVAL_TIMEOUT_SECONDS = "TOOL_APPROVAL_TIMEOUT_SECONDS"
+
+
+def not_an_approval_pattern(pattern: str) -> str:
+    """Why ``pattern``, one item of ``TOOL_APPROVAL_REQUIRED`` (a ``spec.config.toolApproval.required`` entry), is
+    refused: it is neither ``*`` nor ``<server>/<tool>``. The one message of the agent, the operator and a
+    manifest."""
+    return f"{pattern!r} is no '<server>/<tool>' pattern (e.g. 'files/delete_*', 'agents/*')"
+
+
 # The operator's default budget of every Agent (the chart's agentDefaults.budget).
 DEFAULT_BUDGET_MAX_TOOL_CALLS = "DEFAULT_BUDGET_MAX_TOOL_CALLS"
 DEFAULT_BUDGET_MAX_MODEL_REQUESTS = "DEFAULT_BUDGET_MAX_MODEL_REQUESTS"

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kora.core.env import DEFAULT_MAX_REQUEST_BYTES
 from kora.core.serving import load_settings, request_limit_field
 from kora.core.settings_errors import SettingsError
+from kora.core.settings_model import WorkloadSettings
 from kora.mcp.origin import DEFAULT_ALLOWED_ORIGINS, parse_allowed_origins
 
 COMPONENT = "kora mcp"
@@ -54,13 +54,11 @@ def parse_tool_timeouts(value: str) -> dict[str, float]:
     return result
 
 
-class McpSettings(BaseSettings):
+class McpSettings(WorkloadSettings):
     """Settings of one tool server. Exactly one of ``mcp_tools_string``, ``mcp_tools_file``, ``mcp_package``.
 
     Each field's ``description`` is its row in docs/configuration.md (``python scripts/gen_config_docs.py``).
     """
-
-    model_config = SettingsConfigDict(case_sensitive=False, extra="ignore", frozen=True)
 
     # Where the tools come from (exactly one).
     mcp_tools_string: str = Field(

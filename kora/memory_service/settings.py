@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kora.core.env import DEFAULT_MAX_LARGE_REQUEST_BYTES
 from kora.core.net import is_http_url
 from kora.core.serving import load_settings, request_limit_field
+from kora.core.settings_model import WorkloadSettings
 
 COMPONENT = "kora memory"
 ENV_PREFIX = "MEMORY_SERVICE_"
@@ -33,15 +33,13 @@ def _http_url(value: str) -> str:
     return value.rstrip("/")
 
 
-class MemoryServiceSettings(BaseSettings):
+class MemoryServiceSettings(WorkloadSettings):
     """Settings of one memory service. ``external`` storage needs ``database_url``; fact extraction and rolling
     summaries need the summary model; semantic recall needs the embedding model (without it recall uses full-text
     search only).
 
     Each field's ``description`` is its row in docs/configuration.md (``python scripts/gen_config_docs.py``).
     """
-
-    model_config = SettingsConfigDict(case_sensitive=False, extra="ignore", frozen=True)
 
     storage_mode: Literal["local", "external"] = Field(
         default="local",

@@ -28,11 +28,11 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kora.core import env as names
 from kora.core.net import is_http_url
 from kora.core.serving import load_settings
+from kora.core.settings_model import WorkloadSettings
 from kora.resources import (
     APPROVAL_PATTERN,
     DEFAULT_ROUTE_TIMEOUTS,
@@ -83,15 +83,13 @@ VARIABLES = tuple(
 )
 
 
-class OperatorSettings(BaseSettings):
+class OperatorSettings(WorkloadSettings):
     """Settings of the operator. Invariants after :func:`load_operator_settings`: ``operator_namespace`` and
     ``gateway_namespace`` are set; strict mode implies Gateway API and a ``gateway_internal_url``;
     ``gateway_create`` implies Gateway API and a ``gateway_class_name``.
 
     Each field's ``description`` is its row in docs/configuration.md (``python scripts/gen_config_docs.py``).
     """
-
-    model_config = SettingsConfigDict(case_sensitive=False, extra="ignore", frozen=True)
 
     kora_image: str = Field(
         min_length=1,
@@ -220,7 +218,7 @@ class OperatorSettings(BaseSettings):
     def _approval_patterns(cls, value: str) -> str:
         for item in (item.strip() for item in value.split(",")):
             if item and not re.fullmatch(APPROVAL_PATTERN, item):
-                raise ValueError(f"{item!r} is no '<server>/<tool>' pattern (e.g. 'files/delete_*', 'agents/*')")
+                raise ValueError(names.not_an_approval_pattern(item))
         return value
 
     @property

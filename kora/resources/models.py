@@ -25,6 +25,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
+from kora.core.env import not_an_approval_pattern
 from kora.core.inline_tools import unavailable_imports, unavailable_message
 
 GROUP = "kora.dev"
@@ -391,10 +392,23 @@ class AgentBudget(WireModel):
 APPROVAL_PATTERN = r"^(\*|[^/,\s]+/[^/,\s]+)$"
 
 
+def _check_approval_pattern(value: str) -> str:
+    if not re.fullmatch(APPROVAL_PATTERN, value):
+        raise ValueError(not_an_approval_pattern(value))
+    return value
+
+
+#: A ``toolApproval.required`` item: refused with the agent's message; the CRD's schema keeps the pattern, for the
+#: API server.
+ApprovalPattern = Annotated[
+    str, AfterValidator(_check_approval_pattern), Field(json_schema_extra={"pattern": APPROVAL_PATTERN})
+]
+
+
 class ToolApproval(WireModel):
     """Tool calls that wait for a person's approval (``spec.config.toolApproval``; docs/approvals.md)."""
 
-    required: list[Annotated[str, Field(pattern=APPROVAL_PATTERN)]] = Field(default_factory=list)
+    required: list[ApprovalPattern] = Field(default_factory=list)
     """Patterns of the tools whose calls need approval: ``<mcpServer>/<tool>``, ``agents/<peer>`` for a
     delegation, ``*`` matching any characters (``TOOL_APPROVAL_REQUIRED``)."""
     timeout_seconds: float | None = Field(default=None, gt=0)

@@ -100,6 +100,19 @@ async def test_errors_are_json_rpc_error_objects_with_standard_codes(http, body,
     assert answer["error"]["message"]
 
 
+@pytest.mark.parametrize("method", ["message/send", "message/stream", "tasks/send", "tasks/sendSubscribe"])
+@pytest.mark.parametrize("blocking", ["yes", 1, 0, "true", {}])
+async def test_a_wrongly_typed_blocking_is_invalid_params_naming_it_and_runs_no_turn(model, http, method, blocking):
+    # As A2A 1.0 refuses returnImmediately: "yes"; the SDK's 0.3 model read "yes" and 1 as true.
+    params = legacy_params("q") if method.startswith("tasks/") else message_params("q")
+    params["configuration"] = {"blocking": blocking}
+    response = await http.post("/", json=rpc_body(method, params))
+    answer = response.json() if response.headers["content-type"].startswith("application/json") else response.text
+    assert answer["error"]["code"] == -32602, answer
+    assert "configuration.blocking" in answer["error"]["message"]
+    assert model.requests == []
+
+
 async def test_cancelling_a_finished_task_is_task_not_cancelable(model, http):
     model.enqueue(TextReply("done"))
     task = (await http.post("/", json=rpc_body("message/send", message_params("q")))).json()["result"]

@@ -167,6 +167,16 @@ def test_an_unsupported_version_is_version_not_supported(client, version):
     assert reasons(error) == ["VERSION_NOT_SUPPORTED"]
     error = error_of(client.post("/", params={"A2A-Version": version}, json=rpc_body("GetTask", {"id": "x"})))
     assert error["code"] == -32009
+    # A 0.3 method (or one of no version) under an unsupported version: the version is what is refused, not the
+    # method, which is no 1.0 method.
+    for body in (
+        rpc_body("tasks/get", {"id": "x"}),
+        rpc_body("tasks/send", legacy_params("hi")),
+        rpc_body("tasks/explode", {}),
+    ):
+        error = error_of(client.post("/", json=body, headers={"A2A-Version": version}))
+        assert error["code"] == -32009, error
+        assert reasons(error) == ["VERSION_NOT_SUPPORTED"]
 
 
 def test_the_version_query_parameter_is_honoured_like_the_header(client):

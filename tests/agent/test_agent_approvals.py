@@ -640,8 +640,29 @@ async def test_chat_a_decision_the_agent_no_longer_knows_is_refused_not_shown_to
         with pytest.raises(openai.ConflictError) as unknown:
             continue_chat(restarted, "k", follow_up(answer, {"decision": "approve"}))
         assert unknown.value.code == "approval_unknown"
+        assert "restarted" in unknown.value.message
     assert RAN == []
     assert len(model.requests) == 1
+
+
+async def test_chat_a_decision_without_the_session_header_names_the_header_and_the_call_still_waits(model):
+    """A decision sent without the session's X-Session-ID goes to a new session, which holds no waiting call: the
+    409 says so and names the header (the agent did not restart), and the call still waits in its session."""
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "The sum is 3.")
+    async with calc_agent(model) as agent:
+        answer = ask(agent, "kept")
+        decision = follow_up(answer, {"decision": "approve"})
+        with pytest.raises(openai.ConflictError) as unknown:
+            agent.openai().chat.completions.create(model="a", messages=decision)
+        assert unknown.value.code == "approval_unknown"
+        assert "this session holds no such waiting call" in unknown.value.message
+        assert "X-Session-ID" in unknown.value.message
+        assert RAN == []
+        [waiting] = pending(agent, session_id="kept")
+        assert waiting["target"] == "calc/add"
+        done = continue_chat(agent, "kept", decision)
+        assert done.choices[0].message.content == "The sum is 3."
+    assert RAN == [{"a": 1, "b": 2}]
 
 
 def waiting_for_operator(agent: RunningAgent) -> list[dict[str, Any]]:
@@ -698,6 +719,7 @@ async def test_responses_a_decision_the_agent_no_longer_knows_is_refused_not_sho
                     model="a", previous_response_id=first.id, input=[decision], background=background
                 )
             assert unknown.value.code == "approval_unknown"
+            assert "restarted" in unknown.value.message
     assert RAN == []
     assert len(model.requests) == 1
 

@@ -59,6 +59,27 @@ def test_bad_configuration_stops_start_up_with_one_message_and_no_traceback(env,
         assert variable in done.stderr
 
 
+def test_blank_variables_count_as_unset_and_the_defaults_apply():
+    # docs/configuration.md: a variable set but empty or blank counts as not set (a manifest's `value: ""`).
+    # Each of these, blank, was refused (exit 2) or kept as given instead of its default.
+    port = free_port()
+    env = {
+        "AGENT_NAME": "blanks",
+        "MODEL_API_URL": "http://127.0.0.1:9/v1",
+        "MODEL_NAME": "m",
+        "AGENT_HOST": "127.0.0.1",
+        "AGENT_PORT": str(port),
+        "MEMORY_TOOLS": "",
+        "AGENT_LOG_LEVEL": "",
+        "TOOL_APPROVAL_TIMEOUT_SECONDS": " ",
+        "AGENT_DESCRIPTION": " \t ",
+    }
+    with kora_process(["agent"], env, f"http://127.0.0.1:{port}/health"):
+        card = httpx.get(f"http://127.0.0.1:{port}/.well-known/agent-card.json", timeout=30).json()
+    assert card["name"] == "blanks"
+    assert card["description"] == "AI Agent"
+
+
 @pytest.mark.slow
 def test_kora_agent_process_serves_health_and_chats():
     # How fast /health answers is measured by bench/bench_agent.py; here only that it answers at all.

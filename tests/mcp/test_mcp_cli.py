@@ -82,6 +82,25 @@ async def test_inline_tools_end_to_end_and_clean_shutdown():
     assert "Application shutdown complete" in stderr
 
 
+async def test_blank_variables_count_as_unset_and_the_defaults_apply():
+    # docs/configuration.md: a variable set but empty or blank counts as not set; a blank MCP_TOOL_WORKERS was
+    # refused (exit 2) and a blank MCP_SERVER_NAME was served as the name.
+    port = free_port()
+    blanks = {"MCP_PORT": "", "MCP_LOG_LEVEL": " ", "MCP_TOOL_WORKERS": "", "MCP_SERVER_NAME": " \t "}
+    source = 'def shout(text: str) -> str:\n    """Upper-cases text."""\n    return text.upper()\n'
+    process = start_cli(["--host", "127.0.0.1", "--port", str(port)], {"MCP_TOOLS_STRING": source, **blanks})
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", process)
+        async with mcp_session(f"http://127.0.0.1:{port}/mcp", headers={"Host": "mcpserver-x.ns.svc"}) as session:
+            assert session.server_info is not None
+            assert session.server_info.name == "kora-tools"
+            result = await session.call_tool("shout", {"text": "hi"})
+        assert result.structured_content == {"result": "HI"}
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=20)
+
+
 PACKAGE = '''
 """A package implementing MCP itself (the MCPServer `mcp` option), with a non-stdlib dependency."""
 import pydantic

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from kora.agent.settings import load_agent_settings
+from kora.core.settings_errors import SettingsError
 from kora.resources.graph import ResourceRef
 from kora.resources.loader import ManifestError, load_text
 from kora.resources.urls import ClusterDNS, GatewayRouted, Loopback, route_path, service_name
@@ -794,3 +795,28 @@ spec: {{modelAPI: llm, model: scripted, config: {{toolApproval: {{required: ["{p
 """
     with pytest.raises(Exception, match="required"):
         plan_workloads(load_text(BASE + agent), STRATEGIES["cluster"])
+
+
+def test_a_manifest_and_the_agent_refuse_a_tool_approval_pattern_in_the_same_words():
+    agent = """
+---
+apiVersion: kora.dev/v1alpha1
+kind: Agent
+metadata: {name: boss, namespace: team}
+spec: {modelAPI: llm, model: scripted, config: {toolApproval: {required: [delete_file]}}}
+"""
+    with pytest.raises(ManifestError) as manifest:
+        load_text(BASE + agent)
+    with pytest.raises(SettingsError) as settings:
+        load_agent_settings(
+            {
+                "AGENT_NAME": "a",
+                "MODEL_API_URL": "http://m/v1",
+                "MODEL_NAME": "m",
+                "TOOL_APPROVAL_REQUIRED": "delete_file",
+            }
+        )
+    reason = "'delete_file' is no '<server>/<tool>' pattern (e.g. 'files/delete_*', 'agents/*')"
+    assert f"spec.config.toolApproval.required[0]: {reason}" in str(manifest.value)
+    assert reason in str(settings.value)
+    assert "should match pattern" not in str(manifest.value)

@@ -239,12 +239,23 @@ def _check_message(params: JsonObject) -> None:
     context_id = message.get("contextId")
     if context_id is not None:
         check_session_id(context_id, "'message.contextId'")
-    configuration = params.get("configuration")
-    if configuration is not None and not isinstance(configuration, dict):
-        raise RequestError("Invalid params: 'configuration' must be an object")
+    _check_configuration(params.get("configuration"))
     metadata = message.get("metadata")
     if isinstance(metadata, dict) and BUDGET_METADATA in metadata:
         Limits.from_metadata(metadata[BUDGET_METADATA])  # a budget from a delegating agent must be readable
+
+
+def _check_configuration(configuration: object) -> None:
+    """A 0.3 send's ``configuration``: absent, or an object whose ``blocking`` is absent, null or a JSON boolean.
+    Raises :class:`~kora.core.errors.RequestError` (-32602) naming the field otherwise: the SDK's 0.3 model would
+    read ``"yes"`` or ``1`` as true (A2A 1.0's parser refuses ``returnImmediately: "yes"``)."""
+    if configuration is None:
+        return
+    if not isinstance(configuration, dict):
+        raise RequestError("Invalid params: 'configuration' must be an object")
+    blocking = configuration.get("blocking")
+    if blocking is not None and not isinstance(blocking, bool):
+        raise RequestError("Invalid params: configuration.blocking: must be a boolean (true or false)")
 
 
 #: Base64 as protobuf's JSON parser reads it (standard or URL-safe alphabet, padding optional).
@@ -391,8 +402,7 @@ def _legacy_params(params: JsonObject, non_blocking: bool) -> tuple[JsonObject, 
     if task_id is not None and not isinstance(task_id, str):
         raise RequestError("Invalid params: 'id' must be a string")
     configuration = params.get("configuration")
-    if configuration is not None and not isinstance(configuration, dict):
-        raise RequestError("Invalid params: 'configuration' must be an object")
+    _check_configuration(configuration)  # before tasks/send's own blocking: false replaces a wrongly typed one
     metadata = message.get("metadata")
     if isinstance(metadata, dict) and BUDGET_METADATA in metadata:
         Limits.from_metadata(metadata[BUDGET_METADATA])  # a budget from a delegating agent must be readable

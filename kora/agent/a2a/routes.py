@@ -62,6 +62,7 @@ from kora.core.errors import (
     InvalidJSON,
     InvalidRPCRequest,
     KoraError,
+    MethodNotFound,
     PayloadTooLarge,
     RequestError,
     VersionNotSupported,
@@ -381,7 +382,14 @@ class A2AServer:
         the other entries keep their answers. An invalid Request (-32600) is answered even without ``id``."""
         notification = legacy.is_notification(payload)
         try:
-            prepared = legacy.prepare(payload, version)
+            try:
+                prepared = legacy.prepare(payload, version)
+            except MethodNotFound:
+                # Under an unsupported version the request is read as 1.0 only to check it: that a method is no
+                # 1.0 method says nothing then, and the version's refusal is the answer.
+                if refusal is None:
+                    raise
+                raise refusal from None
             if refusal is not None:
                 raise refusal
             await self._check_free_task_id(prepared)

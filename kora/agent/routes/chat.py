@@ -86,11 +86,13 @@ def add_chat_routes(router: APIRouter, state: AgentState) -> None:
             await runtime.sync_paused()  # the shared task store: calls another replica paused
         paused = runtime.take_decisions(turn)
         if paused is None and parsed.approvals:
-            # Calls Kora said wait for approval, which it no longer knows (forgotten in a restart of the agent):
-            # refused, rather than the decision given to the model as the call's result.
+            # Calls Kora said wait for approval, which this session does not hold (the request names another
+            # session or none, or a restart of the agent forgot them): refused, rather than the decision given to
+            # the model as the call's result.
             raise ApprovalConflict(
-                f"The approval '{parsed.approvals[0]}' is no longer waiting: this agent does not know it "
-                "(it restarted since).",
+                f"The approval '{parsed.approvals[0]}' is not waiting in session '{session_id}': this session holds "
+                f"no such waiting call. Either the request names another session or none (send the session's "
+                f"{SESSION_HEADER} header, as the paused answer gave it), or the agent restarted since and forgot it.",
                 code="approval_unknown",
             )
         if paused is None:  # refused before a stream starts: a 409, not an error inside a 200 stream

@@ -4,7 +4,8 @@
 :func:`load_settings` reads the model's variables (:func:`~kora.core.settings_errors.settings_fields`: one-line
 values trimmed, blank ones unset), lets the workload adjust them and report what it checks before validation
 (``prepare``), validates them with the model, adds what only the values together can say (``check``) and raises
-with every problem in that order, or returns the settings.
+with every problem in that order, or returns the settings. The model sees those values only: a pydantic-settings
+model derives from :class:`~kora.core.settings_model.WorkloadSettings`, which reads no environment of its own.
 """
 
 from __future__ import annotations
