@@ -49,4 +49,6 @@ def add_ag_ui_routes(router: APIRouter, state: AgentState) -> None:
             runtime.check(turn)
         session_id = await open_session(state.memory, run.thread_id, agent_name, identity)
         turn = replace(turn, session_id=session_id)
+        # Results for calls of the agent's own tools no paused turn holds: refused, not shown to the model.
+        runtime.refuse_unknown_decisions(turn)
         return event_stream(ag_ui.run_events(runtime, turn, run, agent_name), {SESSION_HEADER: session_id})
