@@ -279,12 +279,13 @@ class AgentRuntime:
                     yield item
 
     async def stream_steps(
-        self, turn: TurnRequest, resume: PausedTurn | None = None
+        self, turn: TurnRequest, resume: PausedTurn | None = None, *, checked: bool = False
     ) -> AsyncGenerator[str | ToolStep | TurnOutcome]:
         """:meth:`stream`, also yielding each call of the agent's own tools (MCP, delegation, memory) as it starts
         (:class:`~kora.agent.turn.ToolCalled`) and as it returns (:class:`~kora.agent.turn.ToolReturned`), in the
-        order they happen. Client tool calls are not steps: the outcome carries them."""
-        if resume is None:
+        order they happen. Client tool calls are not steps: the outcome carries them. ``resume`` and ``checked``:
+        as :meth:`run`'s."""
+        if resume is None and not checked:
             await self.refuse_waiting(turn.session_id)
         with self.tracing.turn(turn.session_id) as span:
             async with aclosing(self._turn(turn, span, None, resume, streaming=True, tool_steps=True)) as items:

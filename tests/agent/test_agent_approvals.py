@@ -841,3 +841,19 @@ async def test_a_result_for_an_own_tools_call_no_paused_turn_holds_is_refused_an
         answered = chat([("call_w", "weather")], "sunny", tools=[weather])
         assert answered.choices[0].message.content == "Client tool answered."
         assert tool_messages(model.requests[1]) == ["sunny"]
+
+
+async def test_ag_ui_a_run_in_a_session_waiting_for_a_decision_is_refused_before_its_stream(model):
+    """As on Chat Completions and Responses, streamed or not: a 409 (``approval_pending``), not a ``RUN_ERROR``
+    inside a 200 stream; nothing stored, no model request."""
+    model.enqueue(ToolCallReply([ToolCall("add", {"a": 1, "b": 2})]), "Done.")
+    async with calc_agent(model) as agent:
+        ask(agent, "agui-wait")
+        refused = _ag_ui_status(agent, "agui-wait", [{"id": "u2", "role": "user", "content": "something else"}])
+        assert refused.status_code == 409, refused.text
+        assert refused.headers["content-type"].startswith("application/json")
+        assert refused.json()["error"]["code"] == "approval_pending"
+        assert agent.event_types("agui-wait") == ["user_message", "tool_call"]
+        assert len(model.requests) == 1
+        [approval] = pending(agent, session_id="agui-wait")
+        assert decide(agent, approval["id"], {"decision": "approve"}).json()["turn"]["text"] == "Done."
