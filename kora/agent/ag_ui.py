@@ -379,7 +379,7 @@ async def run_events(runtime: AgentRuntime, turn: TurnRequest, run: AgUiRun, mod
     encoder = EventEncoder()
     writer = EventWriter(run.input, model)
     yield encoder.encode(writer.started())
-    stream = runtime.stream_steps(turn)
+    stream = runtime.stream_steps(turn, checked=True)  # the route refused a session that waits
     try:
         async for item in stream:
             for event in writer.item(item):

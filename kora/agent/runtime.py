@@ -36,7 +36,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -279,12 +279,13 @@ class AgentRuntime:
                     yield item
 
     async def stream_steps(
-        self, turn: TurnRequest, resume: PausedTurn | None = None
+        self, turn: TurnRequest, resume: PausedTurn | None = None, *, checked: bool = False
     ) -> AsyncGenerator[str | ToolStep | TurnOutcome]:
         """:meth:`stream`, also yielding each call of the agent's own tools (MCP, delegation, memory) as it starts
         (:class:`~kora.agent.turn.ToolCalled`) and as it returns (:class:`~kora.agent.turn.ToolReturned`), in the
-        order they happen. Client tool calls are not steps: the outcome carries them."""
-        if resume is None:
+        order they happen. Client tool calls are not steps: the outcome carries them. ``resume`` and ``checked``:
+        as :meth:`run`'s."""
+        if resume is None and not checked:
             await self.refuse_waiting(turn.session_id)
         with self.tracing.turn(turn.session_id) as span:
             async with aclosing(self._turn(turn, span, None, resume, streaming=True, tool_steps=True)) as items:
@@ -617,30 +618,48 @@ class AgentRuntime:
         if not self.approvals.knows(paused):
             raise _waiting(paused)
 
-    def refuse_unknown_decisions(self, turn: TurnRequest, calls: Mapping[str, str]) -> None:
-        """Raise :class:`ApprovalConflict` (409, code ``approval_unknown``) when a tool result of ``turn`` answers a
-        call of the agent's own tool that needs approval (``calls``: the session's unanswered calls, tool call id
-        -> tool name) while no paused turn waits on it: the agent forgot it (a restart), and the result, a
-        decision, would reach the model as the tool's output."""
+    def refuse_unknown_decisions(self, turn: TurnRequest) -> None:
+        """Refuse the tool results of ``turn`` (Chat Completions or AG-UI ``tool`` messages, Responses
+        ``function_call_output`` items) that answer a call of one of the agent's own tools (by the name the model
+        sees; client tools, which the request declares, are not refused) while no paused turn of the session waits
+        on that call nor decided it: the agent runs its own tools itself and never hands a client one of their
+        calls but to decide it, so such a result is a decision the agent does not hold (sent without the session
+        the call was made in, or forgotten in a restart) or a result made up for a call that never ran. Given to
+        the model it would pass for the tool's output, and stored as a result of the tool.
+
+        Raises, with nothing run or stored: :class:`ApprovalConflict` (409, code ``approval_unknown``) for a call of
+        a tool that needs approval (the agent's ``TOOL_APPROVAL_REQUIRED`` patterns);
+        :class:`~kora.core.errors.RequestError` (400, code ``invalid_value``) for a call of another of its tools."""
         if not turn.tool_results:
             return
         clients = {tool.name for tool in turn.client_tools}
+        own: set[str] | None = None
         paused = self.approvals.in_session(turn.session_id)
         known = {a.tool_call_id for a in paused.approvals} if paused is not None else set()
         for result in turn.tool_results:
-            name = calls.get(result.tool_call_id)
-            if name is None or name in clients or result.tool_call_id in known:
+            call_id, name = result.tool_call_id, result.tool_name
+            if name in clients or call_id in known:
                 continue
-            if self.approvals.decided_call(turn.session_id, result.tool_call_id) is not None:
+            if own is None:
+                own = {tool["name"] for tool in self.tool_definitions()}
+            if name not in own or self.approvals.decided_call(turn.session_id, call_id) is not None:
                 continue
             source, slash, tool = self.loop.approval_target(name).partition("/")
             if slash and self.loop.approval.requires(source, tool):
                 raise ApprovalConflict(
-                    f"The call '{result.tool_call_id}' of '{name}' is not waiting for approval in session "
-                    f"'{turn.session_id}': this session holds no such waiting call, though its history has the call "
-                    "unanswered. The agent most likely restarted since and forgot it.",
+                    f"The call '{call_id}' of '{name}' waits for no decision in this session: no turn of the session "
+                    "holds it (the request does not continue the session the call was made in, or the agent "
+                    "restarted since). Send the decision in the session the call was made in: the same X-Session-ID "
+                    "header over Chat Completions, its previous_response_id or conversation over Responses; "
+                    "GET /approvals lists the calls waiting for a decision, and POST /approvals/{id} decides one.",
                     code="approval_unknown",
                 )
+            raise RequestError(
+                f"Invalid value: the result of call '{call_id}' answers '{name}', one of this agent's own tools, which "
+                "the agent runs itself: a client sends results only for the tools it declares in 'tools' (and "
+                "decisions for calls waiting for approval, in the session they were made in).",
+                code="invalid_value",
+            )
 
     def refuse_decided(self, session_id: str, call_ids: list[str], user_id: str | None) -> None:
         """Raise :class:`ApprovalConflict` (409) when one of ``call_ids`` in ``session_id`` is a call decided

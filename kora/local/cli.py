@@ -12,7 +12,9 @@ arguments or an unknown workload name.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shlex
 import signal
 import sys
 import time
@@ -218,6 +220,7 @@ def _chat(
     client = openai.OpenAI(base_url=workload.gateway_url + "/v1", api_key="unused", max_retries=0)
     interactive = sys.stdin.isatty()
     print(f"chatting with {workload.name} at {workload.gateway_url} (Ctrl-D to quit)", file=sys.stderr)
+    failed = False
     while True:
         if interactive:
             print("you > ", end="", flush=True)
@@ -225,7 +228,7 @@ def _chat(
         if not line:
             if interactive:
                 print()  # Ctrl-D ends the prompt's line, so the shell's prompt starts on its own
-            return 0
+            return 1 if failed else 0
         text = line.strip()
         if not text:
             continue
@@ -237,22 +240,76 @@ def _chat(
                 stream=True,
                 extra_headers=headers,
             )
-            session = raw.headers.get("x-session-id") or session
+            answered = raw.headers.get("x-session-id") or session
+            if answered != session:
+                print(
+                    f"kora chat: session {answered} (kora chat {workload.name} --session {answered} continues it)",
+                    file=sys.stderr,
+                )
+            session = answered
             print(f"{workload.name} > ", end="", flush=True)
+            waiting: list[tuple[str, str, str]] = []  # (tool, arguments, approval id) of calls waiting for approval
             for chunk in raw.parse():
                 for choice in chunk.choices:
                     if choice.delta.content:
                         print(choice.delta.content, end="", flush=True)
+                    for call in choice.delta.tool_calls or ():
+                        marker = (call.model_extra or {}).get(APPROVAL_FIELD)
+                        if isinstance(marker, dict) and call.function is not None:
+                            waiting.append(
+                                (call.function.name or "", call.function.arguments or "", str(marker.get("id")))
+                            )
             print(flush=True)
+            if waiting and session is not None:
+                for tool, arguments, approval in waiting:
+                    print(f"  waiting for approval: {tool}({arguments}) [{approval}]", flush=True)
+                print(_deciding_text(workload.gateway_url, session, [a for _, _, a in waiting]), file=sys.stderr)
         except openai.APIError as error:
-            print(f"\nkora chat: {error}", file=sys.stderr)
+            failed = True
+            print(f"\nkora chat: {_error_text(error)}", file=sys.stderr)
+            if error.code == "approval_pending" and session is not None:
+                print(_deciding_text(workload.gateway_url, session, []), file=sys.stderr)
+
+
+#: Kora's extension field that marks a streamed tool call waiting for a person's approval (docs/approvals.md).
+APPROVAL_FIELD = "kora_approval"
+
+
+def _deciding_text(gateway_url: str, session: str, approvals: list[str]) -> str:
+    """How to list and decide the calls waiting for approval in ``session`` (the agent's REST route, reached
+    through the gateway at ``gateway_url``): one approving command per id of ``approvals`` (a placeholder id when
+    none is given), and a rejecting one."""
+    post = f"curl -s -X POST {gateway_url}/approvals/%s -H 'Content-Type: application/json' -d %s"
+    approve = shlex.quote(json.dumps({"decision": "approve"}))
+    reject = shlex.quote(json.dumps({"decision": "reject", "reason": "not now"}))
+    ids = [shlex.quote(a) for a in approvals] or ["APPROVAL_ID"]
+    lines = [
+        f"kora chat: session {session} takes no new message until each waiting call is decided; from another terminal,",
+        f"  list them:  curl -s {shlex.quote(f'{gateway_url}/approvals?session_id={session}')}",
+        *(f"  approve:    {post % (approval, approve)}" for approval in ids),
+        f"  or reject:  {post % (ids[0], reject)}",
+        "  (the decision's answer holds the turn's reply, which the session keeps)",
+    ]
+    return "\n".join(lines)
+
+
+def _error_text(error: Exception) -> str:
+    """An OpenAI client error as one line: the agent's message and code when it sent an error body."""
+    body = getattr(error, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        code = body.get("code")
+        return f"{body['message']} ({code})" if code else str(body["message"])
+    return str(error)
 
 
 def chat_cli(argv: list[str]) -> int:
     """``kora chat AGENT``: read lines from stdin, stream the agent's answers through the gateway.
 
-    One session for the whole chat: the first answer's ``X-Session-ID`` is sent back with every later
-    message, so the agent replays the conversation from its memory. Exits 0 on EOF (Ctrl-D).
+    One session for the whole chat: the first answer's ``X-Session-ID`` is printed and sent back with every later
+    message, so the agent replays the conversation from its memory. An answer that pauses at calls waiting for a
+    person's approval shows each call (tool, arguments, approval id) and how to decide it (``POST
+    /approvals/{id}``). Exits 0 on EOF (Ctrl-D), 1 when a message was refused or failed (each such error is printed
+    on stderr and the chat goes on).
     """
     return run_command(_chat, argv, "kora chat")
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -678,6 +681,63 @@ def test_approvals_example_pauses_a_deletion_until_it_is_approved(tmp_path: Path
         # A tool no pattern names runs at once.
         listing = client.chat.completions.create(model="janitor", messages=[{"role": "user", "content": "list files"}])
         assert listing.choices[0].message.content == "Files: notes.txt, todo.txt"
+    finally:
+        stop(up)
+
+
+def test_kora_chat_shows_a_call_waiting_for_approval_and_how_to_decide_it(tmp_path: Path):
+    """docs/approvals.md's example as a user runs it: ``kora chat janitor`` shows the paused turn's call (tool,
+    arguments, approval id), the session and the REST route that decides it; once approved there, the chat goes on.
+    A message the agent refuses (the session still waits) is printed on stderr and the chat exits 1."""
+    up = start_up("examples/approvals", tmp_path)
+    try:
+        up.all_ready()
+        command = [sys.executable, "-m", "kora.cli", "chat", "janitor", "--state-dir", str(up.state_dir)]
+        chat = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path
+        )
+        watchdog = threading.Timer(120, chat.kill)  # a chat that never shows the call fails the test, not hangs it
+        watchdog.start()
+        try:
+            assert chat.stdin is not None
+            assert chat.stdout is not None
+            chat.stdin.write("delete notes.txt\n")
+            chat.stdin.flush()
+            lines = []
+            while not lines or "waiting for approval" not in lines[-1]:
+                line = chat.stdout.readline()
+                assert line, f"kora chat ended: {lines}"
+                lines.append(line)
+            shown = re.fullmatch(r"  waiting for approval: delete_file\((.*)\) \[(appr_\w+)\]\n", lines[-1])
+            assert shown is not None, lines
+            assert json.loads(shown.group(1)) == {"name": "notes.txt"}
+            approval = shown.group(2)
+            agent_url = f"{up.gateway}/default/agent/janitor"
+            decided = httpx.post(f"{agent_url}/approvals/{approval}", json={"decision": "approve"}, timeout=60)
+            assert decided.status_code == 200, decided.text
+            assert decided.json()["turn"]["text"] == "About notes.txt: deleted notes.txt"
+            out, err = chat.communicate("list files\n", timeout=60)
+        finally:
+            watchdog.cancel()
+        assert chat.returncode == 0, err
+        assert "janitor > Files: notes.txt, todo.txt" in out
+        [session] = re.findall(r"kora chat: session (\S+) \(kora chat janitor --session", err)
+        assert f"{agent_url}/approvals?session_id={session}" in err
+        assert f"curl -s -X POST {agent_url}/approvals/{approval} " in err
+        events = up.events("janitor", session)
+        assert [e["content"]["content"] for e in events if e["event_type"] == "tool_result"] == [
+            "deleted notes.txt",
+            "notes.txt, todo.txt",
+        ]
+
+        # Piped on without a decision: the second message is refused (the session waits), said, and the exit is 1.
+        refused = subprocess.run(
+            command, input="delete todo.txt\nlist files\n", capture_output=True, text=True, timeout=60, check=False
+        )
+        assert refused.returncode == 1, refused.stderr
+        assert "waiting for approval: delete_file" in refused.stdout
+        assert "(approval_pending)" in refused.stderr
+        assert "Files:" not in refused.stdout
     finally:
         stop(up)
 

@@ -4,8 +4,9 @@ events). What a run may ask and the events it gets: :mod:`kora.agent.ag_ui`.
 The rules are the chat endpoint's (:mod:`kora.agent.routes.chat`): the run's ``threadId`` is the Kora session
 (an ``X-Session-ID`` header, when sent, must name the same one; the answer carries it back in ``X-Session-ID``);
 the turn's user is the request's verified identity; a session of another user is a 403 (``session_forbidden``).
-What is refused before the stream starts is an HTTP error in OpenAI's error body (400, 401, 403, 503); a failure
-after it started is a ``RUN_ERROR`` event.
+What is refused before the stream starts is an HTTP error in OpenAI's error body (400, 401, 403, 503, and 409
+``approval_pending`` for a session whose turn waits for approval decisions); a failure after it started is a
+``RUN_ERROR`` event.
 
 The SDK (~80 ms of imports) loads with the first run, not at start-up: ``/health`` answers before it.
 """
@@ -49,4 +50,9 @@ def add_ag_ui_routes(router: APIRouter, state: AgentState) -> None:
             runtime.check(turn)
         session_id = await open_session(state.memory, run.thread_id, agent_name, identity)
         turn = replace(turn, session_id=session_id)
+        # Refused before the stream starts, as HTTP errors: a session whose turn waits for decisions (409
+        # approval_pending; a run decides nothing), then results for calls of the agent's own tools no paused turn
+        # holds (not shown to the model).
+        await runtime.refuse_waiting(session_id)
+        runtime.refuse_unknown_decisions(turn)
         return event_stream(ag_ui.run_events(runtime, turn, run, agent_name), {SESSION_HEADER: session_id})

@@ -84,6 +84,8 @@ def add_chat_routes(router: APIRouter, state: AgentState) -> None:
         model = parsed.request.model or agent_name
         if turn.tool_results and runtime.approvals.in_session(session_id) is None:
             await runtime.sync_paused()  # the shared task store: calls another replica paused
+        # Results for calls of the agent's own tools no paused turn holds: refused, not shown to the model.
+        runtime.refuse_unknown_decisions(turn)
         paused = runtime.take_decisions(turn)
         if paused is None and parsed.approvals:
             # Calls Kora said wait for approval, which this session does not hold (the request names another

@@ -154,8 +154,8 @@ def add_responses_routes(router: APIRouter, state: AgentState) -> None:
         headers = {SESSION_HEADER: session_id}
         if turn.tool_results and runtime.approvals.in_session(session_id) is None:
             await runtime.sync_paused()  # the shared task store: calls another replica paused
-        # Results for calls Kora said wait for approval, which it no longer knows: refused, not shown to the model.
-        runtime.refuse_unknown_decisions(turn, {call.tool_call_id: call.name for call in unanswered})
+        # Results for calls of the agent's own tools no paused turn holds: refused, not shown to the model.
+        runtime.refuse_unknown_decisions(turn)
         if fields["background"] is True:
             if not fields["store"]:
                 raise RequestError(
