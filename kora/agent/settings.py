@@ -269,6 +269,13 @@ class AgentSettings(BaseSettings):
     delegation_timeout_seconds: float = Field(
         default=120.0, gt=0, description="Kora: seconds to wait for a peer agent's answer to a delegated task."
     )
+    mcp_call_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="Kora: seconds one call of a tool server's tool may take; past it the call is given up and the "
+        "model is told the tool failed (the turn goes on). The default matches what tool servers allow: `kora mcp` "
+        "stops a tool after `MCP_TOOL_TIMEOUT_SECONDS` (30), a gateway's MCP route after 30s; raise it with them.",
+    )
     agent_public_url: str = Field(
         default="",
         description="Kora: the base URL clients reach this agent at (agent card `url`); empty: taken from each "
