@@ -287,7 +287,8 @@ class AgentSettings(BaseSettings):
         default=True,
         description="Kora: send each turn's first model request directly (a text answer then ends the turn "
         "without starting pydantic-ai's run, ~2 ms of CPU less); `false` runs every turn wholly in pydantic-ai's "
-        "Agent. Same answers, events and errors either way.",
+        "Agent. Same answers, events and errors either way. A turn with a time budget (`BUDGET_MAX_SECONDS`) always "
+        "runs in the Agent, which cuts its steps at the deadline.",
     )
     # User identity (docs/identity.md): both sources off unless set; without them every request is anonymous.
     auth_jwt_jwks_url: str = Field(
