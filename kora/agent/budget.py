@@ -8,7 +8,10 @@ unset budget is no limit. Each A2A task runs one turn, so a task has the same bu
 Every budget is checked *before* the thing it bounds: before each model request (the runtime's direct first one
 and the pydantic-ai loop's, by :class:`BudgetGuard`'s ``before_model_request``) and before each tool call
 (``before_tool_execute``). A budget that the next step would exceed raises
-:class:`~kora.core.errors.BudgetExhausted`; the runtime ends the turn as it ends a spent step budget.
+:class:`~kora.core.errors.BudgetExhausted`; the runtime ends the turn as it ends a spent step budget. The time
+budget also cuts the step in flight at the deadline (:func:`in_time`): a model request (the model adapter reads the
+deadline from :data:`TURN_DEADLINE`, which ``BudgetGuard`` sets for the loop's run) or a tool call
+(``BudgetGuard``'s ``wrap_tool_execute``) still running then is cancelled and ``BudgetExhausted`` raised.
 
 Delegation: the delegating turn sends what it has left (:meth:`TurnBudget.remaining`, :meth:`Limits.to_metadata`:
 ``{"tool_calls": int, "model_requests": int, "tokens": int, "cost_usd": float, "deadline": "<ISO 8601 UTC>"}``,
@@ -21,12 +24,15 @@ budget.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import JsonValue
 
@@ -42,6 +48,46 @@ SPENT_METADATA = "kora.spent"
 #: The budgets' names, as ``budget_exhausted: <name>`` and the metrics say them.
 BUDGET_NAMES = ("tool_calls", "model_requests", "tokens", "seconds", "cost_usd")
 _COUNTS = ("tool_calls", "model_requests", "tokens")
+_T = TypeVar("_T")
+
+#: The deadline (``time.time()`` seconds) of the turn whose agentic loop runs in this context; None: no time
+#: budget. Set for the loop's run by :class:`~kora.agent.budget_guard.BudgetGuard` (pydantic-ai carries what its
+#: ``before_run`` sets into the run's body); the model adapter bounds each request by it (:func:`in_time`).
+TURN_DEADLINE: ContextVar[float | None] = ContextVar("kora_turn_deadline", default=None)
+
+
+def in_time(deadline: float | None) -> AbstractAsyncContextManager[None]:
+    """A block bounded by the turn's ``deadline`` (``time.time()`` seconds; None: not bounded): past it, the block
+    is cancelled and :class:`~kora.core.errors.BudgetExhausted` ``seconds`` raised. Costs nothing unbounded."""
+    return nullcontext() if deadline is None else _until(deadline)
+
+
+def each_in_time(items: AsyncIterator[_T], deadline: float | None) -> AsyncIterator[_T]:
+    """``items`` with each item awaited within ``deadline`` (as :func:`in_time`): a stream that is still going
+    at the deadline raises ``BudgetExhausted``. The time between two items spent elsewhere (by the reader) counts,
+    the deadline being absolute; no wait spans the reader's own code. None: ``items`` as they are."""
+    return items if deadline is None else _each_until(items, deadline)
+
+
+@asynccontextmanager
+async def _until(deadline: float) -> AsyncGenerator[None]:
+    try:
+        async with asyncio.timeout(max(deadline - time.time(), 0.0)) as scope:
+            yield
+    except TimeoutError:
+        if not scope.expired():
+            raise
+        raise BudgetExhausted.of("seconds", "the turn's time ran out.") from None
+
+
+async def _each_until(items: AsyncIterator[_T], deadline: float) -> AsyncGenerator[_T]:
+    while True:
+        async with _until(deadline):
+            try:
+                item = await anext(items)
+            except StopAsyncIteration:
+                return
+        yield item
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ Errors: :class:`~kora.core.errors.ModelError` (the model API failed or sent an i
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
@@ -63,6 +63,7 @@ from pydantic_ai.profiles.openai import OpenAIModelProfile, openai_model_profile
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
+from kora.agent.budget import TURN_DEADLINE, each_in_time, in_time
 from kora.agent.model_client import ModelClient
 from kora.agent.telemetry import PROVIDER, ModelRequests
 from kora.core.errors import RequestError
@@ -192,11 +193,13 @@ class KoraChatModel(Model):
         model_settings: ModelSettings | None,
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
-        """One whole (non-streamed) model response for ``messages``. Raises ``ModelError``/``ModelTimeout``."""
+        """One whole (non-streamed) model response for ``messages``. Raises ``ModelError``/``ModelTimeout``, and
+        ``BudgetExhausted`` past the turn's deadline (:data:`~kora.agent.budget.TURN_DEADLINE`)."""
         settings, parameters = self.prepare_request(model_settings, model_request_parameters)
         body = self.request_body(messages, parameters, stream=False, settings=settings)
         with self.observer.observe(body) as record:
-            answer = await self.client.complete(body)
+            async with in_time(TURN_DEADLINE.get()):
+                answer = await self.client.complete(body)
             record.response = model_response(answer, self._name)
         return record.response
 
@@ -209,16 +212,35 @@ class KoraChatModel(Model):
         run_context: RunContext[Any] | None = None,
     ) -> AsyncGenerator[StreamedResponse]:
         """A streamed model response for ``messages``; leaving the block closes the connection (the model API
-        stops). Raises ``ModelError``/``ModelTimeout``, also while iterating."""
+        stops). Raises ``ModelError``/``ModelTimeout``, also while iterating, and ``BudgetExhausted`` when the turn's
+        deadline (:data:`~kora.agent.budget.TURN_DEADLINE`) passes before the stream has ended."""
         settings, parameters = self.prepare_request(model_settings, model_request_parameters)
         body = self.request_body(messages, parameters, stream=True, settings=settings)
+        deadline = TURN_DEADLINE.get()
         with self.observer.observe(body) as record:
-            async with self.client.stream(body) as chunks:
+            async with self._stream(body, deadline) as chunks:
                 streamed = KoraStreamedResponse(
-                    model_request_parameters=parameters, _model_name=self._name, _chunks=chunks
+                    model_request_parameters=parameters,
+                    _model_name=self._name,
+                    _chunks=each_in_time(chunks, deadline),
                 )
                 yield streamed
                 record.response = streamed.get()
+
+    def _stream(
+        self, body: JSONObject, deadline: float | None
+    ) -> AbstractAsyncContextManager[AsyncIterator[ChatCompletionChunk]]:
+        """The client's stream of ``body``, opened within ``deadline`` (None: the client's stream as it is)."""
+        return self.client.stream(body) if deadline is None else self._stream_in_time(body, deadline)
+
+    @asynccontextmanager
+    async def _stream_in_time(
+        self, body: JSONObject, deadline: float
+    ) -> AsyncGenerator[AsyncIterator[ChatCompletionChunk]]:
+        async with AsyncExitStack() as stack:
+            async with in_time(deadline):  # only the opening: the block's own awaits are not this one's
+                chunks = await stack.enter_async_context(self.client.stream(body))
+            yield chunks
 
     def request_body(
         self,

@@ -193,6 +193,7 @@ class AgenticLoop:
                 settings.mcp_server_urls,
                 reserved=[*self.delegation.tool_agents, *MEMORY_TOOL_NAMES],
                 approval=self.approval,
+                call_timeout=settings.mcp_call_timeout_seconds,
             )
         self.agent: Agent[TurnDeps, str] = Agent(
             model,

@@ -11,7 +11,10 @@ Readiness: :meth:`McpServers.problems` names each server that cannot be listed n
 A call lost to its server (the server died or the connection dropped mid-call) does not end the turn: it
 becomes a failed tool result whose text starts with ``Error:`` (as every tool failure does), stored as the call's
 ``tool_result`` (metadata ``outcome: "failed"``), and the model decides what to do next. The supervisor notices
-the server is gone at its next ping and reconnects when it is back.
+the server is gone at its next ping and reconnects when it is back. Two more ways a call ends as such a failed
+result rather than holding the turn: every call is bounded (``call_timeout``, the agent's
+``MCP_CALL_TIMEOUT_SECONDS``), and the calls in flight on a server the supervisor finds down (its ping failed: a
+hung or unreachable server) fail at once.
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Self
 
+import anyio
 import mcp.types as mcp_types
 from mcp.shared.exceptions import MCPError
 from pydantic_ai import RunContext
@@ -47,6 +52,32 @@ STARTUP_RETRY_WINDOW = 30.0
 _TOOL_CONTROL = (ToolFailed, CallDeferred, ApprovalRequired)
 
 
+class CallsInFlight:
+    """The calls in flight on one session of a tool server, so that they end when the session is found down:
+    each call runs in a cancel scope registered here; :meth:`fail` cancels them all and remembers why (``reason``),
+    and a call that starts afterwards fails at once."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self._scopes: set[anyio.CancelScope] = set()
+
+    def add(self, scope: anyio.CancelScope) -> None:
+        """Register a call's scope (cancelled at once when the session is already down)."""
+        self._scopes.add(scope)
+        if self.reason is not None:
+            scope.cancel()
+
+    def discard(self, scope: anyio.CancelScope) -> None:
+        """Forget a call's scope: the call ended."""
+        self._scopes.discard(scope)
+
+    def fail(self, reason: str) -> None:
+        """The session is down (``reason``, e.g. ``"lost connection: TimeoutError"``): end every call on it."""
+        self.reason = reason
+        for scope in self._scopes:
+            scope.cancel()
+
+
 @dataclass
 class LostCallGuard(WrapperToolset[Any]):
     """A tool server's toolset whose calls cannot end the turn by failing in transport: any exception other
@@ -56,10 +87,15 @@ class LostCallGuard(WrapperToolset[Any]):
     That includes ``ModelRetry``: with ``tool_error_behavior="failed"`` the MCP toolset raises it only for a
     protocol-level error (a connection closed mid-call among them), and a retried call is stored nowhere (call
     and return are both dropped), so the lost call would vanish from the session's events.
+
+    Each call is bounded by ``timeout`` seconds (None: not bounded) and ends when its session is found down
+    (``calls``): both end it as a failed tool result too.
     """
 
     server: str = ""
     on_lost: Callable[[str, str], None] | None = None
+    timeout: float | None = None
+    calls: CallsInFlight = field(default_factory=CallsInFlight)
 
     async def __aenter__(self) -> Self:
         """Enter the server's session for a run (the supervisor holds it open); a server that cannot be reached
@@ -90,9 +126,16 @@ class LostCallGuard(WrapperToolset[Any]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
-        """Call ``name`` on the wrapped toolset; a transport failure is a failed tool result."""
+        """Call ``name`` on the wrapped toolset; a transport failure, a call past ``timeout`` and a call on a
+        session found down are failed tool results."""
+        deadline = math.inf if self.timeout is None else anyio.current_time() + self.timeout
         try:
-            return await self.wrapped.call_tool(name, tool_args, ctx, tool)
+            with anyio.CancelScope(deadline=deadline) as scope:
+                self.calls.add(scope)
+                try:
+                    return await self.wrapped.call_tool(name, tool_args, ctx, tool)
+                finally:
+                    self.calls.discard(scope)
         except _TOOL_CONTROL:
             raise
         except Exception as error:
@@ -105,6 +148,14 @@ class LostCallGuard(WrapperToolset[Any]):
                 self._lost(f"tool call {name!r} failed: {reason}")
             message = f"Error: the tool server {self.server!r} failed during the call to {name!r}: {reason}"
             raise ToolFailed(message) from error
+        # Only a cancellation of this call's own scope gets here (anything else propagates out of it).
+        if self.calls.reason is not None:
+            reason = f"the server is down ({self.calls.reason})"
+            log.warning("mcp server %r: tool call %r failed: %s", self.server, name, reason)
+        else:
+            reason = f"no answer within {self.timeout:g} s"
+            log.warning("mcp server %r: tool call %r given up: %s", self.server, name, reason)
+        raise ToolFailed(f"Error: the tool server {self.server!r} failed during the call to {name!r}: {reason}")
 
     def _lost(self, reason: str) -> None:
         log.warning("mcp server %r: %s", self.server, reason)
@@ -118,6 +169,7 @@ class _Server:
     url: str
     toolset: MCPToolset[Any] | None = None
     tools: list[mcp_types.Tool] = field(default_factory=list)
+    calls: CallsInFlight = field(default_factory=CallsInFlight)
     error: str | None = "not connected yet"
 
 
@@ -126,7 +178,8 @@ class McpServers:
 
     ``urls`` maps server name to its Streamable HTTP endpoint (``.../mcp``). ``reserved`` are tool names
     Kora defines itself (delegation, memory): an MCP tool with such a name is prefixed with its server name.
-    ``ping_interval`` and ``max_backoff`` are seconds. Calls of the tools ``approval`` names (``<server>/<tool>``,
+    ``ping_interval``, ``max_backoff``, ``timeout`` (to connect, list and ping) and ``call_timeout`` (one tool call;
+    None: not bounded) are seconds. Calls of the tools ``approval`` names (``<server>/<tool>``,
     the tool's own name) wait for a person's approval (:mod:`kora.agent.approvals`).
     """
 
@@ -138,6 +191,7 @@ class McpServers:
         max_backoff: float = 10.0,
         timeout: float = 30.0,
         approval: ApprovalPolicy | None = None,
+        call_timeout: float | None = 30.0,
     ) -> None:
         self._approval = approval or ApprovalPolicy()
         self._servers = {name: _Server(name, url) for name, url in urls.items()}
@@ -145,6 +199,7 @@ class McpServers:
         self._ping_interval = ping_interval
         self._max_backoff = max_backoff
         self._timeout = timeout
+        self._call_timeout = call_timeout
         self._toolsets: list[AbstractToolset[Any]] = []
         self._renames: dict[str, dict[str, str]] = {}
         # The name the model sees -> (server, the tool's own name).
@@ -253,6 +308,7 @@ class McpServers:
                 await toolset.__aexit__(None, None, None)
             return
         server.toolset, server.tools, server.error = toolset, tools, None
+        server.calls = CallsInFlight()
         log.info("mcp server %r connected with %d tool(s)", server.name, len(tools))
         self._rebuild()
 
@@ -274,6 +330,8 @@ class McpServers:
         toolset, server.toolset, server.tools = server.toolset, None, []
         server.error = reason
         if toolset is not None:
+            # The calls in flight on the session end now (a hung server would hold them until their timeout).
+            server.calls.fail(reason or "the agent is stopping")
             # Offered no more before the close is awaited: while a dead session takes its time to close, turns
             # and /ready must already agree that the server is down.
             self._rebuild()
@@ -300,7 +358,15 @@ class McpServers:
             if any(self._approval.requires(server.name, tool.name) for tool in server.tools):
                 toolset = ApprovalRequiredToolset(toolset, approval_required_func=self._needs_approval(server.name))
             toolset = toolset.renamed(renames) if renames else toolset
-            toolsets.append(LostCallGuard(toolset, server=server.name, on_lost=self.report_lost))
+            toolsets.append(
+                LostCallGuard(
+                    toolset,
+                    server=server.name,
+                    on_lost=self.report_lost,
+                    timeout=self._call_timeout,
+                    calls=server.calls,
+                )
+            )
         self._toolsets = toolsets
 
     def _needs_approval(self, server: str) -> Callable[[RunContext[Any], ToolDefinition, dict[str, Any]], bool]:

@@ -329,7 +329,10 @@ class AgentRuntime:
                     await prepared()
                 progress.messages = messages[prompt_at:]
                 said_text = False
-                if resume is None and self._direct and turn.direct_first:
+                # A turn with a time budget runs wholly in the loop, whose model requests and tool calls are cut at
+                # its deadline (BudgetGuard): the direct request streams to the client from within this generator,
+                # where no timeout can span the reader's own code.
+                if resume is None and self._direct and turn.direct_first and progress.budget.limits.deadline is None:
                     parameters = self.loop.request_parameters(turn)
                     # Prepared as the Agent prepares every request (pydantic-ai's notes on framing lookalikes).
                     sent = self.model.prepare_messages(messages, parameters)

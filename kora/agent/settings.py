@@ -267,6 +267,13 @@ class AgentSettings(WorkloadSettings):
     delegation_timeout_seconds: float = Field(
         default=120.0, gt=0, description="Kora: seconds to wait for a peer agent's answer to a delegated task."
     )
+    mcp_call_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="Kora: seconds one call of a tool server's tool may take; past it the call is given up and the "
+        "model is told the tool failed (the turn goes on). The default matches what tool servers allow: `kora mcp` "
+        "stops a tool after `MCP_TOOL_TIMEOUT_SECONDS` (30), a gateway's MCP route after 30s; raise it with them.",
+    )
     agent_public_url: str = Field(
         default="",
         description="Kora: the base URL clients reach this agent at (agent card `url`); empty: taken from each "
@@ -278,7 +285,8 @@ class AgentSettings(WorkloadSettings):
         default=True,
         description="Kora: send each turn's first model request directly (a text answer then ends the turn "
         "without starting pydantic-ai's run, ~2 ms of CPU less); `false` runs every turn wholly in pydantic-ai's "
-        "Agent. Same answers, events and errors either way.",
+        "Agent. Same answers, events and errors either way. A turn with a time budget (`BUDGET_MAX_SECONDS`) always "
+        "runs in the Agent, which cuts its steps at the deadline.",
     )
     # User identity (docs/identity.md): both sources off unless set; without them every request is anonymous.
     auth_jwt_jwks_url: str = Field(

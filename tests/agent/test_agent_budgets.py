@@ -3,6 +3,7 @@
 the budget; a budget given by a delegating agent (``kora.budget``) binds the peer; and a loop of delegations across
 three agents ends within the first agent's budget."""
 
+import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
@@ -14,7 +15,7 @@ import pytest
 
 from kora.agent.app import create_app
 from kora.core.net import free_port
-from kora.scripted import ToolCall, ToolCallReply
+from kora.scripted import TextReply, ToolCall, ToolCallReply
 from kora.scripted.model import ScriptedModel
 from kora.scripted.model import create_app as create_model_app
 from tests.support.a2a import message_params, rpc_body
@@ -104,6 +105,78 @@ async def test_each_budget_ends_the_turn_before_the_step_it_would_exceed(model, 
         assert spent["model_requests"] == requests
         assert not task.get("artifacts")
         assert agent.event_types("t") == ["user_message", *events, "error"]
+
+
+async def nap(seconds: float) -> str:
+    """Sleep ``seconds``, then answer."""
+    await asyncio.sleep(seconds)
+    return "rested"
+
+
+def streamed_chat(agent: RunningAgent, session: str) -> tuple[str, str | None]:
+    """A streamed chat turn: its text and last finish_reason."""
+    text, finish = "", None
+    stream = agent.openai().chat.completions.create(
+        model="a", messages=[{"role": "user", "content": "go"}], stream=True, extra_headers={"X-Session-ID": session}
+    )
+    for chunk in stream:
+        if chunk.choices:
+            text += chunk.choices[0].delta.content or ""
+            finish = chunk.choices[0].finish_reason or finish
+    return text, finish
+
+
+async def test_the_seconds_budget_cuts_a_model_request_still_running_at_the_deadline(model):
+    """A model answer that takes far longer than the turn's seconds (20 s against 3): the request is cut at the
+    deadline, the turn ends as a spent budget (chat streamed and not, A2A), and the late answer never arrives; so is
+    a streamed answer whose next chunk comes too late."""
+    late = TextReply("finally done", delay_seconds=20)
+    slow = TextReply("begun and never finished", chunks=["begun", " and never finished"], chunk_delay_seconds=20)
+    model.enqueue(late, late, slow, late)
+    async with running_agent(model, BUDGET_MAX_SECONDS="3") as agent:
+        answer = chat(agent, "m")
+        assert answer.choices[0].finish_reason == "length"
+        assert answer.choices[0].message.content.startswith("budget_exhausted: seconds")
+        stored = agent.events("m")
+        assert [e["event_type"] for e in stored] == ["user_message", "error"]
+        assert stored[-1]["content"]["error_type"] == "budget_exhausted"
+
+        text, finish = streamed_chat(agent, "s")
+        assert finish == "length"
+        assert text.startswith("budget_exhausted: seconds")
+        assert "finally" not in text
+        assert agent.event_types("s") == ["user_message", "error"]
+
+        # Cut mid-answer: what was streamed stays with the client, the cut answer is not stored.
+        text, finish = streamed_chat(agent, "cut")
+        assert finish == "length"
+        assert text.startswith("begun")
+        assert "budget_exhausted: seconds" in text
+        assert "never finished" not in text
+        assert agent.event_types("cut") == ["user_message", "error"]
+
+        task = a2a_task(agent, "t")
+        assert task["status"]["state"] == "failed"
+        assert task["status"]["message"]["parts"][0]["text"].startswith("budget_exhausted: seconds")
+        assert agent.event_types("t") == ["user_message", "error"]
+
+
+async def test_the_seconds_budget_cuts_a_tool_call_still_running_at_the_deadline(model):
+    """A tool call that takes far longer than the turn's seconds (20 s against 3): the call is cut at the
+    deadline, the turn ends as a spent budget, and the call is stored without a result (it never returned)."""
+    model.enqueue(ToolCallReply([ToolCall("nap", {"seconds": 20})]), TextReply("rested well"))
+    async with (
+        ThreadedServer(mcp_app("sleepy", [nap]), name="sleepy", lifespan="on") as sleepy,
+        running_agent(
+            model, MCP_SERVERS="sleepy", MCP_SERVER_SLEEPY_URL=sleepy.root_url, BUDGET_MAX_SECONDS="3"
+        ) as agent,
+    ):
+        answer = chat(agent, "c")
+        assert answer.choices[0].finish_reason == "length"
+        assert answer.choices[0].message.content.startswith("budget_exhausted: seconds")
+        assert len(model.requests) == 1
+        assert answer.usage.prompt_tokens > 0  # the request that ran
+        assert agent.event_types("c") == ["user_message", "tool_call", "error"]
 
 
 async def test_a_budget_given_in_a2a_metadata_binds_the_peer(model):

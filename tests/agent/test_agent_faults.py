@@ -237,6 +237,77 @@ async def test_a_tool_server_killed_mid_call_gives_a_failed_result_and_comes_bac
         process.wait(timeout=10)
 
 
+async def test_a_hung_tool_server_fails_the_call_in_flight_once_its_ping_fails(model, tmp_path):
+    """A tool server that stops answering (SIGSTOP) mid-call: the supervisor's ping finds it down, and the call in
+    flight fails then as a lost call (the model is told), rather than waiting for the server to wake up. The call
+    timeout is set far beyond the ping's so that only the ping can end the call."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    process = start_cli(["--host", "127.0.0.1", "--port", str(port)], {"MCP_TOOLS_STRING": SLOW_TOOL})
+    try:
+        wait_ready(base, process)
+        started = tmp_path / "started"
+        call = ToolCall("slow", {"seconds": 5, "started": str(started)})
+        model.enqueue(ToolCallReply([call]), TextReply("the tool server hung"))
+        environ = {"MCP_SERVERS": "t", "MCP_SERVER_T_URL": f"{base}/mcp", "MCP_CALL_TIMEOUT_SECONDS": "3600"}
+        async with running_agent(model, **environ) as agent:
+            answers: list[object] = []
+
+            def ask() -> None:
+                answers.append(
+                    agent.openai(timeout=300).chat.completions.create(
+                        model="a", messages=[{"role": "user", "content": "sleep"}], extra_headers={"X-Session-ID": "h"}
+                    )
+                )
+
+            asker = threading.Thread(target=ask)
+            asker.start()
+            await eventually_async(started.exists, "the tool running")  # the call is in flight
+            process.send_signal(signal.SIGSTOP)
+            # The ping gives up after 30 s: the answer comes well before the stopped server could ever answer.
+            await asyncio.to_thread(asker.join, 240)
+            (answer,) = answers
+            assert answer.choices[0].message.content == "the tool server hung"  # type: ignore[attr-defined]
+            events = agent.events("h")
+            assert [e["event_type"] for e in events] == ["user_message", "tool_call", "tool_result", "agent_response"]
+            result = events[2]
+            assert result["metadata"]["outcome"] == "failed"
+            assert str(result["content"]["content"]).startswith(
+                "Error: the tool server 't' failed during the call to 'slow': the server is down (lost connection"
+            )
+    finally:
+        process.send_signal(signal.SIGCONT)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+async def test_a_tool_call_past_the_call_timeout_is_a_failed_result_and_the_turn_goes_on(model):
+    """``MCP_CALL_TIMEOUT_SECONDS`` bounds each call of a tool server's tool: a call past it (here the server would
+    let the tool run 30 s) is given up, reported to the model as a failed call, and the server stays usable."""
+    model.enqueue(ToolCallReply([ToolCall("slow", {"seconds": 30})]), TextReply("too slow"))
+    with running_mcp({"MCP_TOOLS_STRING": SLOW_TOOL}) as server:
+        wait_until_ready(server.root_url)
+        environ = {"MCP_SERVERS": "t", "MCP_SERVER_T_URL": f"{server.root_url}/mcp", "MCP_CALL_TIMEOUT_SECONDS": "1"}
+        async with running_agent(model, **environ) as agent:
+            answer = agent.openai(timeout=60).chat.completions.create(
+                model="a", messages=[{"role": "user", "content": "sleep"}], extra_headers={"X-Session-ID": "s"}
+            )
+            assert answer.choices[0].message.content == "too slow"
+            events = agent.events("s")
+            assert [e["event_type"] for e in events] == ["user_message", "tool_call", "tool_result", "agent_response"]
+            assert events[2]["metadata"]["outcome"] == "failed"
+            assert events[2]["content"]["content"] == (
+                "Error: the tool server 't' failed during the call to 'slow': no answer within 1 s"
+            )
+            assert agent.get("/ready").status_code == 200  # a slow call is no lost server
+            model.enqueue(ToolCallReply([ToolCall("slow", {"seconds": 0})]), TextReply("done"))
+            again = agent.openai().chat.completions.create(
+                model="a", messages=[{"role": "user", "content": "sleep"}], extra_headers={"X-Session-ID": "s2"}
+            )
+            assert again.choices[0].message.content == "done"
+            assert agent.events("s2")[2]["content"]["content"] == "slept"
+
+
 def not_a_number() -> float:
     """Promises a float and returns NaN."""
     return float("nan")
