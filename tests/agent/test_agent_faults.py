@@ -16,6 +16,7 @@ import threading
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletion
 
 from kora.core.net import free_port
 from kora.scripted import ErrorReply, TextReply, ToolCall, ToolCallReply
@@ -34,6 +35,25 @@ def stream_lines(agent: RunningAgent, session: str, text: str = "hi") -> list[st
     ) as response:
         assert response.status_code == 200
         return [line for line in response.iter_lines() if line]
+
+
+def asked_in_background(
+    agent: RunningAgent, session: str, *, timeout: float
+) -> tuple[threading.Thread, list[ChatCompletion]]:
+    """A thread asking ``agent`` to "sleep" in ``session`` (Chat Completions, the client's ``timeout`` in seconds),
+    started; the list its answer is put in."""
+    answers: list[ChatCompletion] = []
+
+    def ask() -> None:
+        answers.append(
+            agent.openai(timeout=timeout).chat.completions.create(
+                model="a", messages=[{"role": "user", "content": "sleep"}], extra_headers={"X-Session-ID": session}
+            )
+        )
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    return asker, answers
 
 
 def chunks(lines: list[str]) -> list[dict]:
@@ -200,23 +220,13 @@ async def test_a_tool_server_killed_mid_call_gives_a_failed_result_and_comes_bac
         call = ToolCall("slow", {"seconds": 30, "started": str(started)})
         model.enqueue(ToolCallReply([call]), TextReply("the tool went away"))
         async with running_agent(model, MCP_SERVERS="t", MCP_SERVER_T_URL=f"{base}/mcp") as agent:
-            answers: list[object] = []
-
-            def ask() -> None:
-                answers.append(
-                    agent.openai(timeout=60).chat.completions.create(
-                        model="a", messages=[{"role": "user", "content": "sleep"}], extra_headers={"X-Session-ID": "k"}
-                    )
-                )
-
-            asker = threading.Thread(target=ask)
-            asker.start()
+            asker, answers = asked_in_background(agent, "k", timeout=60)
             await eventually_async(started.exists, "the tool running")  # the call is in flight
             process.send_signal(signal.SIGKILL)
             process.wait(timeout=10)
             await asyncio.to_thread(asker.join, 60)
             (answer,) = answers
-            assert answer.choices[0].message.content == "the tool went away"  # type: ignore[attr-defined]
+            assert answer.choices[0].message.content == "the tool went away"
             events = agent.events("k")
             assert [e["event_type"] for e in events] == ["user_message", "tool_call", "tool_result", "agent_response"]
             result = events[2]
@@ -251,23 +261,13 @@ async def test_a_hung_tool_server_fails_the_call_in_flight_once_its_ping_fails(m
         model.enqueue(ToolCallReply([call]), TextReply("the tool server hung"))
         environ = {"MCP_SERVERS": "t", "MCP_SERVER_T_URL": f"{base}/mcp", "MCP_CALL_TIMEOUT_SECONDS": "3600"}
         async with running_agent(model, **environ) as agent:
-            answers: list[object] = []
-
-            def ask() -> None:
-                answers.append(
-                    agent.openai(timeout=300).chat.completions.create(
-                        model="a", messages=[{"role": "user", "content": "sleep"}], extra_headers={"X-Session-ID": "h"}
-                    )
-                )
-
-            asker = threading.Thread(target=ask)
-            asker.start()
+            asker, answers = asked_in_background(agent, "h", timeout=300)
             await eventually_async(started.exists, "the tool running")  # the call is in flight
             process.send_signal(signal.SIGSTOP)
             # The ping gives up after 30 s: the answer comes well before the stopped server could ever answer.
             await asyncio.to_thread(asker.join, 240)
             (answer,) = answers
-            assert answer.choices[0].message.content == "the tool server hung"  # type: ignore[attr-defined]
+            assert answer.choices[0].message.content == "the tool server hung"
             events = agent.events("h")
             assert [e["event_type"] for e in events] == ["user_message", "tool_call", "tool_result", "agent_response"]
             result = events[2]
