@@ -108,7 +108,7 @@ class PendingApproval:
         }
 
     def marker(self) -> dict[str, JsonValue]:
-        """The :data:`APPROVAL_FIELD` value of the call: ``{"id", "target", "expires_at"}``."""
+        """The :data:`~kora.core.protocol.APPROVAL_FIELD` value of the call: ``{"id", "target", "expires_at"}``."""
         return {"id": self.id, "target": self.target, "expires_at": _iso(self.expires_at)}
 
     @property

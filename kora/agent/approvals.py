@@ -51,9 +51,6 @@ if TYPE_CHECKING:
 
 #: The pattern source of delegation tools: ``agents/<peer>``.
 AGENTS_SOURCE = "agents"
-#: Kora's extension field marking a call that waits for approval in a Chat Completions ``tool_calls`` entry and a
-#: Responses ``function_call`` item: ``{"id", "target", "expires_at"}``.
-APPROVAL_FIELD = "kora_approval"
 
 
 def parse_approval_patterns(value: str) -> tuple[str, ...]:

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 from pydantic import JsonValue
 from pydantic_ai.messages import ImageUrl, ModelMessage, ModelRequest, UserContent, UserPromptPart
 
-from kora.agent.approvals import APPROVAL_FIELD
 from kora.agent.history import messages_to_events, request_event_count
 from kora.agent.telemetry import AgentTracing
 from kora.agent.turn import ResponseRecord, TurnRequest
 from kora.core.errors import KoraError
 from kora.core.events import ErrorContent, EventType, MemoryEvent, new_event, tool_call_id
+from kora.core.protocol import APPROVAL_FIELD
 from kora.memory import Memory
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ class TurnRecorder:
 
 def _marked(events: list[MemoryEvent], markers: Mapping[str, JsonValue]) -> list[MemoryEvent]:
     """``events`` with each ``tool_call`` event of a call in ``markers`` (tool call id -> marker) carrying its marker
-    in its metadata (:data:`~kora.agent.approvals.APPROVAL_FIELD`)."""
+    in its metadata (:data:`~kora.core.protocol.APPROVAL_FIELD`)."""
     marked = []
     for event in events:
         call_id = tool_call_id(event)

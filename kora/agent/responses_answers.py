@@ -65,7 +65,6 @@ from openai.types.responses.response_usage import InputTokensDetails, OutputToke
 from pydantic import JsonValue, ValidationError
 from pydantic_core import to_json as _to_json
 
-from kora.agent.approvals import APPROVAL_FIELD
 from kora.agent.responses_api import (
     REQUEST_FIELDS,
     Origin,
@@ -78,6 +77,7 @@ from kora.agent.responses_input import input_messages
 from kora.agent.turn import ClientCall, TurnOutcome
 from kora.core.errors import RequestError
 from kora.core.events import EventType, MemoryEvent
+from kora.core.protocol import APPROVAL_FIELD
 
 #: A response's status as the SDK types it.
 Status = Literal["completed", "failed", "in_progress", "cancelled", "queued", "incomplete"]

@@ -46,9 +46,9 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 from typing_extensions import TypedDict, is_typeddict
 
-from kora.agent.approvals import APPROVAL_FIELD
 from kora.agent.responses_api import Origin
 from kora.core.errors import RequestError
+from kora.core.protocol import APPROVAL_FIELD
 
 #: Strict types and no unknown field, for every type an item holds.
 _CONFIG: Final = ConfigDict(strict=True, extra="forbid")

@@ -21,6 +21,9 @@ from kora.core.errors import RequestError
 SESSION_HEADER = "X-Session-ID"
 #: Set by a parent agent on a delegated request; its value is the parent agent's name.
 DELEGATED_BY_HEADER = "X-Kora-Delegated-By"
+#: Kora's extension field marking a call that waits for a person's approval in a Chat Completions ``tool_calls``
+#: entry and a Responses ``function_call`` item: ``{"id", "target", "expires_at"}`` (docs/approvals.md).
+APPROVAL_FIELD = "kora_approval"
 #: A2A message metadata key naming the parent agent of a delegated task.
 DELEGATED_BY_METADATA = "kora.delegated_by"
 #: Name prefix of the delegation tools the agent offers the model: ``delegate_to_<agent>``.

@@ -24,6 +24,7 @@ from typing import Annotated, TextIO
 import typer
 
 from kora.core.command import run_command
+from kora.core.protocol import APPROVAL_FIELD
 from kora.local.credentials import read_credentials
 from kora.local.state import Located, UpState, WorkloadState, locate, process_alive, read_state, render_table
 from kora.resources import ADMIN_TOKEN_KEY, Kind, ResourceRef, credentials_secret
@@ -269,10 +270,6 @@ def _chat(
             print(f"\nkora chat: {_error_text(error)}", file=sys.stderr)
             if error.code == "approval_pending" and session is not None:
                 print(_deciding_text(workload.gateway_url, session, []), file=sys.stderr)
-
-
-#: Kora's extension field that marks a streamed tool call waiting for a person's approval (docs/approvals.md).
-APPROVAL_FIELD = "kora_approval"
 
 
 def _deciding_text(gateway_url: str, session: str, approvals: list[str]) -> str:

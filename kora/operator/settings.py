@@ -34,7 +34,6 @@ from kora.core.net import is_http_url
 from kora.core.serving import load_settings
 from kora.core.settings_model import WorkloadSettings
 from kora.resources import (
-    APPROVAL_PATTERN,
     DEFAULT_ROUTE_TIMEOUTS,
     AgentBudget,
     ClusterDNS,
@@ -43,6 +42,7 @@ from kora.resources import (
     RouteTimeouts,
     ToolApproval,
     UrlStrategy,
+    check_approval_pattern,
 )
 
 __all__ = [
@@ -217,8 +217,8 @@ class OperatorSettings(WorkloadSettings):
     @classmethod
     def _approval_patterns(cls, value: str) -> str:
         for item in (item.strip() for item in value.split(",")):
-            if item and not re.fullmatch(APPROVAL_PATTERN, item):
-                raise ValueError(names.not_an_approval_pattern(item))
+            if item:
+                check_approval_pattern(item)
         return value
 
     @property

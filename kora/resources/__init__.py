@@ -36,7 +36,6 @@ from kora.resources.loader import (
 )
 from kora.resources.models import (
     API_VERSION,
-    APPROVAL_PATTERN,
     CONDITION_MEMORY_DEGRADED,
     CONDITION_READY,
     GROUP,
@@ -55,6 +54,7 @@ from kora.resources.models import (
     Phase,
     ResourceStatus,
     ToolApproval,
+    check_approval_pattern,
     format_duration,
 )
 from kora.resources.urls import DEFAULT_PORT, ClusterDNS, GatewayRouted, Loopback, UrlStrategy, route_path, service_name
@@ -75,7 +75,6 @@ from kora.resources.wiring import (
 __all__ = [
     "ADMIN_TOKEN_KEY",
     "API_VERSION",
-    "APPROVAL_PATTERN",
     "CONDITION_MEMORY_DEGRADED",
     "CONDITION_READY",
     "DEFAULT_PORT",
@@ -110,6 +109,7 @@ __all__ = [
     "ToolApproval",
     "UrlStrategy",
     "WorkloadPlan",
+    "check_approval_pattern",
     "credentials_secret",
     "dependencies_of",
     "describe_resource_error",

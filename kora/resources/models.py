@@ -392,7 +392,10 @@ class AgentBudget(WireModel):
 APPROVAL_PATTERN = r"^(\*|[^/,\s]+/[^/,\s]+)$"
 
 
-def _check_approval_pattern(value: str) -> str:
+def check_approval_pattern(value: str) -> str:
+    """``value``, one ``toolApproval.required`` item (``TOOL_APPROVAL_REQUIRED``, the operator's default), when it
+    matches :data:`APPROVAL_PATTERN`; else ``ValueError`` with the agent's message
+    (:func:`~kora.core.env.not_an_approval_pattern`)."""
     if not re.fullmatch(APPROVAL_PATTERN, value):
         raise ValueError(not_an_approval_pattern(value))
     return value
@@ -401,7 +404,7 @@ def _check_approval_pattern(value: str) -> str:
 #: A ``toolApproval.required`` item: refused with the agent's message; the CRD's schema keeps the pattern, for the
 #: API server.
 ApprovalPattern = Annotated[
-    str, AfterValidator(_check_approval_pattern), Field(json_schema_extra={"pattern": APPROVAL_PATTERN})
+    str, AfterValidator(check_approval_pattern), Field(json_schema_extra={"pattern": APPROVAL_PATTERN})
 ]
 
 

@@ -33,7 +33,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import JsonValue
 
-from kora.agent.approvals import APPROVAL_FIELD, PausedTurn
+from kora.agent.approvals import PausedTurn
 from kora.agent.identity import Identity, open_session
 from kora.agent.openai_api import ParsedChat, parse_chat_request
 from kora.agent.routes.request_route import request_route
@@ -53,7 +53,7 @@ from kora.core.openai_wire import (
     tool_call_body,
     usage_body,
 )
-from kora.core.protocol import DELEGATED_BY_HEADER, SESSION_HEADER, check_session_id
+from kora.core.protocol import APPROVAL_FIELD, DELEGATED_BY_HEADER, SESSION_HEADER, check_session_id
 from kora.core.serving import StreamingAnswer, error_response
 
 if TYPE_CHECKING:

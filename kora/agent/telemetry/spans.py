@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from types import TracebackType
 
 from opentelemetry import context, trace
-from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
@@ -77,11 +76,12 @@ class TurnSpan:
 
     span: Span
     steps: StepSpans
-    _context: contextvars.Token[Context] | None = field(default=None, init=False, repr=False)
+    _current: Current | None = field(default=None, init=False, repr=False)
     _steps: contextvars.Token[StepSpans | None] | None = field(default=None, init=False, repr=False)
 
     def __enter__(self) -> TurnSpan:
-        self._context = context.attach(trace.set_span_in_context(self.span))
+        self._current = Current(self.span)
+        self._current.__enter__()
         self._steps = current_steps.set(self.steps)
         return self
 
@@ -98,8 +98,8 @@ class TurnSpan:
                 # A streamed turn closed by its consumer from another context cannot reset its own token there.
                 with suppress(ValueError):
                     current_steps.reset(self._steps)
-            if self._context is not None:
-                context.detach(self._context)
+            if self._current is not None:
+                self._current.__exit__()
             self.span.end()
 
     def finish(self, outcome: TurnOutcome) -> None:

@@ -98,7 +98,7 @@ class FunctionCall(_Strict):
 
 class AssistantToolCall(_Strict):
     """One entry of an assistant message's ``tool_calls``. ``kora_approval`` marks a call waiting for a person's
-    approval, as Kora answered it (:data:`kora.agent.approvals.APPROVAL_FIELD`); sent back with the conversation, it
+    approval, as Kora answered it (:data:`kora.core.protocol.APPROVAL_FIELD`); sent back with the conversation, it
     is accepted and the agent's own record of the call is what counts."""
 
     id: Annotated[str, StringConstraints(min_length=1)]
